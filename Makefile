@@ -1,0 +1,48 @@
+# truneg-fairseq: set-up, demo and tests.
+#   make demo   install everything, then run the built-in demo (WordNet-gloss corpus, 3 criterions)
+#   make test   install everything, then run the test suite
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+WORDNET_DIR ?= /usr/share/wordnet
+STAMP := $(VENV)/.installed
+
+.PHONY: install wordnet demo test bench lint clean
+
+install: $(STAMP) wordnet
+
+$(STAMP): requirements.txt requirements-fairseq.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements.txt
+	$(PIP) install -q --no-deps --no-build-isolation -r requirements-fairseq.txt
+	$(PIP) uninstall -q -y torchaudio 2>/dev/null || true
+	$(PIP) install -q --no-deps -e .
+	$(PY) -c "import fairseq, torch, nltk, sentencepiece, tensorboardX; print('fairseq', fairseq.__version__, 'torch', torch.__version__)"
+	touch $(STAMP)
+
+# Princeton WordNet 3.0 from Debian when no WordNet is available yet.
+wordnet:
+	@if [ -n "$$WNHOME" ] || [ -f $(WORDNET_DIR)/data.noun ] || [ -n "$$TRUNEG_SKIP_APT" ]; then \
+	  true; \
+	elif command -v apt-get >/dev/null; then \
+	  echo "installing WordNet 3.0 (Debian wordnet-base, wordnet-sense-index)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wordnet-base wordnet-sense-index >/dev/null; \
+	else \
+	  echo "WordNet not found: set WNHOME to a WordNet 3.0 dict directory or NLTK_DATA to an nltk data dir holding corpora/wordnet" >&2; \
+	fi
+
+demo: install
+	$(PY) scripts/demo.py --workdir demo_work
+
+test: install
+	$(PY) -m pytest -q tests
+
+bench: install
+	$(PY) benchmarks/criterion_overhead.py
+
+clean:
+	rm -rf $(VENV) demo_work .pytest_cache

@@ -1,0 +1,175 @@
+"""Corpus preparation: the built-in WordNet-gloss corpus, sentencepiece, fairseq binarization.
+
+The pipeline is raw text -> sentencepiece (trained on the corpus) -> ``fairseq-preprocess
+--only-source`` -> data-bin/ (dict.txt + mmap shards). Every output is written atomically (to a
+temporary name, then renamed), so an interrupted run never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+logger = logging.getLogger(__name__)
+
+
+class CorpusError(ValueError):
+    pass
+
+
+def atomic_write_lines(path: os.PathLike, lines: Iterable[str]) -> int:
+    """Write ``lines`` (without newlines) to ``path`` atomically; return the line count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    n = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line)
+                f.write("\n")
+                n += 1
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return n
+
+
+# ---- the built-in corpus ----------------------------------------------------------------------
+
+_QUOTED = re.compile(r'"([^"]+)"')
+
+
+def wordnet_gloss_lines(wn=None) -> Iterator[str]:
+    """Definitions and example sentences from WordNet's data files, one per line.
+
+    Each synset's gloss (the text after ``|``) holds a definition followed by quoted examples;
+    each becomes a line. About 118k glosses, 1.4M words of English.
+    """
+    if wn is None:
+        from truneg_fairseq.lexicon import load_wordnet
+
+        wn = load_wordnet()
+    for pos in ("noun", "verb", "adj", "adv"):
+        with wn.open(f"data.{pos}") as f:
+            for raw in f:
+                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+                if line.startswith("  ") or "|" not in line:
+                    continue  # licence header
+                gloss = line.split("|", 1)[1].strip()
+                examples = _QUOTED.findall(gloss)
+                definition = _QUOTED.sub("", gloss).strip(" ;")
+                for text in [definition] + examples:
+                    text = " ".join(text.split())
+                    if len(text.split()) >= 3:
+                        yield text
+
+
+def write_split_corpus(
+    lines: Sequence[str], out_dir: os.PathLike, valid_fraction: float = 0.02, seed: int = 1
+) -> Tuple[Path, Path, int, int]:
+    """Deduplicate, shuffle (seeded) and split ``lines`` into train.txt / valid.txt."""
+    uniq = list(dict.fromkeys(l for l in lines if l.strip()))
+    if len(uniq) < 2:
+        raise CorpusError(f"corpus has {len(uniq)} non-empty distinct lines; need at least 2 to split train/valid")
+    rng = random.Random(seed)
+    rng.shuffle(uniq)
+    n_valid = max(1, int(len(uniq) * valid_fraction))
+    out = Path(out_dir)
+    train, valid = out / "train.txt", out / "valid.txt"
+    atomic_write_lines(valid, uniq[:n_valid])
+    atomic_write_lines(train, uniq[n_valid:])
+    return train, valid, len(uniq) - n_valid, n_valid
+
+
+# ---- sentencepiece ----------------------------------------------------------------------------
+
+
+def train_sentencepiece(
+    text_file: os.PathLike, model_prefix: os.PathLike, vocab_size: int = 8000,
+    model_type: str = "unigram", input_sentence_size: int = 2_000_000, seed_sentencepiece_size: int = 1_000_000,
+) -> Path:
+    """Train a sentencepiece model on ``text_file``; returns ``<model_prefix>.model``.
+
+    fairseq adds its own specials (<s> <pad> </s> <unk>), so sentencepiece keeps only <unk>.
+    """
+    import sentencepiece as spm
+
+    text_file = Path(text_file)
+    if not text_file.is_file() or text_file.stat().st_size == 0:
+        raise CorpusError(f"{text_file} is missing or empty: nothing to train sentencepiece on")
+    prefix = Path(model_prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    tmp_prefix = prefix.parent / f".{prefix.name}.tmp{os.getpid()}"
+    spm.SentencePieceTrainer.train(
+        input=str(text_file), model_prefix=str(tmp_prefix), vocab_size=vocab_size,
+        model_type=model_type, character_coverage=1.0, bos_id=-1, eos_id=-1, pad_id=-1,
+        unk_id=0, input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
+        seed_sentencepiece_size=seed_sentencepiece_size, minloglevel=2, num_threads=os.cpu_count() or 1,
+        hard_vocab_limit=False,
+    )
+    for ext in (".model", ".vocab"):
+        os.replace(f"{tmp_prefix}{ext}", f"{prefix}{ext}")
+    return Path(f"{prefix}.model")
+
+
+def encode_file(spm_model: os.PathLike, src: os.PathLike, dst: os.PathLike) -> int:
+    """Tokenize ``src`` into space-separated pieces (the input format of fairseq-preprocess)."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+
+    def gen():
+        with open(src, encoding="utf-8") as f:
+            batch: List[str] = []
+            for line in f:
+                batch.append(line.rstrip("\n"))
+                if len(batch) == 4096:
+                    yield from (" ".join(p) for p in sp.encode(batch, out_type=str))
+                    batch = []
+            if batch:
+                yield from (" ".join(p) for p in sp.encode(batch, out_type=str))
+
+    return atomic_write_lines(dst, gen())
+
+
+# ---- fairseq binarization ---------------------------------------------------------------------
+
+
+def binarize(
+    trainpref: os.PathLike, validpref: os.PathLike, destdir: os.PathLike, workers: int = 1,
+    srcdict: Optional[os.PathLike] = None,
+) -> Path:
+    """Run ``fairseq-preprocess --only-source`` into ``destdir`` (atomically: built beside it,
+    then renamed into place)."""
+    destdir = Path(destdir)
+    destdir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{destdir.name}.", dir=destdir.parent))
+    cmd = [
+        sys.executable, "-m", "fairseq_cli.preprocess", "--only-source",
+        "--trainpref", str(trainpref), "--validpref", str(validpref),
+        "--destdir", str(tmp), "--workers", str(workers), "--dataset-impl", "mmap",
+    ]
+    if srcdict:
+        cmd += ["--srcdict", str(srcdict)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CorpusError(f"fairseq-preprocess failed:\n{proc.stderr[-2000:]}")
+        if destdir.exists():
+            shutil.rmtree(destdir)
+        os.replace(tmp, destdir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return destdir

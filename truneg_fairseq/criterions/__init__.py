@@ -1,0 +1,3 @@
+"""Registered criterions: mlm_hard_correction, mlm_soft_reg, mlm_sent_kl."""
+
+from . import mlm_hard_correction, mlm_sent_kl, mlm_soft_reg  # noqa: F401  (registration)

@@ -1,0 +1,68 @@
+"""Loss math of the counter-false-negative objectives, as plain functions on tensors.
+
+Notation: M masked positions in a batch, V vocabulary entries, C embedding or hidden size.
+Every function returns per-position terms; criterions sum them (``reduction="sum"``) and fairseq
+divides by the summed ``sample_size``, which keeps the losses exact under data-parallel sharding.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def masked_nll(logits: torch.Tensor, targets: torch.Tensor, padding_idx: int) -> torch.Tensor:
+    """Eq. 1 per position: -log p(w_k | s).
+
+    logits: M x V (any float dtype; computed in fp32), targets: M. Returns M fp32 values, 0 where
+    ``targets == padding_idx``.
+    """
+    return F.cross_entropy(
+        logits.float(), targets, reduction="none", ignore_index=padding_idx
+    )  # M
+
+
+def hard_correction_keep(corrected: torch.Tensor) -> torch.Tensor:
+    """Eq. 2 weights: 1 where the position stays in the loss, 0 where the prediction was a
+    synonym of the gold token (corrected, no gradient). corrected: M bool -> M float."""
+    return (~corrected).float()
+
+
+def soft_regularization(
+    embed_weight: torch.Tensor, gold: torch.Tensor, pred: torch.Tensor
+) -> torch.Tensor:
+    """Eq. 3 per position: 1 - cos(e_gold, e_pred), in [0, 2].
+
+    embed_weight: V x C (the model's input embedding matrix; receives gradient through both
+    rows), gold, pred: M ids. Returns M fp32 values.
+    """
+    e_gold = embed_weight[gold].float()  # M x C
+    e_pred = embed_weight[pred].float()  # M x C
+    return 1.0 - F.cosine_similarity(e_gold, e_pred, dim=-1, eps=1e-8)  # M
+
+
+def sentence_kl(h_p: torch.Tensor, h_s: torch.Tensor) -> torch.Tensor:
+    """KL(softmax(H_p) || softmax(H_s)) per token, softmax over the hidden dimension.
+
+    h_p, h_s: B x T x C encoder outputs for the prediction-filled and the original sentence.
+    Returns B x T fp32 values (>= 0; 0 iff the two rows give the same distribution).
+    """
+    logp = F.log_softmax(h_p.float(), dim=-1)  # B x T x C
+    logs = F.log_softmax(h_s.float(), dim=-1)  # B x T x C
+    return (logp.exp() * (logp - logs)).sum(-1)  # B x T
+
+
+def fill_predictions(
+    src_tokens: torch.Tensor, target: torch.Tensor, masked: torch.Tensor, preds: torch.Tensor,
+    padding_idx: int,
+):
+    """Build the original sentence s and the prediction-filled sentence s_p.
+
+    src_tokens, target: B x T (target is ``padding_idx`` outside the masked positions), masked:
+    B x T bool with M True entries, preds: M. Returns (s, s_p), both B x T.
+    """
+    has_target = target.ne(padding_idx)  # B x T
+    s = torch.where(has_target, target, src_tokens)  # B x T: masks replaced by the gold tokens
+    s_p = s.clone()
+    s_p[masked] = torch.where(target[masked].ne(padding_idx), preds, s[masked])  # M
+    return s, s_p

@@ -1,0 +1,24 @@
+"""WordNet provisioning and synonym tables (build, save, load, device lookup)."""
+
+from .lookup import SynonymLookup
+from .synonyms import (
+    SynonymTable,
+    SynonymTableError,
+    VocabView,
+    build_table,
+    dictionary_fingerprint,
+    vocab_view,
+)
+from .wordnet import WordNetNotFoundError, load_wordnet
+
+__all__ = [
+    "SynonymLookup",
+    "SynonymTable",
+    "SynonymTableError",
+    "VocabView",
+    "WordNetNotFoundError",
+    "build_table",
+    "dictionary_fingerprint",
+    "load_wordnet",
+    "vocab_view",
+]

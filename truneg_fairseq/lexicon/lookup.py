@@ -1,0 +1,52 @@
+"""Device-side synonym lookups for the training step: tensor operations only, no Python loops."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from .synonyms import KEY_SHIFT, SynonymTable
+
+
+class SynonymLookup(nn.Module):
+    """Answers "is ``pred`` a synonym of ``gold``" for whole tensors of ids.
+
+    Buffers (moved with ``.to(device)``, not saved in checkpoints):
+
+    * ``keys``: sorted int64 ``gold << 32 | pred`` of every synonym pair, P entries;
+    * ``continuation``: bool per vocabulary id, True for pieces that continue a word.
+    """
+
+    def __init__(self, table: SynonymTable, vocab_size: int):
+        super().__init__()
+        keys = torch.from_numpy(table.keys().copy()) if len(table) else torch.zeros(0, dtype=torch.long)
+        self.register_buffer("keys", keys, persistent=False)
+        cont = torch.zeros(max(vocab_size, table.num_symbols), dtype=torch.bool)
+        if len(table.continuation_ids):
+            cont[torch.from_numpy(table.continuation_ids.copy())] = True
+        self.register_buffer("continuation", cont, persistent=False)
+
+    @property
+    def num_pairs(self) -> int:
+        return self.keys.numel()
+
+    def is_synonym(self, gold: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
+        """Bool tensor, same shape as ``gold``/``pred``: True where (gold, pred) is a pair.
+
+        One ``searchsorted`` over the sorted keys: O(N log P) on the device.
+        """
+        if self.keys.numel() == 0:
+            return torch.zeros_like(gold, dtype=torch.bool)
+        q = (gold.long() << KEY_SHIFT) | pred.long()
+        idx = torch.searchsorted(self.keys, q).clamp_(max=self.keys.numel() - 1)
+        return self.keys[idx] == q
+
+    def ends_word(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Bool B x T: True where the next token does not continue the word at this position.
+
+        ``tokens`` is B x T (the original, unmasked sentence). The last position of a row ends
+        its word.
+        """
+        nxt_cont = self.continuation[tokens[:, 1:]]  # B x (T-1)
+        last = torch.zeros_like(tokens[:, :1], dtype=torch.bool)  # B x 1
+        return ~torch.cat([nxt_cont, last], dim=1)

@@ -1,0 +1,406 @@
+"""Synonym tables: which (gold, prediction) vocabulary pairs count as synonyms.
+
+A table belongs to one fairseq dictionary. It stores
+
+* ``pairs``: sorted int64 ``(gold_id, pred_id)`` rows, both ids whole-word entries of the
+  dictionary and ``pred`` a synonym of ``gold`` (never the same id);
+* ``continuation_ids``: ids of entries that continue a word (sentencepiece pieces without the
+  ``▁`` word-start mark, GPT-2 tokens without ``Ġ``): a gold token followed by one of them is a
+  subword piece and is never corrected;
+* the dictionary's fingerprint (sha256 of its first ``num_symbols`` symbols), so a table cannot be
+  used with another dictionary by mistake.
+
+Files are ``.npz`` archives written atomically; see :meth:`SynonymTable.save`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+KEY_SHIFT = 32  # key = gold << 32 | pred: unique for any vocabulary under 2**31 entries
+SP_SPACE = "\u2581"  # sentencepiece word-start mark
+GPT2_SPACE = "\u0120"  # GPT-2 byte-level encoding of a leading space ("Ġ")
+TOKENIZERS = ("sentencepiece", "gpt2", "whitespace")
+SOURCES = ("wordnet", "embedding")
+
+
+class SynonymTableError(ValueError):
+    pass
+
+
+def dictionary_fingerprint(symbols: Sequence[str]) -> str:
+    """sha256 of the symbols in id order (ids are what the table stores)."""
+    h = hashlib.sha256()
+    for s in symbols:
+        h.update(s.encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def stopwords() -> frozenset:
+    """English stopwords (scikit-learn's list: no download needed)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+# --------------------------------------------------------------------------------------------
+# Vocabulary view: which entries are whole words, which continue a word
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class VocabView:
+    """Per-id view of a fairseq dictionary under its tokenizer.
+
+    ``words[i]`` is the surface word of entry ``i`` when the entry starts a word and is purely
+    alphabetic (a candidate whole word), else ``None``; ``continuation[i]`` is True when entry
+    ``i`` continues the previous token's word.
+    """
+
+    symbols: List[str]
+    words: List[Optional[str]]
+    continuation: List[bool]
+    tokenizer: str
+
+
+def _is_word(s: str) -> bool:
+    return s.isascii() and s.isalpha()
+
+
+def vocab_view(
+    dict_path: os.PathLike,
+    tokenizer: str,
+    spm_model: Optional[os.PathLike] = None,
+    gpt2_encoder_json: Optional[os.PathLike] = None,
+) -> VocabView:
+    """Load ``dict.txt`` as fairseq does and classify each entry for ``tokenizer``."""
+    from fairseq.data import Dictionary
+
+    dict_path = Path(dict_path)
+    if not dict_path.is_file():
+        raise SynonymTableError(f"dictionary {dict_path} not found: pass the dict.txt that fairseq-preprocess wrote into your data-bin directory")
+    if tokenizer not in TOKENIZERS:
+        raise SynonymTableError(f"--tokenizer {tokenizer!r} is not one of {', '.join(TOKENIZERS)}")
+    d = Dictionary.load(str(dict_path))
+    symbols = list(d.symbols)
+    nspecial = d.nspecial
+    words: List[Optional[str]] = [None] * len(symbols)
+    cont = [False] * len(symbols)
+
+    if tokenizer == "sentencepiece":
+        if spm_model is None:
+            raise SynonymTableError("--tokenizer sentencepiece needs --spm-model (the .model file that tokenized the corpus)")
+        import sentencepiece as spm
+
+        if not Path(spm_model).is_file():
+            raise SynonymTableError(f"--spm-model {spm_model} not found")
+        sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+        unknown = 0
+        for i in range(nspecial, len(symbols)):
+            s = symbols[i]
+            if sp.piece_to_id(s) == sp.unk_id() and s != sp.id_to_piece(sp.unk_id()):
+                unknown += 1
+                continue
+            if s.startswith(SP_SPACE):
+                if _is_word(s[1:]):
+                    words[i] = s[1:]
+            elif not sp.is_control(sp.piece_to_id(s)):
+                cont[i] = True
+        n = len(symbols) - nspecial
+        if n and unknown > 0.5 * n:
+            raise SynonymTableError(
+                f"{unknown} of {n} entries of {dict_path} are not pieces of {spm_model}: the "
+                "dictionary was not produced by this sentencepiece model"
+            )
+    elif tokenizer == "gpt2":
+        if gpt2_encoder_json is None or not Path(gpt2_encoder_json).is_file():
+            raise SynonymTableError(f"--tokenizer gpt2 needs --gpt2-encoder-json (encoder.json of the GPT-2 BPE); got {gpt2_encoder_json}")
+        with open(gpt2_encoder_json, encoding="utf-8") as f:
+            id_to_tok = {v: k for k, v in json.load(f).items()}
+        unknown = 0
+        for i in range(nspecial, len(symbols)):
+            s = symbols[i]
+            tok = id_to_tok.get(int(s)) if s.isdigit() else None
+            if tok is None:
+                unknown += 1
+                continue
+            if tok.startswith(GPT2_SPACE):
+                if _is_word(tok[1:]):
+                    words[i] = tok[1:]
+            elif not (tok.startswith("<|") and tok.endswith("|>")):
+                cont[i] = True
+        n = len(symbols) - nspecial
+        if n and unknown > 0.5 * n:
+            raise SynonymTableError(
+                f"{unknown} of {n} entries of {dict_path} are not GPT-2 BPE ids of {gpt2_encoder_json}"
+            )
+    else:  # whitespace: every alphabetic entry is a whole word
+        for i in range(nspecial, len(symbols)):
+            if _is_word(symbols[i]):
+                words[i] = symbols[i]
+    return VocabView(symbols=symbols, words=words, continuation=cont, tokenizer=tokenizer)
+
+
+def _case_key(word: str) -> str:
+    """Capitalisation class, so 'Primary' pairs with 'Main' and 'primary' with 'main'."""
+    if word.islower():
+        return "lower"
+    if word.isupper() and len(word) > 1:
+        return "upper"
+    if word[0].isupper() and word[1:].islower():
+        return "title"
+    return "mixed"
+
+
+def _entries_by_word(view: VocabView) -> Dict[str, Dict[str, List[int]]]:
+    by_word: Dict[str, Dict[str, List[int]]] = {}
+    for i, w in enumerate(view.words):
+        if w is None:
+            continue
+        ck = _case_key(w)
+        if ck == "mixed":
+            continue
+        by_word.setdefault(w.lower(), {}).setdefault(ck, []).append(i)
+    return by_word
+
+
+# --------------------------------------------------------------------------------------------
+# Synonym sources
+# --------------------------------------------------------------------------------------------
+
+
+def wordnet_synonyms(word: str, wn, stop: frozenset) -> Set[str]:
+    """Single-word WordNet synonyms of ``word`` (lower-cased lemma names of its synsets).
+
+    Only synsets that list ``word`` itself as a lemma are used, so inflected forms are not paired
+    with base forms by morphological lookup ("ran" is not given the synonyms of "run").
+    """
+    out: Set[str] = set()
+    for syn in wn.synsets(word):
+        names = [l.name().lower() for l in syn.lemmas()]
+        if word not in names:
+            continue
+        for n in names:
+            if n != word and _is_word(n) and n not in stop:
+                out.add(n)
+    return out
+
+
+def load_vectors(path: os.PathLike, wanted: Optional[Set[str]] = None) -> Tuple[List[str], np.ndarray]:
+    """Read GloVe (no header) or word2vec text vectors; keep only ``wanted`` words if given."""
+    path = Path(path)
+    if not path.is_file():
+        raise SynonymTableError(f"--vectors {path} not found (GloVe or word2vec text format)")
+    words: List[str] = []
+    rows: List[np.ndarray] = []
+    dim = None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            parts = line.rstrip("\n").rstrip().split(" ")
+            if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                continue  # word2vec header "count dim"
+            if len(parts) < 2:
+                continue
+            if dim is None:
+                dim = len(parts) - 1
+            if len(parts) - 1 != dim:
+                raise SynonymTableError(
+                    f"{path}:{lineno}: {len(parts) - 1} values, expected {dim}: not a GloVe/word2vec text file"
+                )
+            w = parts[0]
+            if wanted is not None and w not in wanted:
+                continue
+            try:
+                rows.append(np.asarray(parts[1:], dtype=np.float32))
+            except ValueError:
+                raise SynonymTableError(f"{path}:{lineno}: non-numeric vector values")
+            words.append(w)
+    if dim is None:
+        raise SynonymTableError(f"--vectors {path} is empty")
+    return words, (np.stack(rows) if rows else np.zeros((0, dim), np.float32))
+
+
+def embedding_neighbours(words: List[str], vecs: np.ndarray, k: int = 10) -> Dict[str, List[str]]:
+    """Top-``k`` cosine neighbours of each word among ``words`` (itself excluded)."""
+    import torch
+
+    if len(words) < 2:
+        return {}
+    x = torch.from_numpy(vecs)
+    x = x / x.norm(dim=1, keepdim=True).clamp_min(1e-8)
+    k = min(k, len(words) - 1)
+    out: Dict[str, List[str]] = {}
+    for start in range(0, len(words), 4096):
+        sims = x[start : start + 4096] @ x.T  # chunk x N
+        idx = torch.arange(sims.size(0))
+        sims[idx, idx + start] = -2.0  # exclude self
+        top = sims.topk(k, dim=1).indices
+        for r, row in enumerate(top.tolist()):
+            out[words[start + r]] = [words[j] for j in row]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SynonymTable:
+    pairs: np.ndarray  # P x 2 int64, sorted by (gold, pred)
+    continuation_ids: np.ndarray  # C int64
+    num_symbols: int
+    fingerprint: str
+    meta: dict = field(default_factory=dict)
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[Tuple[int, int]], view: VocabView, meta: dict) -> "SynonymTable":
+        arr = np.asarray(sorted(set((int(g), int(p)) for g, p in pairs if g != p)), dtype=np.int64)
+        arr = arr.reshape(-1, 2)
+        cont = np.asarray([i for i, c in enumerate(view.continuation) if c], dtype=np.int64)
+        return cls(arr, cont, len(view.symbols), dictionary_fingerprint(view.symbols), dict(meta))
+
+    @classmethod
+    def empty(cls, symbols: Sequence[str]) -> "SynonymTable":
+        return cls(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), len(symbols), dictionary_fingerprint(symbols), {"source": "empty"})
+
+    # ---- lookups (host side; the training step uses SynonymLookup) --------------------------
+    def keys(self) -> np.ndarray:
+        return (self.pairs[:, 0] << KEY_SHIFT) | self.pairs[:, 1]
+
+    def synonyms_of(self, gold_id: int) -> List[int]:
+        lo, hi = np.searchsorted(self.pairs[:, 0], [gold_id, gold_id + 1])
+        return self.pairs[lo:hi, 1].tolist()
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    # ---- io -------------------------------------------------------------------------------
+    def save(self, path: os.PathLike) -> None:
+        """Write atomically: a temporary file in the same directory, then ``os.replace``."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = dict(self.meta, format_version=FORMAT_VERSION, num_symbols=self.num_symbols, fingerprint=self.fingerprint)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez_compressed(
+                    f,
+                    pairs=self.pairs.astype(np.int64),
+                    continuation_ids=self.continuation_ids.astype(np.int64),
+                    meta=np.asarray(json.dumps(meta, sort_keys=True)),
+                )
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path: os.PathLike) -> "SynonymTable":
+        path = Path(path)
+        if not path.is_file():
+            raise SynonymTableError(
+                f"synonym table {path} not found: build it with `python scripts/build_synonym_table.py "
+                "--dict DATA/dict.txt ... --output FILE` and pass it as --synonym-table"
+            )
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                pairs = z["pairs"]
+                cont = z["continuation_ids"]
+                meta = json.loads(str(z["meta"]))
+        except Exception as e:  # corrupt or foreign file
+            raise SynonymTableError(f"{path} is not a synonym table written by build_synonym_table.py ({e})") from e
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise SynonymTableError(f"{path}: table format {meta.get('format_version')} (expected {FORMAT_VERSION}); rebuild it")
+        if pairs.ndim != 2 or pairs.shape[1] != 2:
+            raise SynonymTableError(f"{path}: pairs array has shape {pairs.shape}, expected P x 2")
+        return cls(pairs.astype(np.int64), cont.astype(np.int64), int(meta["num_symbols"]), meta["fingerprint"], meta)
+
+    def check_dictionary(self, symbols: Sequence[str], path: os.PathLike = "<table>") -> None:
+        """Raise unless ``symbols`` (a task dictionary, which may append e.g. ``<mask>``) starts
+        with exactly the dictionary this table was built for."""
+        n = self.num_symbols
+        if len(symbols) < n or dictionary_fingerprint(symbols[:n]) != self.fingerprint:
+            raise SynonymTableError(
+                f"synonym table {path} was built for another dictionary ({n} symbols, fingerprint "
+                f"{self.fingerprint[:12]}); this task's dictionary has {len(symbols)} symbols, "
+                f"fingerprint {dictionary_fingerprint(symbols[:n])[:12]}. Rebuild the table from "
+                "this data directory's dict.txt with scripts/build_synonym_table.py"
+            )
+
+
+@dataclass
+class BuildReport:
+    num_pairs: int
+    num_candidates: int  # non-stopword whole-word entries
+    num_covered: int  # of those, entries with >= 1 synonym in the vocabulary
+    seconds: float
+
+    @property
+    def coverage(self) -> float:
+        return self.num_covered / max(self.num_candidates, 1)
+
+
+def build_table(
+    view: VocabView,
+    source: str = "wordnet",
+    vectors: Optional[os.PathLike] = None,
+    topk: int = 10,
+    wn=None,
+) -> Tuple[SynonymTable, BuildReport]:
+    """Build the synonym table of a vocabulary from WordNet or from embedding neighbours."""
+    if source not in SOURCES:
+        raise SynonymTableError(f"--source {source!r} is not one of {', '.join(SOURCES)}")
+    t0 = time.time()
+    stop = stopwords()
+    by_word = _entries_by_word(view)
+    candidates = {w for w in by_word if w not in stop}
+
+    if source == "wordnet":
+        if wn is None:
+            from .wordnet import load_wordnet
+
+            wn = load_wordnet()
+        syn_of = {w: wordnet_synonyms(w, wn, stop) for w in candidates}
+    else:
+        if vectors is None:
+            raise SynonymTableError("--source embedding needs --vectors FILE (GloVe or word2vec text format)")
+        vwords, vecs = load_vectors(vectors, wanted=candidates)
+        nb = embedding_neighbours(vwords, vecs, topk)
+        syn_of = {w: set(nb.get(w, ())) - stop for w in candidates}
+
+    pairs: List[Tuple[int, int]] = []
+    covered = 0
+    n_cand = 0
+    for w, cases in by_word.items():
+        if w not in candidates:
+            continue
+        for ck, gold_ids in cases.items():
+            n_cand += len(gold_ids)
+            preds = [p for s in syn_of.get(w, ()) if s in by_word for p in by_word[s].get(ck, ())]
+            if preds:
+                covered += len(gold_ids)
+            pairs.extend((g, p) for g in gold_ids for p in preds)
+    meta = {"source": source, "tokenizer": view.tokenizer, "topk": topk if source == "embedding" else None}
+    if source == "wordnet":
+        meta["wordnet_version"] = wn.get_version()
+    table = SynonymTable.from_pairs(pairs, view, meta)
+    report = BuildReport(len(table), n_cand, covered, time.time() - t0)
+    table.meta.update(coverage=round(report.coverage, 6), num_candidates=n_cand)
+    return table, report

@@ -1,0 +1,1 @@
+"""Models registered by the plugin (fairseq also auto-imports every module in this folder)."""
