@@ -10,7 +10,6 @@ given) and logs the correction statistics of the paper's Table 2:
 * ``iter_corr_ratio``: sequences with at least one such prediction / sequences (iteration level).
 """
 
-from __future__ import annotations
 
 import logging
 import math

@@ -19,13 +19,14 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
+
+from truneg_fairseq.io_utils import atomic_open
 
 logger = logging.getLogger(__name__)
 
@@ -293,23 +294,14 @@ class SynonymTable:
     # ---- io -------------------------------------------------------------------------------
     def save(self, path: os.PathLike) -> None:
         """Write atomically: a temporary file in the same directory, then ``os.replace``."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         meta = dict(self.meta, format_version=FORMAT_VERSION, num_symbols=self.num_symbols, fingerprint=self.fingerprint)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez_compressed(
-                    f,
-                    pairs=self.pairs.astype(np.int64),
-                    continuation_ids=self.continuation_ids.astype(np.int64),
-                    meta=np.asarray(json.dumps(meta, sort_keys=True)),
-                )
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_open(path, "wb") as f:
+            np.savez_compressed(
+                f,
+                pairs=self.pairs.astype(np.int64),
+                continuation_ids=self.continuation_ids.astype(np.int64),
+                meta=np.asarray(json.dumps(meta, sort_keys=True)),
+            )
 
     @classmethod
     def load(cls, path: os.PathLike) -> "SynonymTable":

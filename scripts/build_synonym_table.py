@@ -1,0 +1,73 @@
+#!/usr/bin/env python
+"""Build the synonym table of a fairseq dictionary (input to --synonym-table).
+
+For every dict.txt entry that is a whole word (sentencepiece "▁word", GPT-2 "Ġword", or any
+alphabetic entry for whitespace tokenization), collect its synonyms that are whole-word entries
+too, and save sorted (gold, pred) id pairs plus the dictionary's fingerprint.
+
+Sources:
+  wordnet    (default) all single-word lemma names of the word's WordNet synsets, lower-cased,
+             stopwords dropped; WordNet is found offline (see README, "WordNet").
+  embedding  the top-k cosine neighbours in a GloVe / word2vec text file (--vectors).
+
+Examples:
+  python scripts/build_synonym_table.py --dict data-bin/dict.txt --tokenizer sentencepiece \\
+      --spm-model spm.model --output data-bin/synonyms.npz
+  python scripts/build_synonym_table.py --dict data-bin/dict.txt --tokenizer gpt2 \\
+      --gpt2-encoder-json encoder.json --source embedding --vectors glove.6B.50d.txt \\
+      --output data-bin/synonyms.glove.npz
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dict", required=True, help="fairseq dict.txt (from fairseq-preprocess)")
+    p.add_argument("--tokenizer", required=True, choices=["sentencepiece", "gpt2", "whitespace"],
+                   help="the tokenizer that produced the dictionary's entries")
+    p.add_argument("--spm-model", help="sentencepiece .model (with --tokenizer sentencepiece)")
+    p.add_argument("--gpt2-encoder-json", help="GPT-2 BPE encoder.json (with --tokenizer gpt2)")
+    p.add_argument("--gpt2-vocab-bpe", help="GPT-2 BPE vocab.bpe (optional, checked to exist)")
+    p.add_argument("--source", default="wordnet", choices=["wordnet", "embedding"],
+                   help="where synonyms come from (default: wordnet)")
+    p.add_argument("--vectors", help="GloVe / word2vec text file (with --source embedding)")
+    p.add_argument("--topk", type=int, default=10, help="neighbours per word for --source embedding (default 10)")
+    p.add_argument("--output", required=True, help="table file to write (.npz), written atomically")
+    return p
+
+
+def main(argv=None) -> int:
+    args = get_parser().parse_args(argv)
+    log = setup_logging("truneg_fairseq.build_synonym_table")
+    from truneg_fairseq.lexicon import SynonymTableError, WordNetNotFoundError, build_table, vocab_view
+
+    if args.gpt2_vocab_bpe and not os.path.isfile(args.gpt2_vocab_bpe):
+        fail(f"--gpt2-vocab-bpe {args.gpt2_vocab_bpe} not found")
+    if args.source == "embedding" and not args.vectors:
+        fail("--source embedding needs --vectors FILE (GloVe or word2vec text format)")
+    try:
+        view = vocab_view(args.dict, args.tokenizer, spm_model=args.spm_model, gpt2_encoder_json=args.gpt2_encoder_json)
+        n_words = sum(w is not None for w in view.words)
+        log.info(f"{args.dict}: {len(view.symbols)} entries, {n_words} whole-word candidates, "
+                 f"{sum(view.continuation)} continuation pieces")
+        table, report = build_table(view, source=args.source, vectors=args.vectors, topk=args.topk)
+        table.save(args.output)
+    except (SynonymTableError, WordNetNotFoundError) as e:
+        fail(str(e))
+    size_kb = os.path.getsize(args.output) / 1024
+    log.info(f"source {args.source}: {report.num_pairs} synonym pairs")
+    log.info(f"coverage {100 * report.coverage:.2f}% ({report.num_covered} of {report.num_candidates} "
+             f"non-stopword whole-word entries have a synonym in the vocabulary)")
+    log.info(f"wrote {args.output} ({size_kb:.1f} KiB) in {report.seconds:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
