@@ -148,14 +148,13 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             "nsentences": sample["nsentences"],
             "sample_size": sample_size,
             "n_wrong": wrong.sum(),
-            "n_synonym": synonym.sum(),
-            "n_seq_synonym": n_seq_syn,
             "n_correct": (valid & ~wrong).sum(),
         }
+        if self.lookup is not None:
+            logging_output["n_synonym"] = synonym.sum()
+            logging_output["n_seq_synonym"] = n_seq_syn
         for k, v in terms.items():
             logging_output[k] = v.data if torch.is_tensor(v) else v
-        if self.lookup is not None:
-            logging_output["_has_table"] = 1
         return loss, sample_size, logging_output
 
     def objective(self, nll, **ctx):
@@ -179,7 +178,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         metrics.log_scalar("mlm_loss", total("mlm_loss") / sample_size / math.log(2), sample_size, round=3)
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
         metrics.log_scalar("mlm_acc", 100.0 * total("n_correct") / sample_size, sample_size, round=2)
-        if total("_has_table"):
+        if any("n_synonym" in log for log in logging_outputs):
             n_wrong = total("n_wrong")
             metrics.log_scalar(
                 "pred_corr_ratio", 100.0 * total("n_synonym") / max(n_wrong, 1), n_wrong, round=3

@@ -1,0 +1,40 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from utils import make_corpus  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def wn():
+    from truneg_fairseq.lexicon import load_wordnet
+
+    return load_wordnet()
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory):
+    """A real tiny corpus: sentencepiece model + fairseq data-bin (shared, read-only)."""
+    work = tmp_path_factory.mktemp("corpus")
+    make_corpus(work)
+    return work
+
+
+@pytest.fixture(scope="session")
+def data_bin(corpus_dir):
+    return corpus_dir / "data-bin"
+
+
+@pytest.fixture(scope="session")
+def synonym_table(corpus_dir, data_bin, wn):
+    """WordNet synonym table for the tiny corpus's dictionary, saved inside data-bin."""
+    from truneg_fairseq.lexicon import build_table, vocab_view
+
+    view = vocab_view(data_bin / "dict.txt", "sentencepiece", spm_model=corpus_dir / "spm.model")
+    table, _ = build_table(view, source="wordnet", wn=wn)
+    path = data_bin / "synonyms.npz"
+    table.save(path)
+    return path

@@ -1,0 +1,179 @@
+"""Tier 2: the registered criterions on a tiny real RoBERTa built by fairseq's masked_lm task."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
+
+from truneg_fairseq.lexicon import SynonymTable, SynonymTableError
+from utils import build_components, valid_batch
+
+CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+
+
+def grads(model):
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.fixture(scope="module")
+def empty_table(data_bin, tmp_path_factory):
+    from fairseq.data import Dictionary
+
+    d = Dictionary.load(str(data_bin / "dict.txt"))
+    path = tmp_path_factory.mktemp("empty") / "empty.npz"
+    SynonymTable.empty(d.symbols).save(path)
+    return path
+
+
+def test_hc_with_empty_table_equals_fairseq_masked_lm(data_bin, empty_table):
+    task, model, hc = build_components(data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(empty_table)])
+    model.eval()  # no dropout: both passes see the same network
+    sample = valid_batch(task)
+    ref = MaskedLmLoss(MaskedLmConfig(tpu=False), task)
+
+    model.zero_grad()
+    loss_ref, ss_ref, _ = ref(model, sample)
+    loss_ref.backward()
+    g_ref = grads(model)
+
+    model.zero_grad()
+    loss_hc, ss_hc, log = hc(model, sample)
+    loss_hc.backward()
+    g_hc = grads(model)
+
+    assert int(ss_ref) == int(ss_hc) > 0
+    assert torch.allclose(loss_ref, loss_hc, rtol=1e-6)
+    assert g_ref.keys() == g_hc.keys()
+    for n in g_ref:
+        assert torch.allclose(g_ref[n], g_hc[n], atol=1e-7, rtol=1e-5), n
+    assert int(log["n_synonym"]) == 0
+
+
+def test_hc_corrects_synonym_predictions(data_bin, synonym_table):
+    """Force the model to predict a synonym of a masked gold word: HC must drop that position."""
+    from truneg_fairseq.lexicon import SynonymTable as T
+
+    task, model, hc = build_components(data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)])
+    model.eval()
+    d = task.source_dictionary
+    table = T.load(synonym_table)
+    gold_id, pred_id = d.index("\u2581primary"), d.index("\u2581main")
+    assert pred_id in table.synonyms_of(gold_id)
+    sample = valid_batch(task)
+    target = sample["target"]
+    masked = target.ne(d.pad())
+    # put "primary" as the gold at every masked position and make "main" the argmax
+    target[masked] = gold_id
+    with torch.no_grad():
+        model.encoder.lm_head.bias[pred_id] = 1e4
+    loss, ss, log = hc(model, sample)
+    assert int(log["n_synonym"]) == int(masked.sum()) == int(ss)
+    assert float(loss.detach()) == 0.0
+    assert int(log["n_seq_synonym"]) == int(masked.any(1).sum())
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+def test_sharding_sums_to_the_whole_batch(data_bin, synonym_table, criterion):
+    """What DDP relies on: summed losses over sample_size are shard-independent, and every
+    logged value is summable."""
+    task, model, crit = build_components(data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)])
+    model.eval()
+    assert crit.logging_outputs_can_be_summed()
+    sample = valid_batch(task, 8)
+    ds = task.dataset("valid")
+    half_a = ds.collater([ds[i] for i in range(4)])
+    half_b = ds.collater([ds[i] for i in range(4, 8)])
+
+    loss, ss, log = crit(model, sample)
+    la, sa, log_a = crit(model, half_a)
+    lb, sb, log_b = crit(model, half_b)
+    assert int(sa) + int(sb) == int(ss)
+    assert torch.allclose((la + lb) / (sa + sb), loss / ss, rtol=1e-5)
+    for k, v in log.items():
+        assert torch.is_tensor(v) or isinstance(v, (int, float)), k
+        if k in ("loss", "mlm_loss", "sr_loss", "kl_loss"):
+            assert torch.allclose(torch.as_tensor(log_a[k] + log_b[k]).float(), torch.as_tensor(v).float(), rtol=1e-5), k
+        elif k not in ("ntokens",):  # ntokens of two halves may differ from the padded whole
+            assert int(log_a[k]) + int(log_b[k]) == int(v), k
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+def test_every_parameter_used_and_finite(data_bin, synonym_table, criterion):
+    """DDP without find_unused_parameters needs a gradient for every parameter in a step."""
+    task, model, crit = build_components(data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)])
+    model.train()
+    loss, _, _ = crit(model, valid_batch(task))
+    loss.backward()
+    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None and "classification_heads" not in n]
+    assert unused == []
+    assert torch.isfinite(loss)
+
+
+def test_soft_reg_adds_weighted_cosine_term(data_bin):
+    task, model, sr = build_components(data_bin, ["--criterion", "mlm_soft_reg", "--synonym-sr-weight", "0.5"])
+    model.eval()
+    sample = valid_batch(task)
+    loss, ss, log = sr(model, sample)
+    assert sr.lookup is None  # the table is optional for SR
+    assert torch.allclose(loss, log["mlm_loss"] + 0.5 * log["sr_loss"])
+    assert 0 < float(log["sr_loss"]) / int(ss) <= 2
+
+
+@pytest.mark.parametrize("grad_original", [False, True])
+def test_sent_kl_gradient_side(data_bin, grad_original):
+    """Default: H_s (original sentence) is a fixed target and only H_p gets gradient; with
+    --synonym-kl-grad-original both halves of the batched [s_p; s] encoding do."""
+    flag = ["--synonym-kl-grad-original"] if grad_original else []
+    task, model, kl = build_components(data_bin, ["--criterion", "mlm_sent_kl", *flag])
+    model.eval()
+    sample = valid_batch(task)
+    captured = []
+    encode = kl.encode
+
+    def capture(model, tokens):
+        h = encode(model, tokens)
+        h.retain_grad()
+        captured.append(h)
+        return h
+
+    kl.encode = capture
+    loss, _, log = kl(model, sample)
+    loss.backward()
+    assert len(captured) == 1  # one batched call for both extra passes
+    h = captured[0]
+    bsz = sample["target"].size(0)
+    assert h.size(0) == 2 * bsz
+    assert float(log["kl_loss"]) > 0
+    assert h.grad[:bsz].abs().sum() > 0
+    assert bool(h.grad[bsz:].abs().sum() > 0) is grad_original
+
+
+def test_criterion_rejects_model_without_lm_head(data_bin, synonym_table):
+    lm_args = ["--arch", "transformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "16",
+               "--decoder-ffn-embed-dim", "16", "--decoder-attention-heads", "2", "--tokens-per-sample", "64"]
+    task, model, hc = build_components(
+        data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)],
+        arch_args=lm_args, task="language_modeling",
+    )
+    with pytest.raises(ValueError, match="needs a masked-LM model with an LM head"):
+        hc(model, valid_batch(task))
+
+
+def test_hc_requires_table(data_bin):
+    with pytest.raises(ValueError, match="needs --synonym-table"):
+        build_components(data_bin, ["--criterion", "mlm_hard_correction"])
+
+
+def test_table_for_another_dictionary_is_rejected(data_bin, tmp_path):
+    other = SynonymTable.empty(["<s>", "<pad>", "</s>", "<unk>", "\u2581other", "\u2581words"])
+    path = tmp_path / "other.npz"
+    other.save(path)
+    with pytest.raises(SynonymTableError, match="built for another dictionary"):
+        build_components(data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(path)])
+
+
+def test_missing_table_file(data_bin, tmp_path):
+    with pytest.raises(SynonymTableError, match="not found: build it"):
+        build_components(data_bin, ["--criterion", "mlm_soft_reg", "--synonym-table", str(tmp_path / "nope.npz")])

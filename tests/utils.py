@@ -1,0 +1,100 @@
+"""Test helpers: a tiny real corpus (sentencepiece + fairseq-preprocess), tiny fairseq models,
+and fairseq-train runs in subprocesses."""
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+USER_DIR = str(REPO / "truneg_fairseq")
+
+# Sentences rich in WordNet synonym pairs (primary/main/chief, stay/remain, big/large, ...).
+_SUBJ = ["the farmer", "the teacher", "a child", "my friend", "the old man", "the doctor", "her sister", "the pilot"]
+_VERB = ["will stay", "will remain", "wants to stay", "decided to remain", "had to stay", "chose to remain"]
+_PLACE = ["at home", "in the big house", "in the large house", "near the small lake", "by the little lake", "in the town"]
+_ADJ = ["primary", "main", "chief", "principal", "big", "large", "quick", "fast", "small", "little"]
+_NOUN = ["reason", "problem", "goal", "road", "question", "idea", "answer", "river"]
+
+
+def tiny_corpus_lines(n: int = 1500, seed: int = 0) -> List[str]:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        if rng.random() < 0.5:
+            lines.append(f"{rng.choice(_SUBJ)} {rng.choice(_VERB)} {rng.choice(_PLACE)} .")
+        else:
+            lines.append(
+                f"the {rng.choice(_ADJ)} {rng.choice(_NOUN)} of {rng.choice(_SUBJ)} is the "
+                f"{rng.choice(_ADJ)} {rng.choice(_NOUN)} ."
+            )
+    return lines
+
+
+def make_corpus(workdir: Path, lines: Sequence[str] = None, vocab_size: int = 200) -> Path:
+    """raw text -> sentencepiece -> fairseq-preprocess; returns the data-bin directory."""
+    from truneg_fairseq import corpus
+
+    workdir = Path(workdir)
+    lines = list(lines) if lines is not None else tiny_corpus_lines()
+    train, valid, _, _ = corpus.write_split_corpus(lines, workdir / "raw", valid_fraction=0.1, seed=1)
+    model = corpus.train_sentencepiece(train, workdir / "spm", vocab_size=vocab_size, model_type="bpe")
+    for split, path in (("train", train), ("valid", valid)):
+        corpus.encode_file(model, path, workdir / "tok" / f"{split}.txt")
+    return corpus.binarize(workdir / "tok" / "train.txt", workdir / "tok" / "valid.txt", workdir / "data-bin")
+
+
+TINY_ROBERTA = [
+    "--arch", "roberta_base", "--encoder-layers", "2", "--encoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "64",
+    "--tokens-per-sample", "64",
+]
+
+
+def build_components(data_bin: Path, criterion_args: Sequence[str], arch_args: Sequence[str] = TINY_ROBERTA, seed: int = 3, task: str = "masked_lm"):
+    """Build (task, model, criterion) in-process, as fairseq-train would."""
+    import torch
+    from fairseq import options, tasks, utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import truneg_fairseq  # noqa: F401  (registration)
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser, [str(data_bin), "--task", task, "--cpu", "--seed", str(seed), *arch_args, *criterion_args]
+    )
+    cfg = convert_namespace_to_omegaconf(args)
+    utils.set_torch_seed(seed)
+    task_obj = tasks.setup_task(cfg.task)
+    model = task_obj.build_model(cfg.model)
+    criterion = task_obj.build_criterion(cfg.criterion)
+    torch.manual_seed(seed)
+    return task_obj, model, criterion
+
+
+def valid_batch(task, n: int = 8):
+    task.load_dataset("valid")
+    ds = task.dataset("valid")
+    return ds.collater([ds[i] for i in range(min(n, len(ds)))])
+
+
+def fairseq_train(data_bin: Path, save_dir: Path, args: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
+    """Run the real fairseq-train entry point with the plugin in a subprocess."""
+    cmd = [
+        sys.executable, "-m", "fairseq_cli.train", str(data_bin), "--user-dir", USER_DIR,
+        "--task", "masked_lm", "--cpu", "--num-workers", "0", "--save-dir", str(save_dir),
+        "--optimizer", "adam", "--lr", "5e-4", "--batch-size", "8", "--log-format", "simple",
+        "--log-interval", "1", "--seed", "1", "--no-epoch-checkpoints", *args,
+    ]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(save_dir.parent))
+    if check and proc.returncode != 0:
+        raise AssertionError(f"fairseq-train failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def run_script(name: str, args: Sequence[str], **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **kw.pop("env", {}))
+    return subprocess.run([sys.executable, str(REPO / "scripts" / name), *args], capture_output=True, text=True, env=env, **kw)
