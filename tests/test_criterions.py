@@ -68,10 +68,20 @@ def test_hc_corrects_synonym_predictions(data_bin, synonym_table):
     target[masked] = gold_id
     with torch.no_grad():
         model.encoder.lm_head.bias[pred_id] = 1e4
+    # expected: masked positions not followed by a continuation piece (subwords are never corrected)
+    cont = set(table.continuation_ids.tolist())
+    s = torch.where(masked, target, sample["net_input"]["src_tokens"])
+    expect = [
+        (b, t) for b, t in masked.nonzero().tolist()
+        if t + 1 >= s.size(1) or int(s[b, t + 1]) not in cont
+    ]
+    assert 0 < len(expect) < int(masked.sum())  # the batch has both kinds
     loss, ss, log = hc(model, sample)
-    assert int(log["n_synonym"]) == int(masked.sum()) == int(ss)
-    assert float(loss.detach()) == 0.0
-    assert int(log["n_seq_synonym"]) == int(masked.any(1).sum())
+    assert int(log["n_synonym"]) == len(expect)
+    assert int(log["n_seq_synonym"]) == len({b for b, _ in expect})
+    # only the subword positions remain in the loss: each has nll ~ 1e4 (main wins by far)
+    n_left = int(ss) - len(expect)
+    assert float(loss.detach()) == pytest.approx(n_left * 1e4, rel=0.01)
 
 
 @pytest.mark.parametrize("criterion", CRITERIA)

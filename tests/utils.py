@@ -22,8 +22,12 @@ _NOUN = ["reason", "problem", "goal", "road", "question", "idea", "answer", "riv
 def tiny_corpus_lines(n: int = 1500, seed: int = 0) -> List[str]:
     rng = random.Random(seed)
     lines = []
+    letters = "bcdfgklmnprstvz"
     for _ in range(n):
-        if rng.random() < 0.5:
+        if rng.random() < 0.1:  # rare made-up words: split into continuation pieces
+            rare = "".join(rng.choice(letters) + rng.choice("aeiou") for _ in range(4))
+            lines.append(f"the {rare} is {rng.choice(_ADJ)} .")
+        elif rng.random() < 0.5:
             lines.append(f"{rng.choice(_SUBJ)} {rng.choice(_VERB)} {rng.choice(_PLACE)} .")
         else:
             lines.append(
