@@ -1,0 +1,87 @@
+"""Tier 4: the real fairseq-train entry point with --user-dir, for each criterion."""
+
+import re
+
+import pytest
+
+from utils import TINY_ROBERTA, fairseq_train, run_script
+
+CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+
+
+def last_num_updates(log: str) -> int:
+    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("criterion", CRITERIA)
+def test_train_save_resume_restore(data_bin, synonym_table, tmp_path, criterion):
+    save = tmp_path / "ckpt"
+    args = [*TINY_ROBERTA, "--criterion", criterion, "--synonym-table", "synonyms.npz",
+            "--tensorboard-logdir", str(tmp_path / "tb")]
+    first = fairseq_train(data_bin, save, [*args, "--max-update", "6"])
+    out = first.stdout + first.stderr
+    assert (save / "checkpoint_last.pt").is_file()
+    assert "synonym table" in out and "pairs" in out  # the relative path was found in the data dir
+    assert re.search(r"train_inner .*mlm_loss=.*pred_corr_ratio=.*iter_corr_ratio=", out)
+    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| mlm_loss [\d.]+", out)
+    if criterion == "mlm_soft_reg":
+        assert "sr_loss=" in out
+    if criterion == "mlm_sent_kl":
+        assert "kl_loss=" in out
+    assert last_num_updates(out) == 6
+    assert list((tmp_path / "tb").rglob("events.out.tfevents.*"))
+
+    # resume from checkpoint_last.pt (weights-only torch.load would refuse it without the plugin)
+    second = fairseq_train(data_bin, save, [*args, "--max-update", "9"])
+    out2 = second.stdout + second.stderr
+    assert "Loaded checkpoint" in out2 and "@ 6 updates" in out2
+    assert last_num_updates(out2) == 9
+
+    # --restore-file into a fresh directory, optimizer and counters reset
+    third = fairseq_train(data_bin, tmp_path / "ft", [
+        *args, "--max-update", "2", "--restore-file", str(save / "checkpoint_last.pt"),
+        "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"])
+    out3 = third.stdout + third.stderr
+    assert "Loaded checkpoint" in out3
+    assert last_num_updates(out3) == 2
+
+
+@pytest.mark.slow
+def test_hc_without_table_fails_clearly(data_bin, tmp_path):
+    proc = fairseq_train(data_bin, tmp_path / "c", [*TINY_ROBERTA, "--criterion", "mlm_hard_correction", "--max-update", "1"], check=False)
+    assert proc.returncode != 0
+    assert "needs --synonym-table FILE" in proc.stderr
+
+
+@pytest.mark.slow
+def test_table_for_other_dictionary_fails_clearly(data_bin, tmp_path):
+    from truneg_fairseq.lexicon import SynonymTable
+
+    other = tmp_path / "other.npz"
+    SynonymTable.empty(["<s>", "<pad>", "</s>", "<unk>", "x"]).save(other)
+    proc = fairseq_train(data_bin, tmp_path / "c", [*TINY_ROBERTA, "--criterion", "mlm_soft_reg", "--synonym-table", str(other), "--max-update", "1"], check=False)
+    assert proc.returncode != 0
+    assert "was built for another dictionary" in proc.stderr and "Rebuild the table" in proc.stderr
+
+
+def test_prepare_corpus_rejects_empty_input(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n   \n")
+    proc = run_script("prepare_corpus.py", ["--input", str(empty), "--output-dir", str(tmp_path / "out")])
+    assert proc.returncode != 0
+    assert f"--input {empty}: no text" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_prepare_corpus_end_to_end(tmp_path):
+    from utils import tiny_corpus_lines
+
+    src = tmp_path / "corpus.txt"
+    src.write_text("\n".join(tiny_corpus_lines(400)) + "\n\n")
+    proc = run_script("prepare_corpus.py", ["--input", str(src), "--output-dir", str(tmp_path / "out"),
+                                            "--vocab-size", "150", "--model-type", "bpe"])
+    assert proc.returncode == 0, proc.stderr
+    assert "1 empty lines skipped" in proc.stdout
+    for f in ("spm.model", "data-bin/dict.txt", "data-bin/train.bin", "data-bin/valid.idx", "raw/train.txt"):
+        assert (tmp_path / "out" / f).is_file(), f
