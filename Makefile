@@ -2,7 +2,7 @@
 #   make demo   install everything, then run the built-in demo (WordNet-gloss corpus, 3 criterions)
 #   make test   install everything, then run the test suite
 SHELL := /bin/bash
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
@@ -42,7 +42,7 @@ test: install
 	$(PY) -m pytest -q tests
 
 bench: install
-	$(PY) benchmarks/criterion_overhead.py
+	cd benchmarks && ../$(PY) criterion_overhead.py && ../$(PY) table_build.py
 
 clean:
 	rm -rf $(VENV) demo_work .pytest_cache

@@ -1,0 +1,25 @@
+"""Shared set-up for the benchmarks: a binarized WordNet-gloss corpus with a synonym table."""
+
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+
+def ensure_corpus(workdir: str, vocab_size: int, max_lines: int = 0) -> str:
+    """Prepare (once) the WordNet-gloss corpus and its synonym table; returns data-bin."""
+    data_bin = os.path.join(workdir, "data-bin")
+    if not os.path.isfile(os.path.join(data_bin, "dict.txt")):
+        cmd = [sys.executable, os.path.join(REPO, "scripts", "prepare_corpus.py"), "--wordnet-glosses",
+               "--output-dir", workdir, "--vocab-size", str(vocab_size)]
+        if max_lines:
+            cmd += ["--max-lines", str(max_lines)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    table = os.path.join(data_bin, "synonyms.npz")
+    if not os.path.isfile(table):
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict",
+                        os.path.join(data_bin, "dict.txt"), "--tokenizer", "sentencepiece", "--spm-model",
+                        os.path.join(workdir, "spm.model"), "--output", table], check=True, stdout=subprocess.DEVNULL)
+    return data_bin

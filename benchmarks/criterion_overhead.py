@@ -1,0 +1,111 @@
+#!/usr/bin/env python
+"""Training-step throughput of each counter-false-negative criterion relative to fairseq's
+masked_lm, in one process, on the same small RoBERTa and the same batches.
+
+A step is forward + backward + Adam update. Criteria are measured alternately (the order rotates
+every round) so that drift in machine speed hits all of them alike; words/s uses fairseq's
+``ntokens`` and the median step time.
+
+  python benchmarks/criterion_overhead.py            # builds/reuses benchmarks/.cache/wn8k
+  python benchmarks/criterion_overhead.py --rounds 30 --batch-size 32 --threads 2
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+from _common import REPO, ensure_corpus
+
+CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+TARGETS = {"mlm_hard_correction": 0.98, "mlm_soft_reg": 0.97, "mlm_sent_kl": 0.40}
+ARCH = ["--arch", "roberta_base", "--encoder-layers", "4", "--encoder-embed-dim", "128",
+        "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4", "--max-positions", "128",
+        "--tokens-per-sample", "128"]
+
+
+def build(data_bin, table, criterion, seed=1):
+    import torch
+    from fairseq import options, tasks, utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import truneg_fairseq  # noqa: F401
+
+    extra = [] if criterion == "masked_lm" else ["--synonym-table", table]
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        data_bin, "--task", "masked_lm", "--criterion", criterion, "--cpu", "--seed", str(seed), *ARCH, *extra])
+    cfg = convert_namespace_to_omegaconf(args)
+    utils.set_torch_seed(seed)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    crit = task.build_criterion(cfg.criterion)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    return task, model, crit, opt
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workdir", default=os.path.join(REPO, "benchmarks", ".cache", "wn8k"))
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batches", type=int, default=8, help="distinct batches cycled through")
+    p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = p.parse_args()
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    data_bin = ensure_corpus(args.workdir, 8000)
+    table = os.path.join(data_bin, "synonyms.npz")
+    setups = {c: build(data_bin, table, c) for c in CRITERIA}
+    # identical initial weights for every model
+    ref_state = setups["masked_lm"][1].state_dict()
+    for c in CRITERIA:
+        setups[c][1].load_state_dict(ref_state)
+        setups[c][1].train()
+    task = setups["masked_lm"][0]
+    task.load_dataset("valid")
+    ds = task.dataset("valid")
+    bs = args.batch_size
+    batches = [ds.collater([ds[i] for i in range(k * bs, (k + 1) * bs)]) for k in range(min(args.batches, len(ds) // bs))]
+
+    def step(c, sample):
+        _, model, crit, opt = setups[c]
+        opt.zero_grad(set_to_none=True)
+        loss, _, _ = crit(model, sample)
+        loss.backward()
+        opt.step()
+
+    times = {c: [] for c in CRITERIA}
+    ntok = {c: [] for c in CRITERIA}
+    for r in range(args.warmup + args.rounds):
+        order = CRITERIA[r % len(CRITERIA):] + CRITERIA[: r % len(CRITERIA)]
+        sample = batches[r % len(batches)]
+        for c in order:
+            t0 = time.perf_counter()
+            step(c, sample)
+            dt = time.perf_counter() - t0
+            if r >= args.warmup:
+                times[c].append(dt)
+                ntok[c].append(sample["ntokens"])
+
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; small RoBERTa (4 x 128, FFN 512), vocab {len(task.source_dictionary)}, "
+          f"batch {bs} x 128 tokens, {args.rounds} rounds")
+    base = None
+    print(f"{'criterion':<22}{'median step ms':>16}{'words/s':>12}{'ratio':>8}{'target':>8}")
+    for c in CRITERIA:
+        med = statistics.median(times[c])
+        wps = statistics.mean(ntok[c]) / med
+        base = base or wps
+        ratio = wps / base
+        tgt = TARGETS.get(c)
+        mark = "" if tgt is None else (" ok" if ratio >= tgt else " BELOW")
+        print(f"{c:<22}{med * 1000:>16.1f}{wps:>12.0f}{ratio:>8.3f}{(f'>={tgt}' if tgt else '-'):>8}{mark}")
+
+
+if __name__ == "__main__":
+    main()

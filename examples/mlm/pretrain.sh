@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Counter-false-negative masked-LM pre-training of RoBERTa with fairseq-train.
+#
+#   bash examples/mlm/pretrain.sh DATA_BIN CRITERION [extra fairseq-train flags]
+#
+# DATA_BIN   fairseq-preprocess --only-source output with a synonym table built for its dict.txt
+#            (scripts/prepare_corpus.py + scripts/build_synonym_table.py --output DATA_BIN/synonyms.npz)
+# CRITERION  masked_lm (baseline) | mlm_hard_correction | mlm_soft_reg | mlm_sent_kl
+#
+# Defaults follow RoBERTa-base continued pre-training in the paper (seq 512, lr 5e-5 when
+# continuing from pre-trained weights: add --restore-file model.pt --reset-optimizer
+# --reset-dataloader --reset-meters). Every GPU visible to the process is used through fairseq's
+# own DDP; set UPDATE_FREQ so that GPUS x MAX_SENTENCES x UPDATE_FREQ = the batch you want.
+set -euo pipefail
+DATA_BIN=${1:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
+CRITERION=${2:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
+shift 2
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+ARCH=${ARCH:-roberta_base}
+MAX_UPDATE=${MAX_UPDATE:-200000}
+LR=${LR:-5e-5}
+MAX_SENTENCES=${MAX_SENTENCES:-16}
+UPDATE_FREQ=${UPDATE_FREQ:-8}
+SAVE_DIR=${SAVE_DIR:-checkpoints/${ARCH}_${CRITERION}}
+TABLE_FLAGS=()
+if [ "$CRITERION" != masked_lm ]; then TABLE_FLAGS=(--synonym-table "${SYNONYM_TABLE:-synonyms.npz}"); fi
+
+exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
+  --task masked_lm --criterion "$CRITERION" "${TABLE_FLAGS[@]}" \
+  --arch "$ARCH" --sample-break-mode complete --tokens-per-sample 512 \
+  --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --clip-norm 0.0 --weight-decay 0.01 \
+  --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
+  --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
+  --dropout 0.1 --attention-dropout 0.1 --fp16 --ddp-backend pytorch_ddp \
+  --save-dir "$SAVE_DIR" --save-interval-updates 10000 --keep-interval-updates 5 \
+  --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"
