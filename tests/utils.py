@@ -102,3 +102,11 @@ def fairseq_train(data_bin: Path, save_dir: Path, args: Sequence[str], check: bo
 def run_script(name: str, args: Sequence[str], **kw) -> subprocess.CompletedProcess:
     env = dict(os.environ, **kw.pop("env", {}))
     return subprocess.run([sys.executable, str(REPO / "scripts" / name), *args], capture_output=True, text=True, env=env, **kw)
+
+
+TINY_ELECTRA = [
+    "--arch", "electra_small", "--electra-embed-dim", "16", "--electra-hidden-dim", "32",
+    "--electra-layers", "2", "--electra-heads", "2", "--electra-ffn-dim", "64",
+    "--electra-gen-hidden-dim", "16", "--electra-gen-layers", "2", "--electra-gen-heads", "1",
+    "--electra-gen-ffn-dim", "32", "--electra-max-positions", "64", "--tokens-per-sample", "64",
+]

@@ -20,13 +20,16 @@ from typing import Dict, Optional
 import torch
 from fairseq import utils
 from fairseq.criterions import FairseqCriterion
-from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.logging import metrics
 
 from truneg_fairseq.criterions import losses
 from truneg_fairseq.lexicon import SynonymLookup, SynonymTable
 
 logger = logging.getLogger(__name__)
+
+
+RTD_POLICIES = ChoiceEnum(["replaced", "original", "ignore"])
 
 
 @dataclass
@@ -36,6 +39,20 @@ class SynonymCriterionConfig(FairseqDataclass):
         metadata={
             "help": "synonym table (.npz) built for this data's dict.txt by "
             "scripts/build_synonym_table.py; a relative path is also looked up in the data dir"
+        },
+    )
+    electra_gen_weight: float = field(
+        default=1.0, metadata={"help": "ELECTRA only: weight of the generator MLM term"}
+    )
+    electra_disc_weight: float = field(
+        default=50.0,
+        metadata={"help": "ELECTRA only: weight of the replaced-token-detection term (per token)"},
+    )
+    rtd_synonym_policy: RTD_POLICIES = field(
+        default="replaced",
+        metadata={
+            "help": "ELECTRA only: label for a sampled replacement that is a WordNet synonym of the "
+            "original token: replaced (ELECTRA), original, or ignore (no loss); needs --synonym-table"
         },
     )
 
@@ -82,27 +99,47 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             )
         else:
             self.lookup = None
+        if cfg.rtd_synonym_policy != "replaced" and self.lookup is None:
+            raise ValueError(
+                f"--rtd-synonym-policy {cfg.rtd_synonym_policy} needs --synonym-table FILE (which "
+                "replacements are synonyms); without a table only the default 'replaced' applies"
+            )
+        # the RTD sum is scaled so that, divided by the masked-token count, it is a per-token mean
+        self.mask_prob = float(getattr(getattr(task, "cfg", None), "mask_prob", 0.15) or 0.15)
 
     @classmethod
     def criterion_name(cls) -> str:
         return getattr(cls, "_registered_name", cls.__name__)
 
     # ---- model interface ----------------------------------------------------------------
+    requires_electra = False
+
+    @staticmethod
+    def is_electra(model) -> bool:
+        return getattr(model, "generator", None) is not None and hasattr(model, "discriminator_logits")
+
     def check_model(self, model) -> None:
+        if self.is_electra(model):
+            return
         enc = getattr(model, "encoder", None)
-        if enc is None or not hasattr(enc, "lm_head") or not hasattr(enc, "sentence_encoder"):
+        if self.requires_electra or enc is None or not hasattr(enc, "lm_head") or not hasattr(enc, "sentence_encoder"):
+            need = "an ELECTRA model" if self.requires_electra else "a masked-LM model with an LM head"
             raise ValueError(
-                f"--criterion {self.criterion_name()} needs a masked-LM model with an LM head "
-                f"(fairseq's roberta_* archs or this plugin's electra_*); got "
-                f"{type(model).__name__}. Use --task masked_lm --arch roberta_base (or similar)."
+                f"--criterion {self.criterion_name()} needs {need} (fairseq's roberta_* archs with "
+                f"--task masked_lm, or this plugin's electra_* archs with --task electra); got "
+                f"{type(model).__name__}"
             )
 
     def input_embeddings(self, model) -> torch.Tensor:
-        """V x C input token embedding matrix."""
+        """V x C input token embedding matrix (ELECTRA: shared by generator and discriminator)."""
+        if self.is_electra(model):
+            return model.embed_tokens.weight
         return model.encoder.sentence_encoder.embed_tokens.weight
 
     def encode(self, model, tokens: torch.Tensor) -> torch.Tensor:
-        """B x T x C final-layer features of ``tokens``."""
+        """B x T x C final-layer features of the masked-LM network (ELECTRA: the generator)."""
+        if self.is_electra(model):
+            return model.generator_features(tokens)
         return model(tokens, features_only=True)[0]
 
     # ---- the step ----------------------------------------------------------------------
@@ -123,9 +160,10 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         pred = logits.detach().argmax(dim=-1)  # M
 
         wrong = valid & pred.ne(gold)  # M
+        original = torch.where(target.ne(self.padding_idx), target, src_tokens)  # B x T
+        whole = None
         if self.lookup is not None:
-            s = torch.where(target.ne(self.padding_idx), target, src_tokens)  # B x T original
-            whole = self.lookup.ends_word(s)[masked]  # M: subword pieces are never corrected
+            whole = self.lookup.ends_word(original)[masked]  # M: subword pieces are never corrected
             synonym = valid & whole & self.lookup.is_synonym(gold, pred)  # M
             # sequences with >= 1 synonym prediction
             per_row = torch.zeros_like(masked, dtype=torch.bool)
@@ -140,6 +178,10 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             nll=nll, synonym=synonym,
         )
         loss, terms = self.objective(**ctx)
+        if self.is_electra(model):
+            rtd_sum, rtd_terms = self.replaced_token_detection(model, src_tokens, original, masked, logits, gold, valid, whole)
+            loss = self.cfg.electra_gen_weight * loss + self.cfg.electra_disc_weight * self.mask_prob * rtd_sum
+            terms.update(rtd_terms)
 
         logging_output = {
             "loss": loss.data,
@@ -156,6 +198,36 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         for k, v in terms.items():
             logging_output[k] = v.data if torch.is_tensor(v) else v
         return loss, sample_size, logging_output
+
+    def replaced_token_detection(self, model, src_tokens, original, masked, gen_logits, gold, valid, whole):
+        """ELECTRA's discriminator term: sample replacements at the masked positions, label each
+        token replaced/original, and sum the per-token BCE. Returns (sum, summable counts)."""
+        sampled = model.sample_replacements(gen_logits)  # M, no gradient
+        sampled = torch.where(valid, sampled, src_tokens[masked])  # M (padding targets keep their token)
+        corrupted = src_tokens.clone()  # B x T
+        corrupted[masked] = sampled
+        nonpad = original.ne(self.padding_idx)  # B x T
+        disc_logits = model.discriminator_logits(corrupted)  # B x T
+        syn_sample = torch.zeros_like(nonpad)  # B x T
+        if self.lookup is not None:
+            syn_sample[masked] = valid & whole & self.lookup.is_synonym(gold, sampled)
+        labels, weights, replaced = losses.rtd_targets(original, corrupted, nonpad, syn_sample, self.cfg.rtd_synonym_policy)
+        rtd = losses.rtd_loss(disc_logits, labels, weights)  # B x T
+        predicted = disc_logits.detach().gt(0) & nonpad  # B x T
+        counted = weights.gt(0)
+        is_pos = labels.gt(0.5) & counted
+        terms = {
+            "disc_loss": rtd.sum(),
+            "disc_tokens": counted.sum(),
+            "disc_correct": (predicted.eq(is_pos) & counted).sum(),
+            "rtd_replaced": replaced.sum(),
+            "rtd_true_pos": (predicted & is_pos).sum(),
+            "rtd_pred_pos": (predicted & counted).sum(),
+            "rtd_pos": is_pos.sum(),
+        }
+        if self.lookup is not None:
+            terms["rtd_synonym"] = (syn_sample & replaced).sum()
+        return rtd.sum(), terms
 
     def objective(self, nll, **ctx):
         """Return (loss_sum, {name: summable logged value}).
@@ -188,6 +260,17 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             )
         if any("sr_loss" in log for log in logging_outputs):
             metrics.log_scalar("sr_loss", total("sr_loss") / sample_size, sample_size, round=4)
+        if any("disc_loss" in log for log in logging_outputs):
+            n_disc = total("disc_tokens")
+            n_rep = total("rtd_replaced")
+            metrics.log_scalar("disc_loss", total("disc_loss") / max(n_disc, 1), n_disc, round=4)
+            metrics.log_scalar("disc_acc", 100.0 * total("disc_correct") / max(n_disc, 1), n_disc, round=2)
+            metrics.log_scalar("replaced", 100.0 * n_rep / max(n_disc, 1), n_disc, round=2)
+            pred_pos, pos = total("rtd_pred_pos"), total("rtd_pos")
+            metrics.log_scalar("rtd_precision", 100.0 * total("rtd_true_pos") / max(pred_pos, 1), pred_pos, round=2)
+            metrics.log_scalar("rtd_recall", 100.0 * total("rtd_true_pos") / max(pos, 1), pos, round=2)
+            if any("rtd_synonym" in log for log in logging_outputs):
+                metrics.log_scalar("rtd_synonym", 100.0 * total("rtd_synonym") / max(n_rep, 1), n_rep, round=3)
         if any("kl_loss" in log for log in logging_outputs):
             kl_tokens = total("kl_tokens")
             metrics.log_scalar("kl_loss", total("kl_loss") / max(kl_tokens, 1), kl_tokens, round=5)

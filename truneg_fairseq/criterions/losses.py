@@ -66,3 +66,33 @@ def fill_predictions(
     s_p = s.clone()
     s_p[masked] = torch.where(target[masked].ne(padding_idx), preds, s[masked])  # M
     return s, s_p
+
+
+def rtd_targets(
+    original: torch.Tensor, corrupted: torch.Tensor, nonpad: torch.Tensor,
+    synonym_sample: torch.Tensor, policy: str = "replaced",
+):
+    """Labels and weights of ELECTRA's replaced-token detection.
+
+    original, corrupted: B x T ids (a sample equal to the original counts as original);
+    nonpad: B x T bool; synonym_sample: B x T bool, True where the sampled replacement is a
+    synonym of the original token. ``policy`` for those: ``replaced`` (label 1, ELECTRA),
+    ``original`` (label 0) or ``ignore`` (weight 0). Returns (labels, weights, replaced), the
+    first two B x T float, the last B x T bool.
+    """
+    replaced = corrupted.ne(original) & nonpad  # B x T
+    labels = replaced.float()
+    weights = nonpad.float()
+    syn = synonym_sample & replaced
+    if policy == "original":
+        labels = labels.masked_fill(syn, 0.0)
+    elif policy == "ignore":
+        weights = weights.masked_fill(syn, 0.0)
+    elif policy != "replaced":
+        raise ValueError(f"unknown --rtd-synonym-policy {policy!r}")
+    return labels, weights, replaced
+
+
+def rtd_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Per-token binary cross-entropy of the discriminator, B x T fp32 (0 where weight 0)."""
+    return F.binary_cross_entropy_with_logits(logits.float(), labels, reduction="none") * weights

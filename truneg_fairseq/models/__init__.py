@@ -1,1 +1,3 @@
-"""Models registered by the plugin (fairseq also auto-imports every module in this folder)."""
+"""Models registered by the plugin: ``electra`` with archs electra_small/base/large."""
+
+from . import electra  # noqa: F401  (registration)

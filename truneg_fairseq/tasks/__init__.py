@@ -1,3 +1,4 @@
-"""Tasks registered by the plugin (fairseq also auto-imports every module in this folder).
+"""Tasks registered by the plugin: ``electra``. (Masked-LM pre-training of RoBERTa uses
+fairseq's own ``masked_lm``; fine-tuning uses fairseq's ``sentence_prediction``.)"""
 
-Masked-LM pre-training uses fairseq's own ``masked_lm`` task."""
+from . import electra  # noqa: F401  (registration)

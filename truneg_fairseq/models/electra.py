@@ -1,0 +1,301 @@
+"""ELECTRA (Clark et al., 2020) for fairseq: a small masked-LM generator and a replaced-token
+discriminator, built from fairseq's own transformer encoder layers.
+
+* Token and position embeddings (and their LayerNorm) are shared by generator and
+  discriminator; each projects them to its own hidden size when the sizes differ.
+* The generator's output projection is the token embedding matrix (tied, the same tensor).
+* Generator logits are computed only at the masked positions.
+* Replacements are sampled from the generator softmax (Gumbel-max, temperature configurable)
+  under ``no_grad``: no gradient reaches the generator through the sample.
+* ``register_classification_head`` works as in RoBERTa, so fairseq's ``sentence_prediction``
+  fine-tunes the discriminator; a model built for a task other than ``electra`` has no generator,
+  and loading a pre-training checkpoint into it drops the generator's weights.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
+from fairseq.models.roberta.model import RobertaClassificationHead
+from fairseq.models.transformer import TransformerConfig
+from fairseq.modules import LayerNorm, PositionalEmbedding
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+from fairseq.modules.transformer_sentence_encoder import init_bert_params
+from fairseq.utils import safe_getattr
+
+logger = logging.getLogger(__name__)
+
+GENERATOR_PREFIXES = ("generator.", "generator_head.", "generator_bias")
+
+
+@dataclass
+class ElectraConfig(FairseqDataclass):
+    electra_embed_dim: int = field(default=768, metadata={"help": "token/position embedding size (shared)"})
+    electra_hidden_dim: int = field(default=768, metadata={"help": "discriminator hidden size"})
+    electra_layers: int = field(default=12, metadata={"help": "discriminator layers"})
+    electra_heads: int = field(default=12, metadata={"help": "discriminator attention heads"})
+    electra_ffn_dim: int = field(default=3072, metadata={"help": "discriminator FFN size"})
+    electra_gen_hidden_dim: int = field(default=256, metadata={"help": "generator hidden size"})
+    electra_gen_layers: int = field(default=12, metadata={"help": "generator layers"})
+    electra_gen_heads: int = field(default=4, metadata={"help": "generator attention heads"})
+    electra_gen_ffn_dim: int = field(default=1024, metadata={"help": "generator FFN size"})
+    electra_max_positions: int = field(default=512, metadata={"help": "learned positions"})
+    electra_dropout: float = field(default=0.1, metadata={"help": "dropout"})
+    electra_attention_dropout: float = field(default=0.1, metadata={"help": "attention dropout"})
+    electra_activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
+        default="gelu", metadata={"help": "activation in FFNs and heads"}
+    )
+    electra_sample_temperature: float = field(
+        default=1.0, metadata={"help": "temperature of the generator softmax the replacements are sampled from"}
+    )
+    electra_pooler_dropout: float = field(default=0.1, metadata={"help": "dropout in classification heads"})
+    electra_pooler_activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
+        default="tanh", metadata={"help": "activation in classification heads"}
+    )
+    electra_discriminator_only: bool = field(
+        default=False,
+        metadata={"help": "build the discriminator alone (set automatically for tasks other than electra)"},
+    )
+
+
+def _layer_config(hidden, heads, ffn, cfg: ElectraConfig) -> TransformerConfig:
+    tc = TransformerConfig()
+    tc.encoder.embed_dim = hidden
+    tc.encoder.attention_heads = heads
+    tc.encoder.ffn_embed_dim = ffn
+    tc.encoder.normalize_before = False  # post-LN, as BERT/ELECTRA
+    tc.dropout = cfg.electra_dropout
+    tc.attention_dropout = cfg.electra_attention_dropout
+    tc.activation_dropout = 0.0
+    tc.activation_fn = cfg.electra_activation_fn
+    return tc
+
+
+class ElectraEmbeddings(nn.Module):
+    """Token + learned position embeddings, LayerNorm, dropout: B x T -> B x T x E."""
+
+    def __init__(self, vocab_size, embed_dim, padding_idx, max_positions, dropout):
+        super().__init__()
+        self.padding_idx = padding_idx
+        self.embed_tokens = nn.Embedding(vocab_size, embed_dim, padding_idx)
+        self.embed_positions = PositionalEmbedding(max_positions, embed_dim, padding_idx, learned=True)
+        self.layer_norm = LayerNorm(embed_dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, tokens):
+        x = self.embed_tokens(tokens) + self.embed_positions(tokens)  # B x T x E
+        return self.dropout(self.layer_norm(x))
+
+
+class ElectraStack(nn.Module):
+    """Projection from the shared embedding size plus fairseq transformer encoder layers."""
+
+    def __init__(self, embed_dim, hidden, layers, heads, ffn, cfg):
+        super().__init__()
+        self.project = nn.Linear(embed_dim, hidden) if embed_dim != hidden else None
+        tc = _layer_config(hidden, heads, ffn, cfg)
+        self.layers = nn.ModuleList([TransformerEncoderLayerBase(tc) for _ in range(layers)])
+
+    def forward(self, x, padding_mask):
+        """x: B x T x E embeddings, padding_mask: B x T bool -> B x T x H features."""
+        if self.project is not None:
+            x = self.project(x)  # B x T x H
+        if padding_mask is not None:
+            x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))
+        x = x.transpose(0, 1)  # T x B x H (fairseq layers are time-major)
+        pm = padding_mask if padding_mask is not None and padding_mask.any() else None
+        for layer in self.layers:
+            x = layer(x, encoder_padding_mask=pm)
+        return x.transpose(0, 1)  # B x T x H
+
+
+@register_model("electra", dataclass=ElectraConfig)
+class ElectraModel(BaseFairseqModel):
+    def __init__(self, cfg: ElectraConfig, dictionary, with_generator: bool = True):
+        super().__init__()
+        self.cfg = cfg
+        self.padding_idx = dictionary.pad()
+        vocab = len(dictionary)
+        self.embeddings = ElectraEmbeddings(vocab, cfg.electra_embed_dim, self.padding_idx,
+                                            cfg.electra_max_positions, cfg.electra_dropout)
+        act = utils.get_activation_fn(cfg.electra_activation_fn)
+        self.activation = act
+        self.discriminator = ElectraStack(cfg.electra_embed_dim, cfg.electra_hidden_dim, cfg.electra_layers,
+                                          cfg.electra_heads, cfg.electra_ffn_dim, cfg)
+        self.discriminator_head = nn.Sequential(
+            nn.Linear(cfg.electra_hidden_dim, cfg.electra_hidden_dim), _Activation(act),
+            nn.Linear(cfg.electra_hidden_dim, 1),
+        )
+        if with_generator:
+            self.generator = ElectraStack(cfg.electra_embed_dim, cfg.electra_gen_hidden_dim, cfg.electra_gen_layers,
+                                          cfg.electra_gen_heads, cfg.electra_gen_ffn_dim, cfg)
+            self.generator_head = nn.Sequential(
+                nn.Linear(cfg.electra_gen_hidden_dim, cfg.electra_embed_dim), _Activation(act),
+                LayerNorm(cfg.electra_embed_dim),
+            )
+            self.generator_bias = nn.Parameter(torch.zeros(vocab))
+        else:
+            self.generator = None
+        self.classification_heads = nn.ModuleDict()
+        self.apply(init_bert_params)
+
+    # ---- construction ------------------------------------------------------------------
+    @classmethod
+    def build_model(cls, cfg: ElectraConfig, task):
+        from fairseq.tasks.masked_lm import MaskedLMTask
+
+        from truneg_fairseq.tasks.electra import ElectraTask
+
+        if isinstance(task, MaskedLMTask) and not isinstance(task, ElectraTask):
+            raise ValueError(
+                "--arch electra_* pre-trains with --task electra (generator + discriminator), "
+                "not --task masked_lm; for masked-LM pre-training use --arch roberta_*"
+            )
+        if cfg.electra_gen_hidden_dim > cfg.electra_hidden_dim or cfg.electra_gen_layers > cfg.electra_layers:
+            raise ValueError(
+                f"the ELECTRA generator ({cfg.electra_gen_layers} layers x {cfg.electra_gen_hidden_dim}) must not be "
+                f"larger than the discriminator ({cfg.electra_layers} x {cfg.electra_hidden_dim}); "
+                "lower --electra-gen-hidden-dim / --electra-gen-layers (the paper uses 1/4 to 1/3 of the width)"
+            )
+        for hidden, heads, flag in ((cfg.electra_hidden_dim, cfg.electra_heads, "--electra-heads"),
+                                    (cfg.electra_gen_hidden_dim, cfg.electra_gen_heads, "--electra-gen-heads")):
+            if hidden % heads:
+                raise ValueError(f"{flag} {heads} does not divide the hidden size {hidden}")
+        with_generator = isinstance(task, ElectraTask) and not cfg.electra_discriminator_only
+        return cls(cfg, task.source_dictionary, with_generator=with_generator)
+
+    def max_positions(self):
+        return self.cfg.electra_max_positions
+
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self.embeddings.embed_tokens
+
+    # ---- generator ------------------------------------------------------------------------
+    def generator_features(self, tokens):
+        """B x T tokens -> B x T x H_gen."""
+        self._need_generator()
+        return self.generator(self.embeddings(tokens), tokens.eq(self.padding_idx))
+
+    def generator_logits(self, tokens, masked_tokens=None):
+        """Logits over the vocabulary at the masked positions: M x V (B x T x V without a mask)."""
+        x = self.generator_features(tokens)  # B x T x H_gen
+        if masked_tokens is not None:
+            x = x[masked_tokens]  # M x H_gen
+        x = self.generator_head(x)  # M x E
+        return F.linear(x, self.embed_tokens.weight, self.generator_bias)  # M x V (tied)
+
+    @torch.no_grad()
+    def sample_replacements(self, gen_logits):
+        """Sample one token per row of M x V logits (Gumbel-max; no gradient): M ids."""
+        logits = gen_logits.detach().float() / self.cfg.electra_sample_temperature
+        u = torch.rand_like(logits).clamp_(1e-9, 1.0 - 1e-9)
+        return (logits - torch.log(-torch.log(u))).argmax(dim=-1)
+
+    # ---- discriminator ----------------------------------------------------------------------
+    def discriminator_features(self, tokens):
+        """B x T tokens -> B x T x H."""
+        return self.discriminator(self.embeddings(tokens), tokens.eq(self.padding_idx))
+
+    def discriminator_logits(self, tokens):
+        """Replaced-token-detection logits, B x T (> 0: replaced)."""
+        return self.discriminator_head(self.discriminator_features(tokens)).squeeze(-1)
+
+    # ---- fairseq interface ----------------------------------------------------------------------
+    def forward(self, src_tokens, masked_tokens=None, features_only=False, classification_head_name=None, **kwargs):
+        """Pre-training (a generator, no head asked for): (generator logits M x V, {}), the
+        interface of fairseq's masked-LM criterions. Otherwise: discriminator features
+        B x T x H, or classification-head logits, as RoBERTa returns them."""
+        if classification_head_name is not None or features_only or self.generator is None:
+            x = self.discriminator_features(src_tokens)
+            if classification_head_name is not None:
+                x = self.classification_heads[classification_head_name](x)
+            return x, {}
+        return self.generator_logits(src_tokens, masked_tokens), {}
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        logits = net_output[0].float()
+        return F.log_softmax(logits, dim=-1) if log_probs else F.softmax(logits, dim=-1)
+
+    def get_targets(self, sample, net_output):
+        return sample["target"]
+
+    def register_classification_head(self, name, num_classes=None, inner_dim=None, **kwargs):
+        hidden = self.cfg.electra_hidden_dim
+        self.classification_heads[name] = RobertaClassificationHead(
+            input_dim=hidden, inner_dim=inner_dim or hidden, num_classes=num_classes,
+            activation_fn=self.cfg.electra_pooler_activation_fn, pooler_dropout=self.cfg.electra_pooler_dropout,
+        )
+
+    def _need_generator(self):
+        if self.generator is None:
+            raise RuntimeError("this ELECTRA model was built without a generator (discriminator only)")
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        prefix = name + "." if name else ""
+        keys = [k for k in state_dict if k.startswith(prefix)]
+        if keys and not any(k.startswith(prefix + "discriminator.") for k in keys):
+            raise ValueError(
+                "the checkpoint being loaded is not an ELECTRA checkpoint (no discriminator weights; "
+                f"first keys: {', '.join(keys[:3])}). Restore from a checkpoint pre-trained with "
+                "--task electra --arch electra_*"
+            )
+        if self.generator is None:
+            dropped = [k for k in keys if k[len(prefix):].startswith(GENERATOR_PREFIXES)]
+            for k in dropped:
+                del state_dict[k]
+            if dropped:
+                logger.info(f"loading the discriminator only: dropped {len(dropped)} generator tensors")
+        # heads registered for fine-tuning start from their fresh weights
+        for hname, head in self.classification_heads.items():
+            for pname, p in head.state_dict().items():
+                key = f"{prefix}classification_heads.{hname}.{pname}"
+                if key not in state_dict:
+                    state_dict[key] = p
+        super().upgrade_state_dict_named(state_dict, name)
+
+
+class _Activation(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def _sizes(args, emb, hidden, layers, heads, ffn, g_hidden, g_heads, g_ffn, max_pos=512):
+    args.electra_embed_dim = safe_getattr(args, "electra_embed_dim", emb)
+    args.electra_hidden_dim = safe_getattr(args, "electra_hidden_dim", hidden)
+    args.electra_layers = safe_getattr(args, "electra_layers", layers)
+    args.electra_heads = safe_getattr(args, "electra_heads", heads)
+    args.electra_ffn_dim = safe_getattr(args, "electra_ffn_dim", ffn)
+    args.electra_gen_hidden_dim = safe_getattr(args, "electra_gen_hidden_dim", g_hidden)
+    args.electra_gen_layers = safe_getattr(args, "electra_gen_layers", args.electra_layers)
+    args.electra_gen_heads = safe_getattr(args, "electra_gen_heads", g_heads)
+    args.electra_gen_ffn_dim = safe_getattr(args, "electra_gen_ffn_dim", g_ffn)
+    args.electra_max_positions = safe_getattr(args, "electra_max_positions", max_pos)
+
+
+@register_model_architecture("electra", "electra_small")
+def electra_small_architecture(args):
+    # 128-d embeddings projected to 256; generator at 1/4 width (64 hidden, 1 head, FFN 256)
+    _sizes(args, 128, 256, 12, 4, 1024, 64, 1, 256)
+
+
+@register_model_architecture("electra", "electra_base")
+def electra_base_architecture(args):
+    # generator at 1/3 width (256 hidden, 4 heads, FFN 1024)
+    _sizes(args, 768, 768, 12, 12, 3072, 256, 4, 1024)
+
+
+@register_model_architecture("electra", "electra_large")
+def electra_large_architecture(args):
+    # generator at 1/4 width (256 hidden, 4 heads, FFN 1024)
+    _sizes(args, 1024, 1024, 24, 16, 4096, 256, 4, 1024)
