@@ -104,9 +104,28 @@ def run_script(name: str, args: Sequence[str], **kw) -> subprocess.CompletedProc
     return subprocess.run([sys.executable, str(REPO / "scripts" / name), *args], capture_output=True, text=True, env=env, **kw)
 
 
-TINY_ELECTRA = [
+TINY_ELECTRA_MODEL = [
     "--arch", "electra_small", "--electra-embed-dim", "16", "--electra-hidden-dim", "32",
     "--electra-layers", "2", "--electra-heads", "2", "--electra-ffn-dim", "64",
     "--electra-gen-hidden-dim", "16", "--electra-gen-layers", "2", "--electra-gen-heads", "1",
-    "--electra-gen-ffn-dim", "32", "--electra-max-positions", "64", "--tokens-per-sample", "64",
+    "--electra-gen-ffn-dim", "32", "--electra-max-positions", "64",
 ]
+TINY_ELECTRA = [*TINY_ELECTRA_MODEL, "--tokens-per-sample", "64"]
+
+
+def make_classification_data(corpus_dir: Path, out_dir: Path) -> Path:
+    """A two-class sentence_prediction data set (input0/, label/) binarized with the
+    pre-training dictionary: label 1 for sentences about staying/remaining."""
+    from truneg_fairseq import corpus
+
+    corpus_dir, out_dir = Path(corpus_dir), Path(out_dir)
+    lines = tiny_corpus_lines(240, seed=7)
+    labels = ["1" if (" stay " in l or " remain " in l) else "0" for l in lines]
+    raw = out_dir / "raw"
+    for split, sl in (("train", slice(0, 200)), ("valid", slice(200, 240))):
+        corpus.atomic_write_lines(raw / f"{split}.txt", lines[sl])
+        corpus.atomic_write_lines(raw / f"{split}.label", labels[sl])
+        corpus.encode_file(corpus_dir / "spm.model", raw / f"{split}.txt", raw / f"{split}.tok")
+    corpus.binarize(raw / "train.tok", raw / "valid.tok", out_dir / "input0", srcdict=corpus_dir / "data-bin" / "dict.txt")
+    corpus.binarize(raw / "train.label", raw / "valid.label", out_dir / "label")
+    return out_dir

@@ -1,0 +1,80 @@
+"""End-to-end ELECTRA with the real fairseq-train: pre-training with each criterion, resume,
+and fine-tuning the discriminator with fairseq's sentence_prediction."""
+
+import re
+
+import pytest
+
+from utils import TINY_ELECTRA, TINY_ELECTRA_MODEL, TINY_ROBERTA, fairseq_train, make_classification_data
+
+CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+
+
+def updates(log):
+    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
+
+
+def electra_train(data_bin, save, criterion, n, extra=()):
+    return fairseq_train(data_bin, save, [
+        *TINY_ELECTRA, "--task", "electra", "--criterion", criterion, "--synonym-table", "synonyms.npz",
+        "--max-update", str(n), *extra])
+
+
+@pytest.fixture(scope="module")
+def pretrained(data_bin, synonym_table, tmp_path_factory):
+    save = tmp_path_factory.mktemp("electra_pre") / "ckpt"
+    electra_train(data_bin, save, "mlm_hard_correction", 4)
+    return save / "checkpoint_last.pt"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("criterion", CRITERIA)
+def test_electra_pretrain_and_resume(data_bin, synonym_table, tmp_path, criterion):
+    save = tmp_path / "ckpt"
+    out = electra_train(data_bin, save, criterion, 4, ["--rtd-synonym-policy", "ignore"])
+    log = out.stdout + out.stderr
+    for key in ("mlm_loss=", "disc_loss=", "disc_acc=", "replaced=", "rtd_precision=", "rtd_recall=", "rtd_synonym=", "pred_corr_ratio="):
+        assert key in log, key
+    assert updates(log) == 4
+    again = electra_train(data_bin, save, criterion, 6, ["--rtd-synonym-policy", "ignore"])
+    log2 = again.stdout + again.stderr
+    assert "Loaded checkpoint" in log2 and "@ 4 updates" in log2
+    assert updates(log2) == 6
+
+
+def finetune(data, save, restore, check=True):
+    cmd_args = [
+        *TINY_ELECTRA_MODEL, "--task", "sentence_prediction", "--criterion", "sentence_prediction",
+        "--num-classes", "2", "--init-token", "0", "--separator-token", "2", "--max-positions", "64",
+        "--restore-file", str(restore), "--reset-optimizer", "--reset-dataloader", "--reset-meters",
+        "--reset-lr-scheduler", "--max-update", "6", "--best-checkpoint-metric", "accuracy",
+        "--maximize-best-checkpoint-metric",
+    ]
+    # fairseq_train's defaults set --task masked_lm first; argparse keeps the last --task
+    return fairseq_train(data, save, cmd_args, check=check)
+
+
+@pytest.mark.slow
+def test_finetune_discriminator_with_sentence_prediction(corpus_dir, pretrained, tmp_path):
+    data = make_classification_data(corpus_dir, tmp_path / "cls")
+    out = finetune(data, tmp_path / "ft", pretrained)
+    log = out.stdout + out.stderr
+    assert "loading the discriminator only: dropped" in log
+    assert "Loaded checkpoint" in log
+    assert re.search(r"valid on 'valid' subset .*accuracy [\d.]+", log)
+    assert updates(log) == 6
+    import torch
+
+    state = torch.load(tmp_path / "ft" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    keys = state["model"].keys()
+    assert not any(k.startswith(("generator.", "generator_head.", "generator_bias")) for k in keys)
+    assert any(k.startswith("classification_heads.sentence_classification_head.") for k in keys)
+
+
+@pytest.mark.slow
+def test_finetune_from_non_electra_checkpoint_fails_clearly(data_bin, corpus_dir, tmp_path):
+    fairseq_train(data_bin, tmp_path / "rob", [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"])
+    data = make_classification_data(corpus_dir, tmp_path / "cls")
+    out = finetune(data, tmp_path / "ft", tmp_path / "rob" / "checkpoint_last.pt", check=False)
+    assert out.returncode != 0
+    assert "not an ELECTRA checkpoint" in out.stderr
