@@ -5,8 +5,9 @@
 2. tokenizer  sentencepiece (unigram, --vocab-size) -> fairseq-preprocess -> data-bin/
 3. table      WordNet synonym table for data-bin/dict.txt
 4. train      the same small RoBERTa, same seed and masks, same number of updates, with
-              fairseq's masked_lm, mlm_hard_correction and mlm_soft_reg (tensorboard logs in
-              WORKDIR/tb/<criterion>)
+              fairseq's masked_lm, mlm_hard_correction and mlm_soft_reg; then a small ELECTRA
+              with the electra criterion (baseline) and mlm_hard_correction (ELECTRA^HC)
+              (tensorboard logs in WORKDIR/tb/<model>_<criterion>)
 5. evaluate   each final checkpoint on the valid split with identical masks: MLM loss,
               accuracy and the correction ratios; the table is printed and saved to
               WORKDIR/results.tsv
@@ -32,13 +33,22 @@ SMALL_ROBERTA = [
     "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4",
     "--max-positions", "128", "--tokens-per-sample", "128",
 ]
+# ELECTRA at the same discriminator size; generator at 1/4 width
+SMALL_ELECTRA = [
+    "--arch", "electra_small", "--electra-embed-dim", "128", "--electra-hidden-dim", "128",
+    "--electra-layers", "4", "--electra-heads", "4", "--electra-ffn-dim", "512",
+    "--electra-gen-hidden-dim", "32", "--electra-gen-layers", "4", "--electra-gen-heads", "1",
+    "--electra-gen-ffn-dim", "128", "--electra-max-positions", "128", "--tokens-per-sample", "128",
+]
 
 
 def get_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workdir", default="demo_work")
     p.add_argument("--criteria", nargs="+", default=DEFAULT_CRITERIA)
-    p.add_argument("--max-update", type=int, default=300)
+    p.add_argument("--max-update", type=int, default=300, help="updates per RoBERTa run")
+    p.add_argument("--electra-criteria", nargs="*", default=["electra", "mlm_hard_correction"])
+    p.add_argument("--electra-max-update", type=int, default=200, help="updates per ELECTRA run")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--vocab-size", type=int, default=8000)
@@ -94,59 +104,64 @@ def main(argv=None) -> int:
             if "coverage" in line or "synonym pairs" in line:
                 log.info("  " + line.split(" | ")[-1].rstrip())
 
+    runs = [("roberta", crit, "masked_lm", SMALL_ROBERTA, args.max_update) for crit in args.criteria]
+    runs += [("electra", crit, "electra", SMALL_ELECTRA, args.electra_max_update) for crit in args.electra_criteria]
     timings = {}
-    for crit in args.criteria:
-        log.info(f"[4/5] pre-training with --criterion {crit} ({args.max_update} updates)")
-        save = os.path.join(work, "checkpoints", crit)
-        ckpt = os.path.join(save, "checkpoint_last.pt")
-        if os.path.isfile(ckpt):
-            log.info(f"  reusing {ckpt}")
+    for model_name, crit, task, arch, n_updates in runs:
+        run_id = f"{model_name}_{crit}"
+        log.info(f"[4/5] pre-training {model_name} with --criterion {crit} ({n_updates} updates)")
+        save = os.path.join(work, "checkpoints", run_id)
+        if os.path.isfile(os.path.join(save, "checkpoint_last.pt")):
+            log.info(f"  reusing {save}/checkpoint_last.pt")
             continue
         cmd = [
             sys.executable, "-m", "fairseq_cli.train", data_bin, "--user-dir", os.path.join(REPO, "truneg_fairseq"),
-            "--task", "masked_lm", "--criterion", crit, *SMALL_ROBERTA, "--cpu", "--num-workers", "0",
-            "--batch-size", str(args.batch_size), "--max-update", str(args.max_update),
+            "--task", task, "--criterion", crit, *arch, "--cpu", "--num-workers", "0",
+            "--batch-size", str(args.batch_size), "--max-update", str(n_updates),
             "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--weight-decay", "0.01",
-            "--lr", str(args.lr), "--lr-scheduler", "polynomial_decay", "--warmup-updates", str(max(1, args.max_update // 10)),
-            "--total-num-update", str(args.max_update), "--clip-norm", "1.0", "--seed", "1",
+            "--lr", str(args.lr), "--lr-scheduler", "polynomial_decay", "--warmup-updates", str(max(1, n_updates // 10)),
+            "--total-num-update", str(n_updates), "--clip-norm", "1.0", "--seed", "1",
             "--save-dir", save, "--no-epoch-checkpoints", "--log-format", "simple",
-            "--log-interval", str(args.log_interval), "--validate-interval-updates", str(args.max_update),
-            "--max-valid-steps", "20", "--tensorboard-logdir", os.path.join(work, "tb", crit),
+            "--log-interval", str(args.log_interval), "--validate-interval-updates", str(n_updates),
+            "--max-valid-steps", "20", "--tensorboard-logdir", os.path.join(work, "tb", run_id),
         ]
-        if crit != "masked_lm":
+        if crit not in ("masked_lm", "electra"):
             cmd += ["--synonym-table", table]
         t0 = time.time()
-        run(cmd, log, crit, os.path.join(work, "logs", f"train_{crit}.log"))
-        timings[crit] = time.time() - t0
+        run(cmd, log, run_id, os.path.join(work, "logs", f"train_{run_id}.log"))
+        timings[run_id] = time.time() - t0
 
     log.info("[5/5] evaluating every checkpoint on the valid split (same masks for all)")
     import logging
 
     logging.getLogger("fairseq").setLevel(logging.WARNING)
-    rows = []
-    for crit in args.criteria:
-        res = evaluate_mlm(os.path.join(work, "checkpoints", crit, "checkpoint_last.pt"), data_bin, table, seed=1)
-        rows.append((crit, res))
-
-    header = ["criterion", "valid MLM loss (bits)", "ppl", "MLM acc %", "pred-level corr %", "iter-level corr %", "train s"]
+    header = ["model", "criterion", "valid MLM loss (bits)", "MLM acc %", "pred-level corr %", "iter-level corr %",
+              "RTD acc %", "train s"]
     lines = ["\t".join(header)]
-    for crit, r in rows:
-        lines.append("\t".join([crit, f"{r['mlm_loss']:.3f}", f"{r['ppl']:.1f}", f"{r['mlm_acc']:.2f}",
-                                f"{r['pred_corr_ratio']:.3f}", f"{r['iter_corr_ratio']:.3f}",
-                                f"{timings[crit]:.0f}" if crit in timings else "reused"]))
+    first = None
+    for model_name, crit, _, _, n_updates in runs:
+        run_id = f"{model_name}_{crit}"
+        r = evaluate_mlm(os.path.join(work, "checkpoints", run_id, "checkpoint_last.pt"), data_bin, table, seed=1)
+        first = first or r
+        lines.append("\t".join([
+            f"{model_name} ({n_updates} upd)", crit, f"{r['mlm_loss']:.3f}", f"{r['mlm_acc']:.2f}",
+            f"{r['pred_corr_ratio']:.3f}", f"{r['iter_corr_ratio']:.3f}",
+            f"{r['disc_acc']:.2f}" if "disc_acc" in r else "-",
+            f"{timings[run_id]:.0f}" if run_id in timings else "reused",
+        ]))
     with atomic_open(os.path.join(work, "results.tsv")) as f:
         f.write("\n".join(lines) + "\n")
 
     widths = [max(len(l.split("\t")[i]) for l in lines) for i in range(len(header))]
     print()
-    print(f"Demo: small RoBERTa ({args.max_update} updates x {args.batch_size} x 128 tokens) on WordNet glosses; "
-          f"valid split, {rows[0][1]['masked_tokens']} masked tokens in {rows[0][1]['sentences']} blocks")
+    print(f"Demo on WordNet glosses, batches of {args.batch_size} x 128 tokens; valid split: "
+          f"{first['masked_tokens']} masked tokens in {first['sentences']} blocks (ELECTRA masks 85/15/0, RoBERTa 80/10/10)")
     for i, l in enumerate(lines):
         print("  ".join(c.ljust(w) for c, w in zip(l.split("\t"), widths)))
         if i == 0:
             print("  ".join("-" * w for w in widths))
-    print(f"\ncorrection ratios: % of mispredicted masked tokens whose prediction is a WordNet synonym of the gold "
-          f"token (pred-level) and % of blocks with at least one (iter-level)")
+    print("\ncorrection ratios: % of mispredicted masked tokens whose prediction is a WordNet synonym of the gold "
+          "token (pred-level) and % of blocks with at least one (iter-level); ELECTRA rows: the generator")
     print(f"tensorboard --logdir {os.path.join(work, 'tb')}    results: {os.path.join(work, 'results.tsv')}")
     print(f"total {time.time() - t_start:.0f}s")
     return 0

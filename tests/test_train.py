@@ -91,23 +91,15 @@ def test_prepare_corpus_end_to_end(tmp_path):
 @pytest.mark.parametrize("criterion", ["mlm_hard_correction", "mlm_soft_reg"])
 def test_hydra_config_trains(data_bin, synonym_table, tmp_path, criterion):
     """examples/mlm/config/roberta_base_hc.yaml with fairseq-hydra-train, shrunk to a tiny model."""
-    import os
-    import subprocess
-    import sys
+    from utils import REPO, hydra_train
 
-    from utils import REPO, USER_DIR
-
-    cmd = [
-        sys.executable, "-m", "fairseq_cli.hydra_train", "--config-dir", str(REPO / "examples" / "mlm" / "config"),
-        "--config-name", "roberta_base_hc", f"task.data={data_bin}", f"criterion._name={criterion}",
-        f"criterion.synonym_table={synonym_table}", f"common.user_dir={USER_DIR}", "common.fp16=false",
-        "common.cpu=true", "+model.encoder_layers=2", "+model.encoder_embed_dim=32", "+model.encoder_ffn_embed_dim=64",
+    proc = hydra_train(REPO / "examples" / "mlm" / "config", "roberta_base_hc", [
+        f"task.data={data_bin}", f"criterion._name={criterion}", f"criterion.synonym_table={synonym_table}",
+        "+model.encoder_layers=2", "+model.encoder_embed_dim=32", "+model.encoder_ffn_embed_dim=64",
         "+model.encoder_attention_heads=2", "model.max_positions=64", "task.tokens_per_sample=64",
-        "optimization.max_update=2", "optimization.update_freq=[1]", "dataset.batch_size=4", "dataset.num_workers=0",
+        "optimization.max_update=2", "optimization.update_freq=[1]", "dataset.batch_size=4",
         f"checkpoint.save_dir={tmp_path / 'ck'}", f"common.tensorboard_logdir={tmp_path / 'tb'}",
-        "common.log_interval=1", "lr_scheduler.warmup_updates=1", f"hydra.run.dir={tmp_path / 'run'}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    ], tmp_path / "run")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert (tmp_path / "ck" / "checkpoint_last.pt").is_file()

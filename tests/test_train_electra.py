@@ -78,3 +78,28 @@ def test_finetune_from_non_electra_checkpoint_fails_clearly(data_bin, corpus_dir
     out = finetune(data, tmp_path / "ft", tmp_path / "rob" / "checkpoint_last.pt", check=False)
     assert out.returncode != 0
     assert "not an ELECTRA checkpoint" in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", ["small_scratch", "small_scratch_hc", "small_scratch_sentkl"])
+def test_electra_hydra_configs_train(data_bin, synonym_table, tmp_path, config):
+    """examples/electra/config recipes with fairseq-hydra-train, shrunk to a tiny model."""
+    from utils import REPO, hydra_train
+
+    overrides = [
+        f"task.data={data_bin}", "+model.electra_layers=2", "+model.electra_gen_layers=2",
+        "+model.electra_embed_dim=16", "+model.electra_hidden_dim=32", "+model.electra_heads=2",
+        "+model.electra_ffn_dim=64", "+model.electra_gen_hidden_dim=16", "+model.electra_gen_heads=1",
+        "+model.electra_gen_ffn_dim=32", "model.electra_max_positions=64", "task.tokens_per_sample=64",
+        "optimization.max_update=2", "dataset.batch_size=4", f"checkpoint.save_dir={tmp_path / 'ck'}",
+        f"common.tensorboard_logdir={tmp_path / 'tb'}",
+    ]
+    if config != "small_scratch":
+        overrides.append(f"criterion.synonym_table={synonym_table}")
+    proc = hydra_train(REPO / "examples" / "electra" / "config", config, overrides, tmp_path / "run")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert (tmp_path / "ck" / "checkpoint_last.pt").is_file()
+    assert "disc_loss=" in out and "rtd_precision=" in out and "num_updates=2" in out
+    if config.endswith("sentkl"):
+        assert "kl_loss=" in out

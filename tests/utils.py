@@ -129,3 +129,13 @@ def make_classification_data(corpus_dir: Path, out_dir: Path) -> Path:
     corpus.binarize(raw / "train.tok", raw / "valid.tok", out_dir / "input0", srcdict=corpus_dir / "data-bin" / "dict.txt")
     corpus.binarize(raw / "train.label", raw / "valid.label", out_dir / "label")
     return out_dir
+
+
+def hydra_train(config_dir: Path, config_name: str, overrides: Sequence[str], run_dir: Path) -> subprocess.CompletedProcess:
+    """Run fairseq-hydra-train with a recipe config, on the CPU, with the plugin."""
+    cmd = [
+        sys.executable, "-m", "fairseq_cli.hydra_train", "--config-dir", str(config_dir), "--config-name", config_name,
+        f"common.user_dir={USER_DIR}", "common.fp16=false", "common.cpu=true", "dataset.num_workers=0",
+        "common.log_interval=1", "lr_scheduler.warmup_updates=1", f"hydra.run.dir={run_dir}", *overrides,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))

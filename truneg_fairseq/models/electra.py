@@ -148,9 +148,16 @@ class ElectraModel(BaseFairseqModel):
     # ---- construction ------------------------------------------------------------------
     @classmethod
     def build_model(cls, cfg: ElectraConfig, task):
+        from fairseq.dataclass.utils import merge_with_parent
         from fairseq.tasks.masked_lm import MaskedLMTask
+        from omegaconf import DictConfig
 
         from truneg_fairseq.tasks.electra import ElectraTask
+
+        if isinstance(cfg, DictConfig):
+            # fairseq-hydra-train with an arch name (model._name: electra_small) fills only the
+            # sizes set by the arch function; the other fields come from the dataclass
+            cfg = merge_with_parent(ElectraConfig(), cfg)
 
         if isinstance(task, MaskedLMTask) and not isinstance(task, ElectraTask):
             raise ValueError(

@@ -1,0 +1,199 @@
+#!/usr/bin/env python
+"""ELECTRA-small pre-training step: this plugin vs HuggingFace transformers, one process.
+
+Both sides: generator (hidden 64, 1 head, FFN 256, 12 layers) + discriminator (hidden 256, 4
+heads, FFN 1024, 12 layers), 128-d embeddings shared by both, generator output tied to the token
+embedding, vocabulary 30,522, the same pre-masked batches (15% selected: 85% <mask>, 15% kept),
+replacements sampled from the generator softmax (temperature 1) without gradient, loss =
+generator MLM + 50 x discriminator BCE, Adam. A step is forward + backward + optimizer step.
+Configurations alternate every round (rotating order) and the median step time is reported.
+
+Also prints the overhead of mlm_hard_correction and mlm_soft_reg over the plugin's electra
+criterion on the same model and batches (target <= 2%).
+
+  pip install -r requirements-bench.txt     # transformers, only for this benchmark
+  python benchmarks/electra_vs_hf.py --rounds 10
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+VOCAB = 30522
+
+
+def make_batches(n, bsz, seq, vocab, pad, bos, eos, mask_idx, nspecial, seed=0):
+    """Pre-masked batches in fairseq's layout: src_tokens (B x T), target (pad where unmasked)."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        tok = rng.integers(nspecial, vocab - 1, size=(bsz, seq))
+        tok[:, 0], tok[:, -1] = bos, eos
+        sel = rng.random((bsz, seq)) < 0.15
+        sel[:, 0] = sel[:, -1] = False
+        to_mask = sel & (rng.random((bsz, seq)) < 0.85)
+        src = np.where(to_mask, mask_idx, tok)
+        tgt = np.where(sel, tok, pad)
+        out.append({
+            "net_input": {"src_tokens": torch.from_numpy(src).long(), "src_lengths": torch.full((bsz,), seq)},
+            "target": torch.from_numpy(tgt).long(),
+            "ntokens": bsz * seq, "nsentences": bsz, "original": torch.from_numpy(tok).long(),
+        })
+    return out
+
+
+def build_plugin(criterion, table_path, dict_dir):
+    import torch
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import truneg_fairseq  # noqa: F401
+
+    extra = ["--synonym-table", table_path] if criterion != "electra" else []
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        dict_dir, "--task", "electra", "--arch", "electra_small", "--criterion", criterion,
+        "--electra-max-positions", "128", "--tokens-per-sample", "128", "--cpu", *extra])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    crit = task.build_criterion(cfg.criterion)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model.train()
+
+    def step(b):
+        opt.zero_grad(set_to_none=True)
+        loss, _, _ = crit(model, b)
+        loss.backward()
+        opt.step()
+
+    return task, model, step
+
+
+def build_hf(pad, mask_idx):
+    import torch
+    import torch.nn.functional as F
+    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+    common = dict(vocab_size=VOCAB, embedding_size=128, max_position_embeddings=128, pad_token_id=pad,
+                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    gen = ElectraForMaskedLM(ElectraConfig(hidden_size=64, num_attention_heads=1, intermediate_size=256,
+                                           num_hidden_layers=12, **common))
+    disc = ElectraForPreTraining(ElectraConfig(hidden_size=256, num_attention_heads=4, intermediate_size=1024,
+                                               num_hidden_layers=12, **common))
+    disc.electra.embeddings = gen.electra.embeddings  # shared token/position embeddings
+    assert gen.generator_lm_head.weight is gen.electra.embeddings.word_embeddings.weight  # tied
+    params = {id(p): p for m in (gen, disc) for p in m.parameters()}
+    opt = torch.optim.Adam(list(params.values()), lr=1e-4)
+    gen.train()
+    disc.train()
+
+    def step(b):
+        src, tgt, orig = b["net_input"]["src_tokens"], b["target"], b["original"]
+        attn = src.ne(pad).long()
+        opt.zero_grad(set_to_none=True)
+        labels = torch.where(tgt.ne(pad), tgt, torch.full_like(tgt, -100))
+        g = gen(input_ids=src, attention_mask=attn, labels=labels)
+        masked = tgt.ne(pad)
+        with torch.no_grad():
+            logits = g.logits[masked].float()
+            u = torch.rand_like(logits).clamp_(1e-9, 1 - 1e-9)
+            sampled = (logits - torch.log(-torch.log(u))).argmax(-1)
+        corrupted = src.clone()
+        corrupted[masked] = sampled
+        rtd_labels = corrupted.ne(orig).float()
+        d = disc(input_ids=corrupted, attention_mask=attn)
+        disc_loss = F.binary_cross_entropy_with_logits(d.logits, rtd_labels, weight=attn.float())
+        (g.loss + 50.0 * disc_loss).backward()
+        opt.step()
+
+    return step
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--batches", type=int, default=4)
+    p.add_argument("--threads", type=int, default=0)
+    args = p.parse_args()
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        import transformers
+    except ImportError:
+        sys.exit("error: this benchmark compares with HuggingFace transformers: pip install -r requirements-bench.txt")
+
+    from fairseq.data import Dictionary
+
+    from truneg_fairseq.lexicon import SynonymTable, dictionary_fingerprint
+
+    # a 30,522-entry dictionary (incl. <mask>)
+    work = tempfile.mkdtemp(prefix="electra_bench_")
+    with open(os.path.join(work, "dict.txt"), "w") as f:
+        for i in range(VOCAB - 5):
+            f.write(f"w{i} 1\n")
+    d = Dictionary.load(os.path.join(work, "dict.txt"))
+    table = os.path.join(work, "synonyms.npz")
+    # a WordNet-sized table (about 35k pairs) so the lookup costs what it costs in practice
+    rng = np.random.default_rng(1)
+    pairs = np.unique(rng.integers(d.nspecial, len(d), size=(35000, 2)), axis=0)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    empty = np.zeros(0, np.int64)
+    SynonymTable(pairs.astype(np.int64), empty, len(d), dictionary_fingerprint(d.symbols), {"source": "random"}).save(table)
+
+    setups = {}
+    task, model, step = build_plugin("electra", table, work)
+    setups["plugin electra"] = step
+    ref = model.state_dict()
+    for crit in ("mlm_hard_correction", "mlm_soft_reg"):
+        _, m, s = build_plugin(crit, table, work)
+        m.load_state_dict(ref)
+        setups[f"plugin {crit}"] = s
+    setups["HF transformers"] = build_hf(task.source_dictionary.pad(), task.mask_idx)
+    td = task.source_dictionary
+    batches = make_batches(args.batches, args.batch_size, args.seq, len(td), td.pad(), td.bos(), td.eos(),
+                           task.mask_idx, td.nspecial)
+
+    names = list(setups)
+    times = {n: [] for n in names}
+    for r in range(args.warmup + args.rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        b = batches[r % len(batches)]
+        for n in order:
+            t0 = time.perf_counter()
+            setups[n](b)
+            if r >= args.warmup:
+                times[n].append(time.perf_counter() - t0)
+
+    ntok = args.batch_size * args.seq
+    med = {n: statistics.median(times[n]) for n in names}
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"transformers {transformers.__version__}; ELECTRA-small, vocab {VOCAB}, batch {args.batch_size} x {args.seq}, "
+          f"{args.rounds} rounds")
+    print(f"{'configuration':<30}{'median step ms':>16}{'tokens/s':>10}")
+    for n in names:
+        print(f"{n:<30}{med[n] * 1000:>16.1f}{ntok / med[n]:>10.0f}")
+    speedup = med["HF transformers"] / med["plugin electra"]
+    print(f"plugin / HF tokens/s: {speedup:.2f}x (target >= 1.3x)")
+    for crit in ("mlm_hard_correction", "mlm_soft_reg"):
+        over = med[f"plugin {crit}"] / med["plugin electra"] - 1
+        print(f"{crit} overhead over electra: {100 * over:+.1f}% (target <= 2%)")
+
+
+if __name__ == "__main__":
+    main()
