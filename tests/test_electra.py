@@ -178,3 +178,28 @@ def test_bad_configurations(data_bin, synonym_table):
     task, model, crit = build_components(data_bin, ["--criterion", "electra"])  # roberta + electra criterion
     with pytest.raises(ValueError, match="needs an ELECTRA model"):
         crit(model, valid_batch(task))
+
+
+def test_electra_masking_defaults_and_whole_words(data_bin, corpus_dir):
+    task, _, _ = electra(data_bin, ["--criterion", "electra", "--mask-whole-words",
+                                    "--electra-sentencepiece-model", str(corpus_dir / "spm.model")])
+    assert (task.cfg.mask_prob, task.cfg.leave_unmasked_prob, task.cfg.random_token_prob) == (0.15, 0.15, 0.0)
+    d = task.source_dictionary
+    sample = valid_batch(task, 64)
+    src, tgt = sample["net_input"]["src_tokens"], sample["target"]
+    masked = tgt.ne(d.pad())
+    original = torch.where(masked, tgt, src)
+    # no random replacement: a selected token is either <mask> or itself
+    assert bool(((src[masked] == task.mask_idx) | (src[masked] == tgt[masked])).all())
+    cont = torch.tensor([i >= d.nspecial and not d[i].startswith("\u2581") and d[i] != "<mask>" for i in range(len(d))])
+    is_cont = cont[original] & original.ne(d.pad())
+    checked = 0
+    for b, t in is_cont.nonzero().tolist():
+        assert bool(masked[b, t]) == bool(masked[b, t - 1]), (b, t)  # pieces of a word go together
+        checked += 1
+    assert checked > 0 and int(masked.sum()) > 0
+
+
+def test_whole_word_masking_needs_the_tokenizer(data_bin):
+    with pytest.raises(ValueError, match="needs --electra-sentencepiece-model"):
+        electra(data_bin, ["--criterion", "electra", "--mask-whole-words"])

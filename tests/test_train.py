@@ -106,3 +106,15 @@ def test_hydra_config_trains(data_bin, synonym_table, tmp_path, criterion):
     assert "pred_corr_ratio" in out and "num_updates=2" in out
     if criterion == "mlm_soft_reg":
         assert "sr_loss" in out
+
+
+@pytest.mark.slow
+def test_mlm_shell_recipe(data_bin, synonym_table, tmp_path):
+    from utils import run_recipe
+
+    proc = run_recipe("mlm/pretrain.sh", [str(data_bin), "mlm_soft_reg", "--cpu", *TINY_ROBERTA, "--max-update", "2",
+                                          "--log-interval", "1", "--warmup-updates", "1"],
+                      tmp_path, SAVE_DIR=str(tmp_path / "ck"), MAX_SENTENCES="4", UPDATE_FREQ="1")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "sr_loss=" in out and (tmp_path / "ck" / "checkpoint_last.pt").is_file()

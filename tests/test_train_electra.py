@@ -103,3 +103,21 @@ def test_electra_hydra_configs_train(data_bin, synonym_table, tmp_path, config):
     assert "disc_loss=" in out and "rtd_precision=" in out and "num_updates=2" in out
     if config.endswith("sentkl"):
         assert "kl_loss=" in out
+
+
+@pytest.mark.slow
+def test_shell_recipes_pretrain_then_finetune(data_bin, synonym_table, corpus_dir, tmp_path):
+    """examples/electra/pretrain.sh (small, ELECTRA^HC) then finetune_glue.sh, shrunk and in fp32."""
+    from utils import run_recipe
+
+    pre = run_recipe("electra/pretrain.sh", ["small", str(data_bin), "mlm_hard_correction", "--cpu", *TINY_ELECTRA,
+                                             "--max-update", "2", "--log-interval", "1"],
+                     tmp_path, SAVE_DIR=str(tmp_path / "pre"), MAX_SENTENCES="4")
+    assert pre.returncode == 0, pre.stderr[-3000:]
+    assert (tmp_path / "pre" / "checkpoint_last.pt").is_file()
+    data = make_classification_data(corpus_dir, tmp_path / "cls")
+    ft = run_recipe("electra/finetune_glue.sh", ["small", str(data), str(tmp_path / "pre" / "checkpoint_last.pt"), "2",
+                                                 "--cpu", *TINY_ELECTRA_MODEL, "--max-positions", "64", "--max-update", "3"],
+                    tmp_path, SAVE_DIR=str(tmp_path / "ft"))
+    assert ft.returncode == 0, ft.stderr[-3000:]
+    assert "dropped" in ft.stdout + ft.stderr and re.search(r"accuracy [\d.]+", ft.stdout + ft.stderr)

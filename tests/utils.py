@@ -139,3 +139,10 @@ def hydra_train(config_dir: Path, config_name: str, overrides: Sequence[str], ru
         "common.log_interval=1", "lr_scheduler.warmup_updates=1", f"hydra.run.dir={run_dir}", *overrides,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def run_recipe(script: str, args: Sequence[str], cwd: Path, **env) -> subprocess.CompletedProcess:
+    """Run a shell recipe from examples/ with the virtualenv's fairseq-train on PATH, in fp32."""
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    full_env = dict(os.environ, PATH=path, FP16="", NUM_WORKERS="0", OMP_NUM_THREADS="1", **env)
+    return subprocess.run(["bash", str(REPO / "examples" / script), *args], capture_output=True, text=True, env=full_env, cwd=str(cwd))

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fine-tune an ELECTRA discriminator on a sentence(-pair) classification task with fairseq's own
+# sentence_prediction task and criterion (the generator is left out when the checkpoint loads).
+#
+#   bash examples/electra/finetune_glue.sh small|base TASK_BIN CHECKPOINT NUM_CLASSES [flags]
+#
+# TASK_BIN is fairseq's sentence_prediction layout (input0/, [input1/], label/) binarized with
+# the pre-training dict.txt. ELECTRA paper settings: lr 3e-4 (small) / 1e-4 (base), batch 32,
+# 3 epochs (10 for RTE and STS-B), warmup 10%; for STS-B add --regression-target and NUM_CLASSES 1.
+set -euo pipefail
+SIZE=${1:?usage: finetune_glue.sh small|base TASK_BIN CHECKPOINT NUM_CLASSES [flags]}
+TASK_BIN=${2:?}; CHECKPOINT=${3:?}; NUM_CLASSES=${4:?}
+shift 4
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+case "$SIZE" in small) ARCH=electra_small; LR=${LR:-3e-4} ;; base) ARCH=electra_base; LR=${LR:-1e-4} ;;
+  *) echo "error: size must be small or base" >&2; exit 2 ;; esac
+EPOCHS=${EPOCHS:-3}
+exec fairseq-train "$TASK_BIN" --user-dir "$REPO/truneg_fairseq" \
+  --task sentence_prediction --criterion sentence_prediction --arch "$ARCH" \
+  --num-classes "$NUM_CLASSES" --init-token 0 --separator-token 2 --max-positions 512 \
+  --restore-file "$CHECKPOINT" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler \
+  --batch-size 32 --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-6 --weight-decay 0.01 \
+  --lr "$LR" --lr-scheduler polynomial_decay --warmup-updates "${WARMUP:-100}" --total-num-update "${TOTAL:-10000}" \
+  --max-epoch "$EPOCHS" --clip-norm 1.0 ${FP16---fp16} --no-epoch-checkpoints \
+  --best-checkpoint-metric accuracy --maximize-best-checkpoint-metric \
+  --save-dir "${SAVE_DIR:-checkpoints/finetune}" --log-format simple --log-interval 50 "$@"
