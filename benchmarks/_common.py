@@ -23,3 +23,22 @@ def ensure_corpus(workdir: str, vocab_size: int, max_lines: int = 0) -> str:
                         os.path.join(data_bin, "dict.txt"), "--tokenizer", "sentencepiece", "--spm-model",
                         os.path.join(workdir, "spm.model"), "--output", table], check=True, stdout=subprocess.DEVNULL)
     return data_bin
+
+
+def alternating_step_times(steps, batches, rounds, warmup):
+    """Time ``steps`` (name -> callable(batch)) in alternation: every round runs each step once
+    on the same batch, in an order rotated by one each round, so drift in machine speed hits all
+    of them alike. Returns name -> list of seconds (warm-up rounds dropped)."""
+    import time
+
+    names = list(steps)
+    times = {n: [] for n in names}
+    for r in range(warmup + rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        batch = batches[r % len(batches)]
+        for n in order:
+            t0 = time.perf_counter()
+            steps[n](batch)
+            if r >= warmup:
+                times[n].append(time.perf_counter() - t0)
+    return times

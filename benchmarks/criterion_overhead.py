@@ -14,9 +14,8 @@ import argparse
 import os
 import platform
 import statistics
-import time
 
-from _common import REPO, ensure_corpus
+from _common import REPO, alternating_step_times, ensure_corpus
 
 CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 TARGETS = {"mlm_hard_correction": 0.98, "mlm_soft_reg": 0.97, "mlm_sent_kl": 0.40}
@@ -72,25 +71,19 @@ def main():
     bs = args.batch_size
     batches = [ds.collater([ds[i] for i in range(k * bs, (k + 1) * bs)]) for k in range(min(args.batches, len(ds) // bs))]
 
-    def step(c, sample):
+    def make_step(c):
         _, model, crit, opt = setups[c]
-        opt.zero_grad(set_to_none=True)
-        loss, _, _ = crit(model, sample)
-        loss.backward()
-        opt.step()
 
-    times = {c: [] for c in CRITERIA}
-    ntok = {c: [] for c in CRITERIA}
-    for r in range(args.warmup + args.rounds):
-        order = CRITERIA[r % len(CRITERIA):] + CRITERIA[: r % len(CRITERIA)]
-        sample = batches[r % len(batches)]
-        for c in order:
-            t0 = time.perf_counter()
-            step(c, sample)
-            dt = time.perf_counter() - t0
-            if r >= args.warmup:
-                times[c].append(dt)
-                ntok[c].append(sample["ntokens"])
+        def step(sample):
+            opt.zero_grad(set_to_none=True)
+            loss, _, _ = crit(model, sample)
+            loss.backward()
+            opt.step()
+
+        return step
+
+    times = alternating_step_times({c: make_step(c) for c in CRITERIA}, batches, args.rounds, args.warmup)
+    ntok = statistics.mean(b["ntokens"] for b in batches)
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; small RoBERTa (4 x 128, FFN 512), vocab {len(task.source_dictionary)}, "
@@ -99,7 +92,7 @@ def main():
     print(f"{'criterion':<22}{'median step ms':>16}{'words/s':>12}{'ratio':>8}{'target':>8}")
     for c in CRITERIA:
         med = statistics.median(times[c])
-        wps = statistics.mean(ntok[c]) / med
+        wps = ntok / med
         base = base or wps
         ratio = wps / base
         tgt = TARGETS.get(c)

@@ -21,11 +21,12 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from _common import alternating_step_times  # noqa: E402
 
 VOCAB = 30522
 
@@ -170,15 +171,7 @@ def main():
                            task.mask_idx, td.nspecial)
 
     names = list(setups)
-    times = {n: [] for n in names}
-    for r in range(args.warmup + args.rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
-        b = batches[r % len(batches)]
-        for n in order:
-            t0 = time.perf_counter()
-            setups[n](b)
-            if r >= args.warmup:
-                times[n].append(time.perf_counter() - t0)
+    times = alternating_step_times(setups, batches, args.rounds, args.warmup)
 
     ntok = args.batch_size * args.seq
     med = {n: statistics.median(times[n]) for n in names}

@@ -48,7 +48,7 @@ def get_parser():
     p.add_argument("--criteria", nargs="+", default=DEFAULT_CRITERIA)
     p.add_argument("--max-update", type=int, default=300, help="updates per RoBERTa run")
     p.add_argument("--electra-criteria", nargs="*", default=["electra", "mlm_hard_correction"])
-    p.add_argument("--electra-max-update", type=int, default=200, help="updates per ELECTRA run")
+    p.add_argument("--electra-max-update", type=int, default=150, help="updates per ELECTRA run")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--vocab-size", type=int, default=8000)
@@ -134,7 +134,8 @@ def main(argv=None) -> int:
     log.info("[5/5] evaluating every checkpoint on the valid split (same masks for all)")
     import logging
 
-    logging.getLogger("fairseq").setLevel(logging.WARNING)
+    for name in ("fairseq", "truneg_fairseq.criterions"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     header = ["model", "criterion", "valid MLM loss (bits)", "MLM acc %", "pred-level corr %", "iter-level corr %",
               "RTD acc %", "train s"]
     lines = ["\t".join(header)]

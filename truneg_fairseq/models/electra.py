@@ -125,7 +125,6 @@ class ElectraModel(BaseFairseqModel):
         self.embeddings = ElectraEmbeddings(vocab, cfg.electra_embed_dim, self.padding_idx,
                                             cfg.electra_max_positions, cfg.electra_dropout)
         act = utils.get_activation_fn(cfg.electra_activation_fn)
-        self.activation = act
         self.discriminator = ElectraStack(cfg.electra_embed_dim, cfg.electra_hidden_dim, cfg.electra_layers,
                                           cfg.electra_heads, cfg.electra_ffn_dim, cfg)
         self.discriminator_head = nn.Sequential(
