@@ -203,3 +203,14 @@ def test_electra_masking_defaults_and_whole_words(data_bin, corpus_dir):
 def test_whole_word_masking_needs_the_tokenizer(data_bin):
     with pytest.raises(ValueError, match="needs --electra-sentencepiece-model"):
         electra(data_bin, ["--criterion", "electra", "--mask-whole-words"])
+
+
+def test_sampling_follows_the_generator_softmax(data_bin):
+    task, model, _ = electra(data_bin, ["--criterion", "electra"])
+    torch.manual_seed(0)
+    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0]]).repeat(100000, 1)
+    freq = torch.bincount(model.sample_replacements(logits), minlength=4).float() / logits.size(0)
+    assert torch.allclose(freq, torch.softmax(logits[0], -1), atol=0.01)
+    model.cfg.electra_sample_temperature = 2.0
+    freq = torch.bincount(model.sample_replacements(logits), minlength=4).float() / logits.size(0)
+    assert torch.allclose(freq, torch.softmax(logits[0] / 2.0, -1), atol=0.01)
