@@ -24,23 +24,37 @@ ARCH = ["--arch", "roberta_base", "--encoder-layers", "4", "--encoder-embed-dim"
         "--tokens-per-sample", "128"]
 
 
-def build(data_bin, table, criterion, seed=1):
+def build(data_bin, table, seed=1):
+    """One small RoBERTa and optimizer shared by every criterion (timed on the same memory);
+    returns (task, {criterion: training-step function})."""
     import torch
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     import truneg_fairseq  # noqa: F401
 
-    extra = [] if criterion == "masked_lm" else ["--synonym-table", table]
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        data_bin, "--task", "masked_lm", "--criterion", criterion, "--cpu", "--seed", str(seed), *ARCH, *extra])
-    cfg = convert_namespace_to_omegaconf(args)
-    utils.set_torch_seed(seed)
-    task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    crit = task.build_criterion(cfg.criterion)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    return task, model, crit, opt
+    task = model = opt = None
+    steps = {}
+    for criterion in CRITERIA:
+        extra = [] if criterion == "masked_lm" else ["--synonym-table", table]
+        args = options.parse_args_and_arch(options.get_training_parser(), [
+            data_bin, "--task", "masked_lm", "--criterion", criterion, "--cpu", "--seed", str(seed), *ARCH, *extra])
+        cfg = convert_namespace_to_omegaconf(args)
+        if task is None:
+            utils.set_torch_seed(seed)
+            task = tasks.setup_task(cfg.task)
+            model = task.build_model(cfg.model).train()
+            opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+        crit = task.build_criterion(cfg.criterion)
+
+        def step(sample, crit=crit):
+            opt.zero_grad(set_to_none=True)
+            loss, _, _ = crit(model, sample)
+            loss.backward()
+            opt.step()
+
+        steps[criterion] = step
+    return task, steps
 
 
 def main():
@@ -59,30 +73,13 @@ def main():
         torch.set_num_threads(args.threads)
     data_bin = ensure_corpus(args.workdir, 8000)
     table = os.path.join(data_bin, "synonyms.npz")
-    setups = {c: build(data_bin, table, c) for c in CRITERIA}
-    # identical initial weights for every model
-    ref_state = setups["masked_lm"][1].state_dict()
-    for c in CRITERIA:
-        setups[c][1].load_state_dict(ref_state)
-        setups[c][1].train()
-    task = setups["masked_lm"][0]
+    task, steps = build(data_bin, table)
     task.load_dataset("valid")
     ds = task.dataset("valid")
     bs = args.batch_size
     batches = [ds.collater([ds[i] for i in range(k * bs, (k + 1) * bs)]) for k in range(min(args.batches, len(ds) // bs))]
 
-    def make_step(c):
-        _, model, crit, opt = setups[c]
-
-        def step(sample):
-            opt.zero_grad(set_to_none=True)
-            loss, _, _ = crit(model, sample)
-            loss.backward()
-            opt.step()
-
-        return step
-
-    times = alternating_step_times({c: make_step(c) for c in CRITERIA}, batches, args.rounds, args.warmup)
+    times = alternating_step_times(steps, batches, args.rounds, args.warmup)
     ntok = statistics.mean(b["ntokens"] for b in batches)
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "

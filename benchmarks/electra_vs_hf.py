@@ -53,31 +53,37 @@ def make_batches(n, bsz, seq, vocab, pad, bos, eos, mask_idx, nspecial, seed=0):
     return out
 
 
-def build_plugin(criterion, table_path, dict_dir):
+def build_plugin(criteria, table_path, dict_dir):
+    """One ELECTRA-small model and optimizer, one training-step function per criterion (the
+    criteria share the model so that they are timed on the same memory)."""
     import torch
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     import truneg_fairseq  # noqa: F401
 
-    extra = ["--synonym-table", table_path] if criterion != "electra" else []
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        dict_dir, "--task", "electra", "--arch", "electra_small", "--criterion", criterion,
-        "--electra-max-positions", "128", "--tokens-per-sample", "128", "--cpu", *extra])
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    crit = task.build_criterion(cfg.criterion)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    model.train()
+    task = model = opt = None
+    steps = {}
+    for criterion in criteria:
+        extra = ["--synonym-table", table_path] if criterion != "electra" else []
+        args = options.parse_args_and_arch(options.get_training_parser(), [
+            dict_dir, "--task", "electra", "--arch", "electra_small", "--criterion", criterion,
+            "--electra-max-positions", "128", "--tokens-per-sample", "128", "--cpu", *extra])
+        cfg = convert_namespace_to_omegaconf(args)
+        if task is None:
+            task = tasks.setup_task(cfg.task)
+            model = task.build_model(cfg.model).train()
+            opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+        crit = task.build_criterion(cfg.criterion)
 
-    def step(b):
-        opt.zero_grad(set_to_none=True)
-        loss, _, _ = crit(model, b)
-        loss.backward()
-        opt.step()
+        def step(b, crit=crit):
+            opt.zero_grad(set_to_none=True)
+            loss, _, _ = crit(model, b)
+            loss.backward()
+            opt.step()
 
-    return task, model, step
+        steps[f"plugin {criterion}"] = step
+    return task, steps
 
 
 def build_hf(pad, mask_idx):
@@ -157,14 +163,7 @@ def main():
     empty = np.zeros(0, np.int64)
     SynonymTable(pairs.astype(np.int64), empty, len(d), dictionary_fingerprint(d.symbols), {"source": "random"}).save(table)
 
-    setups = {}
-    task, model, step = build_plugin("electra", table, work)
-    setups["plugin electra"] = step
-    ref = model.state_dict()
-    for crit in ("mlm_hard_correction", "mlm_soft_reg"):
-        _, m, s = build_plugin(crit, table, work)
-        m.load_state_dict(ref)
-        setups[f"plugin {crit}"] = s
+    task, setups = build_plugin(["electra", "mlm_hard_correction", "mlm_soft_reg"], table, work)
     setups["HF transformers"] = build_hf(task.source_dictionary.pad(), task.mask_idx)
     td = task.source_dictionary
     batches = make_batches(args.batches, args.batch_size, args.seq, len(td), td.pad(), td.bos(), td.eos(),
