@@ -41,8 +41,10 @@ demo: install
 test: install
 	$(PY) -m pytest -q tests
 
+# Benchmarks print numbers (README, "Benchmarks"); transformers is installed for the HF baseline only.
 bench: install
-	cd benchmarks && ../$(PY) criterion_overhead.py && ../$(PY) table_build.py
+	$(PIP) install -q -r requirements-bench.txt
+	cd benchmarks && ../$(PY) criterion_overhead.py && ../$(PY) table_build.py && ../$(PY) electra_vs_hf.py --rounds 12
 
 clean:
 	rm -rf $(VENV) demo_work .pytest_cache
