@@ -1,8 +1,6 @@
 """Tier 2: the registered criterions on a tiny real RoBERTa built by fairseq's masked_lm task."""
 
-import copy
 
-import numpy as np
 import pytest
 import torch
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss

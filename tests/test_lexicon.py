@@ -12,7 +12,7 @@ import pytest
 from truneg_fairseq.lexicon import SynonymTable, SynonymTableError, build_table, vocab_view
 from truneg_fairseq.lexicon.synonyms import wordnet_synonyms, stopwords
 from truneg_fairseq.lexicon.wordnet import assemble_nltk_wordnet, lexnames_text
-from utils import REPO, run_script
+from utils import run_script
 
 
 def write_dict(path: Path, words):
@@ -108,9 +108,6 @@ def test_save_load_roundtrip_and_atomicity(tmp_path, wn):
     assert oct(out.stat().st_mode & 0o777) != oct(0o600)
 
     # a failing write leaves the previous file intact and no temporary file
-    class Boom(SynonymTable):
-        pass
-
     bad = SynonymTable(table.pairs, table.continuation_ids, table.num_symbols, table.fingerprint, {"x": object()})
     with pytest.raises(TypeError):
         bad.save(out)

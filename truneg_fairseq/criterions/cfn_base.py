@@ -15,7 +15,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Optional
 
 import torch
 from fairseq import utils

@@ -153,9 +153,3 @@ def load_wordnet(cache_dir: Optional[os.PathLike] = None):
     wn.ensure_loaded()
     _WORDNET = wn
     return wn
-
-
-def reset_cache() -> None:
-    """Forget the loaded reader (tests that change the environment use this)."""
-    global _WORDNET
-    _WORDNET = None

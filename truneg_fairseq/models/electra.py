@@ -14,7 +14,6 @@ discriminator, built from fairseq's own transformer encoder layers.
 
 import logging
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
 import torch.nn as nn
