@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""Prepare GLUE tasks for fine-tuning with fairseq's sentence_prediction task.
+
+Reads the official task folders (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE) under
+--glue-dir, tokenizes with the pre-training tokenizer and binarizes with the pre-training
+dict.txt into OUT/TASK/{input0,input1,label}. MNLI's dev_matched/dev_mismatched become the
+valid/valid1 subsets. Malformed rows are skipped and their count is logged.
+
+Example:
+  python scripts/prepare_glue.py --glue-dir glue_data --output-dir glue-bin \\
+      --dict work/data-bin/dict.txt --tokenizer sentencepiece --spm-model work/spm.model
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+
+
+def main(argv=None) -> int:
+    from truneg_fairseq.glue import TASKS
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--glue-dir", required=True, help="folder holding the GLUE task folders")
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--dict", required=True, help="the pre-training dict.txt")
+    p.add_argument("--tokenizer", required=True, choices=["sentencepiece", "gpt2"])
+    p.add_argument("--spm-model")
+    p.add_argument("--gpt2-encoder-json")
+    p.add_argument("--gpt2-vocab-bpe")
+    args = p.parse_args(argv)
+    log = setup_logging("truneg_fairseq.prepare_glue")
+    from truneg_fairseq.corpus import CorpusError
+    from truneg_fairseq.glue import Tokenizer, prepare_task
+
+    if not os.path.isfile(args.dict):
+        fail(f"--dict {args.dict} not found (the dict.txt of the pre-training data-bin)")
+    try:
+        tok = Tokenizer(args.tokenizer, args.spm_model, args.gpt2_encoder_json, args.gpt2_vocab_bpe)
+        for name in args.tasks:
+            skipped = prepare_task(TASKS[name], args.glue_dir, args.output_dir, tok, args.dict)
+            log.info(f"{name}: written to {os.path.join(args.output_dir, name)} "
+                     f"(skipped rows: {', '.join(f'{k} {v}' for k, v in skipped.items())})")
+    except CorpusError as e:
+        fail(str(e))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
