@@ -54,3 +54,41 @@ def test_prepare_all_tasks_cli(glue_dir, corpus_dir, data_bin, tmp_path):
             assert (base / "label" / "dict.txt").is_file()
     assert (out / "MNLI" / "input0" / "valid1.bin").is_file()  # dev_mismatched
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary folders left
+
+
+@pytest.mark.slow
+def test_finetune_recipes_and_table(glue_dir, corpus_dir, data_bin, synonym_table, tmp_path):
+    """Pre-train a tiny ELECTRA, prepare CoLA/STS-B/MNLI, fine-tune each with
+    examples/glue/finetune.sh (fp32, CPU), and gather the Table-3 row."""
+    from utils import TINY_ELECTRA, fairseq_train, run_recipe
+
+    fairseq_train(data_bin, tmp_path / "pre", [*TINY_ELECTRA, "--task", "electra", "--criterion", "mlm_hard_correction",
+                                                "--synonym-table", "synonyms.npz", "--max-update", "2"])
+    out = tmp_path / "glue-bin"
+    tasks = ["CoLA", "STS-B", "MNLI"]
+    proc = run_script("prepare_glue.py", ["--glue-dir", str(glue_dir), "--output-dir", str(out), "--tasks", *tasks,
+                                          "--dict", str(data_bin / "dict.txt"), "--tokenizer", "sentencepiece",
+                                          "--spm-model", str(corpus_dir / "spm.model")])
+    assert proc.returncode == 0, proc.stderr
+    tiny = ["+model.electra_layers=2", "+model.electra_gen_layers=2", "+model.electra_embed_dim=16",
+            "+model.electra_hidden_dim=32", "+model.electra_heads=2", "+model.electra_ffn_dim=64",
+            "+model.electra_gen_hidden_dim=16", "+model.electra_gen_heads=1", "+model.electra_gen_ffn_dim=32",
+            "+model.electra_max_positions=64", "task.max_positions=64", "common.cpu=true", "dataset.num_workers=0",
+            "optimization.max_epoch=2", "common.log_interval=1"]
+    runs = tmp_path / "runs"
+    for task in tasks:
+        r = run_recipe("glue/finetune.sh", [task, "small", str(out), str(tmp_path / "pre" / "checkpoint_last.pt"), *tiny],
+                       tmp_path, SAVE_DIR=str(runs / task), BSZ="8")
+        log = r.stdout + r.stderr
+        assert r.returncode == 0, log[-3000:]
+        text = (runs / task / "train.log").read_text()
+        metric = {"CoLA": r"\| mcc -?[\d.]+", "STS-B": r"\| pearson_and_spearman -?[\d.]+", "MNLI": r"\| accuracy [\d.]+"}[task]
+        assert re.search(metric, text), text[-2000:]
+        if task == "MNLI":
+            assert "valid on 'valid1' subset" in text  # dev_mismatched
+    table = run_script("glue_table.py", [str(runs), "--name", "tiny"])
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.strip().splitlines()
+    assert [c.strip() for c in header.split("|")] == ["model", "CoLA", "STS-B", "MNLI-m/mm", "Avg"]
+    cells = [c.strip() for c in row.split("|")]
+    assert cells[0] == "tiny" and re.fullmatch(r"-?[\d.]+/-?[\d.]+", cells[3])

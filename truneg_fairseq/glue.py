@@ -11,8 +11,10 @@ Output (per task, fairseq's sentence_prediction layout)::
     OUT/TASK/input0/{train,valid[,valid1]}.{bin,idx} + dict.txt (the pre-training dictionary)
     OUT/TASK/input1/...                              (sentence-pair tasks)
     OUT/TASK/label/{train,valid}.{bin,idx} + dict.txt (classification) or *.label (STS-B)
+    OUT/TASK/meta.json                               (example counts, skipped rows, metric)
 """
 
+import json
 import logging
 import os
 import shutil
@@ -171,6 +173,9 @@ def prepare_task(task: GlueTask, glue_dir: Path, out_dir: Path, tokenizer: Token
         else:
             binarize(f"{raw / 'train'}.label", ",".join(f"{p}.label" for p in valid_prefs), work / "label")
         shutil.rmtree(raw)
+        meta = {"task": task.name, "num_classes": task.num_classes, "metric": task.metric,
+                "examples": {s: len(e) for s, e in data.items()}, "skipped": skipped}
+        (work / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         if final.exists():
             shutil.rmtree(final)
         os.replace(work, final)
