@@ -1,0 +1,46 @@
+#!/usr/bin/env python
+"""Score a SQuAD v1.1 predictions file against a dev JSON (official normalisation).
+
+  python scripts/squad_eval.py dev-v1.1.json predictions.json
+
+predictions.json maps question id -> answer text. Prints {"exact_match", "f1", ...}; questions
+without a prediction score 0 and are counted in "missing_predictions".
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from truneg_fairseq.cli_utils import fail  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dataset", help="SQuAD v1.1 JSON (dev-v1.1.json)")
+    p.add_argument("predictions", help="JSON: question id -> answer text")
+    args = p.parse_args(argv)
+    from truneg_fairseq.squad_metrics import evaluate
+
+    try:
+        with open(args.dataset, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+        with open(args.predictions, encoding="utf-8") as f:
+            preds = json.load(f)
+    except FileNotFoundError as e:
+        fail(f"{e.filename} not found")
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        fail(f"{args.dataset} or {args.predictions} is not SQuAD v1.1 / predictions JSON ({e})")
+    if not isinstance(preds, dict):
+        fail(f"{args.predictions}: expected an object mapping question id -> answer text")
+    res = evaluate(data, preds)
+    if res["missing_predictions"]:
+        print(f"warning: {res['missing_predictions']} of {res['questions']} questions have no prediction (scored 0)", file=sys.stderr)
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
