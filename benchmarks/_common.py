@@ -42,3 +42,15 @@ def alternating_step_times(steps, batches, rounds, warmup):
             if r >= warmup:
                 times[n].append(time.perf_counter() - t0)
     return times
+
+
+def make_train_step(model, criterion, optimizer):
+    """A fairseq training step for one batch: forward through the criterion, backward, update."""
+
+    def step(sample):
+        optimizer.zero_grad(set_to_none=True)
+        loss, _, _ = criterion(model, sample)
+        loss.backward()
+        optimizer.step()
+
+    return step

@@ -15,7 +15,7 @@ import os
 import platform
 import statistics
 
-from _common import REPO, alternating_step_times, ensure_corpus
+from _common import REPO, alternating_step_times, ensure_corpus, make_train_step
 
 CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 TARGETS = {"mlm_hard_correction": 0.98, "mlm_soft_reg": 0.97, "mlm_sent_kl": 0.40}
@@ -46,14 +46,7 @@ def build(data_bin, table, seed=1):
             model = task.build_model(cfg.model).train()
             opt = torch.optim.Adam(model.parameters(), lr=1e-4)
         crit = task.build_criterion(cfg.criterion)
-
-        def step(sample, crit=crit):
-            opt.zero_grad(set_to_none=True)
-            loss, _, _ = crit(model, sample)
-            loss.backward()
-            opt.step()
-
-        steps[criterion] = step
+        steps[criterion] = make_train_step(model, crit, opt)
     return task, steps
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import alternating_step_times  # noqa: E402
+from _common import alternating_step_times, make_train_step  # noqa: E402
 
 VOCAB = 30522
 
@@ -75,14 +75,7 @@ def build_plugin(criteria, table_path, dict_dir):
             model = task.build_model(cfg.model).train()
             opt = torch.optim.Adam(model.parameters(), lr=1e-4)
         crit = task.build_criterion(cfg.criterion)
-
-        def step(b, crit=crit):
-            opt.zero_grad(set_to_none=True)
-            loss, _, _ = crit(model, b)
-            loss.backward()
-            opt.step()
-
-        steps[f"plugin {criterion}"] = step
+        steps[f"plugin {criterion}"] = make_train_step(model, crit, opt)
     return task, steps
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from glue_fixtures import write_glue
 from truneg_fairseq.corpus import CorpusError
-from truneg_fairseq.glue import TASKS, Tokenizer, prepare_task, read_split
+from truneg_fairseq.glue import TASKS, read_split
 from utils import run_script
 
 

@@ -11,12 +11,10 @@ import logging
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.io_utils import atomic_dir, atomic_open
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 logger = logging.getLogger(__name__)
@@ -145,23 +143,15 @@ def binarize(
     """Run ``fairseq-preprocess --only-source`` into ``destdir`` (atomically: built beside it,
     then renamed into place)."""
     destdir = Path(destdir)
-    destdir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{destdir.name}.", dir=destdir.parent))
-    cmd = [
-        sys.executable, "-m", "fairseq_cli.preprocess", "--only-source",
-        "--trainpref", str(trainpref), "--validpref", str(validpref),
-        "--destdir", str(tmp), "--workers", str(workers), "--dataset-impl", "mmap",
-    ]
-    if srcdict:
-        cmd += ["--srcdict", str(srcdict)]
-    try:
+    with atomic_dir(destdir) as tmp:
+        cmd = [
+            sys.executable, "-m", "fairseq_cli.preprocess", "--only-source",
+            "--trainpref", str(trainpref), "--validpref", str(validpref),
+            "--destdir", str(tmp), "--workers", str(workers), "--dataset-impl", "mmap",
+        ]
+        if srcdict:
+            cmd += ["--srcdict", str(srcdict)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CorpusError(f"fairseq-preprocess failed:\n{proc.stderr[-2000:]}")
-        if destdir.exists():
-            shutil.rmtree(destdir)
-        os.replace(tmp, destdir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return destdir

@@ -18,12 +18,12 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from truneg_fairseq.corpus import CorpusError, atomic_write_lines, binarize
+from truneg_fairseq.io_utils import atomic_dir
 
 logger = logging.getLogger(__name__)
 
@@ -152,10 +152,7 @@ def prepare_task(task: GlueTask, glue_dir: Path, out_dir: Path, tokenizer: Token
         if skipped[split]:
             logger.warning(f"{task.name} {fname}: skipped {skipped[split]} malformed rows (too few columns or empty fields)")
         logger.info(f"{task.name} {fname}: {len(data[split])} examples")
-    final = out_dir / task.name
-    out_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{task.name}.", dir=out_dir))
-    try:
+    with atomic_dir(out_dir / task.name) as work:
         raw = work / "raw"
         for split, exs in data.items():
             atomic_write_lines(raw / f"{split}.input0", tokenizer([e.text1 for e in exs]))
@@ -176,10 +173,4 @@ def prepare_task(task: GlueTask, glue_dir: Path, out_dir: Path, tokenizer: Token
         meta = {"task": task.name, "num_classes": task.num_classes, "metric": task.metric,
                 "examples": {s: len(e) for s, e in data.items()}, "skipped": skipped}
         (work / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(work, final)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
     return skipped

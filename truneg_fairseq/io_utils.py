@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -28,3 +29,20 @@ def atomic_open(path: os.PathLike, mode: str = "w", **kwargs):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: os.PathLike):
+    """Build a directory under a temporary name beside ``path`` and yield that name; on success
+    it replaces ``path`` (an older ``path`` is removed), on any error it is deleted."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
