@@ -1,0 +1,55 @@
+"""``--criterion squad``: start/end cross-entropy; in validation, official EM/F1 as metrics."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+from fairseq.logging import metrics
+
+from truneg_fairseq import squad, squad_metrics
+
+
+@register_criterion("squad", dataclass=FairseqDataclass)
+class SquadSpanLoss(FairseqCriterion):
+    def forward(self, model, sample, reduce=True):
+        from truneg_fairseq.tasks.squad import HEAD
+
+        tokens = sample["net_input"]["src_tokens"]  # F x T
+        logits = model(tokens, features_only=True, classification_head_name=HEAD)[0].float()  # F x T x 2
+        logits = logits.masked_fill(tokens.eq(self.padding_idx).unsqueeze(-1), -1e4)
+        start_logits, end_logits = logits.unbind(-1)  # F x T each
+        loss = F.cross_entropy(start_logits, sample["start"], reduction="sum") + F.cross_entropy(
+            end_logits, sample["end"], reduction="sum")
+        n = tokens.size(0)
+        log = {"loss": loss.data, "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": n}
+        if not model.training:
+            cfg = self.task.cfg
+            data = sample["squad_data"]
+            preds = squad.decode(data, sample["feature_ids"], start_logits.detach().cpu(), end_logits.detach().cpu(),
+                                 cfg.squad_n_best, cfg.squad_max_answer_len)
+            em = f1 = 0.0
+            for ex_i in {data.features[i].example for i in sample["feature_ids"]}:
+                ex = data.examples[ex_i]
+                em += max(squad_metrics.exact_match(preds[ex.qid], g) for g in ex.answers)
+                f1 += max(squad_metrics.f1(preds[ex.qid], g) for g in ex.answers)
+            log.update(em_sum=em, f1_sum=f1, n_questions=len(preds))
+        return loss, n, log
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        def total(k):
+            return utils.item(sum(log.get(k, 0) for log in logging_outputs))
+
+        n = total("sample_size")
+        metrics.log_scalar("loss", total("loss") / max(n, 1) / math.log(2), n, round=3)
+        nq = total("n_questions")
+        if nq:
+            metrics.log_scalar("em", 100.0 * total("em_sum") / nq, nq, round=2)
+            metrics.log_scalar("f1", 100.0 * total("f1_sum") / nq, nq, round=2)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True
