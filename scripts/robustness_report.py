@@ -1,0 +1,74 @@
+#!/usr/bin/env python
+"""Original -> transformed results and the drop, as in the paper's Table 5.
+
+  python scripts/robustness_report.py squad --ori dev-v1.1.json pred.json \\
+      --trans dev.swap.json pred.swap.json --name "ELECTRA-small HC / SwapSynWordNet"
+  python scripts/robustness_report.py glue --ori runs/RTE/train.log --trans runs_swap/RTE/train.log
+
+SQuAD: EM/F1 of each predictions file against its own dev file (official normalisation).
+GLUE: the best validation accuracy in each fairseq log (examples/glue/finetune.sh writes them).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from truneg_fairseq.cli_utils import fail  # noqa: E402
+
+
+def squad_scores(dev, pred):
+    from truneg_fairseq.squad_metrics import evaluate
+
+    try:
+        with open(dev, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+        with open(pred, encoding="utf-8") as f:
+            preds = json.load(f)
+    except (OSError, json.JSONDecodeError, KeyError) as e:
+        fail(f"cannot read {dev} / {pred} ({e})")
+    r = evaluate(data, preds)
+    return {"EM": r["exact_match"], "F1": r["f1"]}
+
+
+def glue_scores(log):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from glue_table import parse_log
+
+    if not os.path.isfile(log):
+        fail(f"{log} not found")
+    acc = [v["accuracy"] for s, v in parse_log(log) if s == "valid" and "accuracy" in v]
+    if not acc:
+        fail(f"{log} has no validation accuracy")
+    return {"Acc": max(acc)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="kind", required=True)
+    sq = sub.add_parser("squad")
+    sq.add_argument("--ori", nargs=2, required=True, metavar=("DEV", "PRED"))
+    sq.add_argument("--trans", nargs=2, required=True, metavar=("DEV", "PRED"))
+    gl = sub.add_parser("glue")
+    gl.add_argument("--ori", required=True, metavar="LOG")
+    gl.add_argument("--trans", required=True, metavar="LOG")
+    for s in (sq, gl):
+        s.add_argument("--name", default="model")
+    args = p.parse_args(argv)
+    if args.kind == "squad":
+        ori, trans = squad_scores(*args.ori), squad_scores(*args.trans)
+    else:
+        ori, trans = glue_scores(args.ori), glue_scores(args.trans)
+    keys = list(ori)
+    print(f"{'model':<30} {'Ori ' + '/'.join(keys):>14} -> {'Trans ' + '/'.join(keys):>16}  drop")
+    o = "/".join(f"{ori[k]:.1f}" for k in keys)
+    t = "/".join(f"{trans[k]:.1f}" for k in keys)
+    d = "/".join(f"{ori[k] - trans[k]:.1f}" for k in keys)
+    print(f"{args.name:<30} {o:>14} -> {t:>16}  {d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

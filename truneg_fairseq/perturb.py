@@ -1,0 +1,167 @@
+"""Robustness perturbations in the style of TextFlint, keeping the original file formats.
+
+* ``swap_syn_wordnet``: each eligible word (alphabetic core, not a stopword, with single-word
+  WordNet synonyms) is replaced by one of its synonyms with probability ``prob``, at most
+  ``max_swaps`` per text; punctuation around the word and the capitalisation of its first letter
+  are kept. In SQuAD contexts, words inside an answer are never swapped and every
+  ``answer_start`` is moved with the text, so each answer still equals its span.
+* ``add_sentence_diverse`` (SQuAD): a distractor sentence built from the question, its content
+  words altered (WordNet antonyms where they exist, else other words of the same part of
+  speech) and a fake answer of the same kind as the gold one (number, capitalised name, or
+  word), inserted at a sentence boundary of the context; original answers are untouched and
+  their offsets shifted when the sentence goes before them.
+
+Everything is seeded (``random.Random(seed)``).
+"""
+
+import random
+import re
+from typing import List, Optional, Sequence, Tuple
+
+from truneg_fairseq.lexicon.synonyms import stopwords, wordnet_synonyms
+
+_WORD = re.compile(r"^(\W*)([A-Za-z]+)(\W*)$")
+_POOL = {}  # part of speech -> replacement words
+
+
+def _match_case(src: str, new: str) -> str:
+    return new[0].upper() + new[1:] if src[0].isupper() else new
+
+
+def swap_syn_wordnet(text: str, wn, rng: random.Random, prob: float = 0.1, max_swaps: int = 10,
+                     protected: Sequence[Tuple[int, int]] = ()) -> Tuple[str, List[Tuple[int, int]]]:
+    """Returns (new text, edits) with edits = [(char position in the old text, length change)]."""
+    stop = stopwords()
+    out, edits, pos, swaps = [], [], 0, 0
+    for m in re.finditer(r"\S+", text):
+        out.append(text[pos:m.start()])
+        tok = m.group(0)
+        new = tok
+        wm = _WORD.match(tok)
+        inside = any(m.start() < e and m.end() > s for s, e in protected)
+        if wm and not inside and swaps < max_swaps and wm.group(2).lower() not in stop and rng.random() < prob:
+            syns = sorted(wordnet_synonyms(wm.group(2).lower(), wn, stop))
+            if syns:
+                new = wm.group(1) + _match_case(wm.group(2), rng.choice(syns)) + wm.group(3)
+                swaps += 1
+                edits.append((m.start(), len(new) - len(tok)))
+        out.append(new)
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out), edits
+
+
+def shift(offset: int, edits) -> int:
+    """Position ``offset`` of the old text in the new text."""
+    return offset + sum(d for p, d in edits if p < offset)
+
+
+def _alter(word: str, wn, rng: random.Random, stop) -> str:
+    lw = word.lower()
+    if lw in stop or not word.isalpha():
+        return word
+    antonyms = sorted({a.name() for s in wn.synsets(lw) for l in s.lemmas() for a in l.antonyms() if "_" not in a.name()})
+    if antonyms:
+        return _match_case(word, rng.choice(antonyms))
+    synsets = wn.synsets(lw)
+    pos = synsets[0].pos() if synsets else "n"
+    if pos not in _POOL:  # the first single-word lemma of the first synsets of that part of speech
+        names = (s.lemmas()[0].name() for s in wn.all_synsets(pos=pos))
+        _POOL[pos] = [w for w, _ in zip((n for n in names if n.isalpha()), range(5000))]
+    choices = [w for w in _POOL[pos] if w.lower() != lw]
+    return _match_case(word, rng.choice(choices)) if choices else word
+
+
+def fake_answer(answer: str, context: str, rng: random.Random, wn) -> str:
+    nums = re.findall(r"\d+", answer)
+    if nums:
+        return re.sub(r"\d+", lambda m: str(int(m.group(0)) + rng.randint(1, 9)), answer)
+    if answer[:1].isupper():
+        names = sorted({w for w in re.findall(r"\b[A-Z][a-z]+\b", context) if w not in answer})
+        return rng.choice(names) if names else "Kettering"
+    words = [w for w in answer.split() if w.isalpha()]
+    return _alter(words[-1], wn, rng, stopwords()) if words else answer
+
+
+def distractor(question: str, answer: str, context: str, wn, rng: random.Random) -> str:
+    stop = stopwords()
+    words = [w.strip("?") for w in question.split() if w.strip("?")]
+    wh = {"what", "who", "whom", "whose", "where", "when", "which", "why", "how"}
+    body = [_alter(w, wn, rng, stop) for w in words if w.lower() not in wh]
+    sentence = " ".join(body + [fake_answer(answer, context, rng, wn)]).strip()
+    sentence = sentence[:1].upper() + sentence[1:]
+    return sentence if sentence.endswith(".") else sentence + "."
+
+
+def add_sentence_diverse(context: str, question: str, answer: str, answer_starts: List[int], wn,
+                         rng: random.Random) -> Tuple[str, List[int]]:
+    """Insert a distractor at a sentence boundary; returns (new context, shifted answer starts)."""
+    sent = distractor(question, answer, context, wn, rng)
+    bounds = [0] + [m.end() for m in re.finditer(r"[.!?]\s+", context)] + [len(context)]
+    at = rng.choice(bounds)
+    if at == len(context):
+        insert = (" " if context and not context.endswith(" ") else "") + sent
+    else:
+        insert = sent + " "
+    new = context[:at] + insert + context[at:]
+    return new, [s + len(insert) if s >= at else s for s in answer_starts]
+
+
+def perturb_squad(data: dict, method: str, wn, seed: int = 1, prob: float = 0.1, max_swaps: int = 10) -> Tuple[dict, dict]:
+    """Perturb a SQuAD v1.1 JSON object; returns (new object, counts)."""
+    import copy
+
+    rng = random.Random(seed)
+    out = copy.deepcopy(data)
+    counts = {"paragraphs": 0, "changed": 0}
+    for article in out["data"]:
+        for para in article["paragraphs"]:
+            counts["paragraphs"] += 1
+            ctx = para["context"]
+            answers = [a for qa in para["qas"] for a in qa["answers"]]
+            if method == "swap_syn_wordnet":
+                spans = [(a["answer_start"], a["answer_start"] + len(a["text"])) for a in answers]
+                new, edits = swap_syn_wordnet(ctx, wn, rng, prob, max_swaps, protected=spans)
+                for a in answers:
+                    a["answer_start"] = shift(a["answer_start"], edits)
+            elif method == "add_sentence_diverse":
+                qa = para["qas"][0] if para["qas"] else None
+                if qa is None or not qa["answers"]:
+                    continue
+                starts = [a["answer_start"] for a in answers]
+                new, starts = add_sentence_diverse(ctx, qa["question"], qa["answers"][0]["text"], starts, wn, rng)
+                for a, s in zip(answers, starts):
+                    a["answer_start"] = s
+            else:
+                raise ValueError(f"unknown perturbation {method!r} (swap_syn_wordnet, add_sentence_diverse)")
+            counts["changed"] += int(new != ctx)
+            para["context"] = new
+            for a in answers:
+                assert new[a["answer_start"]: a["answer_start"] + len(a["text"])] == a["text"], a
+    return out, counts
+
+
+def perturb_glue_tsv(lines: List[str], text_columns: Sequence[int], wn, seed: int = 1, prob: float = 0.1,
+                     max_swaps: int = 10, header: bool = True) -> Tuple[List[str], int]:
+    """swap_syn_wordnet on the text columns of a GLUE TSV (other columns and the header kept)."""
+    rng = random.Random(seed)
+    out, changed = [], 0
+    for i, line in enumerate(lines):
+        if header and i == 0:
+            out.append(line)
+            continue
+        parts = line.split("\t")
+        for c in text_columns:
+            if c < len(parts):
+                new, _ = swap_syn_wordnet(parts[c], wn, rng, prob, max_swaps)
+                changed += int(new != parts[c])
+                parts[c] = new
+        out.append("\t".join(parts))
+    return out, changed
+
+
+def column_index(header_line: Optional[str], key) -> int:
+    if isinstance(key, int):
+        return key
+    cols = header_line.split("\t")
+    return len(cols) - 1 - cols[::-1].index(key)
