@@ -44,7 +44,7 @@ test: install
 # Benchmarks print numbers (README, "Benchmarks"); transformers is installed for the HF baseline only.
 bench: install
 	$(PIP) install -q -r requirements-bench.txt
-	cd benchmarks && ../$(PY) criterion_overhead.py && ../$(PY) table_build.py && ../$(PY) electra_vs_hf.py --rounds 12
+	cd benchmarks && ../$(PY) criterion_overhead.py && ../$(PY) table_build.py && ../$(PY) electra_vs_hf.py --rounds 12 && ../$(PY) squad_throughput.py
 
 clean:
 	rm -rf $(VENV) demo_work .pytest_cache
