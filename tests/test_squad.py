@@ -83,3 +83,18 @@ def test_finetune_squad_on_roberta(data_bin, corpus_dir, tmp_path):
         "--restore-file", str(tmp_path / "pre" / "checkpoint_last.pt"), "--reset-optimizer", "--reset-dataloader",
         "--reset-meters", "--reset-lr-scheduler", "--max-update", "3", "--required-batch-size-multiple", "1"])
     assert re.search(r"valid on 'valid' subset .*\| em [\d.]+ \| f1 [\d.]+", out.stdout + out.stderr)
+
+
+@pytest.mark.slow
+def test_squad_shell_recipe(data_bin, corpus_dir, tmp_path):
+    from utils import run_recipe
+
+    fairseq_train(data_bin, tmp_path / "pre", [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra", "--max-update", "2"])
+    sq = write_squad_dir(tmp_path / "squad", data_bin / "dict.txt", n_copies=1)
+    proc = run_recipe("squad/finetune.sh", ["small", str(sq), str(corpus_dir / "spm.model"), str(tmp_path / "pre" / "checkpoint_last.pt"),
+                                            "--cpu", *TINY_ELECTRA_MODEL, "--squad-max-len", "64", "--squad-doc-stride", "16",
+                                            "--squad-max-query", "16", "--batch-size", "4"],
+                      tmp_path, SAVE_DIR=str(tmp_path / "ft"), UPDATES="3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "ft" / "predictions.json").is_file()
+    assert '"exact_match"' in proc.stdout and '"f1"' in proc.stdout
