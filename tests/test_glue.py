@@ -1,8 +1,11 @@
 """GLUE preparation on fixture files in the official layouts, and fine-tuning on them."""
 
+import json
 import re
 
 import pytest
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import matthews_corrcoef
 
 from glue_fixtures import write_glue
 from truneg_fairseq.corpus import CorpusError
@@ -56,6 +59,23 @@ def test_prepare_all_tasks_cli(glue_dir, corpus_dir, data_bin, tmp_path):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary folders left
 
 
+def predict_valid(checkpoint, data):
+    """Predictions and targets of a sentence_prediction checkpoint on its valid split."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(data)})
+    model = models[0].eval()
+    task.load_dataset("valid")
+    ds = task.dataset("valid")
+    sample = ds.collater([ds[i] for i in range(len(ds))])
+    with torch.no_grad():
+        logits = model(**sample["net_input"], features_only=True, classification_head_name="sentence_classification_head")[0]
+    if task.cfg.regression_target:
+        return logits.squeeze(-1).float().numpy(), sample["target"].view(-1).float().numpy()
+    return logits.argmax(-1).numpy(), sample["target"].view(-1).numpy()
+
+
 @pytest.mark.slow
 def test_finetune_recipes_and_table(glue_dir, corpus_dir, data_bin, synonym_table, tmp_path):
     """Pre-train a tiny ELECTRA, prepare CoLA/STS-B/MNLI, fine-tune each with
@@ -86,9 +106,38 @@ def test_finetune_recipes_and_table(glue_dir, corpus_dir, data_bin, synonym_tabl
         assert re.search(metric, text), text[-2000:]
         if task == "MNLI":
             assert "valid on 'valid1' subset" in text  # dev_mismatched
+    # the logged metrics equal scikit-learn / scipy on the best checkpoint's predictions
+    for task, metric in (("CoLA", "mcc"), ("STS-B", "pearson_and_spearman")):
+        preds, targets = predict_valid(runs / task / "checkpoint_best.pt", out / task)
+        if task == "CoLA":
+            expect = 100 * matthews_corrcoef(targets, preds)
+        else:
+            expect = 100 * (pearsonr(preds, targets)[0] + spearmanr(preds, targets)[0]) / 2
+        logged = [float(m) for m in re.findall(rf"\| {metric} (-?[\d.]+)", (runs / task / "train.log").read_text())]
+        assert round(expect, 1) == pytest.approx(max(logged), abs=0.051), (task, expect, logged)
     table = run_script("glue_table.py", [str(runs), "--name", "tiny"])
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.strip().splitlines()
     assert [c.strip() for c in header.split("|")] == ["model", "CoLA", "STS-B", "MNLI-m/mm", "Avg"]
     cells = [c.strip() for c in row.split("|")]
     assert cells[0] == "tiny" and re.fullmatch(r"-?[\d.]+/-?[\d.]+", cells[3])
+
+
+def test_prepare_with_gpt2_bpe(glue_dir, tmp_path):
+    from utils import write_toy_gpt2_bpe
+
+    bpe = write_toy_gpt2_bpe(tmp_path / "bpe")
+    out = tmp_path / "glue-bin"
+    proc = run_script("prepare_glue.py", ["--glue-dir", str(glue_dir), "--output-dir", str(out), "--tasks", "RTE",
+                                          "--dict", str(bpe / "dict.txt"), "--tokenizer", "gpt2",
+                                          "--gpt2-encoder-json", str(bpe / "encoder.json"), "--gpt2-vocab-bpe", str(bpe / "vocab.bpe")])
+    assert proc.returncode == 0, proc.stderr
+    from fairseq.data import Dictionary, data_utils
+
+    d = Dictionary.load(str(out / "RTE" / "input0" / "dict.txt"))
+    ds = data_utils.load_indexed_dataset(str(out / "RTE" / "input0" / "train"), d)
+    first = ds[0].tolist()
+    assert d.unk() not in first  # every BPE id is in the dictionary
+    enc = json.loads((bpe / "encoder.json").read_text())
+    assert d.index(str(enc["the"])) == first[0]  # sentence-initial 'the' has no space mark
+    assert any(d.index(str(enc["\u0120the"])) in ds[i].tolist() for i in range(len(ds)))  # '... near the small lake'

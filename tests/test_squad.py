@@ -98,3 +98,21 @@ def test_squad_shell_recipe(data_bin, corpus_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "ft" / "predictions.json").is_file()
     assert '"exact_match"' in proc.stdout and '"f1"' in proc.stdout
+
+
+def test_gpt2_bpe_offsets(tmp_path, wn):
+    from utils import write_toy_gpt2_bpe
+
+    bpe = write_toy_gpt2_bpe(tmp_path / "bpe")
+    d = Dictionary.load(str(bpe / "dict.txt"))
+    wt = squad.WordTokenizer(d, "gpt2", gpt2_encoder_json=str(bpe / "encoder.json"), gpt2_vocab_bpe=str(bpe / "vocab.bpe"))
+    enc = json.loads((bpe / "encoder.json").read_text())
+    assert wt("the") == [d.index(str(enc["\u0120the"]))]  # ' the' is one merged token 'Ġthe'
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(squad_json(1)))
+    data = squad.build_features(squad.load_squad_json(path), wt, max_len=120, doc_stride=32, max_query=20, train=True)
+    for f in data.features:
+        if f.start:
+            ex = data.examples[f.example]
+            assert squad.span_text(ex, data.words[f.example], f, f.start, f.end) == ex.answers[0]
+    assert sum(1 for f in data.features if f.start) >= len(QA)

@@ -146,3 +146,20 @@ def run_recipe(script: str, args: Sequence[str], cwd: Path, **env) -> subprocess
     path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     full_env = dict(os.environ, PATH=path, FP16="", NUM_WORKERS="0", OMP_NUM_THREADS="1", **env)
     return subprocess.run(["bash", str(REPO / "examples" / script), *args], capture_output=True, text=True, env=full_env, cwd=str(cwd))
+
+
+def write_toy_gpt2_bpe(out_dir: Path, merges=(("\u0120", "t"), ("\u0120t", "h"), ("\u0120th", "e"), ("t", "h"), ("th", "e"))):
+    """A tiny byte-level GPT-2 BPE (encoder.json + vocab.bpe in the real formats) and a fairseq
+    dict.txt over its ids, for tests of the GPT-2 code paths."""
+    import json as _json
+
+    from fairseq.data.encoders.gpt2_bpe_utils import bytes_to_unicode
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    vocab = list(bytes_to_unicode().values()) + ["".join(m) for m in merges]
+    encoder = {tok: i for i, tok in enumerate(vocab)}
+    (out_dir / "encoder.json").write_text(_json.dumps(encoder))
+    (out_dir / "vocab.bpe").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
+    (out_dir / "dict.txt").write_text("".join(f"{i} 1\n" for i in range(len(vocab))))
+    return out_dir

@@ -100,7 +100,8 @@ class WordTokenizer:
     def __call__(self, word: str) -> List[int]:
         ids = self.cache.get(word)
         if ids is None:
-            pieces = self.tok([word])[0].split()
+            # GPT-2 BPE marks a word start with the space before it (sentencepiece adds its own)
+            pieces = self.tok([" " + word if self.tok.kind == "gpt2" else word])[0].split()
             ids = [self.dictionary.index(p) for p in pieces] or [self.dictionary.unk()]
             self.cache[word] = ids
         return ids

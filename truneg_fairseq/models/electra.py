@@ -12,6 +12,7 @@ discriminator, built from fairseq's own transformer encoder layers.
   and loading a pre-training checkpoint into it drops the generator's weights.
 """
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 
@@ -146,16 +147,18 @@ class ElectraModel(BaseFairseqModel):
     # ---- construction ------------------------------------------------------------------
     @classmethod
     def build_model(cls, cfg: ElectraConfig, task):
-        from fairseq.dataclass.utils import merge_with_parent
         from fairseq.tasks.masked_lm import MaskedLMTask
-        from omegaconf import DictConfig
+        from omegaconf import DictConfig, OmegaConf
 
         from truneg_fairseq.tasks.electra import ElectraTask
 
         if isinstance(cfg, DictConfig):
             # fairseq-hydra-train with an arch name (model._name: electra_small) fills only the
-            # sizes set by the arch function; the other fields come from the dataclass
-            cfg = merge_with_parent(ElectraConfig(), cfg)
+            # sizes set by the arch function, and tasks such as sentence_prediction add keys of
+            # their own (max_positions): keep the model's fields, defaults for the rest
+            names = {f.name for f in dataclasses.fields(ElectraConfig)}
+            given = {k: cfg[k] for k in cfg if k in names}
+            cfg = OmegaConf.merge(OmegaConf.structured(ElectraConfig()), given)
 
         if isinstance(task, MaskedLMTask) and not isinstance(task, ElectraTask):
             raise ValueError(
