@@ -78,14 +78,14 @@ def predict_valid(checkpoint, data):
 
 @pytest.mark.slow
 def test_finetune_recipes_and_table(glue_dir, corpus_dir, data_bin, synonym_table, tmp_path):
-    """Pre-train a tiny ELECTRA, prepare CoLA/STS-B/MNLI, fine-tune each with
-    examples/glue/finetune.sh (fp32, CPU), and gather the Table-3 row."""
+    """Pre-train a tiny ELECTRA, prepare all eight tasks, fine-tune each with its recipe config
+    through examples/glue/finetune.sh (fp32, CPU), and gather the Table-3 row."""
     from utils import TINY_ELECTRA, fairseq_train, run_recipe
 
     fairseq_train(data_bin, tmp_path / "pre", [*TINY_ELECTRA, "--task", "electra", "--criterion", "mlm_hard_correction",
                                                 "--synonym-table", "synonyms.npz", "--max-update", "2"])
     out = tmp_path / "glue-bin"
-    tasks = ["CoLA", "STS-B", "MNLI"]
+    tasks = list(TASKS)  # every recipe config
     proc = run_script("prepare_glue.py", ["--glue-dir", str(glue_dir), "--output-dir", str(out), "--tasks", *tasks,
                                           "--dict", str(data_bin / "dict.txt"), "--tokenizer", "sentencepiece",
                                           "--spm-model", str(corpus_dir / "spm.model")])
@@ -102,7 +102,8 @@ def test_finetune_recipes_and_table(glue_dir, corpus_dir, data_bin, synonym_tabl
         log = r.stdout + r.stderr
         assert r.returncode == 0, log[-3000:]
         text = (runs / task / "train.log").read_text()
-        metric = {"CoLA": r"\| mcc -?[\d.]+", "STS-B": r"\| pearson_and_spearman -?[\d.]+", "MNLI": r"\| accuracy [\d.]+"}[task]
+        metric = {"CoLA": r"\| mcc -?[\d.]+", "STS-B": r"\| pearson_and_spearman -?[\d.]+", "MRPC": r"\| acc_and_f1 [\d.]+",
+                  "QQP": r"\| acc_and_f1 [\d.]+"}.get(task, r"\| accuracy [\d.]+")
         assert re.search(metric, text), text[-2000:]
         if task == "MNLI":
             assert "valid on 'valid1' subset" in text  # dev_mismatched
@@ -118,9 +119,11 @@ def test_finetune_recipes_and_table(glue_dir, corpus_dir, data_bin, synonym_tabl
     table = run_script("glue_table.py", [str(runs), "--name", "tiny"])
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.strip().splitlines()
-    assert [c.strip() for c in header.split("|")] == ["model", "CoLA", "STS-B", "MNLI-m/mm", "Avg"]
-    cells = [c.strip() for c in row.split("|")]
-    assert cells[0] == "tiny" and re.fullmatch(r"-?[\d.]+/-?[\d.]+", cells[3])
+    cols = [c.strip() for c in header.split("|")]
+    assert cols == ["model", "CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI-m/mm", "QNLI", "RTE", "Avg"]
+    cells = dict(zip(cols, (c.strip() for c in row.split("|"))))
+    assert cells["model"] == "tiny" and re.fullmatch(r"-?[\d.]+/-?[\d.]+", cells["MNLI-m/mm"])
+    assert re.fullmatch(r"[\d.]+ \([\d.]+\)", cells["MRPC"])  # accuracy (F1)
 
 
 def test_prepare_with_gpt2_bpe(glue_dir, tmp_path):
