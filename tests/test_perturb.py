@@ -67,3 +67,14 @@ def test_cli_squad_and_glue_and_report(tmp_path, wn):
     assert rep.returncode == 0, rep.stderr
     row = rep.stdout.strip().splitlines()[-1]
     assert "100.0/100.0" in row and row.split()[-1] != "0.0/0.0"
+
+
+def test_report_glue_accuracy_from_fairseq_logs(tmp_path):
+    line = "2026-01-01 00:00:00 | INFO | valid | epoch 00{e} | valid on 'valid' subset | loss 0.7 | accuracy {a} | wps 1 | num_updates 3\n"
+    (tmp_path / "ori.log").write_text(line.format(e=1, a=71.5) + line.format(e=2, a=80.0))
+    (tmp_path / "trans.log").write_text(line.format(e=1, a=60.0) + line.format(e=2, a=74.5))
+    rep = run_script("robustness_report.py", ["glue", "--ori", str(tmp_path / "ori.log"), "--trans", str(tmp_path / "trans.log"), "--name", "m"])
+    assert rep.returncode == 0, rep.stderr
+    assert rep.stdout.strip().splitlines()[-1].split()[1:] == ["80.0", "->", "74.5", "5.5"]
+    bad = run_script("robustness_report.py", ["glue", "--ori", str(tmp_path / "nope.log"), "--trans", str(tmp_path / "trans.log")])
+    assert bad.returncode != 0 and "nope.log not found" in bad.stderr
