@@ -24,9 +24,9 @@ class SquadSpanLoss(FairseqCriterion):
             end_logits, sample["end"], reduction="sum")
         n = tokens.size(0)
         log = {"loss": loss.data, "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": n}
-        if not model.training:
+        if not model.training and "squad_split" in sample:
             cfg = self.task.cfg
-            data = sample["squad_data"]
+            data = self.task.dataset(sample["squad_split"]).data
             preds = squad.decode(data, sample["feature_ids"], start_logits.detach().cpu(), end_logits.detach().cpu(),
                                  cfg.squad_n_best, cfg.squad_max_answer_len)
             em = f1 = 0.0

@@ -56,8 +56,8 @@ class SpanHead(nn.Module):
 class SquadDataset(FairseqDataset):
     """Training: one item per window. Validation: one item per question (all its windows)."""
 
-    def __init__(self, data: squad.SquadData, pad: int, by_question: bool):
-        self.data, self.pad, self.by_question = data, pad, by_question
+    def __init__(self, data: squad.SquadData, pad: int, by_question: bool, split: str):
+        self.data, self.pad, self.by_question, self.split = data, pad, by_question, split
         if by_question:
             groups = {}
             for i, f in enumerate(data.features):
@@ -92,16 +92,17 @@ class SquadDataset(FairseqDataset):
         fids = [fi for s in samples for fi in s["features"]]
         feats = [self.data.features[i] for i in fids]
         tokens = data_utils.collate_tokens([torch.tensor(f.tokens) for f in feats], self.pad)  # F x T
-        return {
+        batch = {
             "id": torch.tensor([s["id"] for s in samples]),
             "nsentences": len(samples),
             "ntokens": int(tokens.ne(self.pad).sum()),
             "net_input": {"src_tokens": tokens},
             "start": torch.tensor([f.start for f in feats]),  # F
             "end": torch.tensor([f.end for f in feats]),  # F
-            "feature_ids": fids,
-            "squad_data": self.data,
         }
+        if self.by_question:  # what decoding needs; the examples stay in the task's dataset
+            batch.update(feature_ids=fids, squad_split=self.split)
+        return batch
 
 
 @register_task("squad", dataclass=SquadConfig)
@@ -129,7 +130,7 @@ class SquadTask(FairseqTask):
         train = split == "train"
         data = squad.build_features(examples, self.word_tokenizer(), c.squad_max_len, c.squad_doc_stride, c.squad_max_query, train=train)
         logger.info(f"SQuAD {split}: {len(data.examples)} questions, {len(data.features)} windows, skipped {data.skipped}")
-        self.datasets[split] = SquadDataset(data, self.dictionary.pad(), by_question=not train)
+        self.datasets[split] = SquadDataset(data, self.dictionary.pad(), by_question=not train, split=split)
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
