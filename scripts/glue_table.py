@@ -12,10 +12,11 @@ Example:
 
 import argparse
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from truneg_fairseq.glue import parse_validation_log  # noqa: E402
 
 # task -> (selection metric, reported metric, extra metric shown in parentheses)
 REPORT = {
@@ -24,29 +25,6 @@ REPORT = {
     "QQP": ("acc_and_f1", "accuracy", "f1"), "MNLI": ("accuracy", "accuracy", None),
     "QNLI": ("accuracy", "accuracy", None), "RTE": ("accuracy", "accuracy", None),
 }
-VALID_LINE = re.compile(r"valid on '(\w+)' subset \| (.*)$")
-
-
-def parse_log(path):
-    """Validation lines of a fairseq log: list of (subset, {metric: value})."""
-    out = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            m = VALID_LINE.search(line.rstrip())
-            if not m:
-                continue
-            vals = {}
-            for field in m.group(2).split(" | "):
-                parts = field.rsplit(" ", 1)
-                if len(parts) == 2:
-                    try:
-                        vals[parts[0]] = float(parts[1])
-                    except ValueError:
-                        pass
-            out.append((m.group(1), vals))
-    return out
-
-
 def best_row(task, entries):
     select, report, extra = REPORT[task]
     by_epoch = [v for s, v in entries if s == "valid" and select in v]
@@ -71,7 +49,7 @@ def main(argv=None) -> int:
         log = os.path.join(args.runs, task, "train.log")
         if not os.path.isfile(log):
             continue
-        r = best_row(task, parse_log(log))
+        r = best_row(task, parse_validation_log(log))
         if r is None or r["score"] is None:
             print(f"warning: {log} has no validation line with the {REPORT[task][0]} metric", file=sys.stderr)
             continue

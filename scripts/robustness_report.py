@@ -34,12 +34,11 @@ def squad_scores(dev, pred):
 
 
 def glue_scores(log):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from glue_table import parse_log
+    from truneg_fairseq.glue import parse_validation_log
 
     if not os.path.isfile(log):
         fail(f"{log} not found")
-    acc = [v["accuracy"] for s, v in parse_log(log) if s == "valid" and "accuracy" in v]
+    acc = [v["accuracy"] for s, v in parse_validation_log(log) if s == "valid" and "accuracy" in v]
     if not acc:
         fail(f"{log} has no validation accuracy")
     return {"Acc": max(acc)}

@@ -17,6 +17,7 @@ Output (per task, fairseq's sentence_prediction layout)::
 import json
 import logging
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,3 +175,26 @@ def prepare_task(task: GlueTask, glue_dir: Path, out_dir: Path, tokenizer: Token
                 "examples": {s: len(e) for s, e in data.items()}, "skipped": skipped}
         (work / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return skipped
+
+
+VALID_LINE = re.compile(r"valid on '(\w+)' subset \| (.*)$")
+
+
+def parse_validation_log(path):
+    """Validation lines of a fairseq log: list of (subset, {metric: value})."""
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = VALID_LINE.search(line.rstrip())
+            if not m:
+                continue
+            vals = {}
+            for item in m.group(2).split(" | "):
+                parts = item.rsplit(" ", 1)
+                if len(parts) == 2:
+                    try:
+                        vals[parts[0]] = float(parts[1])
+                    except ValueError:
+                        pass
+            out.append((m.group(1), vals))
+    return out
