@@ -173,12 +173,12 @@ def test_sent_kl_gradient_side(data_bin, grad_original):
 def test_criterion_rejects_model_without_lm_head(data_bin, synonym_table):
     lm_args = ["--arch", "transformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "16",
                "--decoder-ffn-embed-dim", "16", "--decoder-attention-heads", "2", "--tokens-per-sample", "64"]
-    task, model, hc = build_components(
-        data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)],
-        arch_args=lm_args, task="language_modeling",
-    )
-    with pytest.raises(ValueError, match="needs a masked-LM model with an LM head"):
-        hc(model, valid_batch(task))
+    # refused when the criterion is built, before any step
+    with pytest.raises(ValueError, match="needs a masked-LM model .*TransformerLanguageModel"):
+        build_components(
+            data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)],
+            arch_args=lm_args, task="language_modeling",
+        )
 
 
 def test_hc_requires_table(data_bin):

@@ -31,12 +31,12 @@ def pretrained(data_bin, synonym_table, tmp_path_factory):
 @pytest.mark.parametrize("criterion", CRITERIA)
 def test_electra_pretrain_and_resume(data_bin, synonym_table, tmp_path, criterion):
     save = tmp_path / "ckpt"
-    out = electra_train(data_bin, save, criterion, 4, ["--rtd-synonym-policy", "ignore"])
+    out = electra_train(data_bin, save, criterion, 4, ["--electra-rtd-synonym-policy", "ignore"])
     log = out.stdout + out.stderr
     for key in ("mlm_loss=", "disc_loss=", "disc_acc=", "replaced=", "rtd_precision=", "rtd_recall=", "rtd_synonym=", "pred_corr_ratio="):
         assert key in log, key
     assert updates(log) == 4
-    again = electra_train(data_bin, save, criterion, 6, ["--rtd-synonym-policy", "ignore"])
+    again = electra_train(data_bin, save, criterion, 6, ["--electra-rtd-synonym-policy", "ignore"])
     log2 = again.stdout + again.stderr
     assert "Loaded checkpoint" in log2 and "@ 4 updates" in log2
     assert updates(log2) == 6

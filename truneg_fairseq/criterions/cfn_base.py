@@ -1,13 +1,18 @@
 """Base criterion for counter-false-negative masked-LM training.
 
-Subclasses (``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``) override
-:meth:`CounterFalseNegativeLoss.objective` only. The base class runs the masked-LM head on the
-masked positions, takes the argmax predictions, looks them up in the synonym table (when one is
-given) and logs the correction statistics of the paper's Table 2:
+Subclasses (``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electra``) override
+:meth:`CounterFalseNegativeLoss.objective` and log their own terms in their own
+``reduce_metrics``. The base class runs the masked-LM head on the masked positions (through the
+model interface of :mod:`truneg_fairseq.models.access`, so it never asks which model it has),
+takes the argmax predictions, looks them up in the synonym table (when one is given) and logs the
+correction statistics of the paper's Table 2:
 
 * ``pred_corr_ratio``: predictions that are synonyms of the gold token / mispredicted masked
   positions (prediction level);
 * ``iter_corr_ratio``: sequences with at least one such prediction / sequences (iteration level).
+
+When the model has a discriminator (ELECTRA), the replaced-token-detection term of
+:mod:`truneg_fairseq.criterions.rtd` is added to whatever the subclass computes.
 """
 
 
@@ -20,20 +25,19 @@ from typing import Optional
 import torch
 from fairseq import utils
 from fairseq.criterions import FairseqCriterion
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.logging import metrics
+from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+from omegaconf import II
 
-from truneg_fairseq.criterions import losses
+from truneg_fairseq.criterions import losses, rtd
 from truneg_fairseq.lexicon import SynonymLookup, SynonymTable
+from truneg_fairseq.models.access import mismatch_message, mlm_access, provides_mlm
 
 logger = logging.getLogger(__name__)
 
 
-RTD_POLICIES = ChoiceEnum(["replaced", "original", "ignore"])
-
-
 @dataclass
-class SynonymCriterionConfig(FairseqDataclass):
+class SynonymCriterionConfig(rtd.ReplacedTokenDetectionConfig):
     synonym_table: Optional[str] = field(
         default=None,
         metadata={
@@ -41,20 +45,14 @@ class SynonymCriterionConfig(FairseqDataclass):
             "scripts/build_synonym_table.py; a relative path is also looked up in the data dir"
         },
     )
-    electra_gen_weight: float = field(
-        default=1.0, metadata={"help": "ELECTRA only: weight of the generator MLM term"}
-    )
-    electra_disc_weight: float = field(
-        default=50.0,
-        metadata={"help": "ELECTRA only: weight of the replaced-token-detection term (per token)"},
-    )
-    rtd_synonym_policy: RTD_POLICIES = field(
-        default="replaced",
-        metadata={
-            "help": "ELECTRA only: label for a sampled replacement that is a WordNet synonym of the "
-            "original token: replaced (ELECTRA), original, or ignore (no loss); needs --synonym-table"
-        },
-    )
+    # the model's name (the same --arch flag): lets the criterion refuse a model it cannot
+    # train when it is built, before any step
+    arch: str = II("model._name")
+
+
+def _resolved(value):
+    """None for an interpolation left unresolved (a config built in code, outside fairseq)."""
+    return None if isinstance(value, str) and value.startswith("${") else value
 
 
 def resolve_table_path(path: str, task) -> str:
@@ -85,10 +83,12 @@ class CounterFalseNegativeLoss(FairseqCriterion):
     """Masked-LM loss plus a counter-false-negative term (see subclasses)."""
 
     requires_table = False
+    requires_discriminator = False
 
     def __init__(self, cfg: SynonymCriterionConfig, task):
         super().__init__(task)
         self.cfg = cfg
+        self._check_model_class(cfg)
         if cfg.synonym_table:
             self.lookup: Optional[SynonymLookup] = load_synonym_lookup(cfg.synonym_table, task)
         elif self.requires_table:
@@ -99,52 +99,61 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             )
         else:
             self.lookup = None
-        if cfg.rtd_synonym_policy != "replaced" and self.lookup is None:
+        if cfg.electra_rtd_synonym_policy != "replaced" and self.lookup is None:
             raise ValueError(
-                f"--rtd-synonym-policy {cfg.rtd_synonym_policy} needs --synonym-table FILE (which "
-                "replacements are synonyms); without a table only the default 'replaced' applies"
+                f"--electra-rtd-synonym-policy {cfg.electra_rtd_synonym_policy} needs --synonym-table "
+                "FILE (which replacements are synonyms); without a table only the default 'replaced' "
+                "applies"
             )
-        # the RTD sum is scaled so that, divided by the masked-token count, it is a per-token mean
-        self.mask_prob = float(getattr(getattr(task, "cfg", None), "mask_prob", 0.15) or 0.15)
+        # unresolved only for a config built in code, outside fairseq: then the task's own value
+        mask_prob = cfg.mask_prob if _resolved(cfg.mask_prob) is not None else getattr(task.cfg, "mask_prob", None)
+        self.mask_prob = None if mask_prob is None else float(mask_prob)
 
     @classmethod
     def criterion_name(cls) -> str:
         return getattr(cls, "_registered_name", cls.__name__)
 
-    # ---- model interface ----------------------------------------------------------------
-    requires_electra = False
+    # ---- model checks ------------------------------------------------------------------------
+    def _check_model_class(self, cfg) -> None:
+        """Refuse, when the criterion is built, a model that cannot be trained with it."""
+        name = _resolved(cfg.arch)
+        model_cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name) if name else None
+        if model_cls is None:
+            return  # not known yet: checked on the model itself at the first step
+        self._check_capabilities(
+            model_cls.__name__, provides_mlm(model_cls), callable(getattr(model_cls, "discriminator_logits", None)),
+            f"--arch {name}",
+        )
 
-    @staticmethod
-    def is_electra(model) -> bool:
-        return getattr(model, "generator", None) is not None and hasattr(model, "discriminator_logits")
-
-    def check_model(self, model) -> None:
-        if self.is_electra(model):
-            return
-        enc = getattr(model, "encoder", None)
-        if self.requires_electra or enc is None or not hasattr(enc, "lm_head") or not hasattr(enc, "sentence_encoder"):
-            need = "an ELECTRA model" if self.requires_electra else "a masked-LM model with an LM head"
+    def _check_capabilities(self, model_name: str, has_mlm: bool, has_disc: bool, what: str) -> None:
+        if not has_mlm:
+            raise ValueError(mismatch_message(self.criterion_name(), f"{model_name} ({what})"))
+        if self.requires_discriminator and not has_disc:
             raise ValueError(
-                f"--criterion {self.criterion_name()} needs {need} (fairseq's roberta_* archs with "
-                f"--task masked_lm, or this plugin's electra_* archs with --task electra); got "
-                f"{type(model).__name__}"
+                f"--criterion {self.criterion_name()} needs an ELECTRA model (--arch electra_small, "
+                f"electra_base, electra_large with --task electra); got {model_name} ({what})"
+            )
+        changed = rtd.changed_electra_flags(self.cfg)
+        if changed and not has_disc:
+            raise ValueError(
+                f"{', '.join(changed)} only appl{'ies' if len(changed) == 1 else 'y'} to ELECTRA "
+                f"(a model with a discriminator); {model_name} ({what}) has none: remove the flag "
+                "or use --task electra --arch electra_*"
             )
 
-    def input_embeddings(self, model) -> torch.Tensor:
-        """V x C input token embedding matrix (ELECTRA: shared by generator and discriminator)."""
-        if self.is_electra(model):
-            return model.embed_tokens.weight
-        return model.encoder.sentence_encoder.embed_tokens.weight
+    def access(self, model):
+        """The model interface of :mod:`truneg_fairseq.models.access`, checked for this criterion."""
+        access = mlm_access(model, self.criterion_name())
+        self._check_capabilities(type(model).__name__, True, access.has_discriminator, "the model given")
+        return access
 
     def encode(self, model, tokens: torch.Tensor) -> torch.Tensor:
         """B x T x C final-layer features of the masked-LM network (ELECTRA: the generator)."""
-        if self.is_electra(model):
-            return model.generator_features(tokens)
-        return model(tokens, features_only=True)[0]
+        return mlm_access(model, self.criterion_name()).mlm_features(tokens)
 
     # ---- the step ----------------------------------------------------------------------
     def forward(self, model, sample, reduce=True):
-        self.check_model(model)
+        access = self.access(model)
         target = sample["target"]  # B x T, padding outside the masked positions
         src_tokens = sample["net_input"]["src_tokens"]  # B x T
         masked = target.ne(self.padding_idx)  # B x T
@@ -153,7 +162,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         # torch.where avoids a device-to-host sync.
         masked = torch.where(masked.any(), masked, torch.ones_like(masked))
 
-        logits = model(**sample["net_input"], masked_tokens=masked)[0]  # M x V
+        logits = access.mlm_logits(src_tokens, masked)  # M x V
         gold = target[masked]  # M
         valid = gold.ne(self.padding_idx)  # M
         nll = losses.masked_nll(logits, gold, self.padding_idx)  # M
@@ -174,12 +183,20 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             n_seq_syn = synonym.sum()
 
         ctx = dict(
-            model=model, sample=sample, masked=masked, gold=gold, valid=valid, pred=pred,
-            nll=nll, synonym=synonym,
+            model=model, access=access, sample=sample, masked=masked, gold=gold, valid=valid,
+            pred=pred, nll=nll, synonym=synonym,
         )
         loss, terms = self.objective(**ctx)
-        if self.is_electra(model):
-            rtd_sum, rtd_terms = self.replaced_token_detection(model, src_tokens, original, masked, logits, gold, valid, whole)
+        if access.has_discriminator:
+            if self.mask_prob is None:
+                raise ValueError(
+                    f"--criterion {self.criterion_name()} on a model with a discriminator needs a "
+                    "task with --mask-prob (--task electra)"
+                )
+            rtd_sum, rtd_terms = rtd.rtd_term(
+                access, self.cfg, self.lookup, src_tokens, original, masked, logits, gold, valid,
+                whole, self.padding_idx,
+            )
             loss = self.cfg.electra_gen_weight * loss + self.cfg.electra_disc_weight * self.mask_prob * rtd_sum
             terms.update(rtd_terms)
 
@@ -199,36 +216,6 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             logging_output[k] = v.data if torch.is_tensor(v) else v
         return loss, sample_size, logging_output
 
-    def replaced_token_detection(self, model, src_tokens, original, masked, gen_logits, gold, valid, whole):
-        """ELECTRA's discriminator term: sample replacements at the masked positions, label each
-        token replaced/original, and sum the per-token BCE. Returns (sum, summable counts)."""
-        sampled = model.sample_replacements(gen_logits)  # M, no gradient
-        sampled = torch.where(valid, sampled, src_tokens[masked])  # M (padding targets keep their token)
-        corrupted = src_tokens.clone()  # B x T
-        corrupted[masked] = sampled
-        nonpad = original.ne(self.padding_idx)  # B x T
-        disc_logits = model.discriminator_logits(corrupted)  # B x T
-        syn_sample = torch.zeros_like(nonpad)  # B x T
-        if self.lookup is not None:
-            syn_sample[masked] = valid & whole & self.lookup.is_synonym(gold, sampled)
-        labels, weights, replaced = losses.rtd_targets(original, corrupted, nonpad, syn_sample, self.cfg.rtd_synonym_policy)
-        rtd = losses.rtd_loss(disc_logits, labels, weights)  # B x T
-        predicted = disc_logits.detach().gt(0) & nonpad  # B x T
-        counted = weights.gt(0)
-        is_pos = labels.gt(0.5) & counted
-        terms = {
-            "disc_loss": rtd.sum(),
-            "disc_tokens": counted.sum(),
-            "disc_correct": (predicted.eq(is_pos) & counted).sum(),
-            "rtd_replaced": replaced.sum(),
-            "rtd_true_pos": (predicted & is_pos).sum(),
-            "rtd_pred_pos": (predicted & counted).sum(),
-            "rtd_pos": is_pos.sum(),
-        }
-        if self.lookup is not None:
-            terms["rtd_synonym"] = (syn_sample & replaced).sum()
-        return rtd.sum(), terms
-
     def objective(self, nll, **ctx):
         """Return (loss_sum, {name: summable logged value}).
 
@@ -238,9 +225,13 @@ class CounterFalseNegativeLoss(FairseqCriterion):
 
     # ---- metrics ---------------------------------------------------------------------
     @staticmethod
-    def reduce_metrics(logging_outputs) -> None:
+    def total(logging_outputs, key):
+        return utils.item(sum(log.get(key, 0) for log in logging_outputs))
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
         def total(key):
-            return utils.item(sum(log.get(key, 0) for log in logging_outputs))
+            return cls.total(logging_outputs, key)
 
         sample_size = total("sample_size")
         nsent = total("nsentences")
@@ -258,22 +249,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             metrics.log_scalar(
                 "iter_corr_ratio", 100.0 * total("n_seq_synonym") / max(nsent, 1), nsent, round=3
             )
-        if any("sr_loss" in log for log in logging_outputs):
-            metrics.log_scalar("sr_loss", total("sr_loss") / sample_size, sample_size, round=4)
-        if any("disc_loss" in log for log in logging_outputs):
-            n_disc = total("disc_tokens")
-            n_rep = total("rtd_replaced")
-            metrics.log_scalar("disc_loss", total("disc_loss") / max(n_disc, 1), n_disc, round=4)
-            metrics.log_scalar("disc_acc", 100.0 * total("disc_correct") / max(n_disc, 1), n_disc, round=2)
-            metrics.log_scalar("replaced", 100.0 * n_rep / max(n_disc, 1), n_disc, round=2)
-            pred_pos, pos = total("rtd_pred_pos"), total("rtd_pos")
-            metrics.log_scalar("rtd_precision", 100.0 * total("rtd_true_pos") / max(pred_pos, 1), pred_pos, round=2)
-            metrics.log_scalar("rtd_recall", 100.0 * total("rtd_true_pos") / max(pos, 1), pos, round=2)
-            if any("rtd_synonym" in log for log in logging_outputs):
-                metrics.log_scalar("rtd_synonym", 100.0 * total("rtd_synonym") / max(n_rep, 1), n_rep, round=3)
-        if any("kl_loss" in log for log in logging_outputs):
-            kl_tokens = total("kl_tokens")
-            metrics.log_scalar("kl_loss", total("kl_loss") / max(kl_tokens, 1), kl_tokens, round=5)
+        rtd.reduce_rtd_metrics(logging_outputs)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

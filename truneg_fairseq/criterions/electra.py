@@ -9,7 +9,7 @@ from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, Synonym
 class ElectraLoss(CounterFalseNegativeLoss):
     """ELECTRA's objective without counter-false-negative terms: ``--electra-gen-weight`` x MLM
     (masked positions) + ``--electra-disc-weight`` x mean BCE over the tokens. A synonym table is
-    optional: it adds the correction statistics and enables ``--rtd-synonym-policy``."""
+    optional: it adds the correction statistics and enables ``--electra-rtd-synonym-policy``."""
 
     _registered_name = "electra"
-    requires_electra = True
+    requires_discriminator = True

@@ -89,7 +89,7 @@ def rtd_targets(
     elif policy == "ignore":
         weights = weights.masked_fill(syn, 0.0)
     elif policy != "replaced":
-        raise ValueError(f"unknown --rtd-synonym-policy {policy!r}")
+        raise ValueError(f"unknown --electra-rtd-synonym-policy {policy!r}")
     return labels, weights, replaced
 
 

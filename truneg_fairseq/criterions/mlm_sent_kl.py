@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import torch
 from fairseq.criterions import register_criterion
+from fairseq.logging import metrics
 
 from truneg_fairseq.criterions import losses
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
@@ -58,3 +59,10 @@ class SentKLLoss(CounterFalseNegativeLoss):
         kl_sum = (losses.sentence_kl(h_p, h_s) * nonpad.float()).sum()
         loss = nll.sum() + self.cfg.synonym_kl_weight * kl_sum
         return loss, {"kl_loss": kl_sum, "kl_tokens": nonpad.sum()}
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        super().reduce_metrics(logging_outputs)
+        kl_tokens = cls.total(logging_outputs, "kl_tokens")
+        if kl_tokens:
+            metrics.log_scalar("kl_loss", cls.total(logging_outputs, "kl_loss") / kl_tokens, kl_tokens, round=5)

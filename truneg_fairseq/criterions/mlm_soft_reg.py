@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from fairseq.criterions import register_criterion
+from fairseq.logging import metrics
 
 from truneg_fairseq.criterions import losses
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
@@ -25,7 +26,14 @@ class SoftRegLoss(CounterFalseNegativeLoss):
 
     _registered_name = "mlm_soft_reg"
 
-    def objective(self, model, nll, gold, pred, valid, **ctx):
-        sr = losses.soft_regularization(self.input_embeddings(model), gold, pred)  # M
+    def objective(self, access, nll, gold, pred, valid, **ctx):
+        sr = losses.soft_regularization(access.input_embeddings(), gold, pred)  # M
         sr_sum = (sr * valid.float()).sum()
         return nll.sum() + self.cfg.synonym_sr_weight * sr_sum, {"sr_loss": sr_sum}
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        super().reduce_metrics(logging_outputs)
+        sample_size = cls.total(logging_outputs, "sample_size")
+        if sample_size:
+            metrics.log_scalar("sr_loss", cls.total(logging_outputs, "sr_loss") / sample_size, sample_size, round=4)

@@ -8,8 +8,12 @@ discriminator, built from fairseq's own transformer encoder layers.
 * Replacements are sampled from the generator softmax (Gumbel-max, temperature configurable)
   under ``no_grad``: no gradient reaches the generator through the sample.
 * ``register_classification_head`` works as in RoBERTa, so fairseq's ``sentence_prediction``
-  fine-tunes the discriminator; a model built for a task other than ``electra`` has no generator,
-  and loading a pre-training checkpoint into it drops the generator's weights.
+  fine-tunes the discriminator. The generator is built only when the task asks for it (a task
+  attribute ``pretrains_generator``, set by ``--task electra``); loading a pre-training
+  checkpoint into a discriminator-only model drops the generator's weights.
+* Heads are named modules (``discriminator_head.{dense,out_proj}``,
+  ``generator_head.{dense,layer_norm}``); checkpoints written with the earlier positional keys
+  (``.0``/``.2``) are renamed on load.
 """
 
 import dataclasses
@@ -58,9 +62,13 @@ class ElectraConfig(FairseqDataclass):
     electra_pooler_activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
         default="tanh", metadata={"help": "activation in classification heads"}
     )
+    electra_layernorm_eps: float = field(
+        default=1e-5,
+        metadata={"help": "epsilon of every LayerNorm (1e-12 in checkpoints imported from BERT/ELECTRA)"},
+    )
     electra_discriminator_only: bool = field(
         default=False,
-        metadata={"help": "build the discriminator alone (set automatically for tasks other than electra)"},
+        metadata={"help": "build the discriminator alone (automatic for tasks that do not pre-train a generator)"},
     )
 
 
@@ -91,6 +99,42 @@ class ElectraEmbeddings(nn.Module):
     def forward(self, tokens):
         x = self.embed_tokens(tokens) + self.embed_positions(tokens)  # B x T x E
         return self.dropout(self.layer_norm(x))
+
+
+class ElectraDiscriminatorHead(nn.Module):
+    """Replaced-token detection: dense -> activation -> one logit per token (B x T x H -> B x T)."""
+
+    def __init__(self, hidden: int, activation_fn: str):
+        super().__init__()
+        self.dense = nn.Linear(hidden, hidden)
+        self.activation_fn = utils.get_activation_fn(activation_fn)
+        self.out_proj = nn.Linear(hidden, 1)
+
+    def forward(self, x):
+        return self.out_proj(self.activation_fn(self.dense(x))).squeeze(-1)
+
+
+class ElectraGeneratorHead(nn.Module):
+    """Masked-LM transform: dense (H_gen -> E) -> activation -> LayerNorm; the output projection
+    is the (tied) token embedding, applied by the model."""
+
+    def __init__(self, hidden: int, embed_dim: int, activation_fn: str):
+        super().__init__()
+        self.dense = nn.Linear(hidden, embed_dim)
+        self.activation_fn = utils.get_activation_fn(activation_fn)
+        self.layer_norm = LayerNorm(embed_dim)
+
+    def forward(self, x):
+        return self.layer_norm(self.activation_fn(self.dense(x)))
+
+
+# positional keys written before the heads were named modules -> current names
+_OLD_HEAD_KEYS = {
+    "discriminator_head.0.": "discriminator_head.dense.",
+    "discriminator_head.2.": "discriminator_head.out_proj.",
+    "generator_head.0.": "generator_head.dense.",
+    "generator_head.2.": "generator_head.layer_norm.",
+}
 
 
 class ElectraStack(nn.Module):
@@ -124,33 +168,32 @@ class ElectraModel(BaseFairseqModel):
         vocab = len(dictionary)
         self.embeddings = ElectraEmbeddings(vocab, cfg.electra_embed_dim, self.padding_idx,
                                             cfg.electra_max_positions, cfg.electra_dropout)
-        act = utils.get_activation_fn(cfg.electra_activation_fn)
+        act = cfg.electra_activation_fn
         self.discriminator = ElectraStack(cfg.electra_embed_dim, cfg.electra_hidden_dim, cfg.electra_layers,
                                           cfg.electra_heads, cfg.electra_ffn_dim, cfg)
-        self.discriminator_head = nn.Sequential(
-            nn.Linear(cfg.electra_hidden_dim, cfg.electra_hidden_dim), _Activation(act),
-            nn.Linear(cfg.electra_hidden_dim, 1),
-        )
+        self.discriminator_head = ElectraDiscriminatorHead(cfg.electra_hidden_dim, act)
         if with_generator:
             self.generator = ElectraStack(cfg.electra_embed_dim, cfg.electra_gen_hidden_dim, cfg.electra_gen_layers,
                                           cfg.electra_gen_heads, cfg.electra_gen_ffn_dim, cfg)
-            self.generator_head = nn.Sequential(
-                nn.Linear(cfg.electra_gen_hidden_dim, cfg.electra_embed_dim), _Activation(act),
-                LayerNorm(cfg.electra_embed_dim),
-            )
+            self.generator_head = ElectraGeneratorHead(cfg.electra_gen_hidden_dim, cfg.electra_embed_dim, act)
             self.generator_bias = nn.Parameter(torch.zeros(vocab))
         else:
             self.generator = None
         self.classification_heads = nn.ModuleDict()
         self.apply(init_bert_params)
+        self._set_layernorm_eps(cfg.electra_layernorm_eps)
+
+    def _set_layernorm_eps(self, eps: float) -> None:
+        # fairseq's LayerNorm is torch's, or apex's fused one on GPUs that have it: both read .eps
+        for m in self.modules():
+            if "LayerNorm" in type(m).__name__ and hasattr(m, "eps"):
+                m.eps = eps
 
     # ---- construction ------------------------------------------------------------------
     @classmethod
     def build_model(cls, cfg: ElectraConfig, task):
         from fairseq.tasks.masked_lm import MaskedLMTask
         from omegaconf import DictConfig, OmegaConf
-
-        from truneg_fairseq.tasks.electra import ElectraTask
 
         if isinstance(cfg, DictConfig):
             # fairseq-hydra-train with an arch name (model._name: electra_small) fills only the
@@ -160,7 +203,8 @@ class ElectraModel(BaseFairseqModel):
             given = {k: cfg[k] for k in cfg if k in names}
             cfg = OmegaConf.merge(OmegaConf.structured(ElectraConfig()), given)
 
-        if isinstance(task, MaskedLMTask) and not isinstance(task, ElectraTask):
+        pretrains_generator = bool(getattr(task, "pretrains_generator", False))
+        if isinstance(task, MaskedLMTask) and not pretrains_generator:
             raise ValueError(
                 "--arch electra_* pre-trains with --task electra (generator + discriminator), "
                 "not --task masked_lm; for masked-LM pre-training use --arch roberta_*"
@@ -175,7 +219,7 @@ class ElectraModel(BaseFairseqModel):
                                     (cfg.electra_gen_hidden_dim, cfg.electra_gen_heads, "--electra-gen-heads")):
             if hidden % heads:
                 raise ValueError(f"{flag} {heads} does not divide the hidden size {hidden}")
-        with_generator = isinstance(task, ElectraTask) and not cfg.electra_discriminator_only
+        with_generator = pretrains_generator and not cfg.electra_discriminator_only
         return cls(cfg, task.source_dictionary, with_generator=with_generator)
 
     def max_positions(self):
@@ -184,6 +228,24 @@ class ElectraModel(BaseFairseqModel):
     @property
     def embed_tokens(self) -> nn.Embedding:
         return self.embeddings.embed_tokens
+
+    # ---- the interface the criterions use (models/access.py) -------------------------------
+    @property
+    def has_discriminator(self) -> bool:
+        """True while a generator is built: only then is there a replaced-token-detection term."""
+        return self.generator is not None
+
+    def mlm_logits(self, src_tokens, masked_tokens=None):
+        """Generator logits at the masked positions: M x V (B x T x V without a mask)."""
+        return self.generator_logits(src_tokens, masked_tokens)
+
+    def mlm_features(self, tokens):
+        """The masked-LM network's (the generator's) final features: B x T x H_gen."""
+        return self.generator_features(tokens)
+
+    def input_embeddings(self) -> torch.Tensor:
+        """V x E token embedding matrix, shared by generator and discriminator."""
+        return self.embed_tokens.weight
 
     # ---- generator ------------------------------------------------------------------------
     def generator_features(self, tokens):
@@ -216,7 +278,7 @@ class ElectraModel(BaseFairseqModel):
 
     def discriminator_logits(self, tokens):
         """Replaced-token-detection logits, B x T (> 0: replaced)."""
-        return self.discriminator_head(self.discriminator_features(tokens)).squeeze(-1)
+        return self.discriminator_head(self.discriminator_features(tokens))  # B x T
 
     # ---- fairseq interface ----------------------------------------------------------------------
     def forward(self, src_tokens, masked_tokens=None, features_only=False, classification_head_name=None, **kwargs):
@@ -255,30 +317,50 @@ class ElectraModel(BaseFairseqModel):
             raise ValueError(
                 "the checkpoint being loaded is not an ELECTRA checkpoint (no discriminator weights; "
                 f"first keys: {', '.join(keys[:3])}). Restore from a checkpoint pre-trained with "
-                "--task electra --arch electra_*"
+                "--task electra --arch electra_*, or import a published one with scripts/convert_hf.py"
             )
+        renamed = 0
+        for k in keys:
+            for old, new in _OLD_HEAD_KEYS.items():
+                if k.startswith(prefix + old):
+                    state_dict[prefix + new + k[len(prefix + old):]] = state_dict.pop(k)
+                    renamed += 1
+        if renamed:
+            logger.info(f"renamed {renamed} head tensors from positional (.0/.2) to named keys")
+        keys = [k for k in state_dict if k.startswith(prefix)]
         if self.generator is None:
             dropped = [k for k in keys if k[len(prefix):].startswith(GENERATOR_PREFIXES)]
             for k in dropped:
                 del state_dict[k]
             if dropped:
                 logger.info(f"loading the discriminator only: dropped {len(dropped)} generator tensors")
-        # heads registered for fine-tuning start from their fresh weights
-        for hname, head in self.classification_heads.items():
-            for pname, p in head.state_dict().items():
-                key = f"{prefix}classification_heads.{hname}.{pname}"
-                if key not in state_dict:
-                    state_dict[key] = p
+        self._upgrade_classification_heads(state_dict, prefix)
         super().upgrade_state_dict_named(state_dict, name)
 
-
-class _Activation(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
+    def _upgrade_classification_heads(self, state_dict, prefix):
+        """As fairseq's RoBERTa: heads in the checkpoint that this model did not register, or
+        registered with another shape, are dropped with a warning; heads registered here and
+        missing from the checkpoint start from their fresh weights."""
+        head_prefix = prefix + "classification_heads."
+        in_ckpt = {k[len(head_prefix):].split(".", 1)[0] for k in state_dict if k.startswith(head_prefix)}
+        for hname in sorted(in_ckpt):
+            own = self.classification_heads[hname].state_dict() if hname in self.classification_heads else None
+            keys = [k for k in state_dict if k.startswith(f"{head_prefix}{hname}.")]
+            mismatch = own is not None and any(
+                k[len(f"{head_prefix}{hname}."):] not in own
+                or own[k[len(f"{head_prefix}{hname}."):]].shape != state_dict[k].shape
+                for k in keys
+            )
+            if own is None or mismatch:
+                why = "not registered in this model" if own is None else "registered here with another shape"
+                logger.warning(f"dropping classification head '{hname}' from the checkpoint: {why}")
+                for k in keys:
+                    del state_dict[k]
+        for hname, head in self.classification_heads.items():
+            for pname, p in head.state_dict().items():
+                key = f"{head_prefix}{hname}.{pname}"
+                if key not in state_dict:
+                    state_dict[key] = p
 
 
 def _sizes(args, emb, hidden, layers, heads, ffn, g_hidden, g_heads, g_ffn, max_pos=512):

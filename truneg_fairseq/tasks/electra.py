@@ -44,6 +44,8 @@ class ElectraTaskConfig(MaskedLMConfig):
 @register_task("electra", dataclass=ElectraTaskConfig)
 class ElectraTask(MaskedLMTask):
     cfg: ElectraTaskConfig
+    # models read this to decide whether to build a generator next to the discriminator
+    pretrains_generator = True
 
     def __init__(self, cfg: ElectraTaskConfig, dictionary=None):
         super().__init__(cfg, dictionary)
@@ -76,10 +78,8 @@ class ElectraTask(MaskedLMTask):
                                   gpt2_vocab_bpe=cfg.electra_gpt2_vocab_bpe)
 
     def build_model(self, cfg, from_checkpoint=False):
-        from truneg_fairseq.models.electra import ElectraModel
-
         model = super().build_model(cfg, from_checkpoint)
-        if not isinstance(model, ElectraModel):
+        if not getattr(model, "has_discriminator", False):
             raise ValueError(
                 f"--task electra needs an ELECTRA model (--arch electra_small, electra_base, electra_large); "
                 f"got {type(model).__name__}. For RoBERTa use --task masked_lm"

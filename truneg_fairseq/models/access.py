@@ -1,0 +1,66 @@
+"""The one place where criterions reach a model: the masked-LM network and, when there is one,
+the replaced-token discriminator.
+
+A criterion calls :func:`mlm_access` once per step and uses only these named methods:
+
+* ``mlm_logits(src_tokens, masked_tokens)`` -> M x V logits at the M masked positions
+  (B x T x V when ``masked_tokens`` is None);
+* ``mlm_features(tokens)`` -> B x T x C final-layer features of the masked-LM network (for
+  ELECTRA the generator, never the discriminator);
+* ``input_embeddings()`` -> V x C input token embedding matrix (the tensor itself, so gradient
+  reaches it);
+* ``has_discriminator`` and, when True, ``sample_replacements(logits)`` (M ids, no gradient)
+  and ``discriminator_logits(tokens)`` (B x T, > 0 means "replaced").
+
+Models that define these methods themselves (the plugin's ELECTRA, BERT and CLINE models) are
+returned as they are; fairseq's RoBERTa (and any subclass) gets a thin adapter. Anything else is
+refused with a message that names the model class and the architectures that work.
+"""
+
+from typing import Optional
+
+import torch
+from fairseq.models.roberta import RobertaModel
+
+MLM_METHODS = ("mlm_logits", "mlm_features", "input_embeddings")
+
+
+class RobertaAccess:
+    """Adapter over fairseq's ``RobertaModel``: the interface above, no discriminator."""
+
+    has_discriminator = False
+
+    def __init__(self, model: RobertaModel):
+        self.model = model
+
+    def mlm_logits(self, src_tokens: torch.Tensor, masked_tokens: Optional[torch.Tensor]) -> torch.Tensor:
+        return self.model(src_tokens, masked_tokens=masked_tokens)[0]
+
+    def mlm_features(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.model(tokens, features_only=True)[0]
+
+    def input_embeddings(self) -> torch.Tensor:
+        return self.model.encoder.sentence_encoder.embed_tokens.weight
+
+
+def provides_mlm(model_or_class) -> bool:
+    """True when the model (or model class) can be driven by the masked-LM criterions."""
+    cls = model_or_class if isinstance(model_or_class, type) else type(model_or_class)
+    return issubclass(cls, RobertaModel) or all(callable(getattr(cls, m, None)) for m in MLM_METHODS)
+
+
+def mlm_access(model, criterion: str = "this criterion"):
+    """The model itself when it implements the interface, an adapter for fairseq's RoBERTa."""
+    if all(callable(getattr(model, m, None)) for m in MLM_METHODS):
+        return model
+    if isinstance(model, RobertaModel):
+        return RobertaAccess(model)
+    raise ValueError(mismatch_message(criterion, type(model).__name__))
+
+
+def mismatch_message(criterion: str, model_name: str) -> str:
+    return (
+        f"--criterion {criterion} needs a masked-LM model (fairseq's roberta_* archs with --task "
+        f"masked_lm, this plugin's bert_* archs, or its electra_* archs with --task electra); got "
+        f"{model_name}"
+    )
