@@ -1,0 +1,80 @@
+"""ELECTRA checkpoint keys: named heads, checkpoints with the earlier positional keys, and
+classification heads handled on load as fairseq's RoBERTa handles them."""
+
+import logging
+
+import torch
+
+from utils import TINY_ELECTRA, build_components, valid_batch
+
+NEW_TO_OLD = {
+    "discriminator_head.dense.": "discriminator_head.0.",
+    "discriminator_head.out_proj.": "discriminator_head.2.",
+    "generator_head.dense.": "generator_head.0.",
+    "generator_head.layer_norm.": "generator_head.2.",
+}
+
+
+def electra(data_bin):
+    return build_components(data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="electra")
+
+
+def test_heads_have_named_keys(data_bin):
+    _, model, _ = electra(data_bin)
+    keys = set(model.state_dict())
+    for new in NEW_TO_OLD:
+        assert any(k.startswith(new) for k in keys), new
+    assert not any(k.startswith(tuple(NEW_TO_OLD.values())) for k in keys)
+
+
+def test_positional_head_keys_are_renamed_on_load(data_bin, caplog):
+    task, model, _ = electra(data_bin)
+    model.eval()
+    tokens = valid_batch(task)["net_input"]["src_tokens"]
+    with torch.no_grad():
+        disc, gen = model.discriminator_logits(tokens), model.generator_logits(tokens)
+    old = {}
+    for k, v in model.state_dict().items():
+        for new, legacy in NEW_TO_OLD.items():
+            if k.startswith(new):
+                k = legacy + k[len(new):]
+        old[k] = v.clone()
+    assert any(k.startswith("discriminator_head.0.") for k in old)
+
+    _, fresh, _ = build_components(data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="electra", seed=11)
+    fresh.eval()
+    with caplog.at_level(logging.INFO):
+        fresh.load_state_dict(old, strict=True)
+    assert "renamed 8 head tensors" in caplog.text
+    with torch.no_grad():
+        assert torch.equal(fresh.discriminator_logits(tokens), disc)
+        assert torch.equal(fresh.generator_logits(tokens), gen)
+
+
+def test_classification_heads_dropped_or_added_like_roberta(data_bin, caplog):
+    _, model, _ = electra(data_bin)
+    model.register_classification_head("sst2", num_classes=2)
+    model.register_classification_head("mnli", num_classes=3)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+
+    _, other, _ = electra(data_bin)
+    other.register_classification_head("mnli", num_classes=5)  # another shape
+    other.register_classification_head("rte", num_classes=2)  # not in the checkpoint
+    fresh_rte = {k: v.clone() for k, v in other.classification_heads["rte"].state_dict().items()}
+    with caplog.at_level(logging.WARNING):
+        other.load_state_dict(state, strict=True)
+    assert "dropping classification head 'sst2'" in caplog.text
+    assert "dropping classification head 'mnli'" in caplog.text
+    assert other.classification_heads["mnli"].out_proj.weight.shape[0] == 5
+    for k, v in other.classification_heads["rte"].state_dict().items():
+        assert torch.equal(v, fresh_rte[k])
+    # the encoder itself came from the checkpoint
+    assert torch.equal(other.embed_tokens.weight, state["embeddings.embed_tokens.weight"])
+
+
+def test_layernorm_eps_reaches_every_layernorm(data_bin):
+    _, model, _ = build_components(data_bin, ["--criterion", "electra", "--electra-layernorm-eps", "1e-12"],
+                                   arch_args=TINY_ELECTRA, task="electra")
+    eps = [m.eps for m in model.modules() if "LayerNorm" in type(m).__name__]
+    assert len(eps) >= 1 + 2 * 2 * 2 + 1  # embeddings, 2 x 2 layers x 2, generator head
+    assert set(eps) == {1e-12}
