@@ -13,7 +13,7 @@ import truneg_fairseq  # noqa: F401  (registration)
 from utils import REPO, USER_DIR
 
 PLUGIN = "truneg_fairseq"
-OWNER_PREFIXES = ("synonym_", "electra_", "squad_", "cline_", "bert_", "wordpiece_")
+OWNER_PREFIXES = ("synonym_", "mlm_", "electra_", "squad_", "cline_", "bert_", "wordpiece_", "fused_adamw_")
 
 
 def _groups():

@@ -25,11 +25,13 @@ from typing import Optional
 import torch
 from fairseq import utils
 from fairseq.criterions import FairseqCriterion
+from fairseq.dataclass import ChoiceEnum
 from fairseq.logging import metrics
 from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
 from omegaconf import II
 
 from truneg_fairseq.criterions import losses, rtd
+from truneg_fairseq.criterions.selection import MaskSelection, SlotSelection, static_slot_count
 from truneg_fairseq.lexicon import SynonymLookup, SynonymTable
 from truneg_fairseq.models.access import mismatch_message, mlm_access, provides_mlm
 
@@ -43,6 +45,22 @@ class SynonymCriterionConfig(rtd.ReplacedTokenDetectionConfig):
         metadata={
             "help": "synonym table (.npz) built for this data's dict.txt by "
             "scripts/build_synonym_table.py; a relative path is also looked up in the data dir"
+        },
+    )
+    mlm_prediction_slots: ChoiceEnum(["dynamic", "static"]) = field(
+        default="dynamic",
+        metadata={
+            "help": "dynamic: predict exactly the masked positions (boolean indexing, shapes vary "
+            "per batch); static: N fixed slots per sequence (gather/scatter, no host sync: for "
+            "torch.compile and CUDA graphs), N from --mlm-max-predictions or "
+            "ceil((mask_prob + 0.005) * T). Same losses on the same masks"
+        },
+    )
+    mlm_max_predictions: Optional[int] = field(
+        default=None,
+        metadata={
+            "help": "static slots per sequence; masked positions beyond it are left out of the "
+            "loss and counted as slots_dropped (raise it for whole-word masking)"
         },
     )
     # the model's name (the same --arch flag): lets the criterion refuse a model it cannot
@@ -152,38 +170,40 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         return mlm_access(model, self.criterion_name()).mlm_features(tokens)
 
     # ---- the step ----------------------------------------------------------------------
+    def select(self, target: torch.Tensor):
+        """The positions the masked-LM head predicts (see :mod:`.selection`)."""
+        masked = target.ne(self.padding_idx)  # B x T
+        if self.cfg.mlm_prediction_slots == "static":
+            n = static_slot_count(target.size(1), self.mask_prob, self.cfg.mlm_max_predictions)
+            return SlotSelection(masked, n)
+        return MaskSelection(masked)
+
     def forward(self, model, sample, reduce=True):
         access = self.access(model)
         target = sample["target"]  # B x T, padding outside the masked positions
         src_tokens = sample["net_input"]["src_tokens"]  # B x T
-        masked = target.ne(self.padding_idx)  # B x T
-        sample_size = masked.sum()
-        # With nothing masked project every position (targets there are padding and add 0);
-        # torch.where avoids a device-to-host sync.
-        masked = torch.where(masked.any(), masked, torch.ones_like(masked))
+        sel = self.select(target)
 
-        logits = access.mlm_logits(src_tokens, masked)  # M x V
-        gold = target[masked]  # M
-        valid = gold.ne(self.padding_idx)  # M
-        nll = losses.masked_nll(logits, gold, self.padding_idx)  # M
-        pred = logits.detach().argmax(dim=-1)  # M
+        logits = sel.logits(access, src_tokens)  # S x V (S: masked positions or B*N slots)
+        gold = sel.take(target)  # S
+        valid = gold.ne(self.padding_idx)  # S
+        sample_size = valid.sum()
+        nll = losses.masked_nll(logits, gold, self.padding_idx)  # S
+        pred = logits.detach().argmax(dim=-1)  # S
 
-        wrong = valid & pred.ne(gold)  # M
+        wrong = valid & pred.ne(gold)  # S
         original = torch.where(target.ne(self.padding_idx), target, src_tokens)  # B x T
         whole = None
         if self.lookup is not None:
-            whole = self.lookup.ends_word(original)[masked]  # M: subword pieces are never corrected
-            synonym = valid & whole & self.lookup.is_synonym(gold, pred)  # M
-            # sequences with >= 1 synonym prediction
-            per_row = torch.zeros_like(masked, dtype=torch.bool)
-            per_row[masked] = synonym
-            n_seq_syn = per_row.any(dim=1).sum()
+            whole = sel.take(self.lookup.ends_word(original))  # S: subword pieces are never corrected
+            synonym = valid & whole & self.lookup.is_synonym(gold, pred)  # S
+            n_seq_syn = sel.rows_any(synonym).sum()  # sequences with >= 1 synonym prediction
         else:
             synonym = torch.zeros_like(valid)
             n_seq_syn = synonym.sum()
 
         ctx = dict(
-            model=model, access=access, sample=sample, masked=masked, gold=gold, valid=valid,
+            model=model, access=access, sample=sample, sel=sel, gold=gold, valid=valid,
             pred=pred, nll=nll, synonym=synonym,
         )
         loss, terms = self.objective(**ctx)
@@ -194,7 +214,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
                     "task with --mask-prob (--task electra)"
                 )
             rtd_sum, rtd_terms = rtd.rtd_term(
-                access, self.cfg, self.lookup, src_tokens, original, masked, logits, gold, valid,
+                access, self.cfg, self.lookup, src_tokens, original, sel, logits, gold, valid,
                 whole, self.padding_idx,
             )
             loss = self.cfg.electra_gen_weight * loss + self.cfg.electra_disc_weight * self.mask_prob * rtd_sum
@@ -209,6 +229,8 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             "n_wrong": wrong.sum(),
             "n_correct": (valid & ~wrong).sum(),
         }
+        if sel.dropped is not None:
+            logging_output["slots_dropped"] = sel.dropped
         if self.lookup is not None:
             logging_output["n_synonym"] = synonym.sum()
             logging_output["n_seq_synonym"] = n_seq_syn
@@ -249,6 +271,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             metrics.log_scalar(
                 "iter_corr_ratio", 100.0 * total("n_seq_synonym") / max(nsent, 1), nsent, round=3
             )
+        if any("slots_dropped" in log for log in logging_outputs):
+            # masked positions beyond --mlm-max-predictions (static slots): not in the loss
+            metrics.log_scalar("slots_dropped", total("slots_dropped"), round=1)
         rtd.reduce_rtd_metrics(logging_outputs)
 
     @staticmethod

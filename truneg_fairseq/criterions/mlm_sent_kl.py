@@ -40,10 +40,11 @@ class SentKLLoss(CounterFalseNegativeLoss):
 
     _registered_name = "mlm_sent_kl"
 
-    def objective(self, model, sample, masked, pred, nll, **ctx):
+    def objective(self, model, sample, sel, pred, valid, nll, **ctx):
         target = sample["target"]  # B x T
         src = sample["net_input"]["src_tokens"]  # B x T
-        s, s_p = losses.fill_predictions(src, target, masked, pred, self.padding_idx)  # B x T
+        s = torch.where(target.ne(self.padding_idx), target, src)  # B x T: masks -> gold tokens
+        s_p = sel.put(s, torch.where(valid, pred, sel.take(s)))  # B x T: masks -> predictions
         if self.cfg.synonym_kl_grad_original or not torch.is_grad_enabled():
             bsz = s.size(0)
             h = self.encode(model, torch.cat([s_p, s], dim=0))  # 2B x T x C

@@ -64,25 +64,24 @@ def changed_electra_flags(cfg) -> list:
 
 def rtd_term(
     access, cfg: ReplacedTokenDetectionConfig, lookup, src_tokens: torch.Tensor,
-    original: torch.Tensor, masked: torch.Tensor, gen_logits: torch.Tensor, gold: torch.Tensor,
+    original: torch.Tensor, sel, gen_logits: torch.Tensor, gold: torch.Tensor,
     valid: torch.Tensor, whole: Optional[torch.Tensor], padding_idx: int,
 ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """Sample replacements, build the corrupted input, and score the discriminator.
 
     src_tokens, original: B x T (``original`` has the gold token at the masked positions);
-    masked: B x T bool with M True entries; gen_logits: M x V; gold, valid: M; whole: M bool (the
-    gold token is a whole word) or None without a synonym table. Returns (sum of per-token BCE,
-    summable logged counts).
+    sel: the selected positions (:mod:`.selection`), S of them; gen_logits: S x V; gold, valid:
+    S; whole: S bool (the gold token is a whole word) or None without a synonym table. Returns
+    (sum of per-token BCE, summable logged counts).
     """
-    sampled = access.sample_replacements(gen_logits)  # M, no gradient
-    sampled = torch.where(valid, sampled, src_tokens[masked])  # M (padding targets keep their token)
-    corrupted = src_tokens.clone()  # B x T
-    corrupted[masked] = sampled
+    sampled = access.sample_replacements(gen_logits)  # S, no gradient
+    sampled = torch.where(valid, sampled, sel.take(src_tokens))  # S (padding targets keep their token)
+    corrupted = sel.put(src_tokens, sampled)  # B x T
     nonpad = original.ne(padding_idx)  # B x T
     disc_logits = access.discriminator_logits(corrupted)  # B x T
     syn_sample = torch.zeros_like(nonpad)  # B x T
     if lookup is not None:
-        syn_sample[masked] = valid & whole & lookup.is_synonym(gold, sampled)
+        syn_sample = sel.put(syn_sample, valid & whole & lookup.is_synonym(gold, sampled))
     labels, weights, replaced = losses.rtd_targets(
         original, corrupted, nonpad, syn_sample, cfg.electra_rtd_synonym_policy
     )

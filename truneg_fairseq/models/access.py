@@ -5,6 +5,8 @@ A criterion calls :func:`mlm_access` once per step and uses only these named met
 
 * ``mlm_logits(src_tokens, masked_tokens)`` -> M x V logits at the M masked positions
   (B x T x V when ``masked_tokens`` is None);
+* ``mlm_logits_at(src_tokens, positions)`` -> B x N x V logits at N given positions per row
+  (a B x N index tensor: static shapes, no boolean indexing);
 * ``mlm_features(tokens)`` -> B x T x C final-layer features of the masked-LM network (for
   ELECTRA the generator, never the discriminator);
 * ``input_embeddings()`` -> V x C input token embedding matrix (the tensor itself, so gradient
@@ -22,7 +24,12 @@ from typing import Optional
 import torch
 from fairseq.models.roberta import RobertaModel
 
-MLM_METHODS = ("mlm_logits", "mlm_features", "input_embeddings")
+MLM_METHODS = ("mlm_logits", "mlm_logits_at", "mlm_features", "input_embeddings")
+
+
+def gather_positions(features: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """features B x T x C, positions B x N -> B x N x C."""
+    return features.gather(1, positions.unsqueeze(-1).expand(-1, -1, features.size(-1)))
 
 
 class RobertaAccess:
@@ -35,6 +42,10 @@ class RobertaAccess:
 
     def mlm_logits(self, src_tokens: torch.Tensor, masked_tokens: Optional[torch.Tensor]) -> torch.Tensor:
         return self.model(src_tokens, masked_tokens=masked_tokens)[0]
+
+    def mlm_logits_at(self, src_tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = gather_positions(self.mlm_features(src_tokens), positions)  # B x N x C
+        return self.model.encoder.lm_head(x)  # B x N x V
 
     def mlm_features(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.model(tokens, features_only=True)[0]

@@ -33,6 +33,8 @@ from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr
 
+from truneg_fairseq.models.access import gather_positions
+
 logger = logging.getLogger(__name__)
 
 GENERATOR_PREFIXES = ("generator.", "generator_head.", "generator_bias")
@@ -153,9 +155,9 @@ class ElectraStack(nn.Module):
         if padding_mask is not None:
             x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))
         x = x.transpose(0, 1)  # T x B x H (fairseq layers are time-major)
-        pm = padding_mask if padding_mask is not None and padding_mask.any() else None
+        # the mask is passed even when nothing is padded: asking first would wait for the device
         for layer in self.layers:
-            x = layer(x, encoder_padding_mask=pm)
+            x = layer(x, encoder_padding_mask=padding_mask)
         return x.transpose(0, 1)  # B x T x H
 
 
@@ -238,6 +240,11 @@ class ElectraModel(BaseFairseqModel):
     def mlm_logits(self, src_tokens, masked_tokens=None):
         """Generator logits at the masked positions: M x V (B x T x V without a mask)."""
         return self.generator_logits(src_tokens, masked_tokens)
+
+    def mlm_logits_at(self, src_tokens, positions):
+        """Generator logits at N given positions per row: B x T, B x N -> B x N x V."""
+        x = gather_positions(self.generator_features(src_tokens), positions)  # B x N x H_gen
+        return F.linear(self.generator_head(x), self.embed_tokens.weight, self.generator_bias)  # B x N x V
 
     def mlm_features(self, tokens):
         """The masked-LM network's (the generator's) final features: B x T x H_gen."""
