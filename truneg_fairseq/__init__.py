@@ -1,13 +1,13 @@
 """truneg-fairseq: counter-false-negative masked-LM pre-training as a fairseq ``--user-dir`` plugin.
 
 fairseq imports this package by directory name (``--user-dir truneg_fairseq``); it auto-imports
-``tasks/`` and ``models/`` but not ``criterions/``, so all three are imported here.
+``tasks/`` and ``models/`` but not ``criterions/`` or ``optim/``, so all are imported here.
 """
 
 from . import compat
 
 compat.allow_fairseq_checkpoints()
 
-from . import criterions, models, tasks  # noqa: E402,F401  (registration)
+from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
 
 __version__ = "0.1.0"

@@ -227,6 +227,13 @@ class ElectraModel(BaseFairseqModel):
     def max_positions(self):
         return self.cfg.electra_max_positions
 
+    def compile_encoders(self) -> None:
+        """``torch.compile`` the encoder stacks in place (parameter names and checkpoints are
+        unchanged). Shapes should stay fixed from step to step, or each new one recompiles."""
+        self.discriminator.compile(dynamic=False)
+        if self.generator is not None:
+            self.generator.compile(dynamic=False)
+
     @property
     def embed_tokens(self) -> nn.Embedding:
         return self.embeddings.embed_tokens

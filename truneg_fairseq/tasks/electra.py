@@ -12,7 +12,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch
 from fairseq.dataclass import ChoiceEnum
+from omegaconf import II
 
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
@@ -27,6 +29,24 @@ class ElectraTaskConfig(MaskedLMConfig):
     random_token_prob: float = field(
         default=0.0, metadata={"help": "share of the selected tokens replaced at random (ELECTRA: 0)"}
     )
+    electra_bf16_autocast: bool = field(
+        default=False,
+        metadata={
+            "help": "run each forward pass under torch.autocast(bfloat16) with fp32 weights and no "
+            "loss scaler (bf16 mixed precision on CUDA GPUs from Ampere on; fairseq's own --bf16 "
+            "turns on its TPU path). Do not combine with --fp16/--amp"
+        },
+    )
+    electra_compile: bool = field(
+        default=False,
+        metadata={
+            "help": "torch.compile the generator and discriminator encoder stacks (fixed shapes: "
+            "use with --mlm-prediction-slots static and a fixed --tokens-per-sample)"
+        },
+    )
+    # mixed-precision choices of the run (the same flags), checked against --electra-bf16-autocast
+    fp16: bool = II("common.fp16")
+    amp: bool = II("common.amp")
     electra_word_bpe: ChoiceEnum(["sentencepiece", "gpt2"]) = field(
         default="sentencepiece", metadata={"help": "tokenizer of the data, for --mask-whole-words"}
     )
@@ -49,6 +69,11 @@ class ElectraTask(MaskedLMTask):
 
     def __init__(self, cfg: ElectraTaskConfig, dictionary=None):
         super().__init__(cfg, dictionary)
+        if cfg.electra_bf16_autocast and (_flag(cfg, "fp16") or _flag(cfg, "amp")):
+            raise ValueError(
+                "--electra-bf16-autocast is a mixed-precision mode of its own: drop --fp16/--amp "
+                "(or drop --electra-bf16-autocast to use fairseq's fp16 loss scaling)"
+            )
         if cfg.mask_whole_words:
             self._check_word_bpe(cfg)
 
@@ -77,6 +102,16 @@ class ElectraTask(MaskedLMTask):
         return argparse.Namespace(bpe="gpt2", gpt2_encoder_json=cfg.electra_gpt2_encoder_json,
                                   gpt2_vocab_bpe=cfg.electra_gpt2_vocab_bpe)
 
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        # only the forward pass runs under autocast; fairseq's own step does the backward
+        return super().train_step(sample, model, self._autocast(criterion), optimizer, update_num, ignore_grad)
+
+    def valid_step(self, sample, model, criterion):
+        return super().valid_step(sample, model, self._autocast(criterion))
+
+    def _autocast(self, criterion):
+        return _Bf16Autocast(criterion) if self.cfg.electra_bf16_autocast else criterion
+
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         if not getattr(model, "has_discriminator", False):
@@ -84,4 +119,23 @@ class ElectraTask(MaskedLMTask):
                 f"--task electra needs an ELECTRA model (--arch electra_small, electra_base, electra_large); "
                 f"got {type(model).__name__}. For RoBERTa use --task masked_lm"
             )
+        if self.cfg.electra_compile:
+            model.compile_encoders()
         return model
+
+
+def _flag(cfg, name) -> bool:
+    value = getattr(cfg, name, False)
+    return bool(value) and not (isinstance(value, str) and value.startswith("${"))
+
+
+class _Bf16Autocast:
+    """Calls a criterion with its forward pass under bf16 autocast on the batch's device."""
+
+    def __init__(self, criterion):
+        self.criterion = criterion
+
+    def __call__(self, model, sample, *args, **kwargs):
+        device = sample["net_input"]["src_tokens"].device.type
+        with torch.autocast(device_type=device, dtype=torch.bfloat16):
+            return self.criterion(model, sample, *args, **kwargs)
