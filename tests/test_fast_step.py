@@ -108,3 +108,21 @@ def test_compiled_encoders_equal_eager(data_bin):
     torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
     assert int(log_c["disc_correct"]) == int(log_e["disc_correct"])
     assert "_orig_mod" not in "".join(model.state_dict())  # checkpoints keep their keys
+
+
+def test_gpu_benchmark_skips_cleanly_without_a_gpu_and_counts_flops():
+    import subprocess
+    import sys
+
+    from utils import REPO
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gpu_step
+
+    # ELECTRA-small at 128 x 128: ~1.15 TFLOP per step, base at 32 x 512: ~11 TFLOP
+    assert abs(gpu_step.step_flops("small") / 1e12 - 1.15) < 0.02
+    assert 10.0 < gpu_step.step_flops("base") / 1e12 < 12.0
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the benchmark would measure instead of skipping")
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_step.py")], capture_output=True, text=True)
+    assert out.returncode == 0 and "no CUDA GPU here" in out.stdout
