@@ -63,6 +63,16 @@ class SynonymCriterionConfig(rtd.ReplacedTokenDetectionConfig):
             "loss and counted as slots_dropped (raise it for whole-word masking)"
         },
     )
+    mlm_loss_divisor: float = field(
+        default=1.0,
+        metadata={
+            "help": "divide the loss and the sample size by this constant before fairseq's backward "
+            "pass: the update is unchanged (fairseq divides the gradients by the summed sample size, "
+            "on every worker alike), but fp16 gradient sums stay in range. With --fp16 use about the "
+            "masked tokens per batch (batch x tokens-per-sample x mask-prob, e.g. 8192 for ELECTRA "
+            "at 512 x 128); 1 keeps fairseq's plain sums"
+        },
+    )
     # the model's name (the same --arch flag): lets the criterion refuse a model it cannot
     # train when it is built, before any step
     arch: str = II("model._name")
@@ -183,6 +193,8 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         target = sample["target"]  # B x T, padding outside the masked positions
         src_tokens = sample["net_input"]["src_tokens"]  # B x T
         sel = self.select(target)
+        if self.cfg.mlm_loss_divisor <= 0:
+            raise ValueError(f"--mlm-loss-divisor must be > 0, got {self.cfg.mlm_loss_divisor}")
 
         logits = sel.logits(access, src_tokens)  # S x V (S: masked positions or B*N slots)
         gold = sel.take(target)  # S
@@ -236,6 +248,11 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             logging_output["n_seq_synonym"] = n_seq_syn
         for k, v in terms.items():
             logging_output[k] = v.data if torch.is_tensor(v) else v
+        if self.cfg.mlm_loss_divisor != 1.0:
+            # the logged values above stay sums; only what fairseq differentiates and divides by
+            # is scaled, by the same constant on every worker
+            loss = loss / self.cfg.mlm_loss_divisor
+            sample_size = sample_size / self.cfg.mlm_loss_divisor
         return loss, sample_size, logging_output
 
     def objective(self, nll, **ctx):
