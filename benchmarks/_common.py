@@ -54,3 +54,27 @@ def make_train_step(model, criterion, optimizer):
         optimizer.step()
 
     return step
+
+
+def make_batches(n, bsz, seq, vocab, pad, bos, eos, mask_idx, nspecial, seed=0, device="cpu"):
+    """Pre-masked batches in fairseq's layout: src_tokens (B x T), target (pad where unmasked),
+    plus the unmasked ``original``: 15% of the tokens selected, 85% of those become <mask>."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        tok = rng.integers(nspecial, vocab - 1, size=(bsz, seq))
+        tok[:, 0], tok[:, -1] = bos, eos
+        sel = rng.random((bsz, seq)) < 0.15
+        sel[:, 0] = sel[:, -1] = False
+        src = np.where(sel & (rng.random((bsz, seq)) < 0.85), mask_idx, tok)
+        tgt = np.where(sel, tok, pad)
+        out.append({
+            "net_input": {"src_tokens": torch.from_numpy(src).long().to(device),
+                          "src_lengths": torch.full((bsz,), seq, device=device)},
+            "target": torch.from_numpy(tgt).long().to(device),
+            "ntokens": bsz * seq, "nsentences": bsz, "original": torch.from_numpy(tok).long().to(device),
+        })
+    return out

@@ -26,31 +26,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import alternating_step_times, make_train_step  # noqa: E402
+from _common import alternating_step_times, make_batches, make_train_step  # noqa: E402
 
 VOCAB = 30522
-
-
-def make_batches(n, bsz, seq, vocab, pad, bos, eos, mask_idx, nspecial, seed=0):
-    """Pre-masked batches in fairseq's layout: src_tokens (B x T), target (pad where unmasked)."""
-    import torch
-
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        tok = rng.integers(nspecial, vocab - 1, size=(bsz, seq))
-        tok[:, 0], tok[:, -1] = bos, eos
-        sel = rng.random((bsz, seq)) < 0.15
-        sel[:, 0] = sel[:, -1] = False
-        to_mask = sel & (rng.random((bsz, seq)) < 0.85)
-        src = np.where(to_mask, mask_idx, tok)
-        tgt = np.where(sel, tok, pad)
-        out.append({
-            "net_input": {"src_tokens": torch.from_numpy(src).long(), "src_lengths": torch.full((bsz,), seq)},
-            "target": torch.from_numpy(tgt).long(),
-            "ntokens": bsz * seq, "nsentences": bsz, "original": torch.from_numpy(tok).long(),
-        })
-    return out
 
 
 def build_plugin(criteria, table_path, dict_dir):

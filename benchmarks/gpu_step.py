@@ -29,6 +29,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from _common import make_batches  # noqa: E402
+
 VOCAB = 30522
 # name: (embed, hidden, layers, heads, ffn, gen hidden, gen heads, gen ffn, batch, seq)
 SIZES = {
@@ -57,27 +59,6 @@ def step_flops(size: str, mask_prob: float = 0.15) -> float:
     gen_head = 2 * predicted * (gh * e + e * VOCAB)
     disc_head = 2 * tokens * (h * h + h)
     return 3.0 * (stack(h, f) + stack(gh, gf) + gen_head + disc_head)
-
-
-def make_batches(n, bsz, seq, pad, bos, eos, mask_idx, nspecial, device, seed=0):
-    import torch
-
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        tok = rng.integers(nspecial, VOCAB - 1, size=(bsz, seq))
-        tok[:, 0], tok[:, -1] = bos, eos
-        sel = rng.random((bsz, seq)) < 0.15
-        sel[:, 0] = sel[:, -1] = False
-        src = np.where(sel & (rng.random((bsz, seq)) < 0.85), mask_idx, tok)
-        out.append({
-            "net_input": {"src_tokens": torch.from_numpy(src).long().to(device),
-                          "src_lengths": torch.full((bsz,), seq, device=device)},
-            "target": torch.from_numpy(np.where(sel, tok, pad)).long().to(device),
-            "original": torch.from_numpy(tok).long().to(device),
-            "ntokens": bsz * seq, "nsentences": bsz,
-        })
-    return out
 
 
 def plugin_setup(size, criterion, slots, compiled, work, table, device):
@@ -266,7 +247,8 @@ def main(argv=None):
                     task, step = plugin_setup(size, criterion, slots, mode == "compiled", work, table, device)
                     if batches is None:
                         td = task.source_dictionary
-                        batches = make_batches(4, b, t, td.pad(), td.bos(), td.eos(), task.mask_idx, td.nspecial, device)
+                        batches = make_batches(4, b, t, VOCAB, td.pad(), td.bos(), td.eos(), task.mask_idx,
+                                               td.nspecial, device=device)
                     sec = time_steps(step, batches, args.rounds, args.warmup, device)
                     rows.append((size, f"plugin {criterion} {mode}", sec, flops))
                 except Exception as exc:  # report and go on: one failing mode must not hide the others

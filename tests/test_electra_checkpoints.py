@@ -78,3 +78,16 @@ def test_layernorm_eps_reaches_every_layernorm(data_bin):
     eps = [m.eps for m in model.modules() if "LayerNorm" in type(m).__name__]
     assert len(eps) >= 1 + 2 * 2 * 2 + 1  # embeddings, 2 x 2 layers x 2, generator head
     assert set(eps) == {1e-12}
+
+
+def test_restoring_with_another_layernorm_eps_is_refused(data_bin):
+    _, imported, _ = build_components(data_bin, ["--criterion", "electra", "--electra-layernorm-eps", "1e-12"],
+                                      arch_args=TINY_ELECTRA, task="electra")
+    _, default, _ = electra(data_bin)
+    import pytest
+
+    with pytest.raises(ValueError, match="add --electra-layernorm-eps 1e-12"):
+        default.load_state_dict(imported.state_dict(), strict=True)
+    # checkpoints written before the epsilon was saved load as before
+    old = {k: v for k, v in default.state_dict().items() if k != "layernorm_eps"}
+    default.load_state_dict(old, strict=True)

@@ -268,6 +268,13 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         return utils.item(sum(log.get(key, 0) for log in logging_outputs))
 
     @classmethod
+    def log_mean(cls, logging_outputs, key: str, per: str, round: int) -> None:
+        """Log summed ``key`` / summed ``per`` under ``key`` (nothing when ``per`` sums to 0)."""
+        denom = cls.total(logging_outputs, per)
+        if denom:
+            metrics.log_scalar(key, cls.total(logging_outputs, key) / denom, denom, round=round)
+
+    @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         def total(key):
             return cls.total(logging_outputs, key)

@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 
 import torch
 from fairseq.criterions import register_criterion
-from fairseq.logging import metrics
 
 from truneg_fairseq.criterions import losses
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
@@ -64,6 +63,4 @@ class SentKLLoss(CounterFalseNegativeLoss):
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
-        kl_tokens = cls.total(logging_outputs, "kl_tokens")
-        if kl_tokens:
-            metrics.log_scalar("kl_loss", cls.total(logging_outputs, "kl_loss") / kl_tokens, kl_tokens, round=5)
+        cls.log_mean(logging_outputs, "kl_loss", per="kl_tokens", round=5)

@@ -3,7 +3,6 @@
 from dataclasses import dataclass, field
 
 from fairseq.criterions import register_criterion
-from fairseq.logging import metrics
 
 from truneg_fairseq.criterions import losses
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
@@ -34,6 +33,4 @@ class SoftRegLoss(CounterFalseNegativeLoss):
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
-        sample_size = cls.total(logging_outputs, "sample_size")
-        if sample_size:
-            metrics.log_scalar("sr_loss", cls.total(logging_outputs, "sr_loss") / sample_size, sample_size, round=4)
+        cls.log_mean(logging_outputs, "sr_loss", per="sample_size", round=4)

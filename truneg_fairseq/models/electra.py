@@ -18,6 +18,7 @@ discriminator, built from fairseq's own transformer encoder layers.
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -184,6 +185,9 @@ class ElectraModel(BaseFairseqModel):
         self.classification_heads = nn.ModuleDict()
         self.apply(init_bert_params)
         self._set_layernorm_eps(cfg.electra_layernorm_eps)
+        # saved with the weights: fairseq builds the model from the command line, so a checkpoint
+        # restored with another epsilon (1e-12 for imported published models) is caught on load
+        self.register_buffer("layernorm_eps", torch.tensor(float(cfg.electra_layernorm_eps), dtype=torch.float64))
 
     def _set_layernorm_eps(self, eps: float) -> None:
         # fairseq's LayerNorm is torch's, or apex's fused one on GPUs that have it: both read .eps
@@ -333,6 +337,17 @@ class ElectraModel(BaseFairseqModel):
                 f"first keys: {', '.join(keys[:3])}). Restore from a checkpoint pre-trained with "
                 "--task electra --arch electra_*, or import a published one with scripts/convert_hf.py"
             )
+        eps_key = prefix + "layernorm_eps"
+        if eps_key in state_dict:
+            saved, own = float(state_dict[eps_key]), float(self.cfg.electra_layernorm_eps)
+            if not math.isclose(saved, own, rel_tol=1e-6):
+                raise ValueError(
+                    f"the checkpoint was made with LayerNorm epsilon {saved:g}, this model is built with "
+                    f"{own:g}: add --electra-layernorm-eps {saved:g} (models imported from HuggingFace use "
+                    "1e-12)"
+                )
+        else:  # written before the epsilon was saved: the default it was trained with
+            state_dict[eps_key] = self.layernorm_eps.clone()
         renamed = 0
         for k in keys:
             for old, new in _OLD_HEAD_KEYS.items():
