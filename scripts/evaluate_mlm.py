@@ -4,9 +4,17 @@ it), accuracy, and the paper's correction statistics (prediction- and iteration-
 in %) when a synonym table is given. Masks are seeded, so checkpoints are compared on the same
 masked positions.
 
-Example:
+With --text FILE instead of --data, runs on raw text (one sequence per non-empty line, e.g.
+wikitext-2's valid split) tokenized with the model's WordPiece vocabulary (vocab.txt beside the
+checkpoint, as `convert_hf.py import` writes it, or --vocab): no training run or binarization is
+needed; a directory written by the import may stand for its model.pt. --show N prints N
+Figure-3-style cases (masked sentence, gold, prediction, the gold's synonym list).
+
+Examples:
   python scripts/evaluate_mlm.py --data data-bin --synonym-table data-bin/synonyms.npz \\
       ckpt/masked_lm/checkpoint_last.pt ckpt/hc/checkpoint_last.pt
+  python scripts/evaluate_mlm.py --text wikitext-2-raw/wiki.valid.raw \\
+      --synonym-table imported/bert-base/synonyms.npz --show 5 imported/bert-base
 """
 
 import argparse
@@ -22,7 +30,14 @@ from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoints", nargs="+")
-    p.add_argument("--data", required=True, help="data-bin directory (dict.txt + binarized splits)")
+    p.add_argument("--data", help="data-bin directory (dict.txt + binarized splits)")
+    p.add_argument("--text", help="raw text file, one sequence per line (instead of --data)")
+    p.add_argument("--vocab", help="--text: WordPiece vocab.txt (default: beside the checkpoint)")
+    p.add_argument("--device", default=None, help="--text: cuda or cpu (default: cuda when there is one)")
+    p.add_argument("--show", type=int, default=0, metavar="N", help="--text: print N Figure-3 cases")
+    p.add_argument("--mask-prob", type=float, default=0.15, help="--text: share of entries masked")
+    p.add_argument("--max-len", type=int, default=128, help="--text: ids per sequence (longer lines are cut)")
+    p.add_argument("--max-lines", type=int, default=0, help="--text: 0: every line")
     p.add_argument("--synonym-table", help="table for the correction statistics (optional)")
     p.add_argument("--subset", default="valid")
     p.add_argument("--batch-size", type=int, default=32)
@@ -31,12 +46,30 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object per checkpoint")
     args = p.parse_args(argv)
     setup_logging("truneg_fairseq.evaluate_mlm")
-    from truneg_fairseq.evaluate import evaluate_mlm
+    from truneg_fairseq.evaluate import evaluate_mlm, evaluate_text, resolve_checkpoint
 
+    if bool(args.data) == bool(args.text):
+        fail("give exactly one of --data (binarized split) or --text (raw text file)")
+    if args.text and not os.path.isfile(args.text):
+        fail(f"--text {args.text} not found")
+    if args.show and not args.synonym_table:
+        fail("--show needs --synonym-table (the cases are predictions that are synonyms of the gold)")
+    for flag, path in (("--synonym-table", args.synonym_table), ("--vocab", args.vocab)):
+        if path and not os.path.isfile(path):
+            fail(f"{flag} {path} not found")
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        fail(f"--device {device}: no CUDA device here; use --device cpu")
     for ck in args.checkpoints:
-        if not os.path.isfile(ck):
+        if not os.path.isfile(resolve_checkpoint(ck)):
             fail(f"checkpoint {ck} not found")
-        res = evaluate_mlm(ck, args.data, args.synonym_table, args.subset, args.batch_size, args.max_batches, args.seed)
+        if args.text:
+            res = evaluate_text(resolve_checkpoint(ck), args.text, args.synonym_table, device, args.batch_size,
+                                args.max_len, args.mask_prob, args.seed, args.max_lines, args.show, args.vocab)
+        else:
+            res = evaluate_mlm(ck, args.data, args.synonym_table, args.subset, args.batch_size, args.max_batches, args.seed)
         if args.json:
             print(json.dumps({"checkpoint": ck, **res}))
         else:

@@ -5,8 +5,10 @@ statistics of the paper's Table 2 can be compared across criterions on the same 
 masking is seeded, so every checkpoint sees identical masks.
 """
 
+import json
 import logging
-from typing import Dict, Optional
+from pathlib import Path
+from typing import Dict, List, Optional
 
 import torch
 from fairseq import checkpoint_utils, utils
@@ -46,3 +48,132 @@ def evaluate_mlm(
     out["masked_tokens"] = int(sum(int(l["sample_size"]) for l in logs))
     out["sentences"] = int(sum(int(l["nsentences"]) for l in logs))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# raw text on an imported (or any WordPiece) model: Table 2's ratios and Figure 3's cases
+# ---------------------------------------------------------------------------------------------
+def resolve_checkpoint(path) -> str:
+    """A checkpoint file, or a directory written by ``convert_hf.py import`` (its model.pt)."""
+    p = Path(path)
+    return str(p / "model.pt") if p.is_dir() else str(p)
+
+
+def wordpiece_encoder(vocab_txt, lowercase: bool):
+    """``tokenizers``' BERT WordPiece over ``vocab_txt``: str -> list of entries (no specials)."""
+    from tokenizers import BertWordPieceTokenizer
+
+    tok = BertWordPieceTokenizer(str(vocab_txt), lowercase=lowercase)
+    return lambda line: tok.encode(line, add_special_tokens=False).tokens
+
+
+def decode_wordpiece(pieces: List[str]) -> str:
+    """Entries back to text: ``##`` pieces join the previous one."""
+    out = ""
+    for p in pieces:
+        out += p[2:] if p.startswith("##") and out else (" " + p if out else p)
+    return out
+
+
+def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch.Tensor]:
+    """One sequence per non-empty line: <s> entries </s>, cut to ``max_len`` ids."""
+    to_fairseq = {"[CLS]": "<s>", "[SEP]": "</s>", "[PAD]": "<pad>", "[UNK]": "<unk>", "[MASK]": "<mask>"}
+    seqs = []
+    with open(text, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            ids = [d.index(to_fairseq.get(t, t)) for t in encode(line.strip())][: max_len - 2]
+            if ids:
+                seqs.append(torch.tensor([d.bos()] + ids + [d.eos()]))
+            if max_lines and len(seqs) >= max_lines:
+                break
+    return seqs
+
+
+@torch.no_grad()
+def evaluate_text(
+    checkpoint, text, synonym_table: Optional[str] = None, device: str = "cpu", batch_size: int = 32,
+    max_len: int = 128, mask_prob: float = 0.15, seed: int = 1, max_lines: int = 0, show: int = 0,
+    vocab: Optional[str] = None, lowercase: Optional[bool] = None, print_fn=print,
+) -> Dict[str, float]:
+    """Mask ``mask_prob`` of the entries of each line of ``text`` (seeded, all as ``<mask>``),
+    predict them with the model's masked-LM network and count, as the paper's Table 2:
+    ``pred_corr_ratio`` = synonym predictions / mispredicted masked entries (%),
+    ``iter_corr_ratio`` = sequences with >= 1 synonym prediction / sequences (%). Subword
+    pieces are never counted as corrections. ``show`` prints that many Figure-3 cases."""
+    from fairseq.data import data_utils
+
+    from truneg_fairseq.hf_convert import load_fairseq_checkpoint
+    from truneg_fairseq.lexicon.lookup import SynonymLookup
+    from truneg_fairseq.lexicon.synonyms import SynonymTable
+    from truneg_fairseq.models.access import mlm_access
+
+    checkpoint = resolve_checkpoint(checkpoint)
+    model, task, _ = load_fairseq_checkpoint(checkpoint)
+    model.to(device)
+    d = task.source_dictionary
+    vocab = Path(vocab) if vocab else Path(checkpoint).parent / "vocab.txt"
+    if not vocab.is_file():
+        raise FileNotFoundError(f"no WordPiece vocabulary {vocab}: give the import's vocab.txt with --vocab")
+    if lowercase is None:
+        info = Path(checkpoint).parent / "import.json"
+        recorded = json.loads(info.read_text()).get("lowercase") if info.is_file() else None
+        lowercase = True if recorded is None else bool(recorded)
+    seqs = _text_sequences(text, wordpiece_encoder(vocab, lowercase), d, max_len, max_lines)
+    if not seqs:
+        raise ValueError(f"{text} has no non-empty lines")
+    table = lookup = None
+    if synonym_table:
+        table = SynonymTable.load(synonym_table)
+        table.check_dictionary(d.symbols, synonym_table)
+        lookup = SynonymLookup(table, len(d)).to(device)
+    access = mlm_access(model, "evaluate_mlm")
+    gen = torch.Generator().manual_seed(seed)
+    mask_idx = d.index("<mask>")
+    n = {"sentences": 0, "masked_tokens": 0, "n_wrong": 0, "n_synonym": 0, "n_seq_synonym": 0}
+    shown = 0
+    for start in range(0, len(seqs), batch_size):
+        tokens = data_utils.collate_tokens(seqs[start:start + batch_size], d.pad())  # B x T
+        candidates = tokens.ge(d.nspecial) & tokens.ne(mask_idx)
+        sel = (torch.rand(tokens.shape, generator=gen) < mask_prob) & candidates  # B x T
+        rows = sel.any(dim=1)
+        if not rows.any():
+            continue
+        tokens, sel = tokens[rows], sel[rows]
+        src = tokens.masked_fill(sel, mask_idx).to(device)
+        tokens, sel = tokens.to(device), sel.to(device)
+        pred = access.mlm_logits(src, sel).argmax(dim=-1)  # M
+        gold = tokens[sel]  # M
+        if lookup is not None:
+            whole = lookup.ends_word(tokens)[sel]
+            synonym = whole & lookup.is_synonym(gold, pred)  # M
+        else:
+            synonym = torch.zeros_like(gold, dtype=torch.bool)
+        where = sel.nonzero()  # M x 2 (row, column), in the order of tokens[sel]
+        per_row = torch.zeros(tokens.size(0), dtype=torch.long, device=device)
+        per_row.index_add_(0, where[:, 0], synonym.long())
+        n["sentences"] += tokens.size(0)
+        n["masked_tokens"] += gold.numel()
+        n["n_wrong"] += int(pred.ne(gold).sum())
+        n["n_synonym"] += int(synonym.sum())
+        n["n_seq_synonym"] += int(per_row.gt(0).sum())
+        for m in synonym.nonzero()[:, 0].tolist()[: max(show - shown, 0)]:
+            shown += 1
+            row, col = where[m].tolist()
+            print_fn(_case(d, tokens[row].tolist(), col, int(gold[m]), int(pred[m]), table, shown))
+    out = dict(n)
+    out["mlm_acc"] = 100.0 * (n["masked_tokens"] - n["n_wrong"]) / max(n["masked_tokens"], 1)
+    out["pred_corr_ratio"] = 100.0 * n["n_synonym"] / max(n["n_wrong"], 1)
+    out["iter_corr_ratio"] = 100.0 * n["n_seq_synonym"] / max(n["sentences"], 1)
+    return out
+
+
+def _case(d, tokens: List[int], col: int, gold: int, pred: int, table, number: int) -> str:
+    """Figure 3: the sentence with entry ``col`` shown as [MASK] (the other masked entries as
+    they were), the gold entry, the prediction and the gold's synonym list."""
+    pieces = ["[MASK]" if i == col else d[t] for i, t in enumerate(tokens) if t not in (d.bos(), d.eos(), d.pad())
+              or i == col]
+    syns = ", ".join(d[i] for i in table.synonyms_of(gold)) if table is not None else ""
+    return (f"case {number}\n  masked:     {decode_wordpiece(pieces)}\n  gold:       {d[gold]}\n"
+            f"  prediction: {d[pred]}\n  synonyms of '{d[gold]}': {syns}")

@@ -1,0 +1,294 @@
+"""HuggingFace import/export against real ``transformers`` models: tiny random BERT and ELECTRA
+directories saved locally (safetensors and .bin), imported into the plugin's fairseq models,
+compared output for output (fp32, <= 1e-4), exported back and loaded with ``from_pretrained``."""
+
+import json
+import logging
+import shutil
+
+import pytest
+import torch
+
+from hf_fixtures import padded_batch, save_bert, save_electra_pair, to_fairseq_ids, wordpiece_vocab
+from utils import run_script
+
+from truneg_fairseq import hf_convert
+from truneg_fairseq.hf_convert import ConversionError
+
+TOL = 1e-4
+
+
+def max_diff(a, b, mask):
+    return (a[mask] - b[mask]).abs().max().item()
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return wordpiece_vocab()
+
+
+@pytest.fixture(scope="module")
+def batch(vocab):
+    ids, att = padded_batch(vocab)
+    return ids, att, att.bool()
+
+
+@pytest.fixture(scope="module")
+def electra_pair(tmp_path_factory, vocab):
+    root = tmp_path_factory.mktemp("electra")
+    disc, gen = save_electra_pair(root / "disc", root / "gen", vocab=vocab)
+    out = hf_convert.import_hf(root / "disc", root / "imported", generator_dir=root / "gen")
+    return root, disc, gen, out
+
+
+def load(path):
+    model, task, _ = hf_convert.load_fairseq_checkpoint(path)
+    return model, task
+
+
+def hf_order(vocab):
+    return torch.tensor(hf_convert.fairseq_row_order(vocab))
+
+
+@pytest.mark.parametrize("cls_name,safe", [("BertForMaskedLM", True), ("BertForMaskedLM", False), ("BertForPreTraining", True)])
+def test_bert_import_matches_transformers(tmp_path, vocab, batch, cls_name, safe):
+    hf = save_bert(tmp_path / "hf", cls_name, safe=safe, vocab=vocab)
+    assert (tmp_path / "hf" / ("model.safetensors" if safe else "pytorch_model.bin")).is_file()
+    out = hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    assert sorted(p.name for p in out.iterdir()) == ["dict.txt", "import.json", "model.pt", "vocab.txt"]
+    model, task = load(out / "model.pt")
+    assert type(model).__name__ == "BertModel" and len(task.source_dictionary) == len(vocab)
+    ids, att, mask = batch
+    fs_ids = to_fairseq_ids(ids, vocab)
+    assert fs_ids.eq(task.source_dictionary.pad()).eq(~mask).all()  # [PAD] became fairseq's <pad>
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=att, output_hidden_states=True)
+        logits, _ = model(fs_ids)  # B x T x V in fairseq row order
+        feats, _ = model(fs_ids, features_only=True)
+    ref_logits = ref.logits if cls_name == "BertForMaskedLM" else ref.prediction_logits
+    assert max_diff(ref_logits[..., hf_order(vocab)], logits, mask) <= TOL
+    assert max_diff(ref.hidden_states[-1], feats, mask) <= TOL
+
+
+def test_bert_without_head_matches_hidden_states_and_warns(tmp_path, vocab, batch, caplog):
+    hf = save_bert(tmp_path / "hf", "BertModel", vocab=vocab)
+    with caplog.at_level(logging.WARNING):
+        out = hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    assert "has no masked-LM head" in caplog.text and "fresh initialisation" in caplog.text
+    model, _ = load(out / "model.pt")
+    ids, att, mask = batch
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=att).last_hidden_state
+        feats, _ = model(to_fairseq_ids(ids, vocab), features_only=True)
+    assert max_diff(ref, feats, mask) <= TOL
+    head = model.encoder.lm_head
+    assert head.weight is model.encoder.sentence_encoder.embed_tokens.weight  # tied to the import
+    assert torch.equal(head.bias, torch.zeros_like(head.bias))
+
+
+def test_dict_txt_maps_specials_and_keeps_hf_order(tmp_path, vocab):
+    save_bert(tmp_path / "hf", vocab=vocab)
+    out = hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    _, task = load(out / "model.pt")
+    d = task.source_dictionary
+    assert [d[i] for i in range(4)] == ["<s>", "<pad>", "</s>", "<unk>"] and d[len(d) - 1] == "<mask>"
+    others = [t for t in vocab if t not in ("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]")]
+    assert [d[i] for i in range(4, len(d) - 1)] == others
+    assert (out / "vocab.txt").read_text().split("\n")[:-1] == vocab
+
+
+def test_electra_pair_import_matches_transformers(electra_pair, vocab, batch):
+    _, disc, gen, out = electra_pair
+    model, _ = load(out / "model.pt")
+    assert model.generator is not None
+    assert model.generator_head.layer_norm.eps == pytest.approx(1e-12)
+    ids, att, mask = batch
+    fs_ids = to_fairseq_ids(ids, vocab)
+    with torch.no_grad():
+        d_ref = disc(input_ids=ids, attention_mask=att, output_hidden_states=True)
+        g_ref = gen(input_ids=ids, attention_mask=att, output_hidden_states=True)
+        d_logits = model.discriminator_logits(fs_ids)
+        g_logits = model.generator_logits(fs_ids)
+        d_feats = model.discriminator_features(fs_ids)
+        g_feats = model.generator_features(fs_ids)
+    assert max_diff(d_ref.logits, d_logits, mask) <= TOL
+    assert max_diff(g_ref.logits[..., hf_order(vocab)], g_logits, mask) <= TOL
+    assert max_diff(d_ref.hidden_states[-1], d_feats, mask) <= TOL
+    assert max_diff(g_ref.hidden_states[-1], g_feats, mask) <= TOL
+
+
+def test_electra_discriminator_alone(tmp_path, electra_pair, vocab, batch):
+    root, disc, _, _ = electra_pair
+    out = hf_convert.import_hf(root / "disc", tmp_path / "disc_only")
+    model, _ = load(out / "model.pt")
+    assert model.generator is None
+    ids, att, mask = batch
+    with torch.no_grad():
+        ref = disc(input_ids=ids, attention_mask=att).logits
+        got = model.discriminator_logits(to_fairseq_ids(ids, vocab))
+    assert max_diff(ref, got, mask) <= TOL
+
+
+def test_electra_export_loads_in_transformers(tmp_path, electra_pair, vocab, batch):
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+    _, disc, gen, out = electra_pair
+    written = hf_convert.export_hf(out / "model.pt", tmp_path / "hf")
+    assert written == ["ElectraForPreTraining", "ElectraForMaskedLM (generator/)"]
+    d2 = ElectraForPreTraining.from_pretrained(str(tmp_path / "hf")).eval()
+    g2 = ElectraForMaskedLM.from_pretrained(str(tmp_path / "hf" / "generator")).eval()
+    ids, att, mask = batch
+    with torch.no_grad():
+        assert max_diff(disc(input_ids=ids, attention_mask=att).logits, d2(input_ids=ids, attention_mask=att).logits, mask) <= TOL
+        assert max_diff(gen(input_ids=ids, attention_mask=att).logits, g2(input_ids=ids, attention_mask=att).logits, mask) <= TOL
+    # the published ids come back (vocab.txt beside the imported checkpoint)
+    assert (tmp_path / "hf" / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
+
+
+def test_bert_export_loads_in_transformers(tmp_path, vocab, batch):
+    from transformers import BertForMaskedLM
+
+    hf = save_bert(tmp_path / "hf", vocab=vocab)
+    out = hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    assert hf_convert.export_hf(out / "model.pt", tmp_path / "back") == ["BertForMaskedLM"]
+    back = BertForMaskedLM.from_pretrained(str(tmp_path / "back")).eval()
+    ids, att, mask = batch
+    with torch.no_grad():
+        assert max_diff(hf(input_ids=ids, attention_mask=att).logits, back(input_ids=ids, attention_mask=att).logits, mask) <= TOL
+        # segment 1 survives the round trip too (token-type offsets kept beside the folded row 0)
+        tt = torch.ones_like(ids)
+        assert max_diff(hf(input_ids=ids, attention_mask=att, token_type_ids=tt).logits,
+                        back(input_ids=ids, attention_mask=att, token_type_ids=tt).logits, mask) <= TOL
+    cfg = json.loads((tmp_path / "back" / "config.json").read_text())
+    assert cfg["layer_norm_eps"] == pytest.approx(1e-12) and cfg["pad_token_id"] == 0
+
+
+def _state(path):
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+@pytest.mark.parametrize("kind", ["bert", "electra"])
+@pytest.mark.parametrize("with_vocab", [True, False])
+def test_import_of_export_leaves_every_tensor_equal(tmp_path, electra_pair, vocab, kind, with_vocab):
+    if kind == "bert":
+        save_bert(tmp_path / "hf", vocab=vocab)
+        src = hf_convert.import_hf(tmp_path / "hf", tmp_path / "src") / "model.pt"
+    else:
+        src = electra_pair[3] / "model.pt"
+    # a checkpoint away from its vocab.txt exports in fairseq's row order; with it, in HF's
+    ckpt_dir = tmp_path / "ckpt"
+    ckpt_dir.mkdir()
+    shutil.copy(src, ckpt_dir / "model.pt")
+    shutil.copy(src.parent / "dict.txt", ckpt_dir / "dict.txt")
+    vocab_file = src.parent / "vocab.txt" if with_vocab else None
+    hf_convert.export_hf(ckpt_dir / "model.pt", tmp_path / "hf_out", vocab_file=vocab_file)
+    gen = tmp_path / "hf_out" / "generator" if kind == "electra" else None
+    again = hf_convert.import_hf(tmp_path / "hf_out", tmp_path / "again", generator_dir=gen)
+    a, b = _state(src), _state(again / "model.pt")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_roberta_export_loads_in_transformers(tmp_path, data_bin):
+    from transformers import RobertaForMaskedLM
+
+    from utils import TINY_ROBERTA, build_components, valid_batch
+
+    task, model, _ = build_components(data_bin, ["--criterion", "masked_lm"])
+    model.eval()
+    ckpt = tmp_path / "rob.pt"
+    hf_convert._save_checkpoint(ckpt, _cfg_of(data_bin, TINY_ROBERTA), model)
+    assert hf_convert.export_hf(ckpt, tmp_path / "hf") == ["RobertaForMaskedLM"]
+    hf = RobertaForMaskedLM.from_pretrained(str(tmp_path / "hf")).eval()
+    ids = valid_batch(task)["net_input"]["src_tokens"][:3].clone()  # B x T
+    ids[1, 30:] = ids[2, 12:] = task.source_dictionary.pad()  # right padding
+    mask = ids.ne(task.source_dictionary.pad())
+    with torch.no_grad():
+        ref, _ = model(ids)
+        got = hf(input_ids=ids, attention_mask=mask.long()).logits
+    assert max_diff(ref, got, mask) <= TOL
+    assert (tmp_path / "hf" / "dict.txt").read_text() == (data_bin / "dict.txt").read_text()
+
+
+def _cfg_of(data_bin, arch_args):
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_training_parser()
+    ns = options.parse_args_and_arch(parser, [str(data_bin), "--task", "masked_lm", "--cpu", *arch_args])
+    return convert_namespace_to_omegaconf(ns)
+
+
+# ---- bad input: one clear error each, nothing written ------------------------------------------
+def _assert_nothing_written(parent, name="out"):
+    assert not (parent / name).exists()
+    assert not [p for p in parent.iterdir() if p.name.startswith(f".{name}.")]
+
+
+def test_hub_name_is_refused_with_download_hint(tmp_path):
+    with pytest.raises(ConversionError, match=r"not a local directory.*download it first"):
+        hf_convert.import_hf("bert-base-uncased", tmp_path / "out")
+    _assert_nothing_written(tmp_path)
+
+
+def test_unsupported_architecture_names_found_and_supported(tmp_path):
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    RobertaForMaskedLM(RobertaConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=64)).save_pretrained(str(tmp_path / "hf"))
+    with pytest.raises(ConversionError, match=r"\['RobertaForMaskedLM'\] are not supported.*BertForMaskedLM.*ElectraForPreTraining"):
+        hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    _assert_nothing_written(tmp_path)
+
+
+def test_missing_weights_and_missing_vocab(tmp_path, vocab):
+    save_bert(tmp_path / "hf", vocab=vocab)
+    (tmp_path / "hf" / "vocab.txt").unlink()
+    with pytest.raises(ConversionError, match="no vocabulary in .*vocab.txt or a WordPiece tokenizer.json"):
+        hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    (tmp_path / "hf" / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    (tmp_path / "hf" / "model.safetensors").unlink()
+    with pytest.raises(ConversionError, match="no weights in .*model.safetensors"):
+        hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    _assert_nothing_written(tmp_path)
+
+
+def test_vocab_size_differs_from_embedding(tmp_path, vocab):
+    save_bert(tmp_path / "hf", vocab=vocab)
+    (tmp_path / "hf" / "vocab.txt").write_text("\n".join(vocab[:-3]) + "\n")
+    with pytest.raises(ConversionError, match=rf"vocabulary has {len(vocab) - 3} entries but the word embedding has {len(vocab)} rows"):
+        hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    _assert_nothing_written(tmp_path)
+
+
+def test_generator_embedding_size_mismatch(tmp_path, vocab):
+    save_electra_pair(tmp_path / "disc", tmp_path / "gen", vocab=vocab, gen_embedding_size=8)
+    with pytest.raises(ConversionError, match=r"generator .* embeddings \(\d+, 8\).*must match"):
+        hf_convert.import_hf(tmp_path / "disc", tmp_path / "out", generator_dir=tmp_path / "gen")
+    _assert_nothing_written(tmp_path)
+
+
+def test_existing_output_survives_a_failed_import(tmp_path, vocab):
+    save_bert(tmp_path / "hf", vocab=vocab)
+    hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    before = (tmp_path / "out" / "model.pt").read_bytes()
+    (tmp_path / "hf" / "vocab.txt").write_text("\n".join(vocab[:-1]) + "\n")
+    with pytest.raises(ConversionError):
+        hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    assert (tmp_path / "out" / "model.pt").read_bytes() == before
+
+
+def test_cli_import_export_and_errors(tmp_path, vocab):
+    save_bert(tmp_path / "hf", vocab=vocab)
+    ok = run_script("convert_hf.py", ["import", str(tmp_path / "hf"), str(tmp_path / "out")])
+    assert ok.returncode == 0, ok.stderr
+    ok = run_script("convert_hf.py", ["export", str(tmp_path / "out" / "model.pt"), str(tmp_path / "back")])
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "back" / "model.safetensors").is_file()
+    bad = run_script("convert_hf.py", ["import", str(tmp_path / "nope"), str(tmp_path / "out2")])
+    assert bad.returncode == 2 and "is not a local directory" in bad.stderr
+    bad = run_script("convert_hf.py", ["import", str(tmp_path / "out"), str(tmp_path / "out2"),
+                                        "--generator", str(tmp_path / "hf")])
+    assert bad.returncode == 2 and "no config.json" in bad.stderr
+    assert not (tmp_path / "out2").exists()

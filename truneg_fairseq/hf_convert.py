@@ -1,0 +1,839 @@
+"""HuggingFace checkpoints in and out: published BERT and ELECTRA weights as fairseq checkpoints of
+the plugin, and plugin checkpoints back as ``transformers`` directories.
+
+Import (:func:`import_hf`) reads a local HuggingFace directory (``config.json``, weights in
+``model.safetensors`` or ``pytorch_model.bin``, sharded or not, and ``vocab.txt`` or a WordPiece
+``tokenizer.json``) and writes ``OUT_DIR/model.pt`` (a fairseq checkpoint with its config),
+``OUT_DIR/dict.txt`` and ``OUT_DIR/vocab.txt``:
+
+* ``BertForMaskedLM``/``BertForPreTraining``/``BertModel`` -> the plugin's ``bert`` model
+  (fairseq's RoBERTa with BERT's LayerNorm epsilon, models/bert.py);
+* ``ElectraForPreTraining`` (+ a generator directory holding ``ElectraForMaskedLM``) -> the
+  plugin's ``electra`` model, embeddings shared by both networks.
+
+Vocabulary: fairseq puts ``<s> <pad> </s> <unk>`` first and adds ``<mask>`` last, so the fairseq
+rows are HF's ``[CLS] [PAD] [SEP] [UNK]``, then every other WordPiece entry in HF id order, then
+``[MASK]``; ``dict.txt`` lists the entries between (same vocabulary size). Positions: BERT's
+0-based row ``i`` is fairseq's row ``padding_idx + 1 + i``; the token-type row of segment 0 is
+added to every position row (fairseq feeds one segment).
+
+Export (:func:`export_hf`) reverses this: an ELECTRA checkpoint gives ``ElectraForPreTraining``
+(+ ``generator/`` with ``ElectraForMaskedLM`` when the checkpoint has a generator), a ``bert``
+checkpoint ``BertForMaskedLM`` and a fairseq ``roberta`` checkpoint ``RobertaForMaskedLM``, each
+with ``config.json`` and its vocabulary. Only torch and safetensors are needed (no
+``transformers``).
+"""
+
+import json
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from truneg_fairseq.io_utils import atomic_dir
+
+logger = logging.getLogger(__name__)
+
+BERT_ARCHS = ("BertForMaskedLM", "BertForPreTraining", "BertModel")
+ELECTRA_ARCHS = ("ElectraForPreTraining",)
+GENERATOR_ARCHS = ("ElectraForMaskedLM",)
+SUPPORTED_ARCHS = BERT_ARCHS + ELECTRA_ARCHS
+
+# HF WordPiece special -> fairseq symbol, in fairseq's row order (<mask> is appended last)
+SPECIALS = (("[CLS]", "<s>"), ("[PAD]", "<pad>"), ("[SEP]", "</s>"), ("[UNK]", "<unk>"))
+MASK = ("[MASK]", "<mask>")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+# HF hidden_act -> fairseq activation_fn (erf GELU is "gelu" in both)
+HF_TO_FAIRSEQ_ACT = {"gelu": "gelu", "gelu_new": "gelu_accurate", "gelu_pytorch_tanh": "gelu_accurate", "relu": "relu"}
+FAIRSEQ_TO_HF_ACT = {"gelu": "gelu", "gelu_accurate": "gelu_new", "gelu_fast": "gelu_new", "relu": "relu"}
+
+# one transformer layer: HF suffix -> fairseq TransformerEncoderLayerBase suffix
+LAYER_MAP = (
+    ("attention.self.query.", "self_attn.q_proj."),
+    ("attention.self.key.", "self_attn.k_proj."),
+    ("attention.self.value.", "self_attn.v_proj."),
+    ("attention.output.dense.", "self_attn.out_proj."),
+    ("attention.output.LayerNorm.", "self_attn_layer_norm."),
+    ("intermediate.dense.", "fc1."),
+    ("output.dense.", "fc2."),
+    ("output.LayerNorm.", "final_layer_norm."),
+)
+
+
+class ConversionError(ValueError):
+    """A directory or checkpoint that cannot be converted; the message says what to do."""
+
+
+# ---------------------------------------------------------------------------------------------
+# reading a HuggingFace directory
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class HFCheckpoint:
+    path: Path
+    config: dict
+    arch: str
+    state: Dict[str, torch.Tensor]  # LayerNorm gamma/beta already renamed weight/bias
+    vocab: Optional[List[str]]  # WordPiece entries in id order
+    lowercase: Optional[bool]  # None: the directory does not say
+
+
+def _check_local_dir(path, what: str) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        return p
+    if p.exists():
+        raise ConversionError(f"{what} {path} is a file; give the directory that holds config.json")
+    looks_like_hub = re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", str(path)) is not None
+    hint = (
+        f" It looks like a model name on the HuggingFace hub: download it first, e.g. "
+        f"`hf download {path} --local-dir DIR` (or save_pretrained it with transformers), "
+        "then give DIR; this converter never downloads."
+        if looks_like_hub
+        else ""
+    )
+    raise ConversionError(f"{what} {path} is not a local directory.{hint}")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise ConversionError(f"{path} is not valid JSON ({e})") from e
+
+
+def _load_weight_file(path: Path) -> Dict[str, torch.Tensor]:
+    if path.name.endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        return load_file(str(path), device="cpu")
+    state = torch.load(str(path), map_location="cpu", weights_only=True)
+    if not isinstance(state, dict):
+        raise ConversionError(f"{path} does not hold a state dict (got {type(state).__name__})")
+    return state
+
+
+def load_weights(hf_dir: Path) -> Dict[str, torch.Tensor]:
+    """All tensors of a HF directory (single or sharded, safetensors preferred); LayerNorm
+    ``gamma``/``beta`` (old BERT checkpoints) renamed ``weight``/``bias``."""
+    for name in WEIGHT_FILES:
+        path = hf_dir / name
+        if not path.is_file():
+            continue
+        if name.endswith(".index.json"):
+            shards = sorted(set(_read_json(path).get("weight_map", {}).values()))
+            missing = [s for s in shards if not (hf_dir / s).is_file()]
+            if missing:
+                raise ConversionError(f"{path} names shard files that are missing: {', '.join(missing)}")
+            state = {}
+            for s in shards:
+                state.update(_load_weight_file(hf_dir / s))
+        else:
+            state = _load_weight_file(path)
+        out = {}
+        for k, v in state.items():
+            k = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", k)
+            out[re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", k)] = v
+        return out
+    raise ConversionError(
+        f"no weights in {hf_dir}: expected one of {', '.join(WEIGHT_FILES)} (save the model with "
+        "transformers' save_pretrained, or download the weight files too)"
+    )
+
+
+def read_wordpiece_vocab(hf_dir: Path) -> Tuple[Optional[List[str]], Optional[bool]]:
+    """(entries in id order, lowercase) from ``vocab.txt`` or a WordPiece ``tokenizer.json``;
+    (None, None) when the directory has neither."""
+    lowercase = None
+    tok_cfg = hf_dir / "tokenizer_config.json"
+    if tok_cfg.is_file():
+        lowercase = _read_json(tok_cfg).get("do_lower_case")
+    tok_json = hf_dir / "tokenizer.json"
+    spec = _read_json(tok_json) if tok_json.is_file() else None
+    if spec is not None:
+        model = spec.get("model") or {}
+        if model.get("type") != "WordPiece":
+            raise ConversionError(
+                f"{tok_json} describes a {model.get('type')} tokenizer, not WordPiece; BERT/ELECTRA "
+                "checkpoints use WordPiece (vocab.txt)"
+            )
+        norm = spec.get("normalizer") or {}
+        if lowercase is None and "lowercase" in norm:
+            lowercase = bool(norm["lowercase"])
+    vocab_txt = hf_dir / "vocab.txt"
+    if vocab_txt.is_file():
+        with open(vocab_txt, encoding="utf-8") as f:
+            vocab = [line.rstrip("\r\n") for line in f]
+        while vocab and vocab[-1] == "":
+            vocab.pop()
+        return vocab, lowercase
+    if spec is not None:
+        ids = spec["model"]["vocab"]
+        vocab = [None] * len(ids)
+        for tok, i in ids.items():
+            if not 0 <= i < len(ids) or vocab[i] is not None:
+                raise ConversionError(f"{tok_json}: WordPiece ids are not 0..{len(ids) - 1} without gaps")
+            vocab[i] = tok
+        return vocab, lowercase
+    return None, None
+
+
+def read_hf_dir(path, what: str = "HF_DIR", archs=SUPPORTED_ARCHS, need_vocab: bool = True) -> HFCheckpoint:
+    """Read and check a local HuggingFace directory of one of ``archs``."""
+    hf_dir = _check_local_dir(path, what)
+    cfg_path = hf_dir / "config.json"
+    if not cfg_path.is_file():
+        raise ConversionError(f"{hf_dir} has no config.json: not a HuggingFace model directory")
+    config = _read_json(cfg_path)
+    found = config.get("architectures") or []
+    arch = next((a for a in found if a in archs), None)
+    if arch is None:
+        raise ConversionError(
+            f"{cfg_path}: architectures {found or '(none listed)'} are not supported here; supported: "
+            f"{', '.join(archs)}"
+        )
+    for key, want in (("position_embedding_type", "absolute"),):
+        if config.get(key, want) != want:
+            raise ConversionError(f"{cfg_path}: {key} {config[key]!r} is not supported (only {want!r})")
+    if config.get("hidden_act", "gelu") not in HF_TO_FAIRSEQ_ACT:
+        raise ConversionError(
+            f"{cfg_path}: hidden_act {config['hidden_act']!r} is not supported ({', '.join(HF_TO_FAIRSEQ_ACT)})"
+        )
+    vocab, lowercase = read_wordpiece_vocab(hf_dir)
+    if vocab is None and need_vocab:
+        raise ConversionError(f"no vocabulary in {hf_dir}: expected vocab.txt or a WordPiece tokenizer.json")
+    state = load_weights(hf_dir)
+    return HFCheckpoint(hf_dir, config, arch, state, vocab, lowercase)
+
+
+# ---------------------------------------------------------------------------------------------
+# vocabulary
+# ---------------------------------------------------------------------------------------------
+def fairseq_row_order(vocab: List[str], where: str = "vocabulary") -> List[int]:
+    """HF ids in fairseq's row order: [CLS] [PAD] [SEP] [UNK], the rest in HF order, [MASK]."""
+    index = {}
+    for i, tok in enumerate(vocab):
+        if tok in index:
+            raise ConversionError(f"{where}: entry {tok!r} appears twice (ids {index[tok]} and {i})")
+        if not tok or any(c.isspace() for c in tok):
+            raise ConversionError(f"{where}: entry {i} ({tok!r}) is empty or holds whitespace")
+        index[tok] = i
+    specials = [hf for hf, _ in SPECIALS] + [MASK[0]]
+    missing = [s for s in specials if s not in index]
+    if missing:
+        raise ConversionError(f"{where} lacks the special entries {', '.join(missing)} BERT's WordPiece has")
+    clash = [fs for _, fs in SPECIALS + (MASK,) if fs in index]
+    if clash:
+        raise ConversionError(f"{where} holds fairseq's own symbols {', '.join(clash)}: they cannot be mapped")
+    special_ids = {index[s] for s in specials}
+    rest = [i for i in range(len(vocab)) if i not in special_ids]
+    return [index[hf] for hf, _ in SPECIALS] + rest + [index[MASK[0]]]
+
+
+def dict_lines(vocab: List[str], order: List[int]) -> List[str]:
+    """fairseq dict.txt lines: the entries between fairseq's four specials and <mask>."""
+    return [f"{vocab[i]} 1" for i in order[len(SPECIALS):-1]]
+
+
+def hf_vocab_from_dictionary(symbols: List[str]) -> List[str]:
+    """fairseq dictionary symbols (row order) -> WordPiece entries with BERT's special names."""
+    to_hf = {fs: hf for hf, fs in SPECIALS + (MASK,)}
+    return [to_hf.get(s, s) for s in symbols]
+
+
+# ---------------------------------------------------------------------------------------------
+# import
+# ---------------------------------------------------------------------------------------------
+def _take(state: Dict[str, torch.Tensor], key: str, where: str) -> torch.Tensor:
+    if key not in state:
+        raise ConversionError(f"{where} lacks the tensor {key}: the weights do not match config.json's architecture")
+    return state[key].float()
+
+
+def _layers(state, hf_prefix: str, fs_prefix: str, n: int, where: str) -> Dict[str, torch.Tensor]:
+    out = {}
+    for i in range(n):
+        for hf_sfx, fs_sfx in LAYER_MAP:
+            for p in ("weight", "bias"):
+                out[f"{fs_prefix}{i}.{fs_sfx}{p}"] = _take(state, f"{hf_prefix}{i}.{hf_sfx}{p}", where)
+    return out
+
+
+def _positions(pos: torch.Tensor, type0: torch.Tensor, padding_idx: int) -> torch.Tensor:
+    """HF 0-based position rows (+ segment 0) -> fairseq's table (rows shifted by padding_idx+1)."""
+    table = pos.new_zeros(pos.size(0) + padding_idx + 1, pos.size(1))
+    table[padding_idx + 1:] = pos + type0
+    return table
+
+
+def _embeddings(state, prefix, order, padding_idx, where):
+    """Token rows in fairseq order, position table, segment offsets, embedding LayerNorm."""
+    words = _take(state, prefix + "word_embeddings.weight", where)
+    types = _take(state, prefix + "token_type_embeddings.weight", where)
+    return {
+        "tokens": words[order],
+        "positions": _positions(_take(state, prefix + "position_embeddings.weight", where), types[0], padding_idx),
+        "segment_offsets": types - types[0:1],
+        "ln_w": _take(state, prefix + "LayerNorm.weight", where),
+        "ln_b": _take(state, prefix + "LayerNorm.bias", where),
+    }
+
+
+def _check_vocab_size(ck: HFCheckpoint, rows: int):
+    if len(ck.vocab) != rows or ck.config.get("vocab_size", rows) != rows:
+        raise ConversionError(
+            f"{ck.path}: the vocabulary has {len(ck.vocab)} entries but the word embedding has {rows} rows "
+            f"(config vocab_size {ck.config.get('vocab_size')}); use the vocabulary the model was trained with"
+        )
+
+
+def _build(args: List[str], data_dir: Path):
+    """fairseq (cfg, task, model) from command-line arguments, as fairseq-train builds them."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import truneg_fairseq  # noqa: F401  (registration)
+
+    parser = options.get_training_parser()
+    ns = options.parse_args_and_arch(parser, [str(data_dir), "--cpu", *args])
+    cfg = convert_namespace_to_omegaconf(ns)
+    task = tasks.setup_task(cfg.task)
+    return cfg, task, build_model(cfg, task)
+
+
+def _discriminator_only(cfg) -> bool:
+    return bool(getattr(cfg.model, "electra_discriminator_only", False))
+
+
+def build_model(cfg, task):
+    """The checkpoint's model. An ELECTRA discriminator alone is built directly: ``--task
+    electra`` pre-trains a generator and refuses a model without one, while the fine-tuning
+    tasks that build it need their own data directories."""
+    if _discriminator_only(cfg):
+        from truneg_fairseq.models.electra import ElectraModel
+
+        return ElectraModel(cfg.model, task.source_dictionary, with_generator=False)
+    return task.build_model(cfg.model)
+
+
+def _fill(model, converted: Dict[str, torch.Tensor], fresh_prefixes=()) -> None:
+    """Load ``converted`` into ``model``: every tensor must be given, except buffers fairseq
+    keeps for itself and keys under ``fresh_prefixes`` (kept at their fresh initialisation)."""
+    own = model.state_dict()
+    unknown = sorted(set(converted) - set(own))
+    if unknown:
+        raise ConversionError(f"internal mapping produced keys the model lacks: {unknown[:5]}")
+    buffers = {n for n, _ in model.named_buffers()}  # the model's own bookkeeping (e.g. its LayerNorm eps)
+    missing = [k for k in own if k not in converted and k not in buffers and not k.endswith(".version")
+               and not k.startswith(fresh_prefixes)]
+    if missing:
+        raise ConversionError(f"the weights give no value for {len(missing)} tensors, e.g. {missing[:5]}")
+    for k, v in converted.items():
+        if own[k].shape != v.shape:
+            raise ConversionError(f"tensor {k}: the weights have shape {tuple(v.shape)}, the model {tuple(own[k].shape)}")
+    merged = dict(own)
+    merged.update(converted)
+    model.load_state_dict(merged, strict=True)
+
+
+def _save_checkpoint(path: Path, cfg, model) -> None:
+    from omegaconf import OmegaConf
+
+    state = {
+        "args": None,
+        "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+        "model": model.state_dict(),
+        "criterion": {},
+        "optimizer_history": [
+            {"criterion_name": "none", "optimizer_name": "none", "lr_scheduler_state": {"best": None}, "num_updates": 0}
+        ],
+        "task_state": {},
+        "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2}},
+        "last_optimizer_state": None,
+    }
+    torch.save(state, path)
+
+
+def _bert_args(c: dict, max_positions: int) -> List[str]:
+    return [
+        "--task", "masked_lm", "--arch", "bert_hf_base",
+        "--encoder-layers", str(c["num_hidden_layers"]), "--encoder-embed-dim", str(c["hidden_size"]),
+        "--encoder-ffn-embed-dim", str(c["intermediate_size"]),
+        "--encoder-attention-heads", str(c["num_attention_heads"]),
+        "--max-positions", str(max_positions), "--tokens-per-sample", str(max_positions),
+        "--activation-fn", HF_TO_FAIRSEQ_ACT[c.get("hidden_act", "gelu")],
+        "--dropout", str(c.get("hidden_dropout_prob", 0.1)),
+        "--attention-dropout", str(c.get("attention_probs_dropout_prob", 0.1)),
+        "--bert-layernorm-eps", repr(float(c.get("layer_norm_eps", 1e-12))),
+        "--bert-type-vocab-size", str(c.get("type_vocab_size", 2)),
+    ]
+
+
+def _import_bert(ck: HFCheckpoint, work: Path):
+    c, s, where = ck.config, ck.state, str(ck.path)
+    base = "bert." if any(k.startswith("bert.") for k in s) else ""
+    rows = _take(s, base + "embeddings.word_embeddings.weight", where).size(0)
+    _check_vocab_size(ck, rows)
+    order = fairseq_row_order(ck.vocab, str(ck.path / "vocab.txt"))
+    max_positions = _take(s, base + "embeddings.position_embeddings.weight", where).size(0)
+    cfg, task, model = _build(_bert_args(c, max_positions), work)
+    pad = task.source_dictionary.pad()
+    emb = _embeddings(s, base + "embeddings.", order, pad, where)
+    enc = "encoder.sentence_encoder."
+    out = {
+        enc + "embed_tokens.weight": emb["tokens"],
+        enc + "embed_positions.weight": emb["positions"],
+        enc + "layernorm_embedding.weight": emb["ln_w"],
+        enc + "layernorm_embedding.bias": emb["ln_b"],
+        "bert_segment_offsets": emb["segment_offsets"],
+        "encoder.lm_head.weight": emb["tokens"],
+    }
+    out.update(_layers(s, base + "encoder.layer.", enc + "layers.", c["num_hidden_layers"], where))
+    fresh = ()
+    if "cls.predictions.transform.dense.weight" in s:
+        head = "cls.predictions."
+        bias_key = head + "bias" if head + "bias" in s else head + "decoder.bias"
+        out.update({
+            "encoder.lm_head.dense.weight": _take(s, head + "transform.dense.weight", where),
+            "encoder.lm_head.dense.bias": _take(s, head + "transform.dense.bias", where),
+            "encoder.lm_head.layer_norm.weight": _take(s, head + "transform.LayerNorm.weight", where),
+            "encoder.lm_head.layer_norm.bias": _take(s, head + "transform.LayerNorm.bias", where),
+            "encoder.lm_head.bias": _take(s, bias_key, where)[order],
+        })
+        _warn_untied(s, head + "decoder.weight", _take(s, base + "embeddings.word_embeddings.weight", where), "MLM decoder")
+    else:
+        fresh = ("encoder.lm_head.",)
+        logger.warning(
+            f"{ck.arch} in {ck.path} has no masked-LM head: the head (dense, LayerNorm, output bias) starts "
+            "from a fresh initialisation; the output projection is tied to the imported word embeddings"
+        )
+    dropped = sorted({k.rsplit(".", 1)[0] for k in s if k.startswith(("bert.pooler.", "pooler.", "cls.seq_relationship."))})
+    if dropped:
+        logger.info(f"not imported (no counterpart in the fairseq model): {', '.join(dropped)}")
+    _fill(model, out, fresh)
+    return cfg, model
+
+
+def _warn_untied(state, key, embeddings, what):
+    if key in state and state[key].shape == embeddings.shape:
+        diff = (state[key].float() - embeddings).abs().max().item()
+        if diff > 0:
+            logger.warning(f"the {what} weight differs from the word embeddings (max {diff:.3g}); "
+                           "the fairseq model ties them and keeps the word embeddings")
+
+
+def _electra_args(d: dict, g: Optional[dict], max_positions: int) -> List[str]:
+    gen = g or d  # discriminator-only: generator sizes that pass the model's checks, never built
+    args = [
+        "--task", "electra", "--arch", "electra_base",
+        "--electra-embed-dim", str(d.get("embedding_size", d["hidden_size"])),
+        "--electra-hidden-dim", str(d["hidden_size"]), "--electra-layers", str(d["num_hidden_layers"]),
+        "--electra-heads", str(d["num_attention_heads"]), "--electra-ffn-dim", str(d["intermediate_size"]),
+        "--electra-gen-hidden-dim", str(gen["hidden_size"]), "--electra-gen-layers", str(gen["num_hidden_layers"]),
+        "--electra-gen-heads", str(gen["num_attention_heads"]), "--electra-gen-ffn-dim", str(gen["intermediate_size"]),
+        "--electra-max-positions", str(max_positions), "--tokens-per-sample", str(max_positions),
+        "--electra-dropout", str(d.get("hidden_dropout_prob", 0.1)),
+        "--electra-attention-dropout", str(d.get("attention_probs_dropout_prob", 0.1)),
+        "--electra-layernorm-eps", repr(float(d.get("layer_norm_eps", 1e-12))),
+    ]
+    return args if g is not None else args + ["--electra-discriminator-only"]
+
+
+def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path):
+    d, s, where = ck.config, ck.state, str(ck.path)
+    for cfg_ in (d, gen.config if gen else {}):
+        if cfg_.get("hidden_act", "gelu") != "gelu":
+            raise ConversionError(f"ELECTRA with hidden_act {cfg_['hidden_act']!r}: only 'gelu' (erf) is supported")
+    words = _take(s, "electra.embeddings.word_embeddings.weight", where)
+    _check_vocab_size(ck, words.size(0))
+    order = fairseq_row_order(ck.vocab, str(ck.path / "vocab.txt"))
+    pos = _take(s, "electra.embeddings.position_embeddings.weight", where)
+    if gen is not None:
+        gw = _take(gen.state, "electra.embeddings.word_embeddings.weight", str(gen.path))
+        gp = _take(gen.state, "electra.embeddings.position_embeddings.weight", str(gen.path))
+        if gw.shape != words.shape or gp.shape != pos.shape:
+            raise ConversionError(
+                f"the generator in {gen.path} has embeddings {tuple(gw.shape)} / positions {tuple(gp.shape)}, the "
+                f"discriminator in {ck.path} {tuple(words.shape)} / {tuple(pos.shape)}: ELECTRA shares them, so "
+                "the sizes (embedding_size, vocab_size, max_position_embeddings) must match; give the generator "
+                "published with this discriminator"
+            )
+        if gen.vocab is not None and gen.vocab != ck.vocab:
+            raise ConversionError(f"the generator's vocabulary in {gen.path} differs from the discriminator's in {ck.path}")
+        for name in ("word_embeddings", "position_embeddings", "token_type_embeddings", "LayerNorm"):
+            for p in ("weight",) if name != "LayerNorm" else ("weight", "bias"):
+                key = f"electra.embeddings.{name}.{p}"
+                if key in gen.state and gen.state[key].shape == s[key].shape:
+                    diff = (gen.state[key].float() - s[key].float()).abs().max().item()
+                    if diff > 0:
+                        logger.warning(f"generator and discriminator differ in {key} (max {diff:.3g}); the "
+                                       "imported model shares the discriminator's embeddings")
+    cfg, task, model = _build(_electra_args(d, gen.config if gen else None, pos.size(0)), work)
+    pad = task.source_dictionary.pad()
+    emb = _embeddings(s, "electra.embeddings.", order, pad, where)
+    out = {
+        "embeddings.embed_tokens.weight": emb["tokens"],
+        "embeddings.embed_positions.weight": emb["positions"],
+        "embeddings.layer_norm.weight": emb["ln_w"],
+        "embeddings.layer_norm.bias": emb["ln_b"],
+        "discriminator_head.dense.weight": _take(s, "discriminator_predictions.dense.weight", where),
+        "discriminator_head.dense.bias": _take(s, "discriminator_predictions.dense.bias", where),
+        "discriminator_head.out_proj.weight": _take(s, "discriminator_predictions.dense_prediction.weight", where),
+        "discriminator_head.out_proj.bias": _take(s, "discriminator_predictions.dense_prediction.bias", where),
+    }
+    if emb["segment_offsets"].abs().max() > 0:
+        logger.info("ELECTRA in the plugin feeds one segment: token-type row 0 is folded into the positions, "
+                    "the other rows are not kept")
+    out.update(_stack(s, "discriminator.", d, where))
+    if gen is not None:
+        gs, gwhere = gen.state, str(gen.path)
+        out.update(_stack(gs, "generator.", gen.config, gwhere))
+        out.update({
+            "generator_head.dense.weight": _take(gs, "generator_predictions.dense.weight", gwhere),
+            "generator_head.dense.bias": _take(gs, "generator_predictions.dense.bias", gwhere),
+            "generator_head.layer_norm.weight": _take(gs, "generator_predictions.LayerNorm.weight", gwhere),
+            "generator_head.layer_norm.bias": _take(gs, "generator_predictions.LayerNorm.bias", gwhere),
+            "generator_bias": _take(gs, "generator_lm_head.bias", gwhere)[order],
+        })
+        _warn_untied(gs, "generator_lm_head.weight", words, "generator output")
+    else:
+        logger.warning(
+            f"no --generator given: {ck.path} is imported as a discriminator alone; it fine-tunes "
+            "(sentence_prediction, squad) but cannot continue ELECTRA pre-training"
+        )
+    _fill(model, out)
+    return cfg, model
+
+
+def _stack(state, fs_prefix: str, config: dict, where: str) -> Dict[str, torch.Tensor]:
+    out = _layers(state, "electra.encoder.layer.", fs_prefix + "layers.", config["num_hidden_layers"], where)
+    if "electra.embeddings_project.weight" in state:
+        out[fs_prefix + "project.weight"] = _take(state, "electra.embeddings_project.weight", where)
+        out[fs_prefix + "project.bias"] = _take(state, "electra.embeddings_project.bias", where)
+    return out
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def import_hf(hf_dir, out_dir, generator_dir=None) -> Path:
+    """Convert a local HF directory to ``out_dir`` (model.pt, dict.txt, vocab.txt and the
+    tokenizer files found). Nothing is written unless the whole conversion succeeds."""
+    ck = read_hf_dir(hf_dir)
+    gen = None
+    if generator_dir is not None:
+        if ck.arch not in ELECTRA_ARCHS:
+            raise ConversionError(f"--generator is for ElectraForPreTraining; {ck.path} holds {ck.arch}")
+        gen = read_hf_dir(generator_dir, "--generator", GENERATOR_ARCHS, need_vocab=False)
+    out_dir = Path(out_dir).resolve()
+    with atomic_dir(out_dir) as work:
+        order = fairseq_row_order(ck.vocab, str(ck.path / "vocab.txt"))
+        with open(work / "dict.txt", "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in dict_lines(ck.vocab, order)))
+        with open(work / "vocab.txt", "w", encoding="utf-8") as f:
+            f.write("".join(t + "\n" for t in ck.vocab))
+        for name in TOKENIZER_FILES:
+            if (ck.path / name).is_file():
+                shutil.copyfile(ck.path / name, work / name)
+        with torch.no_grad():
+            cfg, model = _import_bert(ck, work) if ck.arch in BERT_ARCHS else _import_electra(ck, gen, work)
+        cfg.task.data = str(out_dir)  # where dict.txt will be once the directory is in place
+        _save_checkpoint(work / "model.pt", cfg, model)
+        info = {"source": str(ck.path), "architecture": ck.arch, "generator": str(gen.path) if gen else None,
+                "lowercase": ck.lowercase, "fairseq_arch": cfg.model._name}
+        with open(work / "import.json", "w", encoding="utf-8") as f:
+            json.dump(info, f, indent=2)
+    logger.info(f"imported {ck.arch} from {ck.path} into {out_dir} (model.pt, dict.txt, vocab.txt)")
+    return out_dir
+
+
+# ---------------------------------------------------------------------------------------------
+# export
+# ---------------------------------------------------------------------------------------------
+def load_fairseq_checkpoint(checkpoint, data=None):
+    """(model, task, cfg) of a plugin or fairseq checkpoint, in eval mode on the CPU. ``data``
+    (a directory with dict.txt) overrides the one recorded in the checkpoint; by default the
+    recorded one is used, or the checkpoint's own directory when that holds dict.txt."""
+    from fairseq import checkpoint_utils
+
+    import truneg_fairseq  # noqa: F401  (registration)
+
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_file():
+        raise ConversionError(f"checkpoint {checkpoint} not found")
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
+    if state.get("cfg") is None:
+        raise ConversionError(f"{checkpoint} has no fairseq config (cfg): not a fairseq checkpoint of this kind")
+    if data is None:
+        recorded = str(state["cfg"].task.data).split(os.pathsep)[0]
+        for cand in (recorded, str(checkpoint.parent)):
+            if (Path(cand) / "dict.txt").is_file():
+                data = cand
+                break
+    if data is None or not (Path(data) / "dict.txt").is_file():
+        raise ConversionError(
+            f"no dict.txt for {checkpoint}: the directory recorded in it ({state['cfg'].task.data}) is gone; "
+            "pass the data directory (the one holding dict.txt) with --data"
+        )
+    from omegaconf import open_dict
+
+    with open_dict(state["cfg"]):
+        state["cfg"].task.data = str(data)
+    if not _discriminator_only(state["cfg"]):
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
+        return models[0].eval(), task, cfg
+    from fairseq import tasks
+
+    cfg = state["cfg"]
+    task = tasks.setup_task(cfg.task)
+    model = build_model(cfg, task)
+    model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
+    return model.eval(), task, cfg
+
+
+def _hf_vocab_order(symbols: List[str], vocab_file: Optional[Path]) -> Tuple[List[str], List[int]]:
+    """(HF vocabulary, fairseq row of each HF id). With ``vocab_file`` (the original vocab.txt,
+    e.g. the import's) the original ids come back; without it, fairseq's row order is kept."""
+    names = hf_vocab_from_dictionary(symbols)
+    if vocab_file is None:
+        return names, list(range(len(names)))
+    with open(vocab_file, encoding="utf-8") as f:
+        vocab = [line.rstrip("\r\n") for line in f]
+    while vocab and vocab[-1] == "":
+        vocab.pop()
+    row = {t: i for i, t in enumerate(names)}
+    if len(vocab) != len(names) or set(vocab) != set(row):
+        raise ConversionError(
+            f"--vocab {vocab_file} ({len(vocab)} entries) is not the model's vocabulary ({len(names)} entries "
+            "in its dict.txt); give the vocab.txt written by the import, or leave --vocab out"
+        )
+    return vocab, [row[t] for t in vocab]
+
+
+def _write_hf(out: Path, config: dict, tensors: Dict[str, torch.Tensor]) -> None:
+    from safetensors.torch import save_file
+
+    with open(out / "config.json", "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+    save_file({k: v.detach().float().contiguous().clone() for k, v in tensors.items()}, str(out / "model.safetensors"),
+              metadata={"format": "pt"})
+
+
+def _write_wordpiece(out: Path, vocab: List[str], lowercase: bool) -> None:
+    with open(out / "vocab.txt", "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in vocab))
+    tok_cfg = {"tokenizer_class": "BertTokenizer", "do_lower_case": lowercase, "unk_token": "[UNK]",
+               "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}
+    with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
+        json.dump(tok_cfg, f, indent=2)
+
+
+def _hf_layers(state, fs_prefix: str, hf_prefix: str, n: int) -> Dict[str, torch.Tensor]:
+    out = {}
+    for i in range(n):
+        for hf_sfx, fs_sfx in LAYER_MAP:
+            for p in ("weight", "bias"):
+                out[f"{hf_prefix}{i}.{hf_sfx}{p}"] = state[f"{fs_prefix}{i}.{fs_sfx}{p}"]
+    return out
+
+
+def _common_config(arch, model_type, vocab, hidden, layers, heads, ffn, act, eps, max_pos, dropout, attn_dropout, pad):
+    if act not in FAIRSEQ_TO_HF_ACT:
+        raise ConversionError(f"activation {act!r} has no HuggingFace counterpart ({', '.join(FAIRSEQ_TO_HF_ACT)})")
+    return {
+        "architectures": [arch], "model_type": model_type, "vocab_size": vocab, "hidden_size": hidden,
+        "num_hidden_layers": layers, "num_attention_heads": heads, "intermediate_size": ffn,
+        "hidden_act": FAIRSEQ_TO_HF_ACT[act], "layer_norm_eps": float(eps), "max_position_embeddings": max_pos,
+        "hidden_dropout_prob": float(dropout), "attention_probs_dropout_prob": float(attn_dropout),
+        "pad_token_id": pad, "initializer_range": 0.02, "tie_word_embeddings": True,
+    }
+
+
+def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> List[str]:
+    c = model.cfg
+    s = {k: v for k, v in model.state_dict().items()}
+    vocab, rows = _hf_vocab_order(symbols, vocab_file)
+    rows_t = torch.tensor(rows)
+    pad = model.padding_idx
+    E, H = c.electra_embed_dim, c.electra_hidden_dim
+    emb = {
+        "electra.embeddings.word_embeddings.weight": s["embeddings.embed_tokens.weight"][rows_t],
+        "electra.embeddings.position_embeddings.weight": s["embeddings.embed_positions.weight"][pad + 1:],
+        "electra.embeddings.token_type_embeddings.weight": torch.zeros(2, E),
+        "electra.embeddings.LayerNorm.weight": s["embeddings.layer_norm.weight"],
+        "electra.embeddings.LayerNorm.bias": s["embeddings.layer_norm.bias"],
+    }
+    max_pos = emb["electra.embeddings.position_embeddings.weight"].size(0)
+    hf_pad = vocab.index("[PAD]")
+    act = str(c.electra_activation_fn)
+    if act != "gelu":
+        raise ConversionError(f"ELECTRA with --electra-activation-fn {act}: HuggingFace's ELECTRA heads use erf GELU")
+
+    def stack(prefix, hidden, layers, heads, ffn, arch):
+        t = dict(emb)
+        t.update(_hf_layers(s, prefix + "layers.", "electra.encoder.layer.", layers))
+        if prefix + "project.weight" in s:
+            t["electra.embeddings_project.weight"] = s[prefix + "project.weight"]
+            t["electra.embeddings_project.bias"] = s[prefix + "project.bias"]
+        conf = _common_config(arch, "electra", len(vocab), hidden, layers, heads, ffn, act, c.electra_layernorm_eps,
+                              max_pos, c.electra_dropout, c.electra_attention_dropout, hf_pad)
+        conf.update({"embedding_size": E, "type_vocab_size": 2, "summary_type": "first", "summary_use_proj": True,
+                     "summary_activation": "gelu", "summary_last_dropout": 0.1})
+        return t, conf
+
+    t, conf = stack("discriminator.", H, c.electra_layers, c.electra_heads, c.electra_ffn_dim, "ElectraForPreTraining")
+    t.update({
+        "discriminator_predictions.dense.weight": s["discriminator_head.dense.weight"],
+        "discriminator_predictions.dense.bias": s["discriminator_head.dense.bias"],
+        "discriminator_predictions.dense_prediction.weight": s["discriminator_head.out_proj.weight"],
+        "discriminator_predictions.dense_prediction.bias": s["discriminator_head.out_proj.bias"],
+    })
+    _write_hf(out, conf, t)
+    _write_wordpiece(out, vocab, lowercase)
+    written = ["ElectraForPreTraining"]
+    if model.generator is not None:
+        g = out / "generator"
+        g.mkdir()
+        t, conf = stack("generator.", c.electra_gen_hidden_dim, c.electra_gen_layers, c.electra_gen_heads,
+                        c.electra_gen_ffn_dim, "ElectraForMaskedLM")
+        t.update({
+            "generator_predictions.dense.weight": s["generator_head.dense.weight"],
+            "generator_predictions.dense.bias": s["generator_head.dense.bias"],
+            "generator_predictions.LayerNorm.weight": s["generator_head.layer_norm.weight"],
+            "generator_predictions.LayerNorm.bias": s["generator_head.layer_norm.bias"],
+            "generator_lm_head.bias": s["generator_bias"][rows_t],
+        })
+        _write_hf(g, conf, t)
+        _write_wordpiece(g, vocab, lowercase)
+        written.append("ElectraForMaskedLM (generator/)")
+    return written
+
+
+def _export_roberta_family(model, symbols, vocab_file, out: Path, lowercase: bool, dict_txt: Path,
+                           gpt2_files) -> List[str]:
+    from truneg_fairseq.models.bert import BertModel
+
+    a = model.args
+    s = model.state_dict()
+    enc = "encoder.sentence_encoder."
+    is_bert = isinstance(model, BertModel)
+    pad = model.encoder.sentence_encoder.padding_idx
+    table = s[enc + "embed_positions.weight"]
+    if is_bert:
+        vocab, rows = _hf_vocab_order(symbols, vocab_file)
+        prefix, arch, mtype = "bert.", "BertForMaskedLM", "bert"
+        positions, types = table[pad + 1:], s["bert_segment_offsets"]
+        eps, hf_pad = a.bert_layernorm_eps, vocab.index("[PAD]")
+    else:
+        if vocab_file is not None:
+            raise ConversionError("--vocab is for WordPiece (BERT/ELECTRA) checkpoints; a RoBERTa export keeps fairseq's ids")
+        vocab, rows = list(symbols), list(range(len(symbols)))
+        prefix, arch, mtype = "roberta.", "RobertaForMaskedLM", "roberta"
+        # HF's RoBERTa counts positions from padding_idx + 1 exactly as fairseq does
+        positions, types = table, torch.zeros(1, table.size(1))
+        eps, hf_pad = 1e-5, pad
+    rows_t = torch.tensor(rows)
+    words = s[enc + "embed_tokens.weight"][rows_t]
+    t = {
+        prefix + "embeddings.word_embeddings.weight": words,
+        prefix + "embeddings.position_embeddings.weight": positions,
+        prefix + "embeddings.token_type_embeddings.weight": types,
+        prefix + "embeddings.LayerNorm.weight": s[enc + "layernorm_embedding.weight"],
+        prefix + "embeddings.LayerNorm.bias": s[enc + "layernorm_embedding.bias"],
+    }
+    t.update(_hf_layers(s, enc + "layers.", prefix + "encoder.layer.", a.encoder_layers))
+    head = "cls.predictions." if is_bert else "lm_head."
+    t.update({
+        head + ("transform.dense.weight" if is_bert else "dense.weight"): s["encoder.lm_head.dense.weight"],
+        head + ("transform.dense.bias" if is_bert else "dense.bias"): s["encoder.lm_head.dense.bias"],
+        head + ("transform.LayerNorm.weight" if is_bert else "layer_norm.weight"): s["encoder.lm_head.layer_norm.weight"],
+        head + ("transform.LayerNorm.bias" if is_bert else "layer_norm.bias"): s["encoder.lm_head.layer_norm.bias"],
+        head + "bias": s["encoder.lm_head.bias"][rows_t],
+    })
+    untied = (s["encoder.lm_head.weight"] - s[enc + "embed_tokens.weight"]).abs().max().item() if (
+        s["encoder.lm_head.weight"].shape == s[enc + "embed_tokens.weight"].shape) else 1.0
+    if untied > 0:
+        raise ConversionError("the checkpoint's masked-LM output projection is not tied to its embeddings "
+                              "(--untie-weights-roberta); HuggingFace's masked-LM heads are tied")
+    conf = _common_config(arch, mtype, len(vocab), a.encoder_embed_dim, a.encoder_layers, a.encoder_attention_heads,
+                          a.encoder_ffn_embed_dim, a.activation_fn, eps, positions.size(0), a.dropout,
+                          a.attention_dropout, hf_pad)
+    conf["type_vocab_size"] = types.size(0)
+    if not is_bert:
+        conf.update({"bos_token_id": 0, "eos_token_id": 2})
+    _write_hf(out, conf, t)
+    if is_bert:
+        _write_wordpiece(out, vocab, lowercase)
+    else:
+        _write_roberta_vocab(out, symbols, dict_txt, gpt2_files)
+    return [arch]
+
+
+def _write_roberta_vocab(out: Path, symbols: List[str], dict_txt: Path, gpt2_files) -> None:
+    """fairseq's dict (always) and, with GPT-2's encoder.json + vocab.bpe, the byte-level BPE files
+    ``transformers``' RoBERTa tokenizer reads (vocab.json maps BPE strings to the model's rows)."""
+    shutil.copyfile(dict_txt, out / "dict.txt")
+    if not gpt2_files:
+        logger.warning("RoBERTa export without --gpt2-encoder-json/--gpt2-vocab-bpe: only dict.txt is written; "
+                       "give them to also write vocab.json and merges.txt")
+        return
+    encoder_json, vocab_bpe = gpt2_files
+    gpt2 = _read_json(Path(encoder_json))
+    by_id = {v: k for k, v in gpt2.items()}
+    vocab = {}
+    for row, sym in enumerate(symbols):
+        if sym.isdigit() and int(sym) in by_id:
+            vocab[by_id[int(sym)]] = row
+        elif row < 4 or sym == "<mask>":
+            vocab[sym] = row
+        else:
+            raise ConversionError(f"dictionary entry {sym!r} (row {row}) is not a GPT-2 BPE id of {encoder_json}")
+    with open(out / "vocab.json", "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    shutil.copyfile(vocab_bpe, out / "merges.txt")
+    with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "RobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>",
+                   "cls_token": "<s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}, f, indent=2)
+
+
+def export_hf(checkpoint, hf_dir, vocab_file=None, data=None, lowercase: Optional[bool] = None,
+              gpt2_files: Optional[Tuple[str, str]] = None) -> List[str]:
+    """Write a plugin ELECTRA, BERT or fairseq RoBERTa checkpoint as a HuggingFace directory;
+    returns the architectures written. ``vocab_file`` restores the original WordPiece ids;
+    ``lowercase`` defaults to the import's record (``import.json``) or True."""
+    from fairseq.models.roberta import RobertaModel
+
+    from truneg_fairseq.models.bert import BertModel
+    from truneg_fairseq.models.electra import ElectraModel
+
+    model, task, cfg = load_fairseq_checkpoint(checkpoint, data)
+    symbols = list(task.source_dictionary.symbols)
+    wordpiece = isinstance(model, (ElectraModel, BertModel))
+    if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():
+        vocab_file = Path(checkpoint).parent / "vocab.txt"  # an imported directory exported as it is
+    if lowercase is None:
+        lowercase = True
+        for d in (Path(checkpoint).parent, Path(vocab_file).parent if vocab_file else None):
+            if d is not None and (d / "import.json").is_file() and _read_json(d / "import.json").get("lowercase") is not None:
+                lowercase = bool(_read_json(d / "import.json")["lowercase"])
+                break
+    if getattr(model, "classification_heads", None):
+        logger.warning(f"classification heads {', '.join(model.classification_heads)} are not exported")
+    hf_dir = Path(hf_dir).resolve()
+    with atomic_dir(hf_dir) as work, torch.no_grad():
+        if isinstance(model, ElectraModel):
+            written = _export_electra(model, symbols, vocab_file, work, lowercase)
+        elif isinstance(model, RobertaModel):
+            dict_txt = Path(str(cfg.task.data).split(os.pathsep)[0]) / "dict.txt"
+            written = _export_roberta_family(model, symbols, vocab_file, work, lowercase, dict_txt, gpt2_files)
+        else:
+            raise ConversionError(f"{checkpoint} holds a {type(model).__name__}; export supports the plugin's "
+                                  "electra and bert models and fairseq's roberta")
+    logger.info(f"exported {checkpoint} to {hf_dir}: {', '.join(written)}")
+    return written
