@@ -83,7 +83,7 @@ def plugin_setup(size, criterion, slots, compiled, work, table, device):
     model = task.build_model(cfg.model).to(device).train()
     crit = task.build_criterion(cfg.criterion).to(device)
     if compiled:
-        model.compile_encoders()
+        model.compile_encoders(mode=compiled)
     opt = FusedAdamW(FusedAdamWConfig(lr=[1e-4], fused_adamw_eps=1e-6, fused_adamw_weight_decay=0.01),
                      list(model.parameters()))
 
@@ -210,9 +210,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="small,base", help="comma list of: small, base, tiny")
     p.add_argument("--criteria", default=",".join(CRITERIA))
-    p.add_argument("--modes", default="dynamic,static,compiled",
+    p.add_argument("--modes", default="dynamic,static,compiled,graphs",
                    help="dynamic (boolean-mask positions, eager), static (fixed slots, eager), "
-                        "compiled (fixed slots, encoder stacks torch.compile'd)")
+                        "compiled (fixed slots, encoder stacks torch.compile'd), graphs (compiled "
+                        "with mode=reduce-overhead: the stacks replayed as CUDA graphs)")
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--device", default="cuda")
@@ -244,7 +245,8 @@ def main(argv=None):
             for mode in args.modes.split(","):
                 slots = "dynamic" if mode == "dynamic" else "static"
                 try:
-                    task, step = plugin_setup(size, criterion, slots, mode == "compiled", work, table, device)
+                    compile_mode = {"compiled": "default", "graphs": "reduce-overhead"}.get(mode)
+                    task, step = plugin_setup(size, criterion, slots, compile_mode, work, table, device)
                     if batches is None:
                         td = task.source_dictionary
                         batches = make_batches(4, b, t, VOCAB, td.pad(), td.bos(), td.eos(), task.mask_idx,

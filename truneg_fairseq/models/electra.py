@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -231,12 +232,13 @@ class ElectraModel(BaseFairseqModel):
     def max_positions(self):
         return self.cfg.electra_max_positions
 
-    def compile_encoders(self) -> None:
+    def compile_encoders(self, mode: Optional[str] = None) -> None:
         """``torch.compile`` the encoder stacks in place (parameter names and checkpoints are
-        unchanged). Shapes should stay fixed from step to step, or each new one recompiles."""
-        self.discriminator.compile(dynamic=False)
+        unchanged). Shapes should stay fixed from step to step, or each new one recompiles.
+        ``mode="reduce-overhead"`` also replays each stack as a CUDA graph on a GPU."""
+        self.discriminator.compile(dynamic=False, mode=mode)
         if self.generator is not None:
-            self.generator.compile(dynamic=False)
+            self.generator.compile(dynamic=False, mode=mode)
 
     @property
     def embed_tokens(self) -> nn.Embedding:
