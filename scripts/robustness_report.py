@@ -5,8 +5,14 @@
       --trans dev.swap.json pred.swap.json --name "ELECTRA-small HC / SwapSynWordNet"
   python scripts/robustness_report.py glue --ori runs/RTE/train.log --trans runs_swap/RTE/train.log
 
+  python scripts/robustness_report.py contrast --tsv contrast_dev.tsv --pred preds.txt \
+      --pair-column pair_id --label-column label
+
 SQuAD: EM/F1 of each predictions file against its own dev file (official normalisation).
 GLUE: the best validation accuracy in each fairseq log (examples/glue/finetune.sh writes them).
+contrast: a GLUE-format TSV whose rows carry a pair id (an original and its contrast variants
+share one) and the predictions for its rows (scripts/glue_predict.py): accuracy and contrast
+consistency "Con" (% of groups whose every row is predicted correctly).
 """
 
 import argparse
@@ -44,6 +50,27 @@ def glue_scores(log):
     return {"Acc": max(acc)}
 
 
+def contrast_report(args) -> int:
+    from truneg_fairseq.contrast import contrast_consistency, read_contrast_tsv
+
+    try:
+        rows = read_contrast_tsv(args.tsv, args.pair_column, args.label_column)
+    except (OSError, ValueError) as e:
+        fail(str(e))
+    try:
+        with open(args.pred, encoding="utf-8") as f:
+            preds = [line.rstrip("\n") for line in f]
+    except OSError as e:
+        fail(f"cannot read --pred {args.pred} ({e})")
+    if len(preds) != len(rows):
+        fail(f"{args.tsv} has {len(rows)} rows but {args.pred} has {len(preds)} predictions: predict the split "
+             "prepared from this file (scripts/prepare_glue.py skips malformed rows: see its meta.json)")
+    r = contrast_consistency([row[args.pair_column] for row in rows], [row[args.label_column] for row in rows], preds)
+    print(f"{'model':<30} {'rows':>6} {'groups':>7} {'Acc':>6} {'Con':>6}")
+    print(f"{args.name:<30} {r['rows']:>6} {r['groups']:>7} {r['accuracy']:>6.1f} {r['consistency']:>6.1f}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="kind", required=True)
@@ -53,9 +80,16 @@ def main(argv=None) -> int:
     gl = sub.add_parser("glue")
     gl.add_argument("--ori", required=True, metavar="LOG")
     gl.add_argument("--trans", required=True, metavar="LOG")
-    for s in (sq, gl):
+    co = sub.add_parser("contrast")
+    co.add_argument("--tsv", required=True, help="GLUE-format TSV with a header")
+    co.add_argument("--pred", required=True, help="one predicted label per data row")
+    co.add_argument("--pair-column", default="pair_id")
+    co.add_argument("--label-column", default="label")
+    for s in (sq, gl, co):
         s.add_argument("--name", default="model")
     args = p.parse_args(argv)
+    if args.kind == "contrast":
+        return contrast_report(args)
     if args.kind == "squad":
         ori, trans = squad_scores(*args.ori), squad_scores(*args.trans)
     else:
