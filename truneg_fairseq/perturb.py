@@ -18,58 +18,9 @@ import random
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from truneg_fairseq.lexicon.synonyms import stopwords, wordnet_synonyms
-
-_WORD = re.compile(r"^(\W*)([A-Za-z]+)(\W*)$")
-_POOL = {}  # part of speech -> replacement words
-
-
-def _match_case(src: str, new: str) -> str:
-    return new[0].upper() + new[1:] if src[0].isupper() else new
-
-
-def swap_syn_wordnet(text: str, wn, rng: random.Random, prob: float = 0.1, max_swaps: int = 10,
-                     protected: Sequence[Tuple[int, int]] = ()) -> Tuple[str, List[Tuple[int, int]]]:
-    """Returns (new text, edits) with edits = [(char position in the old text, length change)]."""
-    stop = stopwords()
-    out, edits, pos, swaps = [], [], 0, 0
-    for m in re.finditer(r"\S+", text):
-        out.append(text[pos:m.start()])
-        tok = m.group(0)
-        new = tok
-        wm = _WORD.match(tok)
-        inside = any(m.start() < e and m.end() > s for s, e in protected)
-        if wm and not inside and swaps < max_swaps and wm.group(2).lower() not in stop and rng.random() < prob:
-            syns = sorted(wordnet_synonyms(wm.group(2).lower(), wn, stop))
-            if syns:
-                new = wm.group(1) + _match_case(wm.group(2), rng.choice(syns)) + wm.group(3)
-                swaps += 1
-                edits.append((m.start(), len(new) - len(tok)))
-        out.append(new)
-        pos = m.end()
-    out.append(text[pos:])
-    return "".join(out), edits
-
-
-def shift(offset: int, edits) -> int:
-    """Position ``offset`` of the old text in the new text."""
-    return offset + sum(d for p, d in edits if p < offset)
-
-
-def _alter(word: str, wn, rng: random.Random, stop) -> str:
-    lw = word.lower()
-    if lw in stop or not word.isalpha():
-        return word
-    antonyms = sorted({a.name() for s in wn.synsets(lw) for l in s.lemmas() for a in l.antonyms() if "_" not in a.name()})
-    if antonyms:
-        return _match_case(word, rng.choice(antonyms))
-    synsets = wn.synsets(lw)
-    pos = synsets[0].pos() if synsets else "n"
-    if pos not in _POOL:  # the first single-word lemma of the first synsets of that part of speech
-        names = (s.lemmas()[0].name() for s in wn.all_synsets(pos=pos))
-        _POOL[pos] = [w for w, _ in zip((n for n in names if n.isalpha()), range(5000))]
-    choices = [w for w in _POOL[pos] if w.lower() != lw]
-    return _match_case(word, rng.choice(choices)) if choices else word
+from truneg_fairseq.lexicon.replace import alter_word as _alter  # noqa: F401  (shared with CLINE)
+from truneg_fairseq.lexicon.replace import shift, swap_syn_wordnet  # noqa: F401
+from truneg_fairseq.lexicon.synonyms import stopwords
 
 
 def fake_answer(answer: str, context: str, rng: random.Random, wn) -> str:

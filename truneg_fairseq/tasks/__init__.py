@@ -1,4 +1,4 @@
 """Tasks registered by the plugin: ``electra``. (Masked-LM pre-training of RoBERTa uses
 fairseq's own ``masked_lm``; fine-tuning uses fairseq's ``sentence_prediction``.)"""
 
-from . import electra, squad  # noqa: F401  (registration)
+from . import cline, electra, squad  # noqa: F401  (registration)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# CLINE: continue RoBERTa-base with MLM + replaced-token detection + the contrastive loss.
+#
+#   bash examples/cline/pretrain.sh CLINE_DATA_BIN ROBERTA_CHECKPOINT [extra fairseq-train flags]
+#
+# CLINE_DATA_BIN      output of scripts/make_cline_data.py (…/data-bin), binarized with the
+#                     checkpoint's dict.txt (--srcdict) and tokenizer (GPT-2 BPE for roberta.base)
+# ROBERTA_CHECKPOINT  e.g. roberta.base/model.pt (fairseq's), or "none" to start from scratch
+#
+# The paper's setting: 30k updates, 256 triples per update, seq 512, lr 1e-4, warm-up 500,
+# Adam(0.9, 0.999, 1e-8), weight decay 0.01, fp16 (FP16= for fp32). Set UPDATE_FREQ so that
+# GPUS x MAX_SENTENCES x UPDATE_FREQ = 256 (default: 1 GPU x 8 x 32). Every GPU visible to the
+# process is used through fairseq's own DDP.
+set -euo pipefail
+DATA_BIN=${1:?usage: pretrain.sh CLINE_DATA_BIN ROBERTA_CHECKPOINT|none [fairseq-train flags]}
+RESTORE=${2:?usage: pretrain.sh CLINE_DATA_BIN ROBERTA_CHECKPOINT|none [fairseq-train flags]}
+shift 2
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+ARCH=${ARCH:-cline_roberta_base}
+MAX_UPDATE=${MAX_UPDATE:-30000}
+LR=${LR:-1e-4}
+WARMUP=${WARMUP:-500}
+TOKENS=${TOKENS:-512}
+MAX_SENTENCES=${MAX_SENTENCES:-8}
+UPDATE_FREQ=${UPDATE_FREQ:-32}
+NUM_WORKERS=${NUM_WORKERS:-2}
+SAVE_DIR=${SAVE_DIR:-checkpoints/cline}
+RESTORE_FLAGS=()
+if [ "$RESTORE" != none ]; then
+  RESTORE_FLAGS=(--restore-file "$RESTORE" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
+fi
+
+exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
+  --task cline --criterion cline --arch "$ARCH" --tokens-per-sample "$TOKENS" --max-positions 512 \
+  "${RESTORE_FLAGS[@]}" \
+  --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 0.0 \
+  --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates "$WARMUP" --total-num-update "$MAX_UPDATE" \
+  --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
+  --num-workers "$NUM_WORKERS" --dropout 0.1 --attention-dropout 0.1 ${FP16---fp16} --ddp-backend pytorch_ddp \
+  --save-dir "$SAVE_DIR" --save-interval-updates 5000 --keep-interval-updates 3 --no-epoch-checkpoints \
+  --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"

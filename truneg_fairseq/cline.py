@@ -1,0 +1,655 @@
+"""CLINE (Wang et al., ACL 2021): WordNet-built positives and semantic negatives, and "Hits".
+
+Example construction (:func:`make_cline_data`, CLI ``scripts/make_cline_data.py``)
+---------------------------------------------------------------------------------------------
+Each input line is one sentence x_ori, split on whitespace into words. A word is *eligible* when
+its alphabetic core (punctuation around it is kept, see :func:`lexicon.replace.split_token`) is
+not a stopword and WordNet gives it a part of speech (:class:`lexicon.replace.Lexicon`: noun,
+verb, adjective or adverb, decided from WordNet's morphology and sense frequencies, no tagger).
+
+* x_syn: ``max(1, round(syn_rate * E))`` of the E eligible words (in a seeded random order,
+  skipping words with no candidate) are replaced by a word of the same part of speech: one of
+  its single-word WordNet synonyms, hypernyms, or morphological variants (other inflections of
+  the same base form seen in the training text, e.g. "cars" -> "car"); the kind is drawn
+  uniformly among those the word has. An inflected word ("ran", "cars") gets variants only:
+  WordNet's synonyms are base forms and would break the agreement of the sentence.
+* x_ant: ``max(1, round(ant_rate * E))`` eligible words are replaced by a single-word WordNet
+  antonym of the same part of speech, or, when the word has none, by a random word of the same
+  part of speech from the training text's vocabulary (never the word itself or one of its
+  synonym candidates).
+
+A sentence with no eligible word is kept (its MLM and replaced-token-detection terms still
+train) with x_syn = x_ant = x_ori; the task gives it no contrastive term (its x_ant is not a
+negative). Such sentences are counted in the summary as ``no_eligible``.
+
+Every draw comes from ``random.Random(f"{seed}:{split}:{line}")``, so the output does not depend
+on ``--workers``. Words are tokenized one by one (sentencepiece and GPT-2 BPE never merge across
+whitespace, so this equals tokenizing the line), which gives each piece its character span:
+a piece is labelled *replaced* (1) when it overlaps the replaced alphabetic core of its word.
+
+Output (``OUT/data-bin``, built atomically): ``dict.txt``; per split ``{split}.ori``,
+``{split}.syn``, ``{split}.ant`` (token ids, ``</s>`` appended, fairseq mmap format) and
+``{split}.syn_label``, ``{split}.ant_label`` (uint8, one label per token, 0 for ``</s>``);
+``cline_meta.json`` (the dictionary's fingerprint, the settings, the summary). The tokenized
+text is kept under ``OUT/tok`` and the summary in ``OUT/cline_summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from truneg_fairseq.corpus import CorpusError, read_text_lines
+from truneg_fairseq.io_utils import atomic_dir, atomic_open
+from truneg_fairseq.lexicon.replace import Lexicon, match_case, single_word, split_token
+
+logger = logging.getLogger(__name__)
+
+SYN_RATE = 0.4
+ANT_RATE = 0.2
+SPLIT_FILES = ("ori", "syn", "ant", "syn_label", "ant_label")
+META_FILE = "cline_meta.json"
+META_VERSION = 1
+SP_SPACE = "\u2581"
+TOKENIZERS = ("sentencepiece", "gpt2")
+
+
+class ClineDataError(ValueError):
+    pass
+
+
+# ---- vocabulary of the training text ----------------------------------------------------------
+
+
+@dataclass
+class CorpusVocabulary:
+    """Content words of the training text: ``pools[pos]`` (sorted) are the random replacements
+    of x_ant; ``forms[(pos, base)]`` (sorted) are the morphological variants of x_syn."""
+
+    pools: Dict[str, List[str]] = field(default_factory=dict)
+    forms: Dict[Tuple[str, str], List[str]] = field(default_factory=dict)
+
+
+def collect_vocabulary(lines: Iterable[str], lex: Lexicon) -> CorpusVocabulary:
+    types = Counter()
+    for line in lines:
+        for tok in line.split():
+            parts = split_token(tok)
+            if parts and parts[1].islower():
+                types[parts[1]] += 1
+    pools: Dict[str, set] = {}
+    forms: Dict[Tuple[str, str], set] = {}
+    for word in types:
+        pb = lex.pos_and_base(word)
+        if pb is None:
+            continue
+        pos, base = pb
+        pools.setdefault(pos, set()).add(word)
+        forms.setdefault((pos, base), set()).add(word)
+    return CorpusVocabulary(
+        pools={p: sorted(ws) for p, ws in pools.items()},
+        forms={k: sorted(ws) for k, ws in forms.items() if len(ws) > 1 or k[1] not in ws},
+    )
+
+
+# ---- one sentence -----------------------------------------------------------------------------
+
+
+@dataclass
+class Triple:
+    """Three whitespace-word versions of a sentence. ``*_cores[i]`` is the (start, end) span of
+    the replaced alphabetic core inside word i, or None when word i is unchanged."""
+
+    ori: List[str]
+    syn: List[str]
+    ant: List[str]
+    syn_cores: List[Optional[Tuple[int, int]]]
+    ant_cores: List[Optional[Tuple[int, int]]]
+    eligible: int = 0
+    ant_antonyms: int = 0
+    ant_random: int = 0
+    syn_kinds: Dict[str, int] = field(default_factory=dict)
+    # (index, original core, new core, kind) for inspection and tests
+    syn_edits: List[Tuple[int, str, str, str]] = field(default_factory=list)
+    ant_edits: List[Tuple[int, str, str, str]] = field(default_factory=list)
+
+
+def _fallback_pool(lex: Lexicon, pos: str) -> List[str]:
+    """Single-word WordNet lemmas of ``pos`` (the first 5,000 in WordNet's order), for a corpus
+    too small to have content words of that part of speech."""
+    key = "_pool_" + pos
+    if key not in lex.__dict__:
+        names = (l.name() for s in lex.wn.all_synsets(pos=pos) for l in s.lemmas())
+        pool = sorted({n for n, _ in zip((n for n in names if single_word(n) and n not in lex.stop), range(5000))})
+        lex.__dict__[key] = pool
+    return lex.__dict__[key]
+
+
+def build_triple(
+    line: str, lex: Lexicon, vocab: CorpusVocabulary, rng: random.Random,
+    syn_rate: float = SYN_RATE, ant_rate: float = ANT_RATE,
+) -> Triple:
+    words = line.split()
+    eligible = []  # (word index, pre, core, pos, base)
+    for i, tok in enumerate(words):
+        parts = split_token(tok)
+        if parts is None:
+            continue
+        pb = lex.pos_and_base(parts[1].lower())
+        if pb is not None:
+            eligible.append((i, parts[0], parts[1], pb[0], pb[1]))
+    t = Triple(list(words), list(words), list(words), [None] * len(words), [None] * len(words), eligible=len(eligible))
+    if not eligible:
+        return t
+
+    def syn_candidates(core, pos, base):
+        low = core.lower()
+        variants = [w for w in vocab.forms.get((pos, base), ()) if w != low]
+        if base not in variants and base != low:
+            variants.append(base)
+        if low != base:
+            return {"variant": sorted(variants)} if variants else {}
+        kinds = {"synonym": lex.synonyms(low, pos, base), "hypernym": lex.hypernyms(low, pos, base),
+                 "variant": sorted(variants)}
+        return {k: v for k, v in kinds.items() if v}
+
+    def replace(target, cores, i, pre, core, new):
+        new = match_case(core, new)
+        target[i] = pre + new + words[i][len(pre) + len(core):]
+        cores[i] = (len(pre), len(pre) + len(new))
+        return new
+
+    order = list(range(len(eligible)))
+    rng.shuffle(order)
+    k_syn = max(1, round(syn_rate * len(eligible)))
+    done = 0
+    for j in order:
+        if done == k_syn:
+            break
+        i, pre, core, pos, base = eligible[j]
+        cands = syn_candidates(core, pos, base)
+        if not cands:
+            continue
+        kind = rng.choice(sorted(cands))
+        new = replace(t.syn, t.syn_cores, i, pre, core, rng.choice(cands[kind]))
+        t.syn_kinds[kind] = t.syn_kinds.get(kind, 0) + 1
+        t.syn_edits.append((i, core, new, kind))
+        done += 1
+
+    rng.shuffle(order)
+    k_ant = max(1, round(ant_rate * len(eligible)))
+    for j in order[:k_ant]:
+        i, pre, core, pos, base = eligible[j]
+        low = core.lower()
+        ants = lex.antonyms(low, pos, base)
+        if ants:
+            new, kind = rng.choice(ants), "antonym"
+            t.ant_antonyms += 1
+        else:
+            avoid = {low, base, *lex.synonyms(low, pos, base)}
+            pool = vocab.pools.get(pos) or _fallback_pool(lex, pos)
+            new = None
+            for _ in range(8):  # a pool word that is neither the word nor a synonym of it
+                cand = rng.choice(pool)
+                if cand not in avoid:
+                    new = cand
+                    break
+            if new is None:
+                rest = [w for w in pool if w not in avoid] or [w for w in _fallback_pool(lex, pos) if w not in avoid]
+                new = rng.choice(rest)
+            kind = "random"
+            t.ant_random += 1
+        new = replace(t.ant, t.ant_cores, i, pre, core, new)
+        t.ant_edits.append((i, core, new, kind))
+    return t
+
+
+# ---- tokenization with per-piece labels ------------------------------------------------------
+
+
+class PieceEncoder:
+    """Tokenizes whitespace words into the symbols of a fairseq ``dict.txt`` (sentencepiece
+    pieces, or GPT-2 BPE ids as decimal strings) with each piece's span inside its word."""
+
+    def __init__(self, kind: str, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None):
+        from truneg_fairseq.glue import Tokenizer
+
+        if kind not in TOKENIZERS:
+            raise ClineDataError(f"--tokenizer {kind!r}: use one of {', '.join(TOKENIZERS)}")
+        try:
+            tok = Tokenizer(kind, spm_model=spm_model, gpt2_encoder_json=gpt2_encoder_json, gpt2_vocab_bpe=gpt2_vocab_bpe)
+        except CorpusError as e:
+            raise ClineDataError(str(e)) from None
+        self.kind = kind
+        self.sp = getattr(tok, "sp", None)
+        self.bpe = getattr(tok, "bpe", None)
+
+    def encode_words(self, words: Sequence[str]) -> List[List[Tuple[str, int, int]]]:
+        """For each word, its pieces as (symbol, start, end); start/end index the word's
+        characters (sentencepiece) or UTF-8 bytes (GPT-2), which agree for the ASCII cores that
+        are ever replaced."""
+        out = []
+        if self.kind == "sentencepiece":
+            for pieces in self.sp.encode(list(words), out_type=str) if words else []:
+                spans, pos = [], 0
+                for p in pieces:
+                    n = len(p) - 1 if p.startswith(SP_SPACE) else len(p)
+                    spans.append((p, pos, pos + n))
+                    pos += n
+                out.append(spans)
+        else:
+            dec = self.bpe.decoder
+            for i, w in enumerate(words):
+                lead = 1 if i else 0  # GPT-2 keeps the space before a word inside its first token
+                spans, pos = [], -lead
+                for tid in self.bpe.encode((" " if i else "") + w):
+                    n = len(dec[tid])  # byte-level unicode: one character per byte
+                    spans.append((str(tid), pos, pos + n))
+                    pos += n
+                out.append(spans)
+        return out
+
+    def tokens_and_labels(self, words: Sequence[str], cores: Sequence[Optional[Tuple[int, int]]]) -> Tuple[List[str], List[int]]:
+        symbols, labels = [], []
+        for word, spans, core in zip(words, self.encode_words(words), cores):
+            length = len(word.encode("utf-8")) if self.kind == "gpt2" else len(word)
+            exact = spans and spans[-1][2] == length
+            for sym, s, e in spans:
+                symbols.append(sym)
+                if core is None:
+                    labels.append(0)
+                elif not exact:  # normalization changed the length: label the whole word
+                    labels.append(1)
+                else:
+                    labels.append(int(s < core[1] and e > core[0]))
+        return symbols, labels
+
+
+# ---- the corpus -------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    seed: int = 1
+    syn_rate: float = SYN_RATE
+    ant_rate: float = ANT_RATE
+    tokenizer: str = "sentencepiece"
+    spm_model: Optional[str] = None
+    gpt2_encoder_json: Optional[str] = None
+    gpt2_vocab_bpe: Optional[str] = None
+
+
+_WORKER: dict = {}
+
+
+def _init_worker(settings: Settings, vocab: CorpusVocabulary, wn=None) -> None:
+    """Per-process state. A forked worker opens its own WordNet reader: nltk's reader keeps its
+    data files open and seeks in them, so a handle shared with the parent gives garbage."""
+    from truneg_fairseq.lexicon import load_wordnet
+
+    if wn is None:
+        import warnings
+
+        from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+        warnings.filterwarnings("ignore", message="The multilingual functions are not available")
+        wn = WordNetCorpusReader(load_wordnet().root, None)
+    _WORKER["settings"] = settings
+    _WORKER["vocab"] = vocab
+    _WORKER["lex"] = Lexicon(wn)
+    _WORKER["encoder"] = PieceEncoder(settings.tokenizer, settings.spm_model, settings.gpt2_encoder_json, settings.gpt2_vocab_bpe)
+
+
+def _process_chunk(job: Tuple[str, int, List[str]]) -> List[tuple]:
+    split, start, lines = job
+    st: Settings = _WORKER["settings"]
+    enc: PieceEncoder = _WORKER["encoder"]
+    out = []
+    for k, line in enumerate(lines):
+        rng = random.Random(f"{st.seed}:{split}:{start + k}")
+        t = build_triple(line, _WORKER["lex"], _WORKER["vocab"], rng, st.syn_rate, st.ant_rate)
+        ori, _ = enc.tokens_and_labels(t.ori, [None] * len(t.ori))
+        syn, syn_lab = enc.tokens_and_labels(t.syn, t.syn_cores)
+        ant, ant_lab = enc.tokens_and_labels(t.ant, t.ant_cores)
+        stats = (t.eligible, len(t.syn_edits), len(t.ant_edits), t.ant_antonyms, t.ant_random)
+        out.append((ori, syn, syn_lab, ant, ant_lab, stats, t.syn_kinds))
+    return out
+
+
+def _chunks(split: str, lines: List[str], size: int) -> Iterator[Tuple[str, int, List[str]]]:
+    for s in range(0, len(lines), size):
+        yield split, s, lines[s: s + size]
+
+
+def read_sentences(path: os.PathLike) -> Tuple[List[str], int]:
+    """Non-empty lines of a text file with whitespace normalised; returns (lines, empty lines)."""
+    try:
+        raw = [" ".join(l.split()) for l in read_text_lines(path)]
+    except CorpusError as e:
+        raise ClineDataError(str(e)) from None
+    lines = [l for l in raw if l]
+    return lines, len(raw) - len(lines)
+
+
+def _summary(counts: Counter, kinds: Counter) -> dict:
+    sents, elig = counts["sentences"], counts["eligible_words"]
+    with_neg = sents - counts["no_eligible"]
+    return {
+        "sentences": sents,
+        "empty_lines_skipped": counts["empty_lines"],
+        "eligible_words": elig,
+        "eligible_per_sentence": round(elig / max(sents, 1), 3),
+        "no_eligible": counts["no_eligible"],
+        "no_eligible_share": round(counts["no_eligible"] / max(sents, 1), 4),
+        "syn_replaced": counts["syn_replaced"],
+        "syn_rate": round(counts["syn_replaced"] / max(elig, 1), 4),
+        "syn_kinds": dict(sorted(kinds.items())),
+        "syn_unchanged_sentences": counts["syn_unchanged"],
+        "ant_replaced": counts["ant_replaced"],
+        "ant_rate": round(counts["ant_replaced"] / max(elig, 1), 4),
+        "ant_antonyms": counts["ant_antonyms"],
+        "ant_random": counts["ant_random"],
+        "without_antonym_share": round(counts["without_antonym"] / max(with_neg, 1), 4),
+        "tokens": counts["tokens"],
+        "unknown_tokens": counts["unk"],
+    }
+
+
+def _binarize(lines: Iterable[Sequence[int]], prefix: Path, dtype) -> List[int]:
+    import torch
+    from fairseq.data import indexed_dataset
+
+    builder = indexed_dataset.MMapIndexedDatasetBuilder(str(prefix) + ".bin", dtype=dtype)
+    sizes = []
+    for ids in lines:
+        builder.add_item(torch.as_tensor(np.asarray(ids, dtype=np.int64)))
+        sizes.append(len(ids))
+    builder.finalize(str(prefix) + ".idx")
+    return sizes
+
+
+def _read_tok(path: Path) -> Iterator[List[str]]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            yield line.split()
+
+
+def _build_split(split, lines, n_empty, tok_dir, pool, chunk_size, log_every):
+    """Write the tokens and labels of one split under ``tok_dir``; returns (counts, kinds)."""
+    counts, kinds = Counter(sentences=0, empty_lines=n_empty), Counter()
+    paths = {n: tok_dir / f"{split}.{n}" for n in SPLIT_FILES}
+    t0 = time.time()
+    jobs = _chunks(split, lines, chunk_size)
+    results = pool.imap(_process_chunk, jobs) if pool is not None else map(_process_chunk, jobs)
+    with atomic_open(paths["ori"], "w", encoding="utf-8") as f_ori, \
+            atomic_open(paths["syn"], "w", encoding="utf-8") as f_syn, \
+            atomic_open(paths["ant"], "w", encoding="utf-8") as f_ant, \
+            atomic_open(paths["syn_label"], "w", encoding="utf-8") as f_sl, \
+            atomic_open(paths["ant_label"], "w", encoding="utf-8") as f_al:
+        for chunk in results:
+            for ori, syn, syn_lab, ant, ant_lab, stats, syn_kinds in chunk:
+                f_ori.write(" ".join(ori) + "\n")
+                f_syn.write(" ".join(syn) + "\n")
+                f_ant.write(" ".join(ant) + "\n")
+                f_sl.write(" ".join(map(str, syn_lab)) + "\n")
+                f_al.write(" ".join(map(str, ant_lab)) + "\n")
+                elig, n_syn, n_ant, n_antonym, n_random = stats
+                counts["sentences"] += 1
+                counts["eligible_words"] += elig
+                counts["no_eligible"] += int(elig == 0)
+                counts["syn_replaced"] += n_syn
+                counts["syn_unchanged"] += int(n_syn == 0)
+                counts["ant_replaced"] += n_ant
+                counts["ant_antonyms"] += n_antonym
+                counts["ant_random"] += n_random
+                counts["without_antonym"] += int(elig > 0 and n_antonym == 0)
+                counts["tokens"] += len(ori)
+                kinds.update(syn_kinds)
+                if counts["sentences"] % log_every == 0:
+                    n = counts["sentences"]
+                    logger.info(f"{split}: {n}/{len(lines)} sentences ({n / (time.time() - t0):.0f}/s)")
+    logger.info(f"{split}: built {counts['sentences']} triples in {time.time() - t0:.1f}s")
+    return counts, kinds
+
+
+def make_cline_data(
+    splits: Dict[str, os.PathLike], out_dir: os.PathLike, settings: Settings,
+    srcdict: Optional[os.PathLike] = None, workers: int = 1, chunk_size: int = 500,
+    log_every: int = 10000, wn=None,
+) -> dict:
+    """Build the aligned triples for each split (``{"train": path, "valid": path}``) under
+    ``out_dir`` (see the module docstring); returns the summary (also saved and logged)."""
+    from fairseq.data import Dictionary
+
+    from truneg_fairseq.lexicon import load_wordnet
+    from truneg_fairseq.lexicon.synonyms import dictionary_fingerprint
+
+    if "train" not in splits:
+        raise ClineDataError("a train split is needed (its words are the random replacements of x_ant)")
+    for name, rate in (("--syn-rate", settings.syn_rate), ("--ant-rate", settings.ant_rate)):
+        if not 0.0 < rate <= 1.0:
+            raise ClineDataError(f"{name} {rate}: give a share of the eligible words in (0, 1]")
+    if srcdict is not None and not Path(srcdict).is_file():
+        raise ClineDataError(f"--srcdict {srcdict} not found (the dict.txt of the model to continue)")
+    PieceEncoder(settings.tokenizer, settings.spm_model, settings.gpt2_encoder_json, settings.gpt2_vocab_bpe)  # checks files
+    out = Path(out_dir)
+    texts, empty = {}, {}
+    for split, path in splits.items():
+        texts[split], empty[split] = read_sentences(path)
+        if not texts[split]:
+            raise ClineDataError(f"{path} ({split}): no text (all lines empty); give one sentence per line")
+        logger.info(f"{split}: {len(texts[split])} sentences from {path} ({empty[split]} empty lines skipped)")
+
+    wn = wn or load_wordnet()
+    lex = Lexicon(wn)
+    t0 = time.time()
+    vocab = collect_vocabulary(texts["train"], lex)
+    logger.info(
+        f"training-text vocabulary: {sum(map(len, vocab.pools.values()))} content words "
+        f"({', '.join(f'{p}: {len(w)}' for p, w in sorted(vocab.pools.items()))}) in {time.time() - t0:.1f}s"
+    )
+
+    tok_dir = out / "tok"
+    summaries, counts_by_split = {}, {}
+    pool = None
+    if workers > 1:
+        ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+        pool = ctx.Pool(workers, initializer=_init_worker, initargs=(settings, vocab))
+    else:
+        _init_worker(settings, vocab, wn)
+    try:
+        for split, lines in texts.items():
+            counts_by_split[split] = _build_split(split, lines, empty[split], tok_dir, pool, chunk_size, log_every)
+    finally:
+        if pool is not None:
+            pool.terminate()
+
+    if srcdict is not None:
+        dictionary = Dictionary.load(str(srcdict))
+    else:
+        dictionary = Dictionary()
+        for n in ("ori", "syn", "ant"):
+            for toks in _read_tok(tok_dir / f"train.{n}"):
+                for s in toks:
+                    dictionary.add_symbol(s)
+        dictionary.finalize(padding_factor=8)
+    fingerprint = dictionary_fingerprint(dictionary.symbols)
+
+    with atomic_dir(out / "data-bin") as tmp:
+        dictionary.save(str(tmp / "dict.txt"))
+        for split in texts:
+            counts, kinds = counts_by_split[split]
+            unk = 0
+            sizes = {}
+            for n in ("ori", "syn", "ant"):
+                def ids(n=n):
+                    nonlocal unk
+                    for toks in _read_tok(tok_dir / f"{split}.{n}"):
+                        t = dictionary.encode_line(" ".join(toks), add_if_not_exist=False, append_eos=True)
+                        unk += int((t == dictionary.unk()).sum())
+                        yield t.tolist()
+                sizes[n] = _binarize(ids(), tmp / f"{split}.{n}", np.uint16 if len(dictionary) < 65500 else np.int32)
+            for n in ("syn_label", "ant_label"):
+                labels = ([int(x) for x in toks] + [0] for toks in _read_tok(tok_dir / f"{split}.{n}"))
+                lab_sizes = _binarize(labels, tmp / f"{split}.{n}", np.uint8)
+                if lab_sizes != sizes[n[:3]]:
+                    raise ClineDataError(f"internal: {split}.{n} is not aligned with {split}.{n[:3]}")
+            counts["unk"] = unk
+            summaries[split] = _summary(counts, kinds)
+        meta = {
+            "version": META_VERSION,
+            "dictionary_fingerprint": fingerprint,
+            "dictionary_size": len(dictionary),
+            "settings": settings.__dict__,
+            "splits": sorted(texts),
+            "summary": summaries,
+        }
+        with open(tmp / META_FILE, "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
+            f.write("\n")
+    with atomic_open(out / "cline_summary.json", "w", encoding="utf-8") as f:
+        json.dump(summaries, f, indent=1)
+        f.write("\n")
+    for split, s in summaries.items():
+        logger.info(
+            f"{split}: {s['sentences']} sentences, {s['eligible_words']} eligible words "
+            f"({s['eligible_per_sentence']}/sentence), no eligible word: {s['no_eligible']} "
+            f"({100 * s['no_eligible_share']:.2f}%, kept without a negative); x_syn replaced "
+            f"{100 * s['syn_rate']:.1f}% ({s['syn_kinds']}), x_ant replaced {100 * s['ant_rate']:.1f}% "
+            f"({s['ant_antonyms']} antonyms, {s['ant_random']} random words; "
+            f"{100 * s['without_antonym_share']:.1f}% of sentences without any antonym); "
+            f"unknown tokens: {s['unknown_tokens']}"
+        )
+    return summaries
+
+
+# ---- Hits (the paper's Table 7) -----------------------------------------------------------------
+#
+# A triplet (ori, syn, ant) differs in one word: syn swaps it for a WordNet synonym, ant for a
+# WordNet antonym, both single words of the word's part of speech. Hits = the share of triplets
+# with sim(ori, syn) > sim(ori, ant), for three sentence similarities on each layer's hidden
+# states (layer 0 = the embeddings): cosine of the <s> vectors ("cls"), cosine of the mean of the
+# token vectors ("mean"), and BERTScore F1 (greedy token matching by cosine, "bertscore"). <s>,
+# </s> and padding are left out of "mean" and "bertscore".
+
+HITS_METHODS = ("cls", "mean", "bertscore")
+
+
+def make_hits_triplets(lines: Iterable[str], lex: Lexicon, seed: int = 1) -> Tuple[List[Tuple[str, str, str]], int]:
+    """One triplet per sentence that has a word with both a synonym and an antonym (a base form,
+    so the swaps keep its inflection); returns (triplets, sentences skipped for lack of one)."""
+    out, skipped = [], 0
+    for n, line in enumerate(lines):
+        words = line.split()
+        cands = []
+        for i, tok in enumerate(words):
+            parts = split_token(tok)
+            if parts is None:
+                continue
+            low = parts[1].lower()
+            pb = lex.pos_and_base(low)
+            if pb is None or pb[1] != low:
+                continue
+            syns, ants = lex.synonyms(low, *pb), lex.antonyms(low, *pb)
+            if syns and ants:
+                cands.append((i, parts, syns, ants))
+        if not cands:
+            skipped += 1
+            continue
+        rng = random.Random(f"{seed}:hits:{n}")
+        i, (pre, core, post), syns, ants = rng.choice(cands)
+        versions = []
+        for new in (rng.choice(syns), rng.choice(ants)):
+            w = list(words)
+            w[i] = pre + match_case(core, new) + post
+            versions.append(" ".join(w))
+        out.append((" ".join(words), versions[0], versions[1]))
+    return out, skipped
+
+
+def _cos(a, b):
+    import torch.nn.functional as F
+
+    return F.cosine_similarity(a.float(), b.float(), dim=-1)
+
+
+def sentence_similarities(x, y, mx, my):
+    """Similarities of row pairs for one layer. x: B x Tx x C, y: B x Ty x C hidden states;
+    mx, my: B x T bool content-token masks. Returns {method: B similarities}."""
+    import torch
+
+    def mean(h, m):
+        m = m.unsqueeze(-1).float()
+        return (h.float() * m).sum(1) / m.sum(1).clamp(min=1)
+
+    xn = torch.nn.functional.normalize(x.float(), dim=-1)
+    yn = torch.nn.functional.normalize(y.float(), dim=-1)
+    sim = torch.einsum("bic,bjc->bij", xn, yn)  # B x Tx x Ty
+    big = torch.finfo(sim.dtype).max
+    sim = sim.masked_fill(~my.unsqueeze(1), -big).masked_fill(~mx.unsqueeze(2), -big)
+    prec = (sim.max(dim=2).values * mx).sum(1) / mx.sum(1).clamp(min=1)  # each x token's best match
+    rec = (sim.max(dim=1).values * my).sum(1) / my.sum(1).clamp(min=1)
+    f1 = 2 * prec * rec / (prec + rec).clamp(min=1e-12)
+    return {"cls": _cos(x[:, 0], y[:, 0]), "mean": _cos(mean(x, mx), mean(y, my)), "bertscore": f1}
+
+
+def hidden_layers(model, tokens):
+    """Hidden states of every layer of a RoBERTa-family model (fairseq's roberta, the plugin's
+    bert and cline): a list of L + 1 tensors B x T x C, the embeddings first."""
+    from fairseq.models.roberta import RobertaModel
+
+    if not isinstance(model, RobertaModel):
+        raise ValueError(
+            f"Hits reads the layers of RoBERTa-family checkpoints (roberta_*, bert_hf_*, cline_roberta_*); "
+            f"got {type(model).__name__}"
+        )
+    _, extra = model.encoder.extract_features(tokens, return_all_hiddens=True)
+    return [h.transpose(0, 1) for h in extra["inner_states"]]  # each T x B x C -> B x T x C
+
+
+def hits(model, dictionary, encoder: "PieceEncoder", triplets: Sequence[Tuple[str, str, str]],
+         batch_size: int = 32, max_positions: int = 512) -> Dict[str, List[float]]:
+    """{method: [Hits % per layer]} of ``model`` (eval mode, no gradient) on ``triplets``."""
+    import torch
+    from fairseq.data import data_utils
+
+    def encode(texts):
+        rows = []
+        for t in texts:
+            symbols = [s for spans in encoder.encode_words(t.split()) for s, _, _ in spans]
+            ids = dictionary.encode_line(" ".join(symbols), add_if_not_exist=False, append_eos=True).long()
+            rows.append(torch.cat([ids.new([dictionary.bos()]), ids])[:max_positions])
+        toks = data_utils.collate_tokens(rows, dictionary.pad())
+        content = toks.ne(dictionary.pad()) & toks.ne(dictionary.bos()) & toks.ne(dictionary.eos())
+        return toks, content
+
+    model.eval()
+    device = next(model.parameters()).device
+    wins = None
+    with torch.no_grad():
+        for s in range(0, len(triplets), batch_size):
+            chunk = triplets[s: s + batch_size]
+            layers, masks = [], []
+            for k in range(3):
+                toks, content = encode([t[k] for t in chunk])
+                layers.append(hidden_layers(model, toks.to(device)))
+                masks.append(content.to(device))
+            if wins is None:
+                wins = {m: [0] * len(layers[0]) for m in HITS_METHODS}
+            for li in range(len(layers[0])):
+                syn = sentence_similarities(layers[0][li], layers[1][li], masks[0], masks[1])
+                ant = sentence_similarities(layers[0][li], layers[2][li], masks[0], masks[2])
+                for m in HITS_METHODS:
+                    wins[m][li] += int((syn[m] > ant[m]).sum())
+    n = max(len(triplets), 1)
+    return {m: [100.0 * w / n for w in ws] for m, ws in (wins or {m: [] for m in HITS_METHODS}).items()}

@@ -1,0 +1,168 @@
+"""``--criterion cline``: CLINE's three terms (Wang et al., ACL 2021) on ``--task cline`` batches.
+
+* l1, MLM on the masked x_ori (fairseq's ``masked_lm`` loss: summed NLL of the masked tokens);
+* l2, replaced-token detection (Eq. 2-4): a per-token sigmoid on x_syn and on x_ant, BCE against
+  the replaced labels the data carries, summed over the non-pad tokens of both;
+* l3, the contrastive loss on the ``<s>`` vectors (Eq. 5-6) with dot-product similarity and one
+  negative: -log e^{h_o.h_s} / (e^{h_o.h_s} + e^{h_o.h_a}) = softplus(h_o.h_a - h_o.h_s),
+  computed in fp32 that way (no exponential can overflow, whatever the dot products).
+
+Normalisation (exact under data-parallel sharding: every term is a sum, divided by a summed
+``sample_size``): ``sample_size`` is the number of masked tokens, as in ``masked_lm``, so l1 is
+the per-masked-token mean. l2 enters as ``mask_prob * sum``, which in expectation is the per-token
+mean on x_syn plus that on x_ant (Eq. 4 as means). Each triple's l3 enters with the coefficient
+``mask_prob * |x_ori|`` (its expected number of masked tokens), so the term is the mean over
+triples weighted by sentence length; triples without a negative (no eligible word) get 0.
+
+    loss = w_mlm * l1 + w_rtd * l2 + w_cts * l3                     (fixed weights, default 1)
+    loss = sum_i exp(-s_i) * l_i + s_i                               (--cline-learned-weights)
+
+with s = the model's ``cline_log_vars`` (homoscedastic uncertainty weighting, as the authors'
+code). Logged: ``loss``, ``mlm_loss`` (and ``ppl``; bits per masked token, comparable with
+``masked_lm``), ``rtd_loss`` (bits per token), ``rtd_acc``, ``cts_loss`` (bits per triple with a
+negative, unweighted), ``cts_acc`` (% of those with h_o.h_s > h_o.h_a), ``cts_pairs``, and with
+learned weights ``w_mlm``, ``w_rtd``, ``w_cts`` (exp(-s)).
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+from fairseq.logging import metrics
+
+from truneg_fairseq.criterions import losses
+from truneg_fairseq.criterions.selection import MaskSelection
+
+TERMS = ("mlm", "rtd", "cts")
+
+
+def contrastive_loss(h_ori: torch.Tensor, h_syn: torch.Tensor, h_ant: torch.Tensor) -> torch.Tensor:
+    """Eq. 6 per triple, stably: h_* B x C (any float dtype; fp32 math) -> B values >= 0."""
+    h_ori, h_syn, h_ant = h_ori.float(), h_syn.float(), h_ant.float()
+    pos = (h_ori * h_syn).sum(-1)  # B
+    neg = (h_ori * h_ant).sum(-1)  # B
+    return F.softplus(neg - pos)
+
+
+def rtd_bce(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Eq. 2-3 per token: logits, labels (1 = replaced), weights (0 for padding), all N x T ->
+    N x T fp32 BCE values (0 where the weight is 0)."""
+    return F.binary_cross_entropy_with_logits(logits.float(), labels.float(), reduction="none") * weights
+
+
+@dataclass
+class ClineCriterionConfig(FairseqDataclass):
+    cline_mlm_weight: float = field(default=1.0, metadata={"help": "weight of the MLM term l1"})
+    cline_rtd_weight: float = field(default=1.0, metadata={"help": "weight of the replaced-token-detection term l2"})
+    cline_cts_weight: float = field(default=1.0, metadata={"help": "weight of the contrastive term l3"})
+    cline_learned_weights: bool = field(
+        default=False,
+        metadata={
+            "help": "learn the term weights (homoscedastic uncertainty: exp(-s_i) * l_i + s_i with "
+            "learned log-variances s, parameters of the model) instead of the fixed --cline-*-weight"
+        },
+    )
+
+
+@register_criterion("cline", dataclass=ClineCriterionConfig)
+class ClineCriterion(FairseqCriterion):
+    def __init__(self, cfg: ClineCriterionConfig, task):
+        super().__init__(task)
+        if not getattr(task, "cline_pretraining", False):
+            raise ValueError(
+                f"--criterion cline needs --task cline (aligned x_ori/x_syn/x_ant triples from "
+                f"scripts/make_cline_data.py); got --task {type(task).__name__}"
+            )
+        fixed = (cfg.cline_mlm_weight, cfg.cline_rtd_weight, cfg.cline_cts_weight)
+        if cfg.cline_learned_weights and fixed != (1.0, 1.0, 1.0):
+            raise ValueError("--cline-learned-weights learns the weights: drop --cline-mlm/rtd/cts-weight")
+        self.cfg = cfg
+        self.weights = fixed
+        self.mask_prob = float(task.cfg.mask_prob)
+
+    def forward(self, model, sample, reduce=True):
+        c = sample["cline"]
+        ori, target = sample["net_input"]["src_tokens"], sample["target"]  # B x T
+        B = ori.size(0)
+        pad = self.padding_idx
+        sel = MaskSelection(target.ne(pad))
+        tokens = torch.cat([ori, c["syn_tokens"], c["ant_tokens"]], dim=0)  # 3B x T
+        # through forward (not a named method): DistributedDataParallel must see the pass
+        mlm_logits, rtd_logits, cls = model(tokens, cline_n_ori=B, masked_tokens=sel.masked)
+
+        gold = sel.take(target)  # M
+        nll = losses.masked_nll(mlm_logits, gold, pad)  # M
+        sample_size = gold.ne(pad).sum()
+
+        pair_tokens = tokens[B:]  # 2B x T
+        rtd_w = pair_tokens.ne(pad).float()  # 2B x T
+        rtd_labels = torch.cat([c["syn_labels"], c["ant_labels"]], dim=0)  # 2B x T
+        bce = rtd_bce(rtd_logits, rtd_labels, rtd_w)  # 2B x T
+
+        cts = contrastive_loss(cls[:B], cls[B:2 * B], cls[2 * B:])  # B
+        has_neg = c["has_negative"].float()  # B
+        cts_coef = self.mask_prob * ori.ne(pad).sum(dim=1).float() * has_neg  # B
+
+        terms = (nll.sum(), self.mask_prob * bce.sum(), (cts * cts_coef).sum())
+        log_vars = model.cline_log_vars.float()  # 3
+        if self.cfg.cline_learned_weights:
+            loss = sum(torch.exp(-log_vars[i]) * terms[i] for i in range(3)) + log_vars.sum() * sample_size
+        else:
+            # the log-variances still join the graph (with zero gradient): data-parallel training
+            # then needs no --find-unused-parameters
+            loss = sum(w * t for w, t in zip(self.weights, terms)) + 0.0 * log_vars.sum()
+
+        with torch.no_grad():
+            rtd_pred = rtd_logits.detach().gt(0)
+            pos = torch.einsum("bc,bc->b", cls[:B].float(), cls[B:2 * B].float())
+            neg = torch.einsum("bc,bc->b", cls[:B].float(), cls[2 * B:].float())
+            logging_output = {
+                "loss": loss.detach(),
+                "mlm_loss": nll.sum().detach(),
+                "rtd_loss": bce.sum().detach(),
+                "rtd_tokens": rtd_w.sum(),
+                "rtd_correct": (rtd_pred.eq(rtd_labels.gt(0)).float() * rtd_w).sum(),
+                "rtd_replaced": (rtd_labels.gt(0).float() * rtd_w).sum(),
+                "cts_loss": (cts.detach() * has_neg).sum(),
+                "cts_pairs": has_neg.sum(),
+                "cts_correct": (pos.gt(neg).float() * has_neg).sum(),
+                "ntokens": sample["ntokens"],
+                "nsentences": B,
+                "sample_size": sample_size,
+            }
+            if self.cfg.cline_learned_weights:
+                for i, name in enumerate(TERMS):
+                    logging_output[f"w_{name}"] = torch.exp(-log_vars[i].detach())
+                logging_output["w_count"] = 1
+        return loss, sample_size, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        def total(key):
+            return utils.item(sum(log.get(key, 0) for log in logging_outputs))
+
+        ln2 = math.log(2)
+        n = total("sample_size")
+        metrics.log_scalar("loss", total("loss") / max(n, 1) / ln2, n, round=3)
+        metrics.log_scalar("mlm_loss", total("mlm_loss") / max(n, 1) / ln2, n, round=3)
+        metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
+        n_rtd = total("rtd_tokens")
+        metrics.log_scalar("rtd_loss", total("rtd_loss") / max(n_rtd, 1) / ln2, n_rtd, round=4)
+        metrics.log_scalar("rtd_acc", 100.0 * total("rtd_correct") / max(n_rtd, 1), n_rtd, round=2)
+        metrics.log_scalar("rtd_replaced", 100.0 * total("rtd_replaced") / max(n_rtd, 1), n_rtd, round=2)
+        pairs = total("cts_pairs")
+        metrics.log_scalar("cts_loss", total("cts_loss") / max(pairs, 1) / ln2, pairs, round=4)
+        metrics.log_scalar("cts_acc", 100.0 * total("cts_correct") / max(pairs, 1), pairs, round=2)
+        metrics.log_scalar_sum("cts_pairs", pairs, round=0)  # a count: summed over the batches
+        workers = total("w_count")
+        if workers:
+            for name in TERMS:
+                metrics.log_scalar(f"w_{name}", total(f"w_{name}") / workers, workers, round=4)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

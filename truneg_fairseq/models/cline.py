@@ -1,0 +1,142 @@
+"""CLINE's model: fairseq's RoBERTa plus a replaced-token-detection head and, for learned task
+weights, three log-variances.
+
+* ``rtd_head`` (``rtd_head.dense`` C -> C, GELU, ``rtd_head.layer_norm``, ``rtd_head.out_proj``
+  C -> 1): one logit per token, > 0 meaning "replaced" (the per-token sigmoid of CLINE's Eq. 2-3).
+* ``cline_log_vars`` (3: MLM, RTD, contrastive): the log-variances of homoscedastic uncertainty
+  weighting (``--cline-learned-weights``); kept at zero otherwise.
+
+Both exist only when the task pre-trains CLINE (a task attribute ``cline_pretraining``, set by
+``--task cline``). Built for any other task (``sentence_prediction`` fine-tuning) the model is
+exactly RoBERTa: loading a CLINE checkpoint drops these tensors. Loading a checkpoint without
+them (fairseq's ``roberta.base``) into a CLINE pre-training model starts them fresh. Archs:
+``cline_roberta_base``, ``cline_roberta_large`` and ``cline_roberta_tiny`` (tests).
+"""
+
+import logging
+from typing import Tuple
+
+import torch
+import torch.nn as nn
+from fairseq import utils
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.roberta.model import RobertaModel, base_architecture, roberta_large_architecture
+from fairseq.modules import LayerNorm
+from fairseq.modules.transformer_sentence_encoder import init_bert_params
+from fairseq.utils import safe_getattr
+
+logger = logging.getLogger(__name__)
+
+CLINE_ONLY = ("rtd_head.", "cline_log_vars")
+
+
+class ClineRTDHead(nn.Module):
+    """Per-token replaced/original logit (ELECTRA's discriminator head shape)."""
+
+    def __init__(self, dim: int, activation_fn: str = "gelu"):
+        super().__init__()
+        self.dense = nn.Linear(dim, dim)
+        self.activation_fn = utils.get_activation_fn(activation_fn)
+        self.layer_norm = LayerNorm(dim)
+        self.out_proj = nn.Linear(dim, 1)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """features ... x C -> logits ... (one per token)."""
+        x = self.layer_norm(self.activation_fn(self.dense(features)))
+        return self.out_proj(x).squeeze(-1)
+
+
+@register_model("cline")
+class ClineModel(RobertaModel):
+    cline_pretraining = False
+
+    @classmethod
+    def build_model(cls, args, task):
+        cline_base_architecture(args)
+        model = super().build_model(args, task)
+        if getattr(task, "cline_pretraining", False):
+            model.add_cline_heads()
+        return model
+
+    def add_cline_heads(self) -> None:
+        """The pre-training-only parameters (see the module docstring)."""
+        self.cline_pretraining = True
+        self.rtd_head = ClineRTDHead(self.args.encoder_embed_dim, self.args.activation_fn)
+        self.rtd_head.apply(init_bert_params)
+        self.cline_log_vars = nn.Parameter(torch.zeros(3))
+
+    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
+                cline_n_ori=None, **kwargs):
+        """RoBERTa's forward; with ``cline_n_ori`` the CLINE pre-training pass (:meth:`cline_forward`).
+        The criterion comes in through ``forward`` so that torch's DistributedDataParallel sees the
+        pass and synchronises the gradients (a call to a named method would bypass it)."""
+        if cline_n_ori is not None:
+            return self.cline_forward(src_tokens, cline_n_ori, kwargs["masked_tokens"])
+        return super().forward(src_tokens, features_only, return_all_hiddens, classification_head_name, **kwargs)
+
+    def cline_forward(self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One encoder pass over the stacked triples.
+
+        tokens: 3B x T, rows [x_ori (masked); x_syn; x_ant], right-padded to one length;
+        n_ori = B; masked_tokens: B x T bool (masked positions of x_ori). Returns
+        (MLM logits M x V at the M masked positions, computed by RoBERTa's own ``lm_head``;
+        RTD logits 2B x T for the x_syn and x_ant rows; ``<s>`` features 3B x C)."""
+        features, _ = self.encoder.extract_features(tokens)  # 3B x T x C
+        mlm_logits = self.encoder.output_layer(features[:n_ori], masked_tokens=masked_tokens)  # M x V
+        rtd_logits = self.rtd_head(features[n_ori:])  # 2B x T
+        return mlm_logits, rtd_logits, features[:, 0, :]
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        prefix = name + "." if name else ""
+        mine = self.encoder.sentence_encoder.embed_tokens.weight
+        # fairseq's published roberta.base still names its encoder "decoder"
+        emb = next((prefix + f"{e}.sentence_encoder.embed_tokens.weight" for e in ("encoder", "decoder")
+                    if prefix + f"{e}.sentence_encoder.embed_tokens.weight" in state_dict), None)
+        if emb is not None and state_dict[emb].shape != mine.shape:
+            raise ValueError(
+                f"the checkpoint's embedding has {state_dict[emb].size(0)} rows but the data's "
+                f"dict.txt gives {mine.size(0)} (with <mask>): the data was binarized against another "
+                "dictionary. Rebuild it with scripts/make_cline_data.py --srcdict set to the dict.txt "
+                "of the checkpoint (for fairseq's roberta.base: its dict.txt and GPT-2 BPE)"
+            )
+        cline_keys = [k for k in state_dict if k.startswith(prefix) and k[len(prefix):].startswith(CLINE_ONLY)]
+        if not self.cline_pretraining:
+            for k in cline_keys:
+                del state_dict[k]
+            if cline_keys:
+                logger.info(f"dropped {len(cline_keys)} CLINE pre-training tensors (RTD head, task weights)")
+        else:
+            fresh = {prefix + k: v for k, v in self.state_dict().items() if k.startswith(CLINE_ONLY)}
+            added = [k for k in fresh if k not in state_dict]
+            for k in added:
+                state_dict[k] = fresh[k].clone()
+            if added:
+                logger.info(f"the checkpoint has no CLINE RTD head: {len(added)} tensors start fresh")
+        super().upgrade_state_dict_named(state_dict, name)
+
+
+def _cline_defaults(args):
+    args.max_positions = safe_getattr(args, "max_positions", 512)
+
+
+@register_model_architecture("cline", "cline_roberta_base")
+def cline_base_architecture(args):
+    _cline_defaults(args)
+    base_architecture(args)
+
+
+@register_model_architecture("cline", "cline_roberta_large")
+def cline_large_architecture(args):
+    _cline_defaults(args)
+    roberta_large_architecture(args)
+
+
+@register_model_architecture("cline", "cline_roberta_tiny")
+def cline_tiny_architecture(args):
+    """2 layers of 32: for tests and smoke runs."""
+    args.encoder_layers = safe_getattr(args, "encoder_layers", 2)
+    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 32)
+    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 64)
+    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 2)
+    args.max_positions = safe_getattr(args, "max_positions", 64)
+    base_architecture(args)
