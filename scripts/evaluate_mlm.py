@@ -46,6 +46,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object per checkpoint")
     args = p.parse_args(argv)
     setup_logging("truneg_fairseq.evaluate_mlm")
+    from truneg_fairseq.checkpoints import describe_load_error
     from truneg_fairseq.evaluate import evaluate_mlm, evaluate_text, resolve_checkpoint
 
     if bool(args.data) == bool(args.text):
@@ -65,11 +66,18 @@ def main(argv=None) -> int:
     for ck in args.checkpoints:
         if not os.path.isfile(resolve_checkpoint(ck)):
             fail(f"checkpoint {ck} not found")
-        if args.text:
-            res = evaluate_text(resolve_checkpoint(ck), args.text, args.synonym_table, device, args.batch_size,
-                                args.max_len, args.mask_prob, args.seed, args.max_lines, args.show, args.vocab)
-        else:
-            res = evaluate_mlm(ck, args.data, args.synonym_table, args.subset, args.batch_size, args.max_batches, args.seed)
+        try:
+            if args.text:
+                res = evaluate_text(resolve_checkpoint(ck), args.text, args.synonym_table, device, args.batch_size,
+                                    args.max_len, args.mask_prob, args.seed, args.max_lines, args.show, args.vocab)
+            else:
+                res = evaluate_mlm(ck, args.data, args.synonym_table, args.subset, args.batch_size, args.max_batches,
+                                   args.seed)
+        except Exception as e:  # a truncated file, another dictionary: said in words, naming the file
+            msg = describe_load_error(ck, e, args.data)
+            if msg is None:
+                raise
+            fail(msg)
         if args.json:
             print(json.dumps({"checkpoint": ck, **res}))
         else:

@@ -50,11 +50,15 @@ def main(argv=None) -> int:
     except WordNetNotFoundError as e:
         fail(str(e))
     if args.kind == "squad":
-        try:
-            with open(args.input, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            fail(f"{args.input}: cannot read a SQuAD JSON file ({e})")
+        from truneg_fairseq.corpus import CorpusError
+        from truneg_fairseq.squad import read_squad_file
+
+        try:  # validated and repaired as the SQuAD task reads it (skips counted and logged)
+            data, skipped = read_squad_file(args.input)
+        except CorpusError as e:
+            fail(str(e))
+        if any(skipped.values()):
+            log.info(f"{args.input}: {skipped}")
         out, counts = perturb.perturb_squad(data, args.method, wn, args.seed, args.prob, args.max_swaps)
         with atomic_open(args.output, encoding="utf-8") as f:
             json.dump(out, f, ensure_ascii=False)

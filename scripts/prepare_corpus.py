@@ -7,7 +7,8 @@ Writes, under --output-dir:
   tok/train.txt tok/valid.txt   the text as pieces
   data-bin/                     fairseq-preprocess --only-source output (dict.txt, mmap shards)
 
-Input is either your own text files (one sentence or document line per line) or, with
+Input is either your own UTF-8 text files (one sentence or document per line; .gz, .bz2 and .xz
+are decompressed; a binary or non-UTF-8 file is refused, naming the file and line) or, with
 --wordnet-glosses, the built-in corpus: WordNet's definitions and example sentences.
 
 Example:
@@ -17,6 +18,7 @@ Example:
 
 import argparse
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -45,17 +47,16 @@ def main(argv=None) -> int:
     from truneg_fairseq import corpus
 
     out = args.output_dir
+    outputs = [os.path.join(out, n) for n in ("raw", "spm.model", "spm.vocab", "tok", "data-bin")]
+    new = [p for p in outputs + [out] if not os.path.exists(p)]  # removed again if this run fails
     try:
         if args.wordnet_glosses:
             lines = list(corpus.wordnet_gloss_lines())
             log.info(f"WordNet glosses: {len(lines)} lines")
         else:
             lines = []
-            for path in args.input:
-                if not os.path.isfile(path):
-                    fail(f"--input {path} not found")
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    lines += [" ".join(l.split()) for l in f]
+            for path in args.input:  # checked before anything is written
+                lines += [" ".join(l.split()) for l in corpus.read_text_lines(path)]
             empty = sum(1 for l in lines if not l)
             lines = [l for l in lines if l]
             log.info(f"read {len(lines)} non-empty lines from {len(args.input)} file(s) ({empty} empty lines skipped)")
@@ -72,8 +73,18 @@ def main(argv=None) -> int:
         dest = corpus.binarize(os.path.join(out, "tok", "train.txt"), os.path.join(out, "tok", "valid.txt"),
                                os.path.join(out, "data-bin"), workers=args.workers)
         log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')})")
+        new = []
     except corpus.CorpusError as e:
         fail(str(e))
+    finally:
+        for p in new:  # a failed run leaves no half-built outputs behind
+            if p == out:
+                if os.path.isdir(out) and not os.listdir(out):
+                    os.rmdir(out)
+            elif os.path.isdir(p):
+                shutil.rmtree(p)
+            elif os.path.exists(p):
+                os.unlink(p)
     return 0
 
 

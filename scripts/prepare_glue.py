@@ -4,7 +4,8 @@
 Reads the official task folders (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE) under
 --glue-dir, tokenizes with the pre-training tokenizer and binarizes with the pre-training
 dict.txt into OUT/TASK/{input0,input1,label}. MNLI's dev_matched/dev_mismatched become the
-valid/valid1 subsets. Malformed rows are skipped and their count is logged.
+valid/valid1 subsets. Malformed rows (wrong column count, empty field, unknown label) are
+skipped and counted per reason; too many of them are an error (--max-skip-fraction).
 
 Example:
   python scripts/prepare_glue.py --glue-dir glue_data --output-dir glue-bin \\
@@ -21,7 +22,7 @@ from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
 
 
 def main(argv=None) -> int:
-    from truneg_fairseq.glue import TASKS
+    from truneg_fairseq.glue import MAX_SKIP_FLOOR, MAX_SKIP_FRACTION, TASKS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--glue-dir", required=True, help="folder holding the GLUE task folders")
@@ -32,6 +33,10 @@ def main(argv=None) -> int:
     p.add_argument("--spm-model")
     p.add_argument("--gpt2-encoder-json")
     p.add_argument("--gpt2-vocab-bpe")
+    p.add_argument("--max-skip-fraction", type=float, default=MAX_SKIP_FRACTION,
+                   help="rows with the wrong number of columns, an empty field or a label outside the "
+                        "task's label set are skipped and counted per reason; more than this share of "
+                        f"a file's rows (and more than {MAX_SKIP_FLOOR}) is an error (default: %(default)s)")
     args = p.parse_args(argv)
     log = setup_logging("truneg_fairseq.prepare_glue")
     from truneg_fairseq.corpus import CorpusError
@@ -42,7 +47,8 @@ def main(argv=None) -> int:
     try:
         tok = Tokenizer(args.tokenizer, args.spm_model, args.gpt2_encoder_json, args.gpt2_vocab_bpe)
         for name in args.tasks:
-            skipped = prepare_task(TASKS[name], args.glue_dir, args.output_dir, tok, args.dict)
+            skipped = prepare_task(TASKS[name], args.glue_dir, args.output_dir, tok, args.dict,
+                                   max_skip_fraction=args.max_skip_fraction)
             log.info(f"{name}: written to {os.path.join(args.output_dir, name)} "
                      f"(skipped rows: {', '.join(f'{k} {v}' for k, v in skipped.items())})")
     except CorpusError as e:

@@ -24,15 +24,20 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     from truneg_fairseq.squad_metrics import evaluate
 
+    from truneg_fairseq.corpus import CorpusError
+    from truneg_fairseq.squad import read_squad_file
+
+    try:  # the answers are scored by text: their offsets are not checked here
+        data = read_squad_file(args.dataset, check_answers=False)[0]["data"]
+    except CorpusError as e:
+        fail(str(e))
     try:
-        with open(args.dataset, encoding="utf-8") as f:
-            data = json.load(f)["data"]
         with open(args.predictions, encoding="utf-8") as f:
             preds = json.load(f)
-    except FileNotFoundError as e:
-        fail(f"{e.filename} not found")
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        fail(f"{args.dataset} or {args.predictions} is not SQuAD v1.1 / predictions JSON ({e})")
+    except FileNotFoundError:
+        fail(f"predictions file {args.predictions} not found")
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        fail(f"predictions file {args.predictions} is not JSON ({e}); expected question id -> answer text")
     if not isinstance(preds, dict):
         fail(f"{args.predictions}: expected an object mapping question id -> answer text")
     res = evaluate(data, preds)

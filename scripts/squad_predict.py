@@ -35,7 +35,6 @@ def main(argv=None) -> int:
     import truneg_fairseq  # noqa: F401
     from truneg_fairseq import squad
     from truneg_fairseq.io_utils import atomic_open
-    from truneg_fairseq.tasks.squad import HEAD
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides={"data": args.data})
     if cfg.task._name != "squad":
@@ -47,11 +46,8 @@ def main(argv=None) -> int:
     with torch.no_grad():
         for start in range(0, len(ds), args.batch_size):
             sample = ds.collater([ds[i] for i in range(start, min(start + args.batch_size, len(ds)))])
-            tokens = sample["net_input"]["src_tokens"]
-            logits = model(tokens, features_only=True, classification_head_name=HEAD)[0].float()
-            logits = logits.masked_fill(tokens.eq(task.dictionary.pad()).unsqueeze(-1), -1e4)
-            s, e = logits.unbind(-1)
-            preds.update(squad.decode(ds.data, sample["feature_ids"], s, e, task.cfg.squad_n_best, task.cfg.squad_max_answer_len))
+            s, e = squad.span_logits(model, sample["net_input"]["src_tokens"], task.dictionary.pad())
+            preds.update(squad.decode(sample["squad"], s, e, task.cfg.squad_n_best, task.cfg.squad_max_answer_len))
     with atomic_open(args.output) as f:
         json.dump(preds, f, indent=1)
     print(f"wrote {len(preds)} predictions to {args.output}")

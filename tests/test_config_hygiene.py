@@ -165,3 +165,14 @@ def test_criterion_model_mismatch_before_any_step(data_bin, tmp_path):
     assert "TransformerLanguageModel" in out.stderr + out.stdout
     assert not (tmp_path / "ckpt" / "crash.pt").exists()
     assert "begin training epoch" not in out.stderr + out.stdout
+
+
+def test_torch_ddp_refused_when_the_criterion_is_built(data_bin):
+    """Named model calls bypass torch DDP's forward (no gradient sync): refused before any step."""
+    from utils import build_components
+
+    with pytest.raises(ValueError, match="--ddp-backend pytorch_ddp: .*--ddp-backend legacy_ddp"):
+        build_components(data_bin, ["--criterion", "mlm_soft_reg", "--distributed-world-size", "2",
+                                    "--ddp-backend", "pytorch_ddp"])
+    build_components(data_bin, ["--criterion", "mlm_soft_reg", "--distributed-world-size", "2",
+                                "--ddp-backend", "legacy_ddp"])

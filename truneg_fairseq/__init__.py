@@ -7,6 +7,7 @@ fairseq imports this package by directory name (``--user-dir truneg_fairseq``); 
 from . import compat
 
 compat.allow_fairseq_checkpoints()
+compat.atomic_checkpoint_copies()
 
 from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
 

@@ -1,33 +1,97 @@
-"""Compatibility of fairseq 0.12 with current torch.
+"""Compatibility shims for fairseq 0.12, installed when the plugin is imported.
 
-torch >= 2.6 loads checkpoints with ``weights_only=True`` by default, and fairseq's
-``checkpoint_utils.load_checkpoint_to_cpu`` calls ``torch.load`` without the argument, so resuming
-``fairseq-train`` or ``--restore-file`` fails with ``Unsupported global: argparse.Namespace``. The
-plugin allow-lists exactly the plain-data globals fairseq checkpoints hold, instead of turning the
-weights-only protection off (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``).
+1. Checkpoint loading under current torch (``allow_fairseq_checkpoints``): torch >= 2.6 loads
+   checkpoints with ``weights_only=True`` by default, and fairseq's
+   ``checkpoint_utils.load_checkpoint_to_cpu`` calls ``torch.load`` without the argument, so
+   resuming ``fairseq-train`` or ``--restore-file`` fails with ``Unsupported global:
+   argparse.Namespace``. The plugin allow-lists exactly the plain-data globals fairseq
+   checkpoints hold, instead of turning the weights-only protection off
+   (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``).
+2. Atomic checkpoint copies (``atomic_checkpoint_copies``): fairseq writes the first checkpoint
+   of a save atomically (a ``.tmp`` file, then a rename) but copies it to the others
+   (``checkpoint_last.pt``, ``checkpoint_best.pt``) with a plain ``PathManager.copy``; a job
+   killed during that copy (SIGTERM on preemption) leaves a truncated ``checkpoint_last.pt`` and
+   the resume fails (``PytorchStreamReader failed reading zip archive``). The shim makes local
+   copies atomic: copy to ``<dst>.tmp`` in the same directory, fsync, ``os.replace``, so
+   ``checkpoint_last.pt`` is always the old or the new checkpoint, whole. Remote (iopath) paths
+   keep fairseq's copy.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 
 import numpy as np
 import torch
 
 
 def fairseq_checkpoint_globals() -> list:
-    """Globals found in fairseq checkpoints: the legacy ``args`` namespace and numpy scalars
-    (best validation scores kept in ``extra_state``)."""
-    out = [argparse.Namespace, np.dtype]
+    """Globals found in fairseq checkpoints: the legacy ``args`` namespace and numpy scalars and
+    arrays (best validation scores kept in ``extra_state``), all plain data.
+
+    numpy 2 moved ``numpy.core`` to ``numpy._core``: a checkpoint written under numpy 1.x names
+    ``numpy.core.multiarray.scalar``, one written under numpy 2 ``numpy._core.multiarray.scalar``.
+    Both names are registered for the same objects (``(object, "name")`` entries), so old
+    checkpoints load under either numpy; nothing else is added."""
+    out = [argparse.Namespace, np.dtype, np.ndarray]
     core = getattr(np, "_core", None) or np.core  # numpy >= 2 / numpy < 2
-    out.append(core.multiarray.scalar)
-    dtypes = getattr(np, "dtypes", None)
+    for name in ("scalar", "_reconstruct"):
+        obj = getattr(core.multiarray, name, None)
+        if obj is not None:
+            out += [(obj, f"{prefix}.multiarray.{name}") for prefix in ("numpy.core", "numpy._core")]
+    dtypes = getattr(np, "dtypes", None)  # numpy >= 1.25: one class per dtype, named in pickles
     if dtypes is not None:
-        out += [getattr(dtypes, n) for n in ("Float64DType", "Float32DType", "Int64DType") if hasattr(dtypes, n)]
+        out += [c for c in vars(dtypes).values() if isinstance(c, type) and issubclass(c, np.dtype)]
     return out
 
 
 def allow_fairseq_checkpoints() -> None:
-    add = getattr(torch.serialization, "add_safe_globals", None)
-    if add is not None:  # torch < 2.4 has no weights-only default to work around
-        add(fairseq_checkpoint_globals())
+    """Allow-list :func:`fairseq_checkpoint_globals` for ``torch.load``'s weights-only mode."""
+    # weights_only=True is torch.load's default from torch 2.6 on (earlier ones load everything,
+    # and before 2.5 add_safe_globals takes no (object, name) entries)
+    if torch.__version__ >= (2, 6):
+        torch.serialization.add_safe_globals(fairseq_checkpoint_globals())
+
+
+def atomic_copy_file(src: str, dst: str) -> None:
+    """Copy ``src`` to ``dst`` so that ``dst`` is never seen half-written, even if the process is
+    killed: the data go to ``<dst>.tmp`` beside it (overwritten by the next copy, so a killed copy
+    leaves no growing litter), are fsynced, then renamed over ``dst``."""
+    tmp = f"{dst}.tmp"
+    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 16 * 1024 * 1024)
+        fout.flush()
+        os.fsync(fout.fileno())
+    os.replace(tmp, dst)
+    try:  # make the rename itself durable (a crash of the machine, not only of the process)
+        fd = os.open(os.path.dirname(os.path.abspath(dst)), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_checkpoint_copies() -> None:
+    """Make fairseq's ``PathManager.copy`` atomic for local paths (see the module docstring)."""
+    from fairseq.file_io import PathManager
+
+    original = PathManager.copy
+    if getattr(original, "truneg_atomic", False):  # installed already
+        return
+
+    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        if PathManager.path_requires_pathmanager(src_path) or PathManager.path_requires_pathmanager(dst_path):
+            return original(src_path, dst_path, overwrite=overwrite)
+        if os.path.exists(dst_path) and not overwrite:
+            return False  # as iopath does
+        atomic_copy_file(src_path, dst_path)
+        return True  # fairseq asserts the result
+
+    copy.truneg_atomic = True
+    PathManager.copy = staticmethod(copy)

@@ -35,6 +35,54 @@ def atomic_write_lines(path: os.PathLike, lines: Iterable[str]) -> int:
     return n
 
 
+# ---- reading text files -----------------------------------------------------------------------
+
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "lzma"}
+
+
+def _open_binary(path: Path):
+    """Open ``path`` for reading bytes, decompressing gzip/bzip2/xz files (found by their magic
+    bytes, whatever the file name says)."""
+    with open(path, "rb") as f:
+        head = f.read(6)
+    for magic, module in _COMPRESSED.items():
+        if head.startswith(magic):
+            import importlib
+
+            return importlib.import_module(module).open(path, "rb")
+    return open(path, "rb")
+
+
+def read_text_lines(path: os.PathLike) -> Iterator[str]:
+    """Lines of a UTF-8 text file (plain, .gz, .bz2 or .xz), newline and a leading BOM removed.
+
+    A NUL byte or bytes that are not UTF-8 mean the file is not text (a binary file, another
+    encoding): ``CorpusError`` names the file and the line, instead of a data-bin of garbage."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"--input {path} not found")
+    try:
+        with _open_binary(path) as f:
+            for i, raw in enumerate(f, 1):
+                if b"\0" in raw:
+                    raise CorpusError(
+                        f"{path}, line {i}: NUL byte (a binary file?); give plain UTF-8 text, one "
+                        f"sentence or document per line (.gz/.bz2/.xz are read too)"
+                    )
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise CorpusError(
+                        f"{path}, line {i}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                        f"convert it first, e.g. iconv -f latin1 -t utf-8"
+                    ) from None
+                if i == 1:
+                    line = line.lstrip("\ufeff")
+                yield line.rstrip("\r\n")
+    except (OSError, EOFError) as e:  # a truncated or corrupt compressed file
+        raise CorpusError(f"{path}: cannot be read ({e})") from None
+
+
 # ---- the built-in corpus ----------------------------------------------------------------------
 
 _QUOTED = re.compile(r'"([^"]+)"')

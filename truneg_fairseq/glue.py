@@ -3,8 +3,9 @@
 Each task folder is read as the GLUE download script leaves it (tab-separated, no quoting: QQP
 and MNLI contain stray quotes that a CSV reader would merge across rows). Columns are found by
 header name, except CoLA whose train/dev files have no header (source, label, original label,
-sentence). Rows with too few columns or an empty text are skipped and counted; the counts are
-returned and logged, never dropped silently.
+sentence). Rows with the wrong number of columns, an empty text or a label outside the task's
+label set are skipped and counted per reason; the counts are returned and logged, never dropped
+silently, and too many of them (``--max-skip-fraction``) are an error.
 
 Output (per task, fairseq's sentence_prediction layout)::
 
@@ -40,20 +41,27 @@ class GlueTask:
     num_classes: int  # 1: regression
     metric: str  # fairseq metric to select checkpoints with
     header: bool = True
+    labels: Tuple[str, ...] = ()  # the label set (classification); empty: a score in score_range
+    score_range: Tuple[float, float] = (0.0, 5.0)
+
+
+BINARY = ("0", "1")
+ENTAILMENT = ("entailment", "not_entailment")
 
 
 TASKS: Dict[str, GlueTask] = {
     t.name: t
     for t in [
-        GlueTask("CoLA", "CoLA", (("train", "train.tsv"), ("valid", "dev.tsv")), 3, None, 1, 2, "mcc", header=False),
-        GlueTask("SST-2", "SST-2", (("train", "train.tsv"), ("valid", "dev.tsv")), "sentence", None, "label", 2, "accuracy"),
-        GlueTask("MRPC", "MRPC", (("train", "train.tsv"), ("valid", "dev.tsv")), "#1 String", "#2 String", "Quality", 2, "acc_and_f1"),
+        GlueTask("CoLA", "CoLA", (("train", "train.tsv"), ("valid", "dev.tsv")), 3, None, 1, 2, "mcc", header=False, labels=BINARY),
+        GlueTask("SST-2", "SST-2", (("train", "train.tsv"), ("valid", "dev.tsv")), "sentence", None, "label", 2, "accuracy", labels=BINARY),
+        GlueTask("MRPC", "MRPC", (("train", "train.tsv"), ("valid", "dev.tsv")), "#1 String", "#2 String", "Quality", 2, "acc_and_f1", labels=BINARY),
         GlueTask("STS-B", "STS-B", (("train", "train.tsv"), ("valid", "dev.tsv")), "sentence1", "sentence2", "score", 1, "pearson_and_spearman"),
-        GlueTask("QQP", "QQP", (("train", "train.tsv"), ("valid", "dev.tsv")), "question1", "question2", "is_duplicate", 2, "acc_and_f1"),
+        GlueTask("QQP", "QQP", (("train", "train.tsv"), ("valid", "dev.tsv")), "question1", "question2", "is_duplicate", 2, "acc_and_f1", labels=BINARY),
         GlueTask("MNLI", "MNLI", (("train", "train.tsv"), ("valid", "dev_matched.tsv"), ("valid1", "dev_mismatched.tsv")),
-                 "sentence1", "sentence2", "gold_label", 3, "accuracy"),
-        GlueTask("QNLI", "QNLI", (("train", "train.tsv"), ("valid", "dev.tsv")), "question", "sentence", "label", 2, "accuracy"),
-        GlueTask("RTE", "RTE", (("train", "train.tsv"), ("valid", "dev.tsv")), "sentence1", "sentence2", "label", 2, "accuracy"),
+                 "sentence1", "sentence2", "gold_label", 3, "accuracy",
+                 labels=("entailment", "neutral", "contradiction")),
+        GlueTask("QNLI", "QNLI", (("train", "train.tsv"), ("valid", "dev.tsv")), "question", "sentence", "label", 2, "accuracy", labels=ENTAILMENT),
+        GlueTask("RTE", "RTE", (("train", "train.tsv"), ("valid", "dev.tsv")), "sentence1", "sentence2", "label", 2, "accuracy", labels=ENTAILMENT),
     ]
 }
 
@@ -65,8 +73,29 @@ class Example:
     label: str
 
 
-def read_split(task: GlueTask, path: Path) -> Tuple[List[Example], int]:
-    """Read one TSV file; returns (examples, number of rows skipped as malformed)."""
+MAX_SKIP_FRACTION = 0.01  # default share of malformed rows tolerated per file
+MAX_SKIP_FLOOR = 10  # a few malformed rows are always tolerated (small files)
+
+
+def read_split(task: GlueTask, path: Path, max_skip_fraction: float = MAX_SKIP_FRACTION) -> Tuple[List[Example], int]:
+    """Read one TSV file; returns (examples, number of rows skipped as malformed).
+
+    See :func:`read_split_counted` for the rules and the per-reason counts."""
+    out, skipped = read_split_counted(task, path, max_skip_fraction)
+    return out, sum(skipped.values())
+
+
+def read_split_counted(
+    task: GlueTask, path: Path, max_skip_fraction: float = MAX_SKIP_FRACTION
+) -> Tuple[List[Example], Dict[str, int]]:
+    """Read one TSV file; returns (examples, {reason: number of rows skipped}).
+
+    A row must have exactly the layout's number of columns (the header's, or 4 for CoLA), no
+    empty text or label, and a label from the task's label set (STS-B: a number in its score
+    range). Other rows are skipped and counted per reason; a row with an extra tab would shift
+    its columns and be mislabelled, so it is never read. When more than ``max_skip_fraction`` of
+    the rows (and more than ``MAX_SKIP_FLOOR``) are malformed, the file is not the task's and a
+    ``CorpusError`` says so."""
     if not path.is_file():
         raise CorpusError(
             f"{task.name}: {path} not found; --glue-dir must hold the GLUE task folders as the "
@@ -88,31 +117,48 @@ def read_split(task: GlueTask, path: Path) -> Tuple[List[Example], int]:
             cols[key] = len(header) - 1 - header[::-1].index(key)
         rows = lines[1:]
         i1, i2, il = cols[task.sentence1], cols.get(task.sentence2), cols[task.label]
+        width = len(header)
     else:
         rows = lines
         i1, i2, il = task.sentence1, task.sentence2, task.label
-    need = max(i for i in (i1, i2, il) if i is not None) + 1
-    out, skipped = [], 0
+        width = 4  # CoLA: source, label, original label, sentence
+    labels = set(task.labels)
+    lo, hi = task.score_range
+    out = []
+    skipped = {"too_few_columns": 0, "too_many_columns": 0, "empty_field": 0, "unknown_label": 0}
     for row in rows:
         parts = row.split("\t")
-        if len(parts) < need:
-            skipped += 1
+        if len(parts) != width:
+            skipped["too_few_columns" if len(parts) < width else "too_many_columns"] += 1
             continue
         t1 = parts[i1].strip()
         t2 = parts[i2].strip() if i2 is not None else None
         label = parts[il].strip()
         if not t1 or (i2 is not None and not t2) or not label:
-            skipped += 1
+            skipped["empty_field"] += 1
             continue
-        if task.num_classes == 1:
+        if labels:
+            ok = label in labels
+        else:
             try:
-                float(label)
+                ok = lo <= float(label) <= hi
             except ValueError:
-                skipped += 1
-                continue
+                ok = False
+        if not ok:
+            skipped["unknown_label"] += 1
+            continue
         out.append(Example(t1, t2, label))
+    skipped = {k: v for k, v in skipped.items() if v}
+    n_bad = sum(skipped.values())
+    what = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in skipped.items())
     if not out:
-        raise CorpusError(f"{path}: no usable rows ({skipped} malformed)")
+        raise CorpusError(f"{path}: no usable {task.name} rows ({n_bad} malformed: {what})")
+    if n_bad > MAX_SKIP_FLOOR and n_bad > max_skip_fraction * len(rows):
+        raise CorpusError(
+            f"{path}: {n_bad} of {len(rows)} rows are malformed ({what}), more than "
+            f"--max-skip-fraction {max_skip_fraction}; is this the official {task.name} file? "
+            f"(labels must be {', '.join(task.labels) or f'scores in [{lo}, {hi}]'}, {width} tab-separated columns)"
+        )
     return out, skipped
 
 
@@ -143,15 +189,20 @@ class Tokenizer:
         return [" ".join(map(str, self.bpe.encode(t))) for t in texts]
 
 
-def prepare_task(task: GlueTask, glue_dir: Path, out_dir: Path, tokenizer: Tokenizer, srcdict: Path) -> Dict[str, int]:
+def prepare_task(
+    task: GlueTask, glue_dir: Path, out_dir: Path, tokenizer: Tokenizer, srcdict: Path,
+    max_skip_fraction: float = MAX_SKIP_FRACTION,
+) -> Dict[str, int]:
     """Prepare one task into ``out_dir/TASK`` (atomically); returns skipped-row counts per split."""
     glue_dir, out_dir = Path(glue_dir), Path(out_dir)
     data = {}
-    skipped = {}
+    skipped, reasons = {}, {}
     for split, fname in task.splits:
-        data[split], skipped[split] = read_split(task, glue_dir / task.folder / fname)
+        data[split], reasons[split] = read_split_counted(task, glue_dir / task.folder / fname, max_skip_fraction)
+        skipped[split] = sum(reasons[split].values())
         if skipped[split]:
-            logger.warning(f"{task.name} {fname}: skipped {skipped[split]} malformed rows (too few columns or empty fields)")
+            what = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in reasons[split].items())
+            logger.warning(f"{task.name} {fname}: skipped {skipped[split]} malformed rows ({what})")
         logger.info(f"{task.name} {fname}: {len(data[split])} examples")
     with atomic_dir(out_dir / task.name) as work:
         raw = work / "raw"
@@ -172,7 +223,8 @@ def prepare_task(task: GlueTask, glue_dir: Path, out_dir: Path, tokenizer: Token
             binarize(f"{raw / 'train'}.label", ",".join(f"{p}.label" for p in valid_prefs), work / "label")
         shutil.rmtree(raw)
         meta = {"task": task.name, "num_classes": task.num_classes, "metric": task.metric,
-                "examples": {s: len(e) for s, e in data.items()}, "skipped": skipped}
+                "examples": {s: len(e) for s, e in data.items()}, "skipped": skipped,
+                "skipped_reasons": reasons}
         (work / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return skipped
 

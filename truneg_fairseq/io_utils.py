@@ -34,12 +34,15 @@ def atomic_open(path: os.PathLike, mode: str = "w", **kwargs):
 @contextlib.contextmanager
 def atomic_dir(path: os.PathLike):
     """Build a directory under a temporary name beside ``path`` and yield that name; on success
-    it replaces ``path`` (an older ``path`` is removed), on any error it is deleted."""
+    it replaces ``path`` (an older ``path`` is removed) with the umask's permissions, as ``mkdir``
+    would; on any error it is deleted."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         yield tmp
+        # mkdtemp makes the directory private (0700); the result gets what mkdir would give it
+        os.chmod(tmp, 0o777 & ~_umask())
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)

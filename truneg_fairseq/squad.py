@@ -50,19 +50,115 @@ class SquadData:
     skipped: Dict[str, int] = field(default_factory=dict)
 
 
-def load_squad_json(path) -> List[SquadExample]:
-    """Read a SQuAD v1.1 file. Answers whose text does not match the context at
-    ``answer_start`` are repaired by searching the text in the context when it occurs there,
-    else the question is skipped; both are counted by :func:`build_features`."""
+class SquadExamples(list):
+    """The questions of a SQuAD file (:class:`SquadExample`), with ``skipped``: what the reader
+    repaired or skipped, per reason."""
+
+    def __init__(self, examples=(), skipped: Dict[str, int] = None):
+        super().__init__(examples)
+        self.skipped = dict(skipped or {})
+
+
+def read_squad_file(path, check_answers: bool = True) -> Tuple[dict, Dict[str, int]]:
+    """Read and validate a SQuAD v1.1 JSON file: the one reader behind the task, the
+    perturbations, prediction and evaluation. Returns (the SQuAD object, counts).
+
+    A file that is not JSON, has no ``data`` list, no articles, or an article/paragraph/question
+    /answer without its required fields is a ``CorpusError`` naming the file (and the question
+    id). A question without a ``question`` text is skipped and counted (``no_question``). With
+    ``check_answers``, an answer whose text is not at ``answer_start`` is moved to the occurrence
+    of its text nearest ``answer_start`` (``answer_repaired``); an answer whose text is not in
+    the context is dropped, and a question left without answers is skipped
+    (``answer_mismatch``). The returned object holds only the kept questions."""
     if not os.path.isfile(path):
         raise CorpusError(f"{path} not found (a SQuAD v1.1 JSON file: train-v1.1.json / dev-v1.1.json)")
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)["data"]
-    except (json.JSONDecodeError, KeyError) as e:
-        raise CorpusError(f"{path} is not a SQuAD v1.1 JSON file ({e})") from e
-    out = []
-    for article in data:
+            obj = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorpusError(f"{path} is not JSON ({e}); expected a SQuAD v1.1 file") from None
+    articles = obj.get("data") if isinstance(obj, dict) else None
+    if not isinstance(articles, list):
+        raise CorpusError(f'{path} is not a SQuAD v1.1 file: no "data" list of articles at the top level')
+    if not articles:
+        raise CorpusError(f'{path}: "data" is empty (no articles, so no questions)')
+    counts = {"answer_mismatch": 0, "answer_repaired": 0, "no_question": 0}
+    no_question: List[str] = []
+    out_articles = []
+    for ai, article in enumerate(articles):
+        paras = article.get("paragraphs") if isinstance(article, dict) else None
+        if not isinstance(paras, list):
+            raise CorpusError(f'{path}: article {ai} has no "paragraphs" list')
+        out_paras = []
+        for pi, para in enumerate(paras):
+            if not isinstance(para, dict) or not isinstance(para.get("context"), str) or not isinstance(para.get("qas"), list):
+                raise CorpusError(f'{path}: article {ai}, paragraph {pi}: needs a "context" text and a "qas" list')
+            ctx = para["context"]
+            qas = []
+            for qa in para["qas"]:
+                qid = qa.get("id") if isinstance(qa, dict) else None
+                if not isinstance(qid, str) or not qid:
+                    raise CorpusError(f'{path}: article {ai}, paragraph {pi}: a question has no "id"')
+                if not isinstance(qa.get("question"), str) or not qa["question"].strip():
+                    counts["no_question"] += 1
+                    no_question.append(qid)
+                    continue
+                answers = qa.get("answers", [])
+                if not isinstance(answers, list) or not all(
+                    isinstance(a, dict) and isinstance(a.get("text"), str) and isinstance(a.get("answer_start"), int)
+                    for a in answers
+                ):
+                    raise CorpusError(f'{path}: question {qid}: "answers" must be a list of {{"text", "answer_start"}}')
+                if check_answers and answers:
+                    kept = []
+                    for a in answers:
+                        start = nearest_occurrence(ctx, a["text"], a["answer_start"])
+                        if start < 0:
+                            continue
+                        if start != a["answer_start"]:
+                            counts["answer_repaired"] += 1
+                            a = dict(a, answer_start=start)
+                        kept.append(a)
+                    if not kept:
+                        counts["answer_mismatch"] += 1
+                        continue
+                    qa = dict(qa, answers=kept)
+                qas.append(qa)
+            out_paras.append(dict(para, qas=qas))
+        out_articles.append(dict(article, paragraphs=out_paras))
+    if no_question:
+        more = f" and {len(no_question) - 5} more" if len(no_question) > 5 else ""
+        logger.warning(f'{path}: skipped {len(no_question)} questions without a "question" text '
+                       f'(ids {", ".join(no_question[:5])}{more})')
+    if counts["answer_mismatch"] or counts["answer_repaired"]:
+        logger.warning(f"{path}: {counts['answer_repaired']} answers moved to their text's occurrence nearest "
+                       f"answer_start; {counts['answer_mismatch']} questions skipped (answer text not in the context)")
+    if not any(para["qas"] for article in out_articles for para in article["paragraphs"]):
+        raise CorpusError(f"{path}: no usable questions ({', '.join(f'{k}: {v}' for k, v in counts.items() if v) or 'none given'})")
+    return dict(obj, data=out_articles), counts
+
+
+def nearest_occurrence(context: str, text: str, answer_start: int) -> int:
+    """Character offset of the occurrence of ``text`` in ``context`` nearest ``answer_start``
+    (``answer_start`` itself when the text is there; -1 when it is nowhere)."""
+    if not text:
+        return -1
+    if answer_start >= 0 and context[answer_start: answer_start + len(text)] == text:
+        return answer_start
+    best, at = -1, context.find(text)
+    while at >= 0:
+        if best < 0 or abs(at - answer_start) < abs(best - answer_start):
+            best = at
+        at = context.find(text, at + 1)
+    return best
+
+
+def load_squad_json(path) -> SquadExamples:
+    """The questions of a SQuAD v1.1 file, validated and repaired by :func:`read_squad_file`
+    (its counts in ``.skipped``, reported again by :func:`build_features`)."""
+    obj, counts = read_squad_file(path)
+    out = SquadExamples(skipped=counts)
+    for article in obj["data"]:
         for para in article["paragraphs"]:
             ctx = para["context"]
             for qa in para["qas"]:
@@ -116,18 +212,11 @@ def build_features(examples: List[SquadExample], wt: WordTokenizer, max_len=384,
     feats: List[Feature] = []
     words_all: List[List[Tuple[int, int]]] = []
     kept: List[SquadExample] = []
-    skipped = {"answer_mismatch": 0, "answer_repaired": 0, "answer_outside_windows": 0}
+    # answers were checked (and repaired) by the reader, read_squad_file; its counts come first
+    reader = examples.skipped if isinstance(examples, SquadExamples) else {}
+    skipped = {**reader, "answer_outside_windows": 0}
     for ex in examples:
         words = split_words(ex.context)
-        if train or ex.answers:
-            ans = ex.answers[0] if ex.answers else ""
-            if ex.context[ex.answer_start: ex.answer_start + len(ans)] != ans:
-                found = ex.context.find(ans) if ans else -1
-                if found < 0:
-                    skipped["answer_mismatch"] += 1
-                    continue
-                skipped["answer_repaired"] += 1
-                ex.answer_start = found
         ctx_ids, tok_word = [], []
         for wi, (s, e) in enumerate(words):
             ids = wt(ex.context[s:e])
@@ -162,9 +251,8 @@ def build_features(examples: List[SquadExample], wt: WordTokenizer, max_len=384,
         feats += ex_feats
         words_all.append(words)
         kept.append(ex)
-    for k, v in skipped.items():
-        if v:
-            logger.warning(f"SQuAD: {v} questions {k.replace('_', ' ')}")
+    if skipped["answer_outside_windows"]:
+        logger.warning(f"SQuAD: {skipped['answer_outside_windows']} questions answer outside windows")
     return SquadData(kept, words_all, feats, skipped)
 
 
@@ -197,15 +285,58 @@ def span_text(ex: SquadExample, words, feature: Feature, start: int, end: int) -
     return ex.context[words[w0][0]: words[w1][1]]
 
 
-def decode(data: SquadData, feature_ids, start_logits, end_logits, n_best=20, max_answer_len=30) -> Dict[str, str]:
-    """Best answer text per question over all of its windows in a batch.
+SPAN_HEAD = "squad_span"  # the model's classification head giving start/end logits per token
 
-    feature_ids: indices into ``data.features``; start/end_logits: F x T (padding masked)."""
-    best: Dict[int, Tuple[float, str]] = {}
+
+def span_logits(model, src_tokens, padding_idx: int):
+    """Start and end logits of every window position, for training and prediction alike.
+
+    src_tokens: F x T windows; returns (start, end), each F x T in fp32 with padding at -1e4."""
+    logits = model(src_tokens, features_only=True, classification_head_name=SPAN_HEAD)[0].float()  # F x T x 2
+    logits = logits.masked_fill(src_tokens.eq(padding_idx).unsqueeze(-1), -1e4)
+    return logits.unbind(-1)
+
+
+def decoding_info(data: SquadData, feature_ids: List[int], width: int) -> dict:
+    """What decoding a batch of whole questions needs, carried by the batch itself: per question
+    its id, context and gold answers; per window (F) its question (``feature_question``: F) and the
+    character span of each context token (``token_chars``: F x width x 2, -1 outside the
+    context). The whole dataset never travels with a batch."""
+    import torch
+
+    questions: Dict[int, int] = {}
+    chars = torch.full((len(feature_ids), width, 2), -1, dtype=torch.long)  # F x T x 2
     for row, fi in enumerate(feature_ids):
         f = data.features[fi]
-        score, a, b = best_span(start_logits[row], end_logits[row], f.ctx_offset, len(f.token_word), n_best, max_answer_len)
-        ex = data.examples[f.example]
-        if f.example not in best or score > best[f.example][0]:
-            best[f.example] = (score, span_text(ex, data.words[f.example], f, a, b))
-    return {data.examples[e].qid: t for e, (_, t) in best.items()}
+        questions.setdefault(f.example, len(questions))
+        words = data.words[f.example]
+        if f.token_word:
+            spans = torch.tensor([words[w] for w in f.token_word])  # n_ctx x 2
+            chars[row, f.ctx_offset: f.ctx_offset + len(f.token_word)] = spans
+    exs = [data.examples[e] for e in questions]
+    return {
+        "qids": [ex.qid for ex in exs],
+        "contexts": [ex.context for ex in exs],
+        "answers": [list(ex.answers) for ex in exs],
+        "feature_question": torch.tensor([questions[data.features[fi].example] for fi in feature_ids]),  # F
+        "token_chars": chars,
+    }
+
+
+def decode(info: dict, start_logits, end_logits, n_best=20, max_answer_len=30) -> Dict[str, str]:
+    """Best answer text per question over all of its windows in a batch.
+
+    info: :func:`decoding_info` of the batch; start/end_logits: F x T (:func:`span_logits`)."""
+    chars = info["token_chars"].cpu()
+    start_logits, end_logits = start_logits.detach().cpu(), end_logits.detach().cpu()
+    best: Dict[int, Tuple[float, str]] = {}
+    for row, q in enumerate(info["feature_question"].tolist()):
+        in_ctx = (chars[row, :, 0] >= 0).nonzero().view(-1)
+        if in_ctx.numel() == 0:
+            continue
+        lo = int(in_ctx[0])
+        score, a, b = best_span(start_logits[row], end_logits[row], lo, in_ctx.numel(), n_best, max_answer_len)
+        text = info["contexts"][q][int(chars[row, a, 0]): int(chars[row, b, 1])]
+        if q not in best or score > best[q][0]:
+            best[q] = (score, text)
+    return {info["qids"][q]: best[q][1] if q in best else "" for q in range(len(info["qids"]))}

@@ -13,6 +13,9 @@ TASK=${1:?usage: finetune.sh TASK small|base|roberta_base GLUE_BIN CHECKPOINT [o
 SIZE=${2:?}; GLUE_BIN=${3:?}; CKPT=${4:?}
 shift 4
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+# fairseq-hydra-train runs in its own directory: every path it gets is made absolute here
+[ -f "$CKPT" ] || { echo "error: checkpoint $CKPT not found" >&2; exit 2; }
+CKPT="$(cd "$(dirname "$CKPT")" && pwd)/$(basename "$CKPT")"
 CONFIG=$(echo "$TASK" | tr 'A-Z' 'a-z' | tr -d '-')
 [ -f "$REPO/examples/glue/config/$CONFIG.yaml" ] || { echo "error: unknown GLUE task '$TASK'" >&2; exit 2; }
 [ -f "$GLUE_BIN/$TASK/meta.json" ] || { echo "error: $GLUE_BIN/$TASK/meta.json not found: run scripts/prepare_glue.py" >&2; exit 2; }

@@ -31,6 +31,6 @@ exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --clip-norm 0.0 --weight-decay 0.01 \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
-  --dropout 0.1 --attention-dropout 0.1 ${FP16---fp16} --ddp-backend pytorch_ddp \
+  --dropout 0.1 --attention-dropout 0.1 ${FP16---fp16} --ddp-backend legacy_ddp \
   --save-dir "$SAVE_DIR" --save-interval-updates 10000 --keep-interval-updates 5 \
   --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"

@@ -33,7 +33,7 @@ from omegaconf import II
 from truneg_fairseq.criterions import losses, rtd
 from truneg_fairseq.criterions.selection import MaskSelection, SlotSelection, static_slot_count
 from truneg_fairseq.lexicon import SynonymLookup, SynonymTable
-from truneg_fairseq.models.access import mismatch_message, mlm_access, provides_mlm
+from truneg_fairseq.models.access import DDP_BACKEND_MESSAGE, mismatch_message, mlm_access, provides_mlm
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,9 @@ class SynonymCriterionConfig(rtd.ReplacedTokenDetectionConfig):
     # the model's name (the same --arch flag): lets the criterion refuse a model it cannot
     # train when it is built, before any step
     arch: str = II("model._name")
+    # multi-worker settings (the same flags): torch's DDP cannot see the named model calls
+    ddp_backend: str = II("distributed_training.ddp_backend")
+    distributed_world_size: int = II("distributed_training.distributed_world_size")
 
 
 def _resolved(value):
@@ -117,6 +120,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         super().__init__(task)
         self.cfg = cfg
         self._check_model_class(cfg)
+        world, backend = _resolved(cfg.distributed_world_size), _resolved(cfg.ddp_backend)
+        if world and int(world) > 1 and backend in ("pytorch_ddp", "c10d"):
+            raise ValueError(f"--ddp-backend {backend}: {DDP_BACKEND_MESSAGE}")
         if cfg.synonym_table:
             self.lookup: Optional[SynonymLookup] = load_synonym_lookup(cfg.synonym_table, task)
         elif self.requires_table:

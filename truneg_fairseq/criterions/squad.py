@@ -14,26 +14,20 @@ from truneg_fairseq import squad, squad_metrics
 @register_criterion("squad", dataclass=FairseqDataclass)
 class SquadSpanLoss(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
-        from truneg_fairseq.tasks.squad import HEAD
-
         tokens = sample["net_input"]["src_tokens"]  # F x T
-        logits = model(tokens, features_only=True, classification_head_name=HEAD)[0].float()  # F x T x 2
-        logits = logits.masked_fill(tokens.eq(self.padding_idx).unsqueeze(-1), -1e4)
-        start_logits, end_logits = logits.unbind(-1)  # F x T each
+        start_logits, end_logits = squad.span_logits(model, tokens, self.padding_idx)  # F x T each
         loss = F.cross_entropy(start_logits, sample["start"], reduction="sum") + F.cross_entropy(
             end_logits, sample["end"], reduction="sum")
         n = tokens.size(0)
         log = {"loss": loss.data, "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": n}
-        if not model.training and "squad_split" in sample:
+        if not model.training and "squad" in sample:  # validation batches hold whole questions
             cfg = self.task.cfg
-            data = self.task.dataset(sample["squad_split"]).data
-            preds = squad.decode(data, sample["feature_ids"], start_logits.detach().cpu(), end_logits.detach().cpu(),
-                                 cfg.squad_n_best, cfg.squad_max_answer_len)
+            info = sample["squad"]
+            preds = squad.decode(info, start_logits, end_logits, cfg.squad_n_best, cfg.squad_max_answer_len)
             em = f1 = 0.0
-            for ex_i in {data.features[i].example for i in sample["feature_ids"]}:
-                ex = data.examples[ex_i]
-                em += max(squad_metrics.exact_match(preds[ex.qid], g) for g in ex.answers)
-                f1 += max(squad_metrics.f1(preds[ex.qid], g) for g in ex.answers)
+            for qid, golds in zip(info["qids"], info["answers"]):
+                em += max((squad_metrics.exact_match(preds[qid], g) for g in golds), default=0.0)
+                f1 += max((squad_metrics.f1(preds[qid], g) for g in golds), default=0.0)
             log.update(em_sum=em, f1_sum=f1, n_questions=len(preds))
         return loss, n, log
 

@@ -5,8 +5,9 @@ A table belongs to one fairseq dictionary. It stores
 * ``pairs``: sorted int64 ``(gold_id, pred_id)`` rows, both ids whole-word entries of the
   dictionary and ``pred`` a synonym of ``gold`` (never the same id);
 * ``continuation_ids``: ids of entries that continue a word (sentencepiece pieces without the
-  ``▁`` word-start mark, GPT-2 tokens without ``Ġ``): a gold token followed by one of them is a
-  subword piece and is never corrected;
+  ``▁`` word-start mark, GPT-2 tokens without ``Ġ``, WordPiece ``##`` pieces; the tokenizer layer,
+  :mod:`truneg_fairseq.tokenizer`, decides): a gold token followed by one of them is a subword
+  piece and is never corrected;
 * the dictionary's fingerprint (sha256 of its first ``num_symbols`` symbols), so a table cannot be
   used with another dictionary by mistake.
 
@@ -27,14 +28,15 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.tokenizer import KINDS, Tokenizer, TokenizerError, TokenizerSpec, VocabView
+from truneg_fairseq.tokenizer import build_tokenizer, load_dictionary_view
+from truneg_fairseq.tokenizer import is_word as _is_word
 
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 KEY_SHIFT = 32  # key = gold << 32 | pred: unique for any vocabulary under 2**31 entries
-SP_SPACE = "\u2581"  # sentencepiece word-start mark
-GPT2_SPACE = "\u0120"  # GPT-2 byte-level encoding of a leading space ("Ġ")
-TOKENIZERS = ("sentencepiece", "gpt2", "whitespace")
+TOKENIZERS = KINDS
 SOURCES = ("wordnet", "embedding")
 
 
@@ -63,97 +65,25 @@ def stopwords() -> frozenset:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class VocabView:
-    """Per-id view of a fairseq dictionary under its tokenizer.
-
-    ``words[i]`` is the surface word of entry ``i`` when the entry starts a word and is purely
-    alphabetic (a candidate whole word), else ``None``; ``continuation[i]`` is True when entry
-    ``i`` continues the previous token's word.
-    """
-
-    symbols: List[str]
-    words: List[Optional[str]]
-    continuation: List[bool]
-    tokenizer: str
-
-
-def _is_word(s: str) -> bool:
-    return s.isascii() and s.isalpha()
-
-
 def vocab_view(
     dict_path: os.PathLike,
-    tokenizer: str,
+    tokenizer,
     spm_model: Optional[os.PathLike] = None,
     gpt2_encoder_json: Optional[os.PathLike] = None,
+    vocab: Optional[os.PathLike] = None,
+    lowercase: Optional[bool] = None,
 ) -> VocabView:
-    """Load ``dict.txt`` as fairseq does and classify each entry for ``tokenizer``."""
-    from fairseq.data import Dictionary
-
-    dict_path = Path(dict_path)
-    if not dict_path.is_file():
-        raise SynonymTableError(f"dictionary {dict_path} not found: pass the dict.txt that fairseq-preprocess wrote into your data-bin directory")
-    if tokenizer not in TOKENIZERS:
-        raise SynonymTableError(f"--tokenizer {tokenizer!r} is not one of {', '.join(TOKENIZERS)}")
-    d = Dictionary.load(str(dict_path))
-    symbols = list(d.symbols)
-    nspecial = d.nspecial
-    words: List[Optional[str]] = [None] * len(symbols)
-    cont = [False] * len(symbols)
-
-    if tokenizer == "sentencepiece":
-        if spm_model is None:
-            raise SynonymTableError("--tokenizer sentencepiece needs --spm-model (the .model file that tokenized the corpus)")
-        import sentencepiece as spm
-
-        if not Path(spm_model).is_file():
-            raise SynonymTableError(f"--spm-model {spm_model} not found")
-        sp = spm.SentencePieceProcessor(model_file=str(spm_model))
-        unknown = 0
-        for i in range(nspecial, len(symbols)):
-            s = symbols[i]
-            if sp.piece_to_id(s) == sp.unk_id() and s != sp.id_to_piece(sp.unk_id()):
-                unknown += 1
-                continue
-            if s.startswith(SP_SPACE):
-                if _is_word(s[1:]):
-                    words[i] = s[1:]
-            elif not sp.is_control(sp.piece_to_id(s)):
-                cont[i] = True
-        n = len(symbols) - nspecial
-        if n and unknown > 0.5 * n:
-            raise SynonymTableError(
-                f"{unknown} of {n} entries of {dict_path} are not pieces of {spm_model}: the "
-                "dictionary was not produced by this sentencepiece model"
-            )
-    elif tokenizer == "gpt2":
-        if gpt2_encoder_json is None or not Path(gpt2_encoder_json).is_file():
-            raise SynonymTableError(f"--tokenizer gpt2 needs --gpt2-encoder-json (encoder.json of the GPT-2 BPE); got {gpt2_encoder_json}")
-        with open(gpt2_encoder_json, encoding="utf-8") as f:
-            id_to_tok = {v: k for k, v in json.load(f).items()}
-        unknown = 0
-        for i in range(nspecial, len(symbols)):
-            s = symbols[i]
-            tok = id_to_tok.get(int(s)) if s.isdigit() else None
-            if tok is None:
-                unknown += 1
-                continue
-            if tok.startswith(GPT2_SPACE):
-                if _is_word(tok[1:]):
-                    words[i] = tok[1:]
-            elif not (tok.startswith("<|") and tok.endswith("|>")):
-                cont[i] = True
-        n = len(symbols) - nspecial
-        if n and unknown > 0.5 * n:
-            raise SynonymTableError(
-                f"{unknown} of {n} entries of {dict_path} are not GPT-2 BPE ids of {gpt2_encoder_json}"
-            )
-    else:  # whitespace: every alphabetic entry is a whole word
-        for i in range(nspecial, len(symbols)):
-            if _is_word(symbols[i]):
-                words[i] = symbols[i]
-    return VocabView(symbols=symbols, words=words, continuation=cont, tokenizer=tokenizer)
+    """Load ``dict.txt`` as fairseq does and classify each entry with ``tokenizer`` (a
+    :class:`~truneg_fairseq.tokenizer.Tokenizer`, or its kind with the files named here)."""
+    try:
+        if not isinstance(tokenizer, Tokenizer):
+            spec = TokenizerSpec(tokenizer, spm_model=spm_model and str(spm_model),
+                                 gpt2_encoder_json=gpt2_encoder_json and str(gpt2_encoder_json),
+                                 vocab=vocab and str(vocab), lowercase=lowercase)
+            tokenizer = build_tokenizer(spec, view_only=True)
+        return load_dictionary_view(dict_path, tokenizer)
+    except TokenizerError as e:
+        raise SynonymTableError(str(e)) from None
 
 
 def _case_key(word: str) -> str:
@@ -311,13 +241,19 @@ class SynonymTable:
                 f"synonym table {path} not found: build it with `python scripts/build_synonym_table.py "
                 "--dict DATA/dict.txt ... --output FILE` and pass it as --synonym-table"
             )
+        foreign = f"{path} is not a synonym table written by build_synonym_table.py"
+        with open(path, "rb") as f:
+            if f.read(4) != b"PK\x03\x04":  # not an .npz (zip) archive: numpy would guess a pickle
+                raise SynonymTableError(f"{foreign} (not an .npz archive); rebuild it with that script")
         try:
             with np.load(path, allow_pickle=False) as z:
                 pairs = z["pairs"]
                 cont = z["continuation_ids"]
                 meta = json.loads(str(z["meta"]))
-        except Exception as e:  # corrupt or foreign file
-            raise SynonymTableError(f"{path} is not a synonym table written by build_synonym_table.py ({e})") from e
+        except ValueError as e:  # an array of objects: numpy's advice (allow_pickle) must not be taken
+            raise SynonymTableError(f"{foreign} (it holds pickled objects); rebuild it with that script") from e
+        except Exception as e:  # corrupt or foreign archive
+            raise SynonymTableError(f"{foreign} ({e})") from e
         if meta.get("format_version") != FORMAT_VERSION:
             raise SynonymTableError(f"{path}: table format {meta.get('format_version')} (expected {FORMAT_VERSION}); rebuild it")
         if pairs.ndim != 2 or pairs.shape[1] != 2:

@@ -8,10 +8,16 @@ Library code never calls ``nltk.download``. :func:`load_wordnet` finds WordNet i
    assembled once into an nltk-readable ``corpora/wordnet`` under a cache directory: nltk refuses
    symlinks and unregistered roots, and needs the ``lexnames`` file Debian does not ship;
 3. otherwise one :class:`WordNetNotFoundError` that lists these options.
+
+``TRUNEG_WORDNET_SYSTEM=0`` leaves out the places nobody named: Debian's ``/usr/share/wordnet``
+and nltk's built-in data directories; only ``NLTK_DATA``, ``$WNHOME`` and the cache are searched
+(to test the no-WordNet path, or to pin one WordNet copy). A ``$WNHOME`` that holds no WordNet
+gets a warning naming it. A cache left incomplete (an interrupted copy) is rebuilt.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -35,6 +41,13 @@ _REQUIRED = [f"{kind}.{pos}" for kind in ("data", "index") for pos in ("noun", "
 _OPTIONAL = ["adj.exc", "adv.exc", "noun.exc", "verb.exc", "index.sense", "cntlist.rev", "lexnames"]
 
 DEFAULT_DICT_DIRS = ("/usr/share/wordnet",)
+
+logger = logging.getLogger(__name__)
+
+
+def _use_system_dirs() -> bool:
+    """False when ``TRUNEG_WORDNET_SYSTEM=0``: search only the places the user named."""
+    return os.environ.get("TRUNEG_WORDNET_SYSTEM", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 class WordNetNotFoundError(RuntimeError):
@@ -66,8 +79,35 @@ def candidate_dict_dirs() -> List[Path]:
     wnhome = os.environ.get("WNHOME")
     if wnhome:
         out += [Path(wnhome) / "dict", Path(wnhome)]
-    out += [Path(p) for p in DEFAULT_DICT_DIRS]
+        if not any(_is_dict_dir(p) for p in out):
+            logger.warning(
+                f"WNHOME={wnhome} holds no WordNet dict directory (neither it nor {out[0]} has "
+                f"{', '.join(_REQUIRED[:2])}, ...); it is ignored"
+            )
+    if _use_system_dirs():
+        out += [Path(p) for p in DEFAULT_DICT_DIRS]
     return out
+
+
+def _is_complete_copy(dict_dir: Path, target: Path) -> bool:
+    """``target`` holds every file of ``dict_dir`` nltk reads, at the same size, and lexnames."""
+    for name in _REQUIRED + _OPTIONAL:
+        src, dst = dict_dir / name, target / name
+        if src.is_file() and (not dst.is_file() or dst.stat().st_size != src.stat().st_size):
+            return False
+    return _is_dict_dir(target) and (target / "lexnames").is_file()
+
+
+def _check_cache_dir(cache: Path, origin: str) -> None:
+    """One clear error when the cache (or a parent of it) is a file, not a directory."""
+    for p in [cache, *cache.parents]:
+        if p.exists():
+            if not p.is_dir():
+                raise WordNetNotFoundError(
+                    f"{origin}: {p} is a file, not a directory; WordNet is copied to {cache}. Set "
+                    f"TRUNEG_CACHE to a directory (unset: ~/.cache/truneg_fairseq)"
+                )
+            return
 
 
 def assemble_nltk_wordnet(dict_dir: Path, nltk_data_dir: Path) -> Path:
@@ -84,7 +124,7 @@ def assemble_nltk_wordnet(dict_dir: Path, nltk_data_dir: Path) -> Path:
             f"{dict_dir} is not a WordNet dict directory (missing {', '.join(missing)})"
         )
     target = Path(nltk_data_dir) / "corpora" / "wordnet"
-    if _is_dict_dir(target) and (target / "lexnames").is_file():
+    if _is_complete_copy(dict_dir, target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".wordnet-", dir=target.parent))
@@ -95,11 +135,14 @@ def assemble_nltk_wordnet(dict_dir: Path, nltk_data_dir: Path) -> Path:
                 shutil.copyfile(src.resolve(), tmp / name)
         if not (tmp / "lexnames").is_file():
             (tmp / "lexnames").write_text(lexnames_text())
+        if target.exists():  # an incomplete copy (an interrupted run): replace it
+            logger.warning(f"rebuilding the incomplete WordNet copy {target} from {dict_dir}")
+            shutil.rmtree(target, ignore_errors=True)
         try:
             os.rename(tmp, target)
         except OSError:
             # Another process won the race; keep its copy.
-            if not _is_dict_dir(target):
+            if not _is_complete_copy(dict_dir, target):
                 raise
     finally:
         if tmp.exists():
@@ -110,9 +153,11 @@ def assemble_nltk_wordnet(dict_dir: Path, nltk_data_dir: Path) -> Path:
 def _nltk_has_wordnet() -> bool:
     import nltk
 
+    # with TRUNEG_WORDNET_SYSTEM=0 only NLTK_DATA counts, not nltk's built-in directories
+    paths = None if _use_system_dirs() else [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
     for name in ("corpora/wordnet", "corpora/wordnet.zip"):
         try:
-            nltk.data.find(name)
+            nltk.data.find(name, paths=paths)
             return True
         except LookupError:
             pass
@@ -131,6 +176,8 @@ def load_wordnet(cache_dir: Optional[os.PathLike] = None):
 
     if not _nltk_has_wordnet():
         cache = Path(cache_dir) if cache_dir else default_cache_dir()
+        env = os.environ.get("TRUNEG_CACHE")
+        _check_cache_dir(cache, f"TRUNEG_CACHE={env}" if env and not cache_dir else f"WordNet cache {cache}")
         tried = []
         for cand in candidate_dict_dirs():
             tried.append(str(cand))

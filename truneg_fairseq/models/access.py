@@ -60,8 +60,36 @@ def provides_mlm(model_or_class) -> bool:
     return issubclass(cls, RobertaModel) or all(callable(getattr(cls, m, None)) for m in MLM_METHODS)
 
 
+DDP_BACKEND_MESSAGE = (
+    "the plugin's criterions reach the model through named methods (masked-LM logits, features, "
+    "discriminator), which torch's DistributedDataParallel (fairseq's --ddp-backend pytorch_ddp/c10d, "
+    "the default) does not see: it would not sum the gradients over workers. Train with "
+    "--ddp-backend legacy_ddp (fairseq all-reduces the gradients after the backward pass)"
+)
+
+
+def unwrap_data_parallel(model):
+    """The model inside fairseq's data-parallel wrappers (``ModuleProxyWrapper`` around
+    ``LegacyDistributedDataParallel``), which multi-worker training hands to the criterion; a
+    model that is not wrapped is returned as it is. torch's ``DistributedDataParallel`` is
+    refused (:data:`DDP_BACKEND_MESSAGE`): it sums gradients only of what runs through its own
+    ``forward``."""
+    from fairseq.distributed import LegacyDistributedDataParallel, ModuleProxyWrapper
+    from torch.nn.parallel import DistributedDataParallel
+
+    while isinstance(model, (ModuleProxyWrapper, LegacyDistributedDataParallel, DistributedDataParallel)):
+        if isinstance(model, DistributedDataParallel):
+            raise ValueError(DDP_BACKEND_MESSAGE)
+        model = model.module
+    return model
+
+
 def mlm_access(model, criterion: str = "this criterion"):
-    """The model itself when it implements the interface, an adapter for fairseq's RoBERTa."""
+    """The model itself when it implements the interface, an adapter for fairseq's RoBERTa.
+
+    Under fairseq's ``legacy_ddp`` wrapper the wrapped model is used: the wrapper sums the
+    gradients over workers after the backward pass, whatever method computed them."""
+    model = unwrap_data_parallel(model)
     if all(callable(getattr(model, m, None)) for m in MLM_METHODS):
         return model
     if isinstance(model, RobertaModel):

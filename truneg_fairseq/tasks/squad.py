@@ -23,7 +23,7 @@ from fairseq.tasks import FairseqTask, register_task
 from truneg_fairseq import squad
 
 logger = logging.getLogger(__name__)
-HEAD = "squad_span"
+HEAD = squad.SPAN_HEAD
 
 
 @dataclass
@@ -100,8 +100,8 @@ class SquadDataset(FairseqDataset):
             "start": torch.tensor([f.start for f in feats]),  # F
             "end": torch.tensor([f.end for f in feats]),  # F
         }
-        if self.by_question:  # what decoding needs; the examples stay in the task's dataset
-            batch.update(feature_ids=fids, squad_split=self.split)
+        if self.by_question:  # what decoding needs, for this batch's questions only
+            batch["squad"] = squad.decoding_info(self.data, fids, tokens.size(1))
         return batch
 
 
