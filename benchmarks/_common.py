@@ -78,3 +78,25 @@ def make_batches(n, bsz, seq, vocab, pad, bos, eos, mask_idx, nspecial, seed=0, 
             "ntokens": bsz * seq, "nsentences": bsz, "original": torch.from_numpy(tok).long().to(device),
         })
     return out
+
+
+def hf_electra_loss(gen, disc, sample, pad):
+    """The HuggingFace transformers ELECTRA objective on one pre-masked batch (the reference the
+    plugin is timed against): generator MLM + 50 x the discriminator's BCE on the corrupted input,
+    replacements sampled from the generator softmax (Gumbel-max) without gradient."""
+    import torch
+    import torch.nn.functional as F
+
+    src, tgt, orig = sample["net_input"]["src_tokens"], sample["target"], sample["original"]
+    attn = src.ne(pad).long()
+    g = gen(input_ids=src, attention_mask=attn, labels=torch.where(tgt.ne(pad), tgt, -100))
+    masked = tgt.ne(pad)
+    with torch.no_grad():
+        logits = g.logits[masked].float()
+        u = torch.rand_like(logits).clamp_(1e-9, 1 - 1e-9)
+        sampled = (logits - torch.log(-torch.log(u))).argmax(-1)
+    corrupted = src.clone()
+    corrupted[masked] = sampled
+    d = disc(input_ids=corrupted, attention_mask=attn)
+    rtd = F.binary_cross_entropy_with_logits(d.logits.float(), corrupted.ne(orig).float(), weight=attn.float())
+    return g.loss + 50.0 * rtd

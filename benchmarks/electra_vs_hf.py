@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import alternating_step_times, make_batches, make_train_step  # noqa: E402
+from _common import alternating_step_times, hf_electra_loss, make_batches, make_train_step  # noqa: E402
 
 VOCAB = 30522
 
@@ -59,7 +59,6 @@ def build_plugin(criteria, table_path, dict_dir):
 
 def build_hf(pad, mask_idx):
     import torch
-    import torch.nn.functional as F
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
     common = dict(vocab_size=VOCAB, embedding_size=128, max_position_embeddings=128, pad_token_id=pad,
@@ -76,22 +75,8 @@ def build_hf(pad, mask_idx):
     disc.train()
 
     def step(b):
-        src, tgt, orig = b["net_input"]["src_tokens"], b["target"], b["original"]
-        attn = src.ne(pad).long()
         opt.zero_grad(set_to_none=True)
-        labels = torch.where(tgt.ne(pad), tgt, torch.full_like(tgt, -100))
-        g = gen(input_ids=src, attention_mask=attn, labels=labels)
-        masked = tgt.ne(pad)
-        with torch.no_grad():
-            logits = g.logits[masked].float()
-            u = torch.rand_like(logits).clamp_(1e-9, 1 - 1e-9)
-            sampled = (logits - torch.log(-torch.log(u))).argmax(-1)
-        corrupted = src.clone()
-        corrupted[masked] = sampled
-        rtd_labels = corrupted.ne(orig).float()
-        d = disc(input_ids=corrupted, attention_mask=attn)
-        disc_loss = F.binary_cross_entropy_with_logits(d.logits, rtd_labels, weight=attn.float())
-        (g.loss + 50.0 * disc_loss).backward()
+        hf_electra_loss(gen, disc, b, pad).backward()
         opt.step()
 
     return step

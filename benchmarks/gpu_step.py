@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import make_batches  # noqa: E402
+from _common import hf_electra_loss, make_batches  # noqa: E402
 
 VOCAB = 30522
 # name: (embed, hidden, layers, heads, ffn, gen hidden, gen heads, gen ffn, batch, seq)
@@ -100,7 +100,6 @@ def plugin_setup(size, criterion, slots, compiled, work, table, device):
 
 def hf_setup(size, pad, device):
     import torch
-    import torch.nn.functional as F
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
     e, h, layers, heads, f, gh, gheads, gf, b, t = SIZES[size]
@@ -115,21 +114,9 @@ def hf_setup(size, pad, device):
     opt = torch.optim.AdamW(params, lr=1e-4, eps=1e-6, weight_decay=0.01, fused=device.type == "cuda")
 
     def step(s):
-        src, tgt, orig = s["net_input"]["src_tokens"], s["target"], s["original"]
-        attn = src.ne(pad).long()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            g = gen(input_ids=src, attention_mask=attn, labels=torch.where(tgt.ne(pad), tgt, -100))
-            masked = tgt.ne(pad)
-            with torch.no_grad():
-                logits = g.logits[masked].float()
-                u = torch.rand_like(logits).clamp_(1e-9, 1 - 1e-9)
-                sampled = (logits - torch.log(-torch.log(u))).argmax(-1)
-            corrupted = src.clone()
-            corrupted[masked] = sampled
-            d = disc(input_ids=corrupted, attention_mask=attn)
-            rtd = F.binary_cross_entropy_with_logits(d.logits.float(), corrupted.ne(orig).float(), weight=attn.float())
-            loss = g.loss + 50.0 * rtd
+            loss = hf_electra_loss(gen, disc, s, pad)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
         opt.step()

@@ -103,3 +103,16 @@ def mismatch_message(criterion: str, model_name: str) -> str:
         f"masked_lm, this plugin's bert_* archs, or its electra_* archs with --task electra); got "
         f"{model_name}"
     )
+
+
+def encoder_sizes(args, layers: int, dim: int, ffn: int, heads: int, max_positions=None) -> None:
+    """Fill a RoBERTa-style arch's encoder sizes where the command line left them unset."""
+    from fairseq.utils import safe_getattr
+
+    args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
+    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", dim)
+    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", ffn)
+    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", heads)
+    if max_positions is not None:
+        args.max_positions = safe_getattr(args, "max_positions", max_positions)
+

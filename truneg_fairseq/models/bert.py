@@ -26,6 +26,8 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaModel, base_architecture
 from fairseq.utils import safe_getattr
 
+from truneg_fairseq.models.access import encoder_sizes
+
 logger = logging.getLogger(__name__)
 
 
@@ -86,19 +88,12 @@ def bert_base_architecture(args):
 
 @register_model_architecture("bert", "bert_hf_large")
 def bert_large_architecture(args):
-    args.encoder_layers = safe_getattr(args, "encoder_layers", 24)
-    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 1024)
-    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 4096)
-    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 16)
+    encoder_sizes(args, layers=24, dim=1024, ffn=4096, heads=16)
     _bert_defaults(args)
 
 
 @register_model_architecture("bert", "bert_hf_tiny")
 def bert_tiny_architecture(args):
     """2 layers of 32: for tests and smoke runs."""
-    args.encoder_layers = safe_getattr(args, "encoder_layers", 2)
-    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 32)
-    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 64)
-    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 2)
-    args.max_positions = safe_getattr(args, "max_positions", 64)
+    encoder_sizes(args, layers=2, dim=32, ffn=64, heads=2, max_positions=64)
     _bert_defaults(args)

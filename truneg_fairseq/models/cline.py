@@ -25,6 +25,8 @@ from fairseq.modules import LayerNorm
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr
 
+from truneg_fairseq.models.access import encoder_sizes
+
 logger = logging.getLogger(__name__)
 
 CLINE_ONLY = ("rtd_head.", "cline_log_vars")
@@ -134,9 +136,5 @@ def cline_large_architecture(args):
 @register_model_architecture("cline", "cline_roberta_tiny")
 def cline_tiny_architecture(args):
     """2 layers of 32: for tests and smoke runs."""
-    args.encoder_layers = safe_getattr(args, "encoder_layers", 2)
-    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 32)
-    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 64)
-    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 2)
-    args.max_positions = safe_getattr(args, "max_positions", 64)
+    encoder_sizes(args, layers=2, dim=32, ffn=64, heads=2, max_positions=64)
     base_architecture(args)
