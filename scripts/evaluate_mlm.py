@@ -6,7 +6,8 @@ masked positions.
 
 With --text FILE instead of --data, runs on raw text (one sequence per non-empty line, e.g.
 wikitext-2's valid split) tokenized with the model's WordPiece vocabulary (vocab.txt beside the
-checkpoint, as `convert_hf.py import` writes it, or --vocab): no training run or binarization is
+checkpoint, as `convert_hf.py import` writes it, or --vocab; another --tokenizer with its file for
+other models): no training run or binarization is
 needed; a directory written by the import may stand for its model.pt. --show N prints N
 Figure-3-style cases (masked sentence, gold, prediction, the gold's synonym list).
 
@@ -25,6 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -32,7 +34,7 @@ def main(argv=None) -> int:
     p.add_argument("checkpoints", nargs="+")
     p.add_argument("--data", help="data-bin directory (dict.txt + binarized splits)")
     p.add_argument("--text", help="raw text file, one sequence per line (instead of --data)")
-    p.add_argument("--vocab", help="--text: WordPiece vocab.txt (default: beside the checkpoint)")
+    add_tokenizer_args(p, default="wordpiece")  # --text: --vocab defaults to the vocab.txt beside the checkpoint
     p.add_argument("--device", default=None, help="--text: cuda or cpu (default: cuda when there is one)")
     p.add_argument("--show", type=int, default=0, metavar="N", help="--text: print N Figure-3 cases")
     p.add_argument("--mask-prob", type=float, default=0.15, help="--text: share of entries masked")
@@ -58,6 +60,14 @@ def main(argv=None) -> int:
     for flag, path in (("--synonym-table", args.synonym_table), ("--vocab", args.vocab)):
         if path and not os.path.isfile(path):
             fail(f"{flag} {path} not found")
+    tokenizer = None  # default: WordPiece over the vocab.txt beside each checkpoint
+    if args.text and (args.tokenizer != "wordpiece" or args.vocab):
+        from truneg_fairseq.tokenizer import TokenizerError, tokenizer_from_args
+
+        try:
+            tokenizer = tokenizer_from_args(args)
+        except TokenizerError as e:
+            fail(str(e))
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -69,7 +79,8 @@ def main(argv=None) -> int:
         try:
             if args.text:
                 res = evaluate_text(resolve_checkpoint(ck), args.text, args.synonym_table, device, args.batch_size,
-                                    args.max_len, args.mask_prob, args.seed, args.max_lines, args.show, args.vocab)
+                                    args.max_len, args.mask_prob, args.seed, args.max_lines, args.show, args.vocab,
+                                tokenizer=tokenizer)
             else:
                 res = evaluate_mlm(ck, args.data, args.synonym_table, args.subset, args.batch_size, args.max_batches,
                                    args.seed)

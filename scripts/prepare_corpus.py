@@ -1,11 +1,23 @@
 #!/usr/bin/env python
-"""Prepare a corpus for pre-training: raw text -> sentencepiece -> fairseq data-bin.
+"""Prepare a corpus for pre-training: raw text -> tokenizer -> fairseq data-bin.
 
 Writes, under --output-dir:
   raw/train.txt raw/valid.txt   the text, deduplicated, shuffled and split (seeded)
-  spm.model spm.vocab           a sentencepiece model trained on raw/train.txt
-  tok/train.txt tok/valid.txt   the text as pieces
+  spm.model spm.vocab           a sentencepiece model trained on raw/train.txt (--tokenizer
+                                sentencepiece without --spm-model; the default)
+  tok/train.txt tok/valid.txt   the text as dict.txt symbols
   data-bin/                     fairseq-preprocess --only-source output (dict.txt, mmap shards)
+                                and tokenizer_fingerprint.json (the tokenizer and its files'
+                                sha256: build_synonym_table.py checks it, --mask-whole-words
+                                finds the tokenizer there)
+
+--tokenizer wordpiece --vocab VOCAB tokenizes with BERT's WordPiece (HF tokenizers; lower-cased
+as the vocabulary's tokenizer_config.json/config.json says, else when it has no upper-case
+entries) and binarizes with the dict.txt of that vocabulary (its id order after fairseq's
+specials; [CLS] [SEP] [PAD] [UNK] [MASK] are <s> </s> <pad> <unk> <mask>), so ids match a model
+imported with convert_hf.py (--srcdict IMPORT/dict.txt is checked to be that dictionary).
+--tokenizer gpt2 writes BPE ids; --tokenizer whitespace keeps the words. With --srcdict the
+dictionary is not built from the data but taken as given.
 
 Input is either your own UTF-8 text files (one sentence or document per line; .gz, .bz2 and .xz
 are decompressed; a binary or non-UTF-8 file is refused, naming the file and line) or, with
@@ -14,6 +26,8 @@ are decompressed; a binary or non-UTF-8 file is refused, naming the file and lin
 Example:
   python scripts/prepare_corpus.py --wordnet-glosses --output-dir work --vocab-size 8000
   python scripts/prepare_corpus.py --input corpus/*.txt --output-dir work --vocab-size 32000
+  python scripts/prepare_corpus.py --input corpus.txt --output-dir work-bert --tokenizer wordpiece \\
+      --vocab imported/bert-base-uncased/vocab.txt --srcdict imported/bert-base-uncased/dict.txt
 """
 
 import argparse
@@ -24,6 +38,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
 
 def get_parser():
@@ -32,8 +47,12 @@ def get_parser():
     src.add_argument("--input", nargs="+", help="raw text files")
     src.add_argument("--wordnet-glosses", action="store_true", help="use the built-in WordNet-gloss corpus")
     p.add_argument("--output-dir", required=True)
-    p.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size (default 8000)")
-    p.add_argument("--model-type", default="unigram", choices=["unigram", "bpe"])
+    add_tokenizer_args(p, default="sentencepiece")
+    p.add_argument("--srcdict", help="binarize with this dict.txt instead of one built from the data")
+    p.add_argument("--vocab-size", type=int, default=8000,
+                   help="vocabulary size of the sentencepiece model trained when --spm-model is not given (default 8000)")
+    p.add_argument("--model-type", default="unigram", choices=["unigram", "bpe"],
+                   help="type of the sentencepiece model trained when --spm-model is not given")
     p.add_argument("--valid-fraction", type=float, default=0.02)
     p.add_argument("--max-lines", type=int, default=0, help="keep at most this many lines (0: all)")
     p.add_argument("--seed", type=int, default=1)
@@ -45,11 +64,22 @@ def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.prepare_corpus")
     from truneg_fairseq import corpus
+    from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer, wordpiece_dict_lines, write_record
 
     out = args.output_dir
     outputs = [os.path.join(out, n) for n in ("raw", "spm.model", "spm.vocab", "tok", "data-bin")]
     new = [p for p in outputs + [out] if not os.path.exists(p)]  # removed again if this run fails
     try:
+        if args.srcdict and not os.path.isfile(args.srcdict):
+            fail(f"--srcdict {args.srcdict} not found")
+        train_spm = args.tokenizer == "sentencepiece" and not args.spm_model
+        spec = TokenizerSpec.from_args(args)
+        tokenizer = None if train_spm else build_tokenizer(spec)  # checked before anything is written
+        srcdict = args.srcdict
+        if args.tokenizer == "wordpiece":
+            lines_wp = wordpiece_dict_lines(args.vocab)
+            if srcdict:
+                _check_wordpiece_srcdict(srcdict, lines_wp, args.vocab)
         if args.wordnet_glosses:
             lines = list(corpus.wordnet_gloss_lines())
             log.info(f"WordNet glosses: {len(lines)} lines")
@@ -66,13 +96,20 @@ def main(argv=None) -> int:
             lines = lines[: args.max_lines]
         train, valid, n_train, n_valid = corpus.write_split_corpus(lines, os.path.join(out, "raw"), args.valid_fraction, args.seed)
         log.info(f"split: {n_train} train, {n_valid} valid lines (duplicates removed: {len(lines) - n_train - n_valid})")
-        model = corpus.train_sentencepiece(train, os.path.join(out, "spm"), args.vocab_size, args.model_type)
-        log.info(f"sentencepiece model {model}")
+        if train_spm:
+            model = corpus.train_sentencepiece(train, os.path.join(out, "spm"), args.vocab_size, args.model_type)
+            log.info(f"sentencepiece model {model}")
+            tokenizer = build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(model)))
         for split, path in (("train", train), ("valid", valid)):
-            corpus.encode_file(model, path, os.path.join(out, "tok", f"{split}.txt"))
+            corpus.encode_file(tokenizer, path, os.path.join(out, "tok", f"{split}.txt"))
+        if args.tokenizer == "wordpiece" and not srcdict:
+            srcdict = os.path.join(out, "tok", "dict.txt")
+            corpus.atomic_write_lines(srcdict, lines_wp)
         dest = corpus.binarize(os.path.join(out, "tok", "train.txt"), os.path.join(out, "tok", "valid.txt"),
-                               os.path.join(out, "data-bin"), workers=args.workers)
-        log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')})")
+                               os.path.join(out, "data-bin"), workers=args.workers, srcdict=srcdict)
+        write_record(dest, tokenizer)
+        log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')}, {args.tokenizer} "
+                 f"tokenizer fingerprint {tokenizer.fingerprint()[:12]})")
         new = []
     except corpus.CorpusError as e:
         fail(str(e))
@@ -86,6 +123,18 @@ def main(argv=None) -> int:
             elif os.path.exists(p):
                 os.unlink(p)
     return 0
+
+
+def _check_wordpiece_srcdict(srcdict, lines, vocab):
+    """--srcdict must list the vocabulary's entries in its order, or ids would not match the model."""
+    with open(srcdict, encoding="utf-8") as f:
+        given = [l.rstrip("\r\n").rsplit(" ", 1)[0] for l in f if l.strip()]
+    want = [l.rsplit(" ", 1)[0] for l in lines]
+    if given != want:
+        at = next((i for i, (a, b) in enumerate(zip(given, want)) if a != b), min(len(given), len(want)))
+        fail(f"--srcdict {srcdict} is not the dictionary of --vocab {vocab} ({len(given)} vs {len(want)} entries, "
+             f"first difference at line {at + 1}); give the dict.txt written with that vocabulary "
+             "(convert_hf.py import), or leave --srcdict out")
 
 
 if __name__ == "__main__":

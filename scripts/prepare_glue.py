@@ -10,6 +10,8 @@ skipped and counted per reason; too many of them are an error (--max-skip-fracti
 Example:
   python scripts/prepare_glue.py --glue-dir glue_data --output-dir glue-bin \\
       --dict work/data-bin/dict.txt --tokenizer sentencepiece --spm-model work/spm.model
+  python scripts/prepare_glue.py --glue-dir glue_data --output-dir glue-bin-bert \\
+      --dict imported/bert-base-uncased/dict.txt --tokenizer wordpiece --vocab imported/bert-base-uncased/vocab.txt
 """
 
 import argparse
@@ -19,6 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -29,10 +32,7 @@ def main(argv=None) -> int:
     p.add_argument("--output-dir", required=True)
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     p.add_argument("--dict", required=True, help="the pre-training dict.txt")
-    p.add_argument("--tokenizer", required=True, choices=["sentencepiece", "gpt2"])
-    p.add_argument("--spm-model")
-    p.add_argument("--gpt2-encoder-json")
-    p.add_argument("--gpt2-vocab-bpe")
+    add_tokenizer_args(p)
     p.add_argument("--max-skip-fraction", type=float, default=MAX_SKIP_FRACTION,
                    help="rows with the wrong number of columns, an empty field or a label outside the "
                         "task's label set are skipped and counted per reason; more than this share of "
@@ -40,12 +40,14 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     log = setup_logging("truneg_fairseq.prepare_glue")
     from truneg_fairseq.corpus import CorpusError
-    from truneg_fairseq.glue import Tokenizer, prepare_task
+    from truneg_fairseq.glue import prepare_task
+    from truneg_fairseq.tokenizer import check_record, tokenizer_from_args
 
     if not os.path.isfile(args.dict):
         fail(f"--dict {args.dict} not found (the dict.txt of the pre-training data-bin)")
     try:
-        tok = Tokenizer(args.tokenizer, args.spm_model, args.gpt2_encoder_json, args.gpt2_vocab_bpe)
+        tok = tokenizer_from_args(args)
+        check_record(args.dict, tok)  # the tokenizer that made the pre-training dict.txt, when recorded
         for name in args.tasks:
             skipped = prepare_task(TASKS[name], args.glue_dir, args.output_dir, tok, args.dict,
                                    max_skip_fraction=args.max_skip_fraction)

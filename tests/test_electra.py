@@ -181,7 +181,7 @@ def test_bad_configurations(data_bin, synonym_table):
 
 def test_electra_masking_defaults_and_whole_words(data_bin, corpus_dir):
     task, _, _ = electra(data_bin, ["--criterion", "electra", "--mask-whole-words",
-                                    "--electra-sentencepiece-model", str(corpus_dir / "spm.model")])
+                                    "--electra-tokenizer", "sentencepiece", "--electra-spm-model", str(corpus_dir / "spm.model")])
     assert (task.cfg.mask_prob, task.cfg.leave_unmasked_prob, task.cfg.random_token_prob) == (0.15, 0.15, 0.0)
     d = task.source_dictionary
     sample = valid_batch(task, 64)
@@ -200,8 +200,8 @@ def test_electra_masking_defaults_and_whole_words(data_bin, corpus_dir):
 
 
 def test_whole_word_masking_needs_the_tokenizer(data_bin):
-    with pytest.raises(ValueError, match="needs --electra-sentencepiece-model"):
-        electra(data_bin, ["--criterion", "electra", "--mask-whole-words"])
+    with pytest.raises(ValueError, match="needs --electra-spm-model"):
+        electra(data_bin, ["--criterion", "electra", "--mask-whole-words", "--electra-tokenizer", "sentencepiece"])
 
 
 def test_sampling_follows_the_generator_softmax(data_bin):

@@ -10,5 +10,8 @@ compat.allow_fairseq_checkpoints()
 compat.atomic_checkpoint_copies()
 
 from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
+from .tokenizer import give_masked_lm_whole_words  # noqa: E402  (and the ``wordpiece`` BPE)
+
+give_masked_lm_whole_words()
 
 __version__ = "0.1.0"

@@ -222,12 +222,15 @@ class PieceEncoder:
     pieces, or GPT-2 BPE ids as decimal strings) with each piece's span inside its word."""
 
     def __init__(self, kind: str, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None):
-        from truneg_fairseq.glue import Tokenizer
+        from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer
 
         if kind not in TOKENIZERS:
             raise ClineDataError(f"--tokenizer {kind!r}: use one of {', '.join(TOKENIZERS)}")
         try:
-            tok = Tokenizer(kind, spm_model=spm_model, gpt2_encoder_json=gpt2_encoder_json, gpt2_vocab_bpe=gpt2_vocab_bpe)
+            tok = build_tokenizer(TokenizerSpec(kind, spm_model=spm_model, gpt2_encoder_json=gpt2_encoder_json,
+                                                gpt2_vocab_bpe=gpt2_vocab_bpe))
+            if kind == "gpt2":
+                tok.bpe  # loads vocab.bpe now, so a missing file is reported here
         except CorpusError as e:
             raise ClineDataError(str(e)) from None
         self.kind = kind

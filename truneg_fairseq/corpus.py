@@ -1,6 +1,7 @@
 """Corpus preparation: the built-in WordNet-gloss corpus, sentencepiece, fairseq binarization.
 
-The pipeline is raw text -> sentencepiece (trained on the corpus) -> ``fairseq-preprocess
+The pipeline is raw text -> a tokenizer (:mod:`truneg_fairseq.tokenizer`; by default a
+sentencepiece model trained on the corpus) -> ``fairseq-preprocess
 --only-source`` -> data-bin/ (dict.txt + mmap shards). Every output is written atomically (to a
 temporary name, then renamed), so an interrupted run never leaves a half-written file behind.
 """
@@ -161,11 +162,14 @@ def train_sentencepiece(
     return Path(f"{prefix}.model")
 
 
-def encode_file(spm_model: os.PathLike, src: os.PathLike, dst: os.PathLike) -> int:
-    """Tokenize ``src`` into space-separated pieces (the input format of fairseq-preprocess)."""
-    import sentencepiece as spm
+def encode_file(tokenizer, src: os.PathLike, dst: os.PathLike) -> int:
+    """Tokenize ``src`` into space-separated dict.txt symbols (the input format of
+    fairseq-preprocess). ``tokenizer``: a :class:`truneg_fairseq.tokenizer.Tokenizer`, or the path
+    of a sentencepiece model."""
+    from truneg_fairseq.tokenizer import Tokenizer, TokenizerSpec, build_tokenizer
 
-    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    if not isinstance(tokenizer, Tokenizer):
+        tokenizer = build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(tokenizer)))
 
     def gen():
         with open(src, encoding="utf-8") as f:
@@ -173,10 +177,10 @@ def encode_file(spm_model: os.PathLike, src: os.PathLike, dst: os.PathLike) -> i
             for line in f:
                 batch.append(line.rstrip("\n"))
                 if len(batch) == 4096:
-                    yield from (" ".join(p) for p in sp.encode(batch, out_type=str))
+                    yield from tokenizer.encode_lines(batch)
                     batch = []
             if batch:
-                yield from (" ".join(p) for p in sp.encode(batch, out_type=str))
+                yield from tokenizer.encode_lines(batch)
 
     return atomic_write_lines(dst, gen())
 

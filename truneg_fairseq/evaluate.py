@@ -59,12 +59,11 @@ def resolve_checkpoint(path) -> str:
     return str(p / "model.pt") if p.is_dir() else str(p)
 
 
-def wordpiece_encoder(vocab_txt, lowercase: bool):
-    """``tokenizers``' BERT WordPiece over ``vocab_txt``: str -> list of entries (no specials)."""
-    from tokenizers import BertWordPieceTokenizer
+def wordpiece_encoder(vocab_txt, lowercase: Optional[bool]):
+    """WordPiece over ``vocab_txt`` (:mod:`truneg_fairseq.tokenizer`): str -> dict.txt symbols."""
+    from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer
 
-    tok = BertWordPieceTokenizer(str(vocab_txt), lowercase=lowercase)
-    return lambda line: tok.encode(line, add_special_tokens=False).tokens
+    return build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab_txt), lowercase=lowercase)).pieces
 
 
 def decode_wordpiece(pieces: List[str]) -> str:
@@ -77,13 +76,12 @@ def decode_wordpiece(pieces: List[str]) -> str:
 
 def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch.Tensor]:
     """One sequence per non-empty line: <s> entries </s>, cut to ``max_len`` ids."""
-    to_fairseq = {"[CLS]": "<s>", "[SEP]": "</s>", "[PAD]": "<pad>", "[UNK]": "<unk>", "[MASK]": "<mask>"}
     seqs = []
     with open(text, encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue
-            ids = [d.index(to_fairseq.get(t, t)) for t in encode(line.strip())][: max_len - 2]
+            ids = [d.index(t) for t in encode(line.strip())][: max_len - 2]
             if ids:
                 seqs.append(torch.tensor([d.bos()] + ids + [d.eos()]))
             if max_lines and len(seqs) >= max_lines:
@@ -95,13 +93,15 @@ def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch
 def evaluate_text(
     checkpoint, text, synonym_table: Optional[str] = None, device: str = "cpu", batch_size: int = 32,
     max_len: int = 128, mask_prob: float = 0.15, seed: int = 1, max_lines: int = 0, show: int = 0,
-    vocab: Optional[str] = None, lowercase: Optional[bool] = None, print_fn=print,
+    vocab: Optional[str] = None, lowercase: Optional[bool] = None, print_fn=print, tokenizer=None,
 ) -> Dict[str, float]:
     """Mask ``mask_prob`` of the entries of each line of ``text`` (seeded, all as ``<mask>``),
     predict them with the model's masked-LM network and count, as the paper's Table 2:
     ``pred_corr_ratio`` = synonym predictions / mispredicted masked entries (%),
     ``iter_corr_ratio`` = sequences with >= 1 synonym prediction / sequences (%). Subword
-    pieces are never counted as corrections. ``show`` prints that many Figure-3 cases."""
+    pieces are never counted as corrections. ``show`` prints that many Figure-3 cases.
+    ``tokenizer`` (:mod:`truneg_fairseq.tokenizer`): the model's; default WordPiece over ``vocab``
+    or the vocab.txt beside the checkpoint."""
     from fairseq.data import data_utils
 
     from truneg_fairseq.hf_convert import load_fairseq_checkpoint
@@ -113,14 +113,18 @@ def evaluate_text(
     model, task, _ = load_fairseq_checkpoint(checkpoint)
     model.to(device)
     d = task.source_dictionary
-    vocab = Path(vocab) if vocab else Path(checkpoint).parent / "vocab.txt"
-    if not vocab.is_file():
-        raise FileNotFoundError(f"no WordPiece vocabulary {vocab}: give the import's vocab.txt with --vocab")
-    if lowercase is None:
-        info = Path(checkpoint).parent / "import.json"
-        recorded = json.loads(info.read_text()).get("lowercase") if info.is_file() else None
-        lowercase = True if recorded is None else bool(recorded)
-    seqs = _text_sequences(text, wordpiece_encoder(vocab, lowercase), d, max_len, max_lines)
+    if tokenizer is None:
+        vocab = Path(vocab) if vocab else Path(checkpoint).parent / "vocab.txt"
+        if not vocab.is_file():
+            raise FileNotFoundError(f"no WordPiece vocabulary {vocab}: give the import's vocab.txt with --vocab")
+        if lowercase is None:
+            info = Path(checkpoint).parent / "import.json"
+            recorded = json.loads(info.read_text()).get("lowercase") if info.is_file() else None
+            lowercase = True if recorded is None else bool(recorded)
+        encode = wordpiece_encoder(vocab, lowercase)
+    else:
+        encode = tokenizer.pieces
+    seqs = _text_sequences(text, encode, d, max_len, max_lines)
     if not seqs:
         raise ValueError(f"{text} has no non-empty lines")
     table = lookup = None

@@ -17,15 +17,15 @@ Output (per task, fairseq's sentence_prediction layout)::
 
 import json
 import logging
-import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from truneg_fairseq.corpus import CorpusError, atomic_write_lines, binarize
 from truneg_fairseq.io_utils import atomic_dir
+from truneg_fairseq.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -160,33 +160,6 @@ def read_split_counted(
             f"(labels must be {', '.join(task.labels) or f'scores in [{lo}, {hi}]'}, {width} tab-separated columns)"
         )
     return out, skipped
-
-
-class Tokenizer:
-    """sentencepiece pieces or GPT-2 BPE ids, as the pre-training data was tokenized."""
-
-    def __init__(self, kind: str, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None):
-        self.kind = kind
-        if kind == "sentencepiece":
-            import sentencepiece as spm
-
-            if not spm_model or not os.path.isfile(spm_model):
-                raise CorpusError(f"--spm-model {spm_model} not found (the model that tokenized the pre-training data)")
-            self.sp = spm.SentencePieceProcessor(model_file=str(spm_model))
-        elif kind == "gpt2":
-            from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
-
-            for flag, p in (("--gpt2-encoder-json", gpt2_encoder_json), ("--gpt2-vocab-bpe", gpt2_vocab_bpe)):
-                if not p or not os.path.isfile(p):
-                    raise CorpusError(f"{flag} {p} not found (GPT-2 BPE files of the pre-training data)")
-            self.bpe = get_encoder(str(gpt2_encoder_json), str(gpt2_vocab_bpe))
-        else:
-            raise CorpusError(f"--tokenizer {kind!r}: use sentencepiece or gpt2")
-
-    def __call__(self, texts: Sequence[str]) -> List[str]:
-        if self.kind == "sentencepiece":
-            return [" ".join(p) for p in self.sp.encode(list(texts), out_type=str)]
-        return [" ".join(map(str, self.bpe.encode(t))) for t in texts]
 
 
 def prepare_task(

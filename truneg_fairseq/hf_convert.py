@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from truneg_fairseq.io_utils import atomic_dir
+from truneg_fairseq.tokenizer import BERT_MASK, BERT_SPECIALS, wordpiece_row_order
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +46,7 @@ GENERATOR_ARCHS = ("ElectraForMaskedLM",)
 SUPPORTED_ARCHS = BERT_ARCHS + ELECTRA_ARCHS
 
 # HF WordPiece special -> fairseq symbol, in fairseq's row order (<mask> is appended last)
-SPECIALS = (("[CLS]", "<s>"), ("[PAD]", "<pad>"), ("[SEP]", "</s>"), ("[UNK]", "<unk>"))
-MASK = ("[MASK]", "<mask>")
+SPECIALS, MASK = BERT_SPECIALS, BERT_MASK
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 # HF hidden_act -> fairseq activation_fn (erf GELU is "gelu" in both)
@@ -231,9 +231,7 @@ def fairseq_row_order(vocab: List[str], where: str = "vocabulary") -> List[int]:
     clash = [fs for _, fs in SPECIALS + (MASK,) if fs in index]
     if clash:
         raise ConversionError(f"{where} holds fairseq's own symbols {', '.join(clash)}: they cannot be mapped")
-    special_ids = {index[s] for s in specials}
-    rest = [i for i in range(len(vocab)) if i not in special_ids]
-    return [index[hf] for hf, _ in SPECIALS] + rest + [index[MASK[0]]]
+    return wordpiece_row_order(vocab)
 
 
 def dict_lines(vocab: List[str], order: List[int]) -> List[str]:

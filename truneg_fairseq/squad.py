@@ -1,9 +1,10 @@
 """SQuAD v1.1 for extractive span prediction: windows, token-to-character offsets, decoding.
 
-Tokenization follows the words of the context: the context is split on whitespace (each word
-keeps its character span), each word is tokenized on its own with the pre-training tokenizer
-(sentencepiece or GPT-2 BPE, with the leading space both use to mark a word start), and every
-sub-token points back to its word. Answer character spans therefore map to sub-token spans
+Tokenization follows the words of the context: the pre-training tokenizer
+(:mod:`truneg_fairseq.tokenizer`) gives the words with their character spans (whitespace words
+for sentencepiece and GPT-2 BPE, each tokenized on its own with the leading space both use to
+mark a word start; BERT's words for WordPiece, punctuation split off), and every sub-token
+points back to its word. Answer character spans therefore map to sub-token spans
 exactly at word granularity, and a predicted token span maps back to the context substring
 between the first and the last word's characters.
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
 from truneg_fairseq.corpus import CorpusError
+from truneg_fairseq.tokenizer import Tokenizer, TokenizerSpec, build_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -168,42 +170,37 @@ def load_squad_json(path) -> SquadExamples:
     return out
 
 
-def split_words(text: str) -> List[Tuple[int, int]]:
-    """Character spans of the whitespace-separated words of ``text``."""
-    spans, start = [], None
-    for i, ch in enumerate(text):
-        if ch.isspace():
-            if start is not None:
-                spans.append((start, i))
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        spans.append((start, len(text)))
-    return spans
-
-
 class WordTokenizer:
-    """Tokenize single words to fairseq ids with the pre-training tokenizer."""
+    """The pre-training tokenizer (:mod:`truneg_fairseq.tokenizer`) over a fairseq dictionary:
+    words of a text with their character spans, and their fairseq ids.
 
-    def __init__(self, dictionary, kind: str, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None):
-        from truneg_fairseq.glue import Tokenizer
+    ``tokenizer``: a :class:`~truneg_fairseq.tokenizer.Tokenizer`, or its kind with the files."""
 
-        self.tok = Tokenizer(kind, spm_model, gpt2_encoder_json, gpt2_vocab_bpe)
+    def __init__(self, dictionary, tokenizer, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None,
+                 vocab=None):
+        if not isinstance(tokenizer, Tokenizer):
+            tokenizer = build_tokenizer(TokenizerSpec(tokenizer, spm_model, gpt2_encoder_json, gpt2_vocab_bpe, vocab))
+        self.tok = tokenizer
         self.dictionary = dictionary
         self.cache: Dict[str, List[int]] = {}
 
+    def _ids(self, pieces: List[str]) -> List[int]:
+        return [self.dictionary.index(p) for p in pieces] or [self.dictionary.unk()]
+
     def __call__(self, word: str) -> List[int]:
+        """fairseq ids of one whitespace-free word."""
         ids = self.cache.get(word)
         if ids is None:
-            # GPT-2 BPE marks a word start with the space before it (sentencepiece adds its own)
-            pieces = self.tok([" " + word if self.tok.kind == "gpt2" else word])[0].split()
-            ids = [self.dictionary.index(p) for p in pieces] or [self.dictionary.unk()]
-            self.cache[word] = ids
+            ids = self.cache[word] = self._ids(self.tok.word_pieces(word))
         return ids
 
+    def words(self, text: str) -> Tuple[List[Tuple[int, int]], List[List[int]]]:
+        """(character span of each word, its fairseq ids), words as the tokenizer sees them."""
+        spans, pieces = self.tok.words(text)
+        return spans, [self._ids(p) for p in pieces]
+
     def text(self, text: str) -> List[int]:
-        return [i for s, e in split_words(text) for i in self(text[s:e])]
+        return [i for ids in self.words(text)[1] for i in ids]
 
 
 def build_features(examples: List[SquadExample], wt: WordTokenizer, max_len=384, doc_stride=128, max_query=64,
@@ -216,10 +213,9 @@ def build_features(examples: List[SquadExample], wt: WordTokenizer, max_len=384,
     reader = examples.skipped if isinstance(examples, SquadExamples) else {}
     skipped = {**reader, "answer_outside_windows": 0}
     for ex in examples:
-        words = split_words(ex.context)
+        words, word_ids = wt.words(ex.context)
         ctx_ids, tok_word = [], []
-        for wi, (s, e) in enumerate(words):
-            ids = wt(ex.context[s:e])
+        for wi, ids in enumerate(word_ids):
             ctx_ids += ids
             tok_word += [wi] * len(ids)
         q = wt.text(ex.question)[:max_query]

@@ -69,7 +69,9 @@ FILES = {
     "wordpiece": (("vocab", "vocab", "the WordPiece vocab.txt (or a WordPiece tokenizer.json)"),),
     "whitespace": (),
 }
-VIEW_FILES = {"sentencepiece": ("spm_model",), "gpt2": ("gpt2_encoder_json",), "wordpiece": ("vocab",), "whitespace": ()}
+VIEW_FILES = {
+    "sentencepiece": ("spm_model",), "gpt2": ("gpt2_encoder_json",), "wordpiece": ("vocab",), "whitespace": (),
+}
 
 
 class TokenizerError(CorpusError):
@@ -258,7 +260,8 @@ def wordpiece_row_order(vocab: Sequence[str]) -> List[int]:
     tasks). ``vocab`` must hold the five specials once each (see :func:`read_wordpiece_vocab`)."""
     index = {t: i for i, t in enumerate(vocab)}
     special = {index[hf] for hf in TO_FAIRSEQ}
-    return [index[hf] for hf, _ in BERT_SPECIALS] + [i for i in range(len(vocab)) if i not in special] + [index[BERT_MASK[0]]]
+    rest = [i for i in range(len(vocab)) if i not in special]
+    return [index[hf] for hf, _ in BERT_SPECIALS] + rest + [index[BERT_MASK[0]]]
 
 
 def wordpiece_dict_lines(vocab_path) -> List[str]:
@@ -332,7 +335,8 @@ class Tokenizer(abc.ABC):
         """Each text as its symbols joined by single spaces (fairseq-preprocess input)."""
         return [" ".join(self.pieces(t)) for t in texts]
 
-    __call__ = encode_lines
+    def __call__(self, texts: Sequence[str]) -> List[str]:
+        return self.encode_lines(texts)
 
     def encode_ids(self, text: str, dictionary) -> List[int]:
         """fairseq ids of ``text`` in ``dictionary`` (symbols it lacks become ``<unk>``)."""
@@ -421,7 +425,9 @@ class SentencePieceTokenizer(Tokenizer):
         try:
             self.sp = spm.SentencePieceProcessor(model_file=str(spec.spm_model))
         except (OSError, RuntimeError) as e:
-            raise TokenizerError(f"{spec.flag('spm-model')} {spec.spm_model} is not a sentencepiece model ({e})") from None
+            raise TokenizerError(
+                f"{spec.flag('spm-model')} {spec.spm_model} is not a sentencepiece model ({e})"
+            ) from None
         self._unk_piece = self.sp.id_to_piece(self.sp.unk_id())
 
     def pieces(self, text: str) -> List[str]:
@@ -459,7 +465,9 @@ class GPT2Tokenizer(Tokenizer):
             raise TokenizerError(f"{spec.flag('gpt2-encoder-json')} {spec.gpt2_encoder_json} is not GPT-2's "
                                  f"encoder.json ({e})") from None
         if not isinstance(self.encoder, dict):
-            raise TokenizerError(f"{spec.flag('gpt2-encoder-json')} {spec.gpt2_encoder_json} is not GPT-2's encoder.json")
+            raise TokenizerError(
+                f"{spec.flag('gpt2-encoder-json')} {spec.gpt2_encoder_json} is not GPT-2's encoder.json"
+            )
         self.decoder = {v: k for k, v in self.encoder.items()}
         self._bpe = None
 

@@ -4,11 +4,12 @@ It reads the same binarized data as ``masked_lm`` (``--tokens-per-sample``,
 ``--sample-break-mode``). Of the 15% of tokens selected, 85% become ``<mask>`` and 15% stay as
 they are; none is replaced by a random token (google-research/electra ``pretrain_helpers.mask``).
 ``--mask-whole-words`` masks all pieces of a word together; the word starts come from the
-tokenizer named by ``--electra-word-bpe`` and its model file.
+tokenizer named by ``--electra-tokenizer`` and its file (``--electra-spm-model``,
+``--electra-gpt2-encoder-json``/``--electra-gpt2-vocab-bpe``, ``--electra-vocab``), or, without
+``--electra-tokenizer``, from the ``tokenizer_fingerprint.json`` that ``prepare_corpus.py`` writes
+next to DATA/dict.txt (:mod:`truneg_fairseq.tokenizer`).
 """
 
-import argparse
-import os
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -18,6 +19,8 @@ from omegaconf import II
 
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
+
+from truneg_fairseq.tokenizer import KINDS, TokenizerSpec, whole_word_args
 
 
 @dataclass
@@ -47,17 +50,23 @@ class ElectraTaskConfig(MaskedLMConfig):
     # mixed-precision choices of the run (the same flags), checked against --electra-bf16-autocast
     fp16: bool = II("common.fp16")
     amp: bool = II("common.amp")
-    electra_word_bpe: ChoiceEnum(["sentencepiece", "gpt2"]) = field(
-        default="sentencepiece", metadata={"help": "tokenizer of the data, for --mask-whole-words"}
+    # the data's tokenizer, for --mask-whole-words (truneg_fairseq.tokenizer's flag set)
+    electra_tokenizer: Optional[ChoiceEnum(list(KINDS))] = field(
+        default=None,
+        metadata={"help": "tokenizer of the data, for --mask-whole-words (default: the one recorded in "
+                          "DATA/tokenizer_fingerprint.json)"},
     )
-    electra_sentencepiece_model: Optional[str] = field(
+    electra_spm_model: Optional[str] = field(
         default=None, metadata={"help": "sentencepiece .model, for --mask-whole-words"}
     )
     electra_gpt2_encoder_json: Optional[str] = field(
-        default=None, metadata={"help": "GPT-2 encoder.json, for --mask-whole-words --electra-word-bpe gpt2"}
+        default=None, metadata={"help": "GPT-2 encoder.json, for --mask-whole-words --electra-tokenizer gpt2"}
     )
     electra_gpt2_vocab_bpe: Optional[str] = field(
-        default=None, metadata={"help": "GPT-2 vocab.bpe, for --mask-whole-words --electra-word-bpe gpt2"}
+        default=None, metadata={"help": "GPT-2 vocab.bpe, for --mask-whole-words --electra-tokenizer gpt2"}
+    )
+    electra_vocab: Optional[str] = field(
+        default=None, metadata={"help": "WordPiece vocab.txt, for --mask-whole-words --electra-tokenizer wordpiece"}
     )
 
 
@@ -75,32 +84,13 @@ class ElectraTask(MaskedLMTask):
                 "(or drop --electra-bf16-autocast to use fairseq's fp16 loss scaling)"
             )
         if cfg.mask_whole_words:
-            self._check_word_bpe(cfg)
-
-    @staticmethod
-    def _check_word_bpe(cfg):
-        files = (
-            {"--electra-sentencepiece-model": cfg.electra_sentencepiece_model}
-            if cfg.electra_word_bpe == "sentencepiece"
-            else {"--electra-gpt2-encoder-json": cfg.electra_gpt2_encoder_json,
-                  "--electra-gpt2-vocab-bpe": cfg.electra_gpt2_vocab_bpe}
-        )
-        for flag, path in files.items():
-            if not path or not os.path.isfile(path):
-                raise ValueError(
-                    f"--mask-whole-words with --electra-word-bpe {cfg.electra_word_bpe} needs {flag} "
-                    f"FILE (the tokenizer that produced dict.txt); got {path!r}"
-                )
+            self.args  # the tokenizer is checked here, not at the first load_dataset
 
     @property
     def args(self):
         """The tokenizer description fairseq's masked-LM pipeline reads for whole-word masking."""
-        cfg = self.cfg
-        if cfg.electra_word_bpe == "sentencepiece":
-            return argparse.Namespace(bpe="sentencepiece", sentencepiece_model=cfg.electra_sentencepiece_model,
-                                      sentencepiece_enable_sampling=False, sentencepiece_alpha=None)
-        return argparse.Namespace(bpe="gpt2", gpt2_encoder_json=cfg.electra_gpt2_encoder_json,
-                                  gpt2_vocab_bpe=cfg.electra_gpt2_vocab_bpe)
+        spec = TokenizerSpec.from_config(self.cfg, "electra")
+        return whole_word_args(self.cfg.data, spec, "--electra-tokenizer with its file")
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         # only the forward pass runs under autocast; fairseq's own step does the backward

@@ -21,6 +21,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 
 from truneg_fairseq import squad
+from truneg_fairseq.tokenizer import KINDS, TokenizerSpec, build_tokenizer
 
 logger = logging.getLogger(__name__)
 HEAD = squad.SPAN_HEAD
@@ -29,10 +30,14 @@ HEAD = squad.SPAN_HEAD
 @dataclass
 class SquadConfig(FairseqDataclass):
     data: str = field(default="???", metadata={"help": "folder with dict.txt, train.json, valid.json"})
-    squad_tokenizer: ChoiceEnum(["sentencepiece", "gpt2"]) = field(default="sentencepiece")
+    # the pre-training tokenizer (truneg_fairseq.tokenizer; the scripts' --tokenizer flag set)
+    squad_tokenizer: ChoiceEnum(list(KINDS)) = field(
+        default="sentencepiece", metadata={"help": "tokenizer of the pre-training data"}
+    )
     squad_spm_model: Optional[str] = field(default=None, metadata={"help": "sentencepiece .model of the pre-training data"})
-    squad_gpt2_encoder_json: Optional[str] = field(default=None)
-    squad_gpt2_vocab_bpe: Optional[str] = field(default=None)
+    squad_gpt2_encoder_json: Optional[str] = field(default=None, metadata={"help": "GPT-2 BPE encoder.json"})
+    squad_gpt2_vocab_bpe: Optional[str] = field(default=None, metadata={"help": "GPT-2 BPE vocab.bpe"})
+    squad_vocab: Optional[str] = field(default=None, metadata={"help": "WordPiece vocab.txt (--squad-tokenizer wordpiece)"})
     squad_max_len: int = field(default=384, metadata={"help": "tokens per window"})
     squad_doc_stride: int = field(default=128, metadata={"help": "tokens between window starts"})
     squad_max_query: int = field(default=64, metadata={"help": "question tokens kept"})
@@ -121,8 +126,7 @@ class SquadTask(FairseqTask):
         return cls(cfg, d)
 
     def word_tokenizer(self):
-        c = self.cfg
-        return squad.WordTokenizer(self.dictionary, c.squad_tokenizer, c.squad_spm_model, c.squad_gpt2_encoder_json, c.squad_gpt2_vocab_bpe)
+        return squad.WordTokenizer(self.dictionary, build_tokenizer(TokenizerSpec.from_config(self.cfg, "squad")))
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         c = self.cfg
