@@ -28,6 +28,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.cline import TOKENIZERS, tokenizer_settings  # noqa: E402
+from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
 
 def get_parser():
@@ -39,10 +41,7 @@ def get_parser():
     src.add_argument("--sentences", help="sentences (one per line) to make triplets from")
     p.add_argument("--save-triplets", help="write the triplets made from --sentences here (TSV)")
     p.add_argument("--max-triplets", type=int, default=0, help="use at most N triplets (0: all)")
-    p.add_argument("--tokenizer", choices=["sentencepiece", "gpt2"], default="sentencepiece")
-    p.add_argument("--spm-model")
-    p.add_argument("--gpt2-encoder-json")
-    p.add_argument("--gpt2-vocab-bpe")
+    add_tokenizer_args(p, default="sentencepiece", kinds=TOKENIZERS)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", help="also write the results as JSON here")
@@ -76,7 +75,7 @@ def main(argv=None) -> int:
     if not os.path.isfile(os.path.join(args.data, "dict.txt")):
         fail(f"--data {args.data}: no dict.txt there (give the directory of the checkpoint's dictionary)")
     try:
-        encoder = cline.PieceEncoder(args.tokenizer, args.spm_model, args.gpt2_encoder_json, args.gpt2_vocab_bpe)
+        encoder = cline.PieceEncoder.from_settings(cline.Settings(**tokenizer_settings(args)))
     except cline.ClineDataError as e:
         fail(str(e))
     if args.triplets:

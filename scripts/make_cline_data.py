@@ -36,6 +36,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.cline import TOKENIZERS, tokenizer_settings  # noqa: E402
+from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
 
 def get_parser():
@@ -48,10 +50,7 @@ def get_parser():
     p.add_argument("--valid-fraction", type=float, default=0.01, help="valid share with --input/--wordnet-glosses (0.01)")
     p.add_argument("--max-lines", type=int, default=0, help="keep at most this many lines of --input/--wordnet-glosses")
     p.add_argument("--output-dir", required=True)
-    p.add_argument("--tokenizer", choices=["sentencepiece", "gpt2"], default="sentencepiece")
-    p.add_argument("--spm-model", help="sentencepiece .model (--tokenizer sentencepiece)")
-    p.add_argument("--gpt2-encoder-json", help="GPT-2 BPE encoder.json (--tokenizer gpt2)")
-    p.add_argument("--gpt2-vocab-bpe", help="GPT-2 BPE vocab.bpe (--tokenizer gpt2)")
+    add_tokenizer_args(p, default="sentencepiece", kinds=TOKENIZERS)
     p.add_argument("--srcdict", help="dict.txt of the model to continue (default: built from the train triples)")
     p.add_argument("--syn-rate", type=float, default=0.4, help="share of eligible words replaced in x_syn (0.4)")
     p.add_argument("--ant-rate", type=float, default=0.2, help="share of eligible words replaced in x_ant (0.2)")
@@ -89,9 +88,7 @@ def main(argv=None) -> int:
             log.info(f"split: {n_train} train, {n_valid} valid sentences")
             splits = {s: os.path.join(args.output_dir, "raw", f"{s}.txt") for s in ("train", "valid")}
         settings = cline.Settings(
-            seed=args.seed, syn_rate=args.syn_rate, ant_rate=args.ant_rate, tokenizer=args.tokenizer,
-            spm_model=args.spm_model, gpt2_encoder_json=args.gpt2_encoder_json, gpt2_vocab_bpe=args.gpt2_vocab_bpe,
-        )
+            seed=args.seed, syn_rate=args.syn_rate, ant_rate=args.ant_rate, **tokenizer_settings(args))
         cline.make_cline_data(splits, args.output_dir, settings, srcdict=args.srcdict,
                               workers=max(1, args.workers), log_every=args.log_every)
     except (cline.ClineDataError, corpus.CorpusError) as e:

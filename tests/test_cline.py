@@ -138,6 +138,24 @@ def test_gpt2_pieces_and_labels(tmp_path, lex):
     assert "".join(text) == "mainreason"
 
 
+def test_wordpiece_pieces_and_labels(tmp_path, lex):
+    """WordPiece through the tokenizer layer: pieces equal HF tokenizers' on the whole line, and
+    the labels mark the pieces of the replaced cores (## continuations included)."""
+    from tokenizers import BertWordPieceTokenizer
+
+    from test_tokenizer import VOCAB, write_vocab
+    from truneg_fairseq import cline
+
+    vocab = write_vocab(tmp_path / "vocab.txt", VOCAB)
+    enc = cline.PieceEncoder("wordpiece", vocab=str(vocab))
+    hf = BertWordPieceTokenizer(str(vocab), lowercase=True)
+    words = ["The", "farmer", "plays", "near", "the", "big", "lake."]
+    cores = [None, None, (0, 5), None, None, (0, 3), None]  # "plays" and "big" were put in
+    toks, labels = enc.tokens_and_labels(words, cores)
+    assert toks == hf.encode(" ".join(words), add_special_tokens=False).tokens
+    assert [t for t, l in zip(toks, labels) if l] == ["play", "##s", "big"]
+
+
 def test_data_bin_summary_and_determinism(cline_dir, corpus_dir, wn, tmp_path):
     from fairseq.data import Dictionary, data_utils
 

@@ -61,7 +61,7 @@ SPLIT_FILES = ("ori", "syn", "ant", "syn_label", "ant_label")
 META_FILE = "cline_meta.json"
 META_VERSION = 1
 SP_SPACE = "\u2581"
-TOKENIZERS = ("sentencepiece", "gpt2")
+TOKENIZERS = ("sentencepiece", "gpt2", "wordpiece")
 
 
 class ClineDataError(ValueError):
@@ -219,23 +219,31 @@ def build_triple(
 
 class PieceEncoder:
     """Tokenizes whitespace words into the symbols of a fairseq ``dict.txt`` (sentencepiece
-    pieces, or GPT-2 BPE ids as decimal strings) with each piece's span inside its word."""
+    pieces, GPT-2 BPE ids as decimal strings, or WordPiece entries) with each piece's span inside
+    its word."""
 
-    def __init__(self, kind: str, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None):
+    def __init__(self, kind: str, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None, vocab=None,
+                 lowercase: Optional[bool] = None):
         from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer
 
         if kind not in TOKENIZERS:
             raise ClineDataError(f"--tokenizer {kind!r}: use one of {', '.join(TOKENIZERS)}")
         try:
             tok = build_tokenizer(TokenizerSpec(kind, spm_model=spm_model, gpt2_encoder_json=gpt2_encoder_json,
-                                                gpt2_vocab_bpe=gpt2_vocab_bpe))
+                                                gpt2_vocab_bpe=gpt2_vocab_bpe, vocab=vocab, lowercase=lowercase))
             if kind == "gpt2":
                 tok.bpe  # loads vocab.bpe now, so a missing file is reported here
         except CorpusError as e:
             raise ClineDataError(str(e)) from None
         self.kind = kind
+        self.tok = tok
         self.sp = getattr(tok, "sp", None)
         self.bpe = getattr(tok, "bpe", None)
+
+    @classmethod
+    def from_settings(cls, settings: "Settings") -> "PieceEncoder":
+        return cls(settings.tokenizer, settings.spm_model, settings.gpt2_encoder_json, settings.gpt2_vocab_bpe,
+                   settings.vocab, settings.lowercase)
 
     def encode_words(self, words: Sequence[str]) -> List[List[Tuple[str, int, int]]]:
         """For each word, its pieces as (symbol, start, end); start/end index the word's
@@ -247,6 +255,16 @@ class PieceEncoder:
                 spans, pos = [], 0
                 for p in pieces:
                     n = len(p) - 1 if p.startswith(SP_SPACE) else len(p)
+                    spans.append((p, pos, pos + n))
+                    pos += n
+                out.append(spans)
+        elif self.kind == "wordpiece":
+            # "##" marks a continuation; lower-casing and accent stripping can change a word's
+            # length, which tokens_and_labels notices (then the whole word counts as replaced)
+            for w in words:
+                spans, pos = [], 0
+                for p in self.tok.word_pieces(w):
+                    n = len(p) - 2 if p.startswith("##") else len(p)
                     spans.append((p, pos, pos + n))
                     pos += n
                 out.append(spans)
@@ -290,6 +308,17 @@ class Settings:
     spm_model: Optional[str] = None
     gpt2_encoder_json: Optional[str] = None
     gpt2_vocab_bpe: Optional[str] = None
+    vocab: Optional[str] = None
+    lowercase: Optional[bool] = None
+
+
+def tokenizer_settings(args) -> dict:
+    """The :class:`Settings` fields given by the shared tokenizer flags (``add_tokenizer_args``)."""
+    from truneg_fairseq.tokenizer import TokenizerSpec
+
+    spec = TokenizerSpec.from_args(args)
+    return dict(tokenizer=spec.kind, spm_model=spec.spm_model, gpt2_encoder_json=spec.gpt2_encoder_json,
+                gpt2_vocab_bpe=spec.gpt2_vocab_bpe, vocab=spec.vocab, lowercase=spec.lowercase)
 
 
 _WORKER: dict = {}
@@ -310,7 +339,7 @@ def _init_worker(settings: Settings, vocab: CorpusVocabulary, wn=None) -> None:
     _WORKER["settings"] = settings
     _WORKER["vocab"] = vocab
     _WORKER["lex"] = Lexicon(wn)
-    _WORKER["encoder"] = PieceEncoder(settings.tokenizer, settings.spm_model, settings.gpt2_encoder_json, settings.gpt2_vocab_bpe)
+    _WORKER["encoder"] = PieceEncoder.from_settings(settings)
 
 
 def _process_chunk(job: Tuple[str, int, List[str]]) -> List[tuple]:
@@ -444,7 +473,7 @@ def make_cline_data(
             raise ClineDataError(f"{name} {rate}: give a share of the eligible words in (0, 1]")
     if srcdict is not None and not Path(srcdict).is_file():
         raise ClineDataError(f"--srcdict {srcdict} not found (the dict.txt of the model to continue)")
-    PieceEncoder(settings.tokenizer, settings.spm_model, settings.gpt2_encoder_json, settings.gpt2_vocab_bpe)  # checks files
+    PieceEncoder.from_settings(settings)  # checks files
     out = Path(out_dir)
     texts, empty = {}, {}
     for split, path in splits.items():
