@@ -395,3 +395,30 @@ def test_similarities_and_hits_on_known_triplets(components, corpus_dir, lex):
     w = diff_s[0][0]
     pos, base = lex.pos_and_base(w)
     assert diff_s[0][1] in lex.synonyms(w, pos, base) and diff_a[0][1] in lex.antonyms(w, pos, base)
+
+
+def test_cline_on_the_plugin_bert(cline_dir):
+    """cline_bert_hf_*: the same heads and pass on the plugin's BERT (BERT's LayerNorm epsilon,
+    the segment offsets kept); every parameter trained; a plain BERT checkpoint loads with the
+    CLINE tensors starting fresh, and a sentence_prediction build drops them."""
+    from truneg_fairseq.models.bert import BertModel
+    from truneg_fairseq.models.cline import ClineBertModel
+
+    work, _ = cline_dir
+    bert_args = ["--arch", "cline_bert_hf_tiny", "--tokens-per-sample", "64"]
+    task, model, crit = build_components(work / "out" / "data-bin", ["--criterion", "cline"], arch_args=bert_args,
+                                         task="cline")
+    assert isinstance(model, ClineBertModel) and isinstance(model, BertModel)
+    assert {m.eps for m in model.modules() if "LayerNorm" in type(m).__name__} == {1e-12}
+    model.train()
+    loss, _, log = crit(model, valid_batch(task, 4))
+    loss.backward()
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []
+    assert float(log["cts_pairs"]) > 0
+    plain = {k: v for k, v in model.state_dict().items() if not k.startswith(("rtd_head.", "cline_log_vars"))}
+    _, fresh, _ = build_components(work / "out" / "data-bin", ["--criterion", "cline"], arch_args=bert_args,
+                                   task="cline", seed=9)
+    head = fresh.rtd_head.dense.weight.clone()
+    fresh.load_state_dict(plain, strict=True)
+    assert torch.equal(fresh.rtd_head.dense.weight, head)
+    assert torch.equal(fresh.encoder.sentence_encoder.embed_tokens.weight, plain["encoder.sentence_encoder.embed_tokens.weight"])

@@ -10,7 +10,9 @@ Both exist only when the task pre-trains CLINE (a task attribute ``cline_pretrai
 ``--task cline``). Built for any other task (``sentence_prediction`` fine-tuning) the model is
 exactly RoBERTa: loading a CLINE checkpoint drops these tensors. Loading a checkpoint without
 them (fairseq's ``roberta.base``) into a CLINE pre-training model starts them fresh. Archs:
-``cline_roberta_base``, ``cline_roberta_large`` and ``cline_roberta_tiny`` (tests).
+``cline_roberta_base``, ``cline_roberta_large`` and ``cline_roberta_tiny`` (tests); on the plugin's
+BERT (an imported published checkpoint): ``cline_bert_hf_base``, ``cline_bert_hf_large``,
+``cline_bert_hf_tiny``.
 """
 
 import logging
@@ -26,6 +28,7 @@ from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr
 
 from truneg_fairseq.models.access import encoder_sizes
+from truneg_fairseq.models.bert import BertModel, bert_base_architecture, bert_large_architecture, bert_tiny_architecture
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +51,15 @@ class ClineRTDHead(nn.Module):
         return self.out_proj(x).squeeze(-1)
 
 
-@register_model("cline")
-class ClineModel(RobertaModel):
+class ClineMixin:
+    """The CLINE heads and pass, for any RoBERTa-family model (fairseq's RoBERTa, the plugin's
+    BERT): put it first among the bases."""
+
     cline_pretraining = False
 
     @classmethod
     def build_model(cls, args, task):
-        cline_base_architecture(args)
+        cls.default_architecture(args)
         model = super().build_model(args, task)
         if getattr(task, "cline_pretraining", False):
             model.add_cline_heads()
@@ -65,6 +70,9 @@ class ClineModel(RobertaModel):
         self.cline_pretraining = True
         self.rtd_head = ClineRTDHead(self.args.encoder_embed_dim, self.args.activation_fn)
         self.rtd_head.apply(init_bert_params)
+        eps = getattr(self.args, "bert_layernorm_eps", None)
+        if eps:  # the plugin's BERT: every LayerNorm has BERT's epsilon
+            self.rtd_head.layer_norm.eps = eps
         self.cline_log_vars = nn.Parameter(torch.zeros(3))
 
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
@@ -115,6 +123,30 @@ class ClineModel(RobertaModel):
             if added:
                 logger.info(f"the checkpoint has no CLINE RTD head: {len(added)} tensors start fresh")
         super().upgrade_state_dict_named(state_dict, name)
+
+
+@register_model("cline")
+class ClineModel(ClineMixin, RobertaModel):
+    """CLINE on fairseq's RoBERTa (archs cline_roberta_*)."""
+
+    @staticmethod
+    def default_architecture(args):
+        cline_base_architecture(args)
+
+
+@register_model("cline_bert")
+class ClineBertModel(ClineMixin, BertModel):
+    """CLINE on the plugin's BERT (archs cline_bert_hf_*): continue an imported BERT with
+    CLINE's objective (WordPiece data: ``make_cline_data.py --tokenizer wordpiece``)."""
+
+    @staticmethod
+    def default_architecture(args):
+        bert_base_architecture(args)
+
+
+register_model_architecture("cline_bert", "cline_bert_hf_base")(bert_base_architecture)
+register_model_architecture("cline_bert", "cline_bert_hf_large")(bert_large_architecture)
+register_model_architecture("cline_bert", "cline_bert_hf_tiny")(bert_tiny_architecture)
 
 
 def _cline_defaults(args):

@@ -203,6 +203,6 @@ class ClineTask(MaskedLMTask):
         if not callable(getattr(model, "cline_forward", None)):
             raise ValueError(
                 f"--task cline needs a CLINE model (--arch cline_roberta_base, cline_roberta_large, "
-                f"cline_roberta_tiny); got {type(model).__name__}"
+                f"cline_bert_hf_base, cline_bert_hf_large, or a *_tiny one); got {type(model).__name__}"
             )
         return model
