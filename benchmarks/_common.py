@@ -100,3 +100,22 @@ def hf_electra_loss(gen, disc, sample, pad):
     d = disc(input_ids=corrupted, attention_mask=attn)
     rtd = F.binary_cross_entropy_with_logits(d.logits.float(), corrupted.ne(orig).float(), weight=attn.float())
     return g.loss + 50.0 * rtd
+
+
+def add_timing_args(p, rounds: int, warmup: int, batches: int, batch_size: int = 32) -> None:
+    """The flags every alternating CPU benchmark takes."""
+    p.add_argument("--batch-size", type=int, default=batch_size)
+    p.add_argument("--batches", type=int, default=batches, help="distinct batches cycled through")
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--warmup", type=int, default=warmup)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+
+
+def parse_timing_args(p):
+    """Parse, and apply --threads before anything is timed."""
+    import torch
+
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args

@@ -17,7 +17,7 @@ import platform
 import statistics
 import tempfile
 
-from _common import alternating_step_times, make_batches, make_train_step
+from _common import add_timing_args, alternating_step_times, make_batches, make_train_step, parse_timing_args
 
 
 def build(data_dir, layers, dim, ffn, heads, seq, seed=1):
@@ -72,17 +72,11 @@ def main():
     p.add_argument("--ffn", type=int, default=512)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--batches", type=int, default=4)
-    p.add_argument("--rounds", type=int, default=12)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    args = p.parse_args()
+    add_timing_args(p, rounds=12, warmup=2, batches=4)
+    args = parse_timing_args(p)
 
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "dict.txt"), "w") as f:  # a synthetic vocabulary of --vocab entries
             f.writelines(f"w{i} {args.vocab - i}\n" for i in range(args.vocab - 5))

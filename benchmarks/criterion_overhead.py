@@ -15,7 +15,7 @@ import os
 import platform
 import statistics
 
-from _common import REPO, alternating_step_times, ensure_corpus, make_train_step
+from _common import REPO, add_timing_args, alternating_step_times, ensure_corpus, make_train_step, parse_timing_args
 
 CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 TARGETS = {"mlm_hard_correction": 0.98, "mlm_soft_reg": 0.97, "mlm_sent_kl": 0.40}
@@ -53,17 +53,11 @@ def build(data_bin, table, seed=1):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workdir", default=os.path.join(REPO, "benchmarks", ".cache", "wn8k"))
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--batches", type=int, default=8, help="distinct batches cycled through")
-    p.add_argument("--rounds", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    args = p.parse_args()
+    add_timing_args(p, rounds=20, warmup=3, batches=8)
+    args = parse_timing_args(p)
 
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     data_bin = ensure_corpus(args.workdir, 8000)
     table = os.path.join(data_bin, "synonyms.npz")
     task, steps = build(data_bin, table)
