@@ -16,7 +16,8 @@ token vectors (mean), BERTScore F1 of greedy token matching (bertscore).
   python scripts/cline_hits.py roberta.base/model.pt --data roberta.base --tokenizer gpt2 \\
       --gpt2-encoder-json encoder.json --gpt2-vocab-bpe vocab.bpe --triplets triplets.tsv
 
-Works for fairseq RoBERTa checkpoints and the plugin's cline_roberta_* and bert_hf_* models.
+Works for fairseq RoBERTa checkpoints, the plugin's cline_roberta_*, bert_hf_* and cline_bert_hf_*
+models, and the discriminator of the plugin's ELECTRA (electra_*, cline_electra_*).
 --data is a directory holding the checkpoint's dict.txt.
 """
 

@@ -422,3 +422,77 @@ def test_cline_on_the_plugin_bert(cline_dir):
     fresh.load_state_dict(plain, strict=True)
     assert torch.equal(fresh.rtd_head.dense.weight, head)
     assert torch.equal(fresh.encoder.sentence_encoder.embed_tokens.weight, plain["encoder.sentence_encoder.embed_tokens.weight"])
+
+
+def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
+    """cline_electra_*: MLM from the generator, RTD from the discriminator's own head, <s> from
+    the discriminator reading x_ori unmasked; every parameter trained; exact under sharding; a
+    plain ELECTRA checkpoint continues (log-variances fresh), another vocabulary is refused, a
+    discriminator-only build drops the generator and the log-variances; Hits reads its layers."""
+    from truneg_fairseq import cline
+    from truneg_fairseq.models.cline import ClineElectraModel
+    from truneg_fairseq.models.electra import ElectraModel
+
+    work, _ = cline_dir
+    data = work / "out" / "data-bin"
+    args = ["--arch", "cline_electra_tiny", "--tokens-per-sample", "64"]
+    task, model, crit = build_components(data, ["--criterion", "cline"], arch_args=args, task="cline")
+    assert isinstance(model, ClineElectraModel) and model.generator is not None
+    assert not hasattr(model, "rtd_head") and model.cline_log_vars.shape == (3,)
+
+    model.eval()
+    b = valid_batch(task, 8)
+    ori, target = b["net_input"]["src_tokens"], b["target"]
+    masked = target.ne(task.source_dictionary.pad())
+    toks = torch.cat([ori, b["cline"]["syn_tokens"], b["cline"]["ant_tokens"]])
+    with torch.no_grad():
+        mlm, rtd, cls = model.cline_forward(toks, 8, masked, target)
+        clean = torch.where(masked, target, ori)
+        assert not torch.equal(clean, ori)
+        assert torch.allclose(cls[:8], model.discriminator_features(clean)[:, 0], atol=1e-6)
+        assert torch.allclose(cls[8:], model.discriminator_features(toks[8:])[:, 0], atol=1e-6)
+        assert torch.allclose(rtd, model.discriminator_logits(toks[8:]), atol=1e-6)
+        assert torch.allclose(mlm, model.generator_logits(ori, masked), atol=1e-6)
+        assert mlm.shape == (int(masked.sum()), len(task.source_dictionary))
+
+    # the criterion: sums over shards equal the whole batch; every parameter gets a gradient
+    ds = task.dataset("valid")
+    items = [ds[int(i)] for i in b["id"]]
+    full = crit(model, ds.collater(items))
+    parts = [crit(model, ds.collater(items[:4])), crit(model, ds.collater(items[4:]))]
+    assert torch.allclose(full[0], parts[0][0] + parts[1][0], rtol=1e-4)
+    for k in ("mlm_loss", "rtd_loss", "cts_loss", "cts_pairs", "sample_size"):
+        assert torch.allclose(torch.as_tensor(full[2][k], dtype=torch.float),
+                              torch.as_tensor(parts[0][2][k] + parts[1][2][k], dtype=torch.float), rtol=1e-4), k
+    model.train()
+    model.zero_grad()
+    crit(model, ds.collater(items))[0].backward()
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []
+
+    # a plain ELECTRA pre-training checkpoint continues with CLINE
+    plain = {k: v.clone() for k, v in model.state_dict().items() if k != "cline_log_vars"}
+    _, fresh, _ = build_components(data, ["--criterion", "cline"], arch_args=args, task="cline", seed=9)
+    with torch.no_grad():
+        fresh.cline_log_vars.fill_(0.7)
+    fresh.load_state_dict(plain, strict=True)
+    assert torch.equal(fresh.cline_log_vars.detach(), torch.zeros(3))
+    assert torch.equal(fresh.generator_bias, plain["generator_bias"])
+    bad = dict(plain)
+    bad["embeddings.embed_tokens.weight"] = torch.zeros(bad["embeddings.embed_tokens.weight"].size(0) + 8, 16)
+    with pytest.raises(ValueError, match="binarized against another dictionary"):
+        fresh.upgrade_state_dict_named(bad, "")
+    # fine-tuning builds the discriminator alone (electra_* or cline_electra_*): CLINE's
+    # log-variances and the generator are dropped on load
+    disc = ElectraModel(model.cfg, task.source_dictionary, with_generator=False)
+    disc.load_state_dict(model.state_dict(), strict=True)
+    assert torch.equal(disc.discriminator_head.out_proj.weight, model.discriminator_head.out_proj.weight)
+    with pytest.raises(ValueError, match="drop --electra-discriminator-only"):
+        build_components(data, ["--criterion", "cline"], arch_args=[*args, "--electra-discriminator-only"], task="cline")
+
+    # Hits on the discriminator's layers (embeddings + 2)
+    model.eval()
+    enc = cline.PieceEncoder("sentencepiece", spm_model=corpus_dir / "spm.model")
+    sents = ["the farmer will stay at home .", "the main road of the pilot is the big river ."]
+    other = ["a child chose to remain near the small lake .", "my friend is little ."]
+    res = cline.hits(model, task.source_dictionary, enc, [(s, s, o) for s, o in zip(sents, other)])
+    assert res["mean"] == [100.0] * 3 and res["bertscore"] == [100.0] * 3

@@ -98,3 +98,59 @@ def test_recipes_run(corpus_dir, data_bin, tmp_path, wn):
                    TOKENS="64", MAX_SENTENCES="4", UPDATE_FREQ="1", SAVE_DIR=str(tmp_path / "sh"))
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert updates(r.stdout + r.stderr) == 2 and "cts_loss" in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_cline_on_electra_end_to_end(corpus_dir, data_bin, tmp_path, wn):
+    """An ELECTRA pre-training checkpoint continued with CLINE through the shell recipe and the
+    ELECTRA-base hydra config (shrunk), fine-tuned as a plain ELECTRA discriminator, and Hits of
+    the CLINE checkpoint's discriminator."""
+    from truneg_fairseq import cline
+    from utils import REPO, TINY_ELECTRA, TINY_ELECTRA_MODEL, hydra_train, run_recipe
+
+    settings = cline.Settings(seed=1, spm_model=str(corpus_dir / "spm.model"))
+    cline.make_cline_data({"train": corpus_dir / "raw" / "valid.txt", "valid": corpus_dir / "raw" / "valid.txt"},
+                          tmp_path / "c", settings, srcdict=data_bin / "dict.txt", wn=wn)
+    cdata = tmp_path / "c" / "data-bin"
+    fairseq_train(data_bin, tmp_path / "el", [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra",
+                                              "--max-update", "1"])
+    start = tmp_path / "el" / "checkpoint_last.pt"
+
+    r = run_recipe("cline/pretrain.sh", [str(cdata), str(start), "--electra-max-positions", "64", "--cpu", "--log-interval", "1"], tmp_path,
+                   ARCH="cline_electra_tiny", MAX_UPDATE="2", TOKENS="64", MAX_SENTENCES="4", UPDATE_FREQ="1",
+                   SAVE_DIR=str(tmp_path / "sh"))
+    log = r.stdout + r.stderr
+    assert r.returncode == 0, log[-3000:]
+    assert "cline_log_vars start at zero" in log and "Loaded checkpoint" in log
+    assert re.search(r"train_inner .*mlm_loss=.*rtd_loss=.*cts_loss=.*cts_acc=", log)
+    assert updates(log) == 2
+    ck = tmp_path / "sh" / "checkpoint_last.pt"
+    keys = torch.load(ck, map_location="cpu", weights_only=False)["model"].keys()
+    assert "cline_log_vars" in keys and "generator_bias" in keys and not any(k.startswith("rtd_head.") for k in keys)
+
+    p = hydra_train(REPO / "examples" / "cline" / "config", "electra_base_cline", [
+        f"task.data={cdata}", f"checkpoint.restore_file={start}", f"checkpoint.save_dir={tmp_path / 'hy'}",
+        "optimization.max_update=1", "optimization.update_freq=[1]", "dataset.batch_size=4",
+        "task.tokens_per_sample=64", "model._name=cline_electra_tiny", "model.electra_max_positions=64",
+        "model.electra_layernorm_eps=1e-5"], tmp_path / "hyrun")
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "cts_loss" in p.stdout + p.stderr and (tmp_path / "hy" / "checkpoint_last.pt").is_file()
+
+    # fine-tuning: the discriminator alone, as a plain electra_* model
+    cls_data = make_classification_data(corpus_dir, tmp_path / "cls")
+    ft = fairseq_train(cls_data, tmp_path / "ft", [
+        *TINY_ELECTRA_MODEL, "--task", "sentence_prediction", "--criterion", "sentence_prediction",
+        "--num-classes", "2", "--init-token", "0", "--separator-token", "2", "--max-positions", "64",
+        "--restore-file", str(ck), "--reset-optimizer", "--reset-dataloader", "--reset-meters",
+        "--reset-lr-scheduler", "--max-update", "2"])
+    log3 = ft.stdout + ft.stderr
+    assert "dropped the CLINE task weights" in log3 and "loading the discriminator only: dropped" in log3
+    assert re.search(r"valid on 'valid' subset .*accuracy [\d.]+", log3)
+
+    proc = run_script("cline_hits.py", [str(ck), "--data", str(cdata), "--spm-model", str(corpus_dir / "spm.model"),
+                                        "--sentences", str(corpus_dir / "raw" / "valid.txt"), "--json", str(tmp_path / "h.json")])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    res = json.loads((tmp_path / "h.json").read_text())["results"][str(ck)]
+    assert len(res["cls"]) == 3 and all(0.0 <= v <= 100.0 for vs in res.values() for v in vs)

@@ -176,3 +176,26 @@ def test_torch_ddp_refused_when_the_criterion_is_built(data_bin):
                                     "--ddp-backend", "pytorch_ddp"])
     build_components(data_bin, ["--criterion", "mlm_soft_reg", "--distributed-world-size", "2",
                                 "--ddp-backend", "legacy_ddp"])
+
+
+@pytest.mark.parametrize("config,arch_sizes", [
+    ("electra/config/small_scratch.yaml", (128, 256, 12, 64)),
+    ("electra/config/base_published_hc.yaml", (768, 768, 12, 256)),
+    ("cline/config/electra_base_cline.yaml", (768, 768, 12, 256)),
+])
+def test_hydra_arch_names_size_electra(config, arch_sizes):
+    """fairseq-hydra-train fills a model config's missing fields from the dataclass before the
+    arch function runs: the ELECTRA sizes are left unset there, so ``_name: electra_small`` gives
+    ELECTRA-small and not the dataclass's defaults."""
+    from fairseq.dataclass.initialize import add_defaults
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from omegaconf import OmegaConf, open_dict
+
+    import truneg_fairseq  # noqa: F401
+
+    cfg = OmegaConf.load(REPO / "examples" / config)
+    add_defaults(cfg)
+    with open_dict(cfg.model):
+        ARCH_CONFIG_REGISTRY[cfg.model._name](cfg.model)
+    m = cfg.model
+    assert (m.electra_embed_dim, m.electra_hidden_dim, m.electra_layers, m.electra_gen_hidden_dim) == arch_sizes

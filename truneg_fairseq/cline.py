@@ -637,13 +637,16 @@ def sentence_similarities(x, y, mx, my):
 
 def hidden_layers(model, tokens):
     """Hidden states of every layer of a RoBERTa-family model (fairseq's roberta, the plugin's
-    bert and cline): a list of L + 1 tensors B x T x C, the embeddings first."""
+    bert and cline) or of the plugin's ELECTRA discriminator: a list of L + 1 tensors B x T x C,
+    the embeddings first."""
     from fairseq.models.roberta import RobertaModel
 
+    if callable(getattr(model, "discriminator_hidden_states", None)):  # electra_*, cline_electra_*
+        return model.discriminator_hidden_states(tokens)
     if not isinstance(model, RobertaModel):
         raise ValueError(
-            f"Hits reads the layers of RoBERTa-family checkpoints (roberta_*, bert_hf_*, cline_roberta_*); "
-            f"got {type(model).__name__}"
+            f"Hits reads the layers of RoBERTa-family checkpoints (roberta_*, bert_hf_*, cline_roberta_*) "
+            f"and of ELECTRA discriminators (electra_*, cline_electra_*); got {type(model).__name__}"
         )
     _, extra = model.encoder.extract_features(tokens, return_all_hiddens=True)
     return [h.transpose(0, 1) for h in extra["inner_states"]]  # each T x B x C -> B x T x C

@@ -7,6 +7,12 @@
 #                     checkpoint's dict.txt (--srcdict) and tokenizer (GPT-2 BPE for roberta.base)
 # ROBERTA_CHECKPOINT  e.g. roberta.base/model.pt (fairseq's), or "none" to start from scratch
 #
+# Other backbones through ARCH: cline_bert_hf_base (a BERT imported with scripts/convert_hf.py),
+# cline_electra_base / cline_electra_small (an ELECTRA pre-training checkpoint of the plugin, or
+# the published generator + discriminator pair imported with scripts/convert_hf.py; add
+# --electra-layernorm-eps 1e-12 for imported ones). WordPiece data for imported models:
+# make_cline_data.py --tokenizer wordpiece --vocab VOCAB.txt.
+#
 # The paper's setting: 30k updates, 256 triples per update, seq 512, lr 1e-4, warm-up 500,
 # Adam(0.9, 0.999, 1e-8), weight decay 0.01, fp16 (FP16= for fp32). Set UPDATE_FREQ so that
 # GPUS x MAX_SENTENCES x UPDATE_FREQ = 256 (default: 1 GPU x 8 x 32). Every GPU visible to the
@@ -26,16 +32,21 @@ UPDATE_FREQ=${UPDATE_FREQ:-32}
 NUM_WORKERS=${NUM_WORKERS:-2}
 SAVE_DIR=${SAVE_DIR:-checkpoints/cline}
 RESTORE_FLAGS=()
+# the model's own flags: RoBERTa/BERT share fairseq's names, ELECTRA's are --electra-*
+MODEL_FLAGS=(--max-positions 512 --dropout 0.1 --attention-dropout 0.1)
+case "$ARCH" in
+  cline_electra_*) MODEL_FLAGS=(--electra-max-positions 512 --electra-dropout 0.1 --electra-attention-dropout 0.1) ;;
+esac
 if [ "$RESTORE" != none ]; then
   RESTORE_FLAGS=(--restore-file "$RESTORE" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
 fi
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
-  --task cline --criterion cline --arch "$ARCH" --tokens-per-sample "$TOKENS" --max-positions 512 \
+  --task cline --criterion cline --arch "$ARCH" --tokens-per-sample "$TOKENS" "${MODEL_FLAGS[@]}" \
   "${RESTORE_FLAGS[@]}" \
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 0.0 \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates "$WARMUP" --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
-  --num-workers "$NUM_WORKERS" --dropout 0.1 --attention-dropout 0.1 ${FP16---fp16} --ddp-backend pytorch_ddp \
+  --num-workers "$NUM_WORKERS" ${FP16---fp16} --ddp-backend pytorch_ddp \
   --save-dir "$SAVE_DIR" --save-interval-updates 5000 --keep-interval-updates 3 --no-epoch-checkpoints \
   --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"

@@ -92,7 +92,7 @@ class ClineCriterion(FairseqCriterion):
         sel = MaskSelection(target.ne(pad))
         tokens = torch.cat([ori, c["syn_tokens"], c["ant_tokens"]], dim=0)  # 3B x T
         # through forward (not a named method): DistributedDataParallel must see the pass
-        mlm_logits, rtd_logits, cls = model(tokens, cline_n_ori=B, masked_tokens=sel.masked)
+        mlm_logits, rtd_logits, cls = model(tokens, cline_n_ori=B, masked_tokens=sel.masked, cline_targets=target)
 
         gold = sel.take(target)  # M
         nll = losses.masked_nll(mlm_logits, gold, pad)  # M

@@ -16,7 +16,7 @@ BERT (an imported published checkpoint): ``cline_bert_hf_base``, ``cline_bert_hf
 """
 
 import logging
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -29,10 +29,30 @@ from fairseq.utils import safe_getattr
 
 from truneg_fairseq.models.access import encoder_sizes
 from truneg_fairseq.models.bert import BertModel, bert_base_architecture, bert_large_architecture, bert_tiny_architecture
+from truneg_fairseq.models.electra import (
+    ElectraConfig,
+    ElectraModel,
+    electra_base_architecture,
+    electra_large_architecture,
+    electra_small_architecture,
+    electra_sizes,
+)
 
 logger = logging.getLogger(__name__)
 
 CLINE_ONLY = ("rtd_head.", "cline_log_vars")
+
+
+def check_vocabulary(saved: torch.Tensor, mine: torch.Tensor) -> None:
+    """One clear error when a checkpoint's token embedding does not fit the data's dictionary
+    (other size differences are left to the loader, which names every tensor)."""
+    if saved.size(0) != mine.size(0):
+        raise ValueError(
+            f"the checkpoint's embedding has {saved.size(0)} rows but the data's "
+            f"dict.txt gives {mine.size(0)} (with <mask>): the data was binarized against another "
+            "dictionary. Rebuild it with scripts/make_cline_data.py --srcdict set to the dict.txt "
+            "of the checkpoint (for fairseq's roberta.base: its dict.txt and GPT-2 BPE)"
+        )
 
 
 class ClineRTDHead(nn.Module):
@@ -76,10 +96,12 @@ class ClineMixin:
         self.cline_log_vars = nn.Parameter(torch.zeros(3))
 
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
-                cline_n_ori=None, **kwargs):
+                cline_n_ori=None, cline_targets=None, **kwargs):
         """RoBERTa's forward; with ``cline_n_ori`` the CLINE pre-training pass (:meth:`cline_forward`).
         The criterion comes in through ``forward`` so that torch's DistributedDataParallel sees the
-        pass and synchronises the gradients (a call to a named method would bypass it)."""
+        pass and synchronises the gradients (a call to a named method would bypass it).
+        ``cline_targets`` (the gold ids of x_ori) is not needed here: one encoder reads the masked
+        x_ori for both the MLM and ``<s>``, as in the authors' code."""
         if cline_n_ori is not None:
             return self.cline_forward(src_tokens, cline_n_ori, kwargs["masked_tokens"])
         return super().forward(src_tokens, features_only, return_all_hiddens, classification_head_name, **kwargs)
@@ -102,13 +124,8 @@ class ClineMixin:
         # fairseq's published roberta.base still names its encoder "decoder"
         emb = next((prefix + f"{e}.sentence_encoder.embed_tokens.weight" for e in ("encoder", "decoder")
                     if prefix + f"{e}.sentence_encoder.embed_tokens.weight" in state_dict), None)
-        if emb is not None and state_dict[emb].shape != mine.shape:
-            raise ValueError(
-                f"the checkpoint's embedding has {state_dict[emb].size(0)} rows but the data's "
-                f"dict.txt gives {mine.size(0)} (with <mask>): the data was binarized against another "
-                "dictionary. Rebuild it with scripts/make_cline_data.py --srcdict set to the dict.txt "
-                "of the checkpoint (for fairseq's roberta.base: its dict.txt and GPT-2 BPE)"
-            )
+        if emb is not None:
+            check_vocabulary(state_dict[emb], mine)
         cline_keys = [k for k in state_dict if k.startswith(prefix) and k[len(prefix):].startswith(CLINE_ONLY)]
         if not self.cline_pretraining:
             for k in cline_keys:
@@ -170,3 +187,80 @@ def cline_tiny_architecture(args):
     """2 layers of 32: for tests and smoke runs."""
     encoder_sizes(args, layers=2, dim=32, ffn=64, heads=2, max_positions=64)
     base_architecture(args)
+
+
+@register_model("cline_electra", dataclass=ElectraConfig)
+class ClineElectraModel(ElectraModel):
+    """CLINE on the plugin's ELECTRA (archs cline_electra_*): each network does the part it is
+    made for, so no head is added.
+
+    * l1 (MLM) comes from the generator on the masked x_ori;
+    * l2 (replaced-token detection on x_syn and x_ant) from the discriminator and its own RTD
+      head (``discriminator_head``: the published ELECTRA head keeps its pre-trained weights);
+    * l3 (contrastive) from the discriminator's ``<s>`` vectors of x_ori, x_syn and x_ant. The
+      discriminator reads x_ori unmasked (the gold ids put back at the masked positions): it is
+      the network that is fine-tuned later and never sees ``<mask>`` there.
+
+    The generator's samples are not used: CLINE's x_syn/x_ant take the place of ELECTRA's
+    sampled replacements. Only ``cline_log_vars`` is added for pre-training; any ELECTRA
+    checkpoint (plugin or imported with scripts/convert_hf.py) continues with CLINE, and a
+    CLINE checkpoint fine-tunes as ``electra_*`` or ``cline_electra_*`` (the log-variances and
+    the generator are dropped)."""
+
+    cline_pretraining = False
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        model = super().build_model(cfg, task)
+        if getattr(task, "cline_pretraining", False):
+            if model.generator is None:
+                raise ValueError(
+                    "--task cline on ELECTRA trains the generator's MLM term: drop --electra-discriminator-only"
+                )
+            model.cline_pretraining = True
+            model.cline_log_vars = nn.Parameter(torch.zeros(3))
+        return model
+
+    def forward(self, src_tokens, masked_tokens=None, features_only=False, classification_head_name=None,
+                cline_n_ori=None, cline_targets=None, **kwargs):
+        """ELECTRA's forward; with ``cline_n_ori`` the CLINE pre-training pass (through ``forward``
+        so that DistributedDataParallel synchronises it)."""
+        if cline_n_ori is not None:
+            return self.cline_forward(src_tokens, cline_n_ori, masked_tokens, cline_targets)
+        return super().forward(src_tokens, masked_tokens, features_only, classification_head_name, **kwargs)
+
+    def cline_forward(self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor,
+                      targets: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """tokens: 3B x T, rows [x_ori (masked); x_syn; x_ant]; n_ori = B; masked_tokens: B x T
+        bool; targets: B x T gold ids of x_ori at the masked positions (the discriminator then
+        reads x_ori unmasked; without them it reads the rows as given). Returns (generator MLM
+        logits M x V, discriminator RTD logits 2B x T for x_syn and x_ant, discriminator ``<s>``
+        features 3B x H)."""
+        ori = tokens[:n_ori]
+        mlm_logits = self.generator_logits(ori, masked_tokens)  # M x V
+        if targets is not None:
+            tokens = torch.cat([torch.where(masked_tokens, targets, ori), tokens[n_ori:]], dim=0)
+        features = self.discriminator_features(tokens)  # 3B x T x H
+        rtd_logits = self.discriminator_head(features[n_ori:])  # 2B x T
+        return mlm_logits, rtd_logits, features[:, 0, :]
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        prefix = name + "." if name else ""
+        emb = prefix + "embeddings.embed_tokens.weight"
+        if emb in state_dict:
+            check_vocabulary(state_dict[emb], self.embed_tokens.weight)
+        if self.cline_pretraining and prefix + "cline_log_vars" not in state_dict:
+            state_dict[prefix + "cline_log_vars"] = torch.zeros_like(self.cline_log_vars.detach())
+            logger.info("the checkpoint has no CLINE task weights: cline_log_vars start at zero")
+        super().upgrade_state_dict_named(state_dict, name)
+
+
+register_model_architecture("cline_electra", "cline_electra_small")(electra_small_architecture)
+register_model_architecture("cline_electra", "cline_electra_base")(electra_base_architecture)
+register_model_architecture("cline_electra", "cline_electra_large")(electra_large_architecture)
+
+
+@register_model_architecture("cline_electra", "cline_electra_tiny")
+def cline_electra_tiny_architecture(args):
+    """2 layers of 32 (generator 2 x 16): for tests and smoke runs."""
+    electra_sizes(args, 16, 32, 2, 2, 64, 16, 1, 32, max_pos=64)

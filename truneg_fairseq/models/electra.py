@@ -33,7 +33,6 @@ from fairseq.models.transformer import TransformerConfig
 from fairseq.modules import LayerNorm, PositionalEmbedding
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
-from fairseq.utils import safe_getattr
 
 from truneg_fairseq.models.access import gather_positions
 
@@ -44,16 +43,19 @@ GENERATOR_PREFIXES = ("generator.", "generator_head.", "generator_bias")
 
 @dataclass
 class ElectraConfig(FairseqDataclass):
-    electra_embed_dim: int = field(default=768, metadata={"help": "token/position embedding size (shared)"})
-    electra_hidden_dim: int = field(default=768, metadata={"help": "discriminator hidden size"})
-    electra_layers: int = field(default=12, metadata={"help": "discriminator layers"})
-    electra_heads: int = field(default=12, metadata={"help": "discriminator attention heads"})
-    electra_ffn_dim: int = field(default=3072, metadata={"help": "discriminator FFN size"})
-    electra_gen_hidden_dim: int = field(default=256, metadata={"help": "generator hidden size"})
-    electra_gen_layers: int = field(default=12, metadata={"help": "generator layers"})
-    electra_gen_heads: int = field(default=4, metadata={"help": "generator attention heads"})
-    electra_gen_ffn_dim: int = field(default=1024, metadata={"help": "generator FFN size"})
-    electra_max_positions: int = field(default=512, metadata={"help": "learned positions"})
+    # sizes: None = set by --arch (electra_small/base/large; electra_base's for --arch electra).
+    # Left unset here so that an arch name also sizes the model under fairseq-hydra-train,
+    # which fills a config's missing fields from these defaults before the arch function runs
+    electra_embed_dim: Optional[int] = field(default=None, metadata={"help": "token/position embedding size (shared); default: the arch's"})
+    electra_hidden_dim: Optional[int] = field(default=None, metadata={"help": "discriminator hidden size; default: the arch's"})
+    electra_layers: Optional[int] = field(default=None, metadata={"help": "discriminator layers; default: the arch's"})
+    electra_heads: Optional[int] = field(default=None, metadata={"help": "discriminator attention heads; default: the arch's"})
+    electra_ffn_dim: Optional[int] = field(default=None, metadata={"help": "discriminator FFN size; default: the arch's"})
+    electra_gen_hidden_dim: Optional[int] = field(default=None, metadata={"help": "generator hidden size; default: the arch's"})
+    electra_gen_layers: Optional[int] = field(default=None, metadata={"help": "generator layers; default: the arch's"})
+    electra_gen_heads: Optional[int] = field(default=None, metadata={"help": "generator attention heads; default: the arch's"})
+    electra_gen_ffn_dim: Optional[int] = field(default=None, metadata={"help": "generator FFN size; default: the arch's"})
+    electra_max_positions: Optional[int] = field(default=None, metadata={"help": "learned positions; default: the arch's (512)"})
     electra_dropout: float = field(default=0.1, metadata={"help": "dropout"})
     electra_attention_dropout: float = field(default=0.1, metadata={"help": "attention dropout"})
     electra_activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
@@ -150,16 +152,22 @@ class ElectraStack(nn.Module):
         tc = _layer_config(hidden, heads, ffn, cfg)
         self.layers = nn.ModuleList([TransformerEncoderLayerBase(tc) for _ in range(layers)])
 
-    def forward(self, x, padding_mask):
-        """x: B x T x E embeddings, padding_mask: B x T bool -> B x T x H features."""
+    def forward(self, x, padding_mask, return_all_hiddens: bool = False):
+        """x: B x T x E embeddings, padding_mask: B x T bool -> B x T x H features (with
+        ``return_all_hiddens``: a list of L + 1 of them, the projected embeddings first)."""
         if self.project is not None:
             x = self.project(x)  # B x T x H
         if padding_mask is not None:
             x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))
         x = x.transpose(0, 1)  # T x B x H (fairseq layers are time-major)
+        states = [x] if return_all_hiddens else None
         # the mask is passed even when nothing is padded: asking first would wait for the device
         for layer in self.layers:
             x = layer(x, encoder_padding_mask=padding_mask)
+            if states is not None:
+                states.append(x)
+        if states is not None:
+            return [h.transpose(0, 1) for h in states]
         return x.transpose(0, 1)  # B x T x H
 
 
@@ -209,6 +217,8 @@ class ElectraModel(BaseFairseqModel):
             names = {f.name for f in dataclasses.fields(ElectraConfig)}
             given = {k: cfg[k] for k in cfg if k in names}
             cfg = OmegaConf.merge(OmegaConf.structured(ElectraConfig()), given)
+        # sizes no arch function set (--arch electra, or a config naming the model): ELECTRA-base's
+        electra_base_architecture(cfg)
 
         pretrains_generator = bool(getattr(task, "pretrains_generator", False))
         if isinstance(task, MaskedLMTask) and not pretrains_generator:
@@ -296,6 +306,11 @@ class ElectraModel(BaseFairseqModel):
         """B x T tokens -> B x T x H."""
         return self.discriminator(self.embeddings(tokens), tokens.eq(self.padding_idx))
 
+    def discriminator_hidden_states(self, tokens):
+        """Every discriminator layer's output: a list of L + 1 tensors B x T x H, the (projected)
+        embeddings first (the layers Hits compares)."""
+        return self.discriminator(self.embeddings(tokens), tokens.eq(self.padding_idx), return_all_hiddens=True)
+
     def discriminator_logits(self, tokens):
         """Replaced-token-detection logits, B x T (> 0: replaced)."""
         return self.discriminator_head(self.discriminator_features(tokens))  # B x T
@@ -358,6 +373,8 @@ class ElectraModel(BaseFairseqModel):
                     renamed += 1
         if renamed:
             logger.info(f"renamed {renamed} head tensors from positional (.0/.2) to named keys")
+        if not hasattr(self, "cline_log_vars") and state_dict.pop(prefix + "cline_log_vars", None) is not None:
+            logger.info("dropped the CLINE task weights (cline_log_vars) of the checkpoint")
         keys = [k for k in state_dict if k.startswith(prefix)]
         if self.generator is None:
             dropped = [k for k in keys if k[len(prefix):].startswith(GENERATOR_PREFIXES)]
@@ -394,32 +411,38 @@ class ElectraModel(BaseFairseqModel):
                     state_dict[key] = p
 
 
-def _sizes(args, emb, hidden, layers, heads, ffn, g_hidden, g_heads, g_ffn, max_pos=512):
-    args.electra_embed_dim = safe_getattr(args, "electra_embed_dim", emb)
-    args.electra_hidden_dim = safe_getattr(args, "electra_hidden_dim", hidden)
-    args.electra_layers = safe_getattr(args, "electra_layers", layers)
-    args.electra_heads = safe_getattr(args, "electra_heads", heads)
-    args.electra_ffn_dim = safe_getattr(args, "electra_ffn_dim", ffn)
-    args.electra_gen_hidden_dim = safe_getattr(args, "electra_gen_hidden_dim", g_hidden)
-    args.electra_gen_layers = safe_getattr(args, "electra_gen_layers", args.electra_layers)
-    args.electra_gen_heads = safe_getattr(args, "electra_gen_heads", g_heads)
-    args.electra_gen_ffn_dim = safe_getattr(args, "electra_gen_ffn_dim", g_ffn)
-    args.electra_max_positions = safe_getattr(args, "electra_max_positions", max_pos)
+def electra_sizes(args, emb, hidden, layers, heads, ffn, g_hidden, g_heads, g_ffn, max_pos=512):
+    """Set every size the command line or config left unset (None or missing); the generator
+    has the discriminator's depth unless given."""
+    def fill(name, value):
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+
+    fill("electra_embed_dim", emb)
+    fill("electra_hidden_dim", hidden)
+    fill("electra_layers", layers)
+    fill("electra_heads", heads)
+    fill("electra_ffn_dim", ffn)
+    fill("electra_gen_hidden_dim", g_hidden)
+    fill("electra_gen_layers", args.electra_layers)
+    fill("electra_gen_heads", g_heads)
+    fill("electra_gen_ffn_dim", g_ffn)
+    fill("electra_max_positions", max_pos)
 
 
 @register_model_architecture("electra", "electra_small")
 def electra_small_architecture(args):
     # 128-d embeddings projected to 256; generator at 1/4 width (64 hidden, 1 head, FFN 256)
-    _sizes(args, 128, 256, 12, 4, 1024, 64, 1, 256)
+    electra_sizes(args, 128, 256, 12, 4, 1024, 64, 1, 256)
 
 
 @register_model_architecture("electra", "electra_base")
 def electra_base_architecture(args):
     # generator at 1/3 width (256 hidden, 4 heads, FFN 1024)
-    _sizes(args, 768, 768, 12, 12, 3072, 256, 4, 1024)
+    electra_sizes(args, 768, 768, 12, 12, 3072, 256, 4, 1024)
 
 
 @register_model_architecture("electra", "electra_large")
 def electra_large_architecture(args):
     # generator at 1/4 width (256 hidden, 4 heads, FFN 1024)
-    _sizes(args, 1024, 1024, 24, 16, 4096, 256, 4, 1024)
+    electra_sizes(args, 1024, 1024, 24, 16, 4096, 256, 4, 1024)

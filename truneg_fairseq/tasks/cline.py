@@ -125,6 +125,7 @@ class ClineTask(MaskedLMTask):
 
     cfg: ClineTaskConfig
     cline_pretraining = True  # read by the model: build the RTD head and the task weights
+    pretrains_generator = True  # read by ELECTRA (cline_electra_*): its generator does the MLM term
 
     def __init__(self, cfg: ClineTaskConfig, dictionary=None):
         super().__init__(cfg, dictionary)
@@ -202,7 +203,7 @@ class ClineTask(MaskedLMTask):
         model = super().build_model(cfg, from_checkpoint)
         if not callable(getattr(model, "cline_forward", None)):
             raise ValueError(
-                f"--task cline needs a CLINE model (--arch cline_roberta_base, cline_roberta_large, "
-                f"cline_bert_hf_base, cline_bert_hf_large, or a *_tiny one); got {type(model).__name__}"
+                f"--task cline needs a CLINE model (--arch cline_roberta_base/large, cline_bert_hf_base/large, "
+                f"cline_electra_small/base/large, or a *_tiny one); got {type(model).__name__}"
             )
         return model
