@@ -13,6 +13,11 @@ them (fairseq's ``roberta.base``) into a CLINE pre-training model starts them fr
 ``cline_roberta_base``, ``cline_roberta_large`` and ``cline_roberta_tiny`` (tests); on the plugin's
 BERT (an imported published checkpoint): ``cline_bert_hf_base``, ``cline_bert_hf_large``,
 ``cline_bert_hf_tiny``.
+
+On the plugin's ELECTRA (``cline_electra_small/base/large/tiny``, :class:`ClineElectraModel`) no
+head is added: the generator gives the MLM term, the discriminator's own RTD head the
+replaced-token term and its ``<s>`` vectors the contrastive term; only ``cline_log_vars`` is
+added for pre-training.
 """
 
 import logging
