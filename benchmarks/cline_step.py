@@ -7,7 +7,12 @@ A step is forward + backward + Adam update; both criteria train one ``cline_robe
 RTD head is simply unused by ``masked_lm``) and are timed alternately, so drift in machine speed
 hits both alike. Throughput is in examples (x_ori sentences) per second.
 
+With ``--backbone electra`` the model is ``cline_electra`` (discriminator --layers x --dim, a
+generator of the same depth at a quarter of the width) and the baseline is the ``electra`` step
+(generator MLM + RTD on sampled replacements) on the same x_ori batches.
+
   python benchmarks/cline_step.py                 # small RoBERTa 4 x 128, vocab 8,000, 32 x 128
+  python benchmarks/cline_step.py --backbone electra
   python benchmarks/cline_step.py --layers 2 --dim 32 --ffn 64 --rounds 10   # tiny
 """
 
@@ -20,19 +25,32 @@ import tempfile
 from _common import add_timing_args, alternating_step_times, make_batches, make_train_step, parse_timing_args
 
 
-def build(data_dir, layers, dim, ffn, heads, seq, seed=1):
+BASELINE = {"roberta": "masked_lm", "electra": "electra"}
+
+
+def model_args(backbone, layers, dim, ffn, heads, seq):
+    if backbone == "electra":
+        return ["--arch", "cline_electra_base", "--electra-embed-dim", str(dim), "--electra-hidden-dim", str(dim),
+                "--electra-layers", str(layers), "--electra-heads", str(heads), "--electra-ffn-dim", str(ffn),
+                "--electra-gen-hidden-dim", str(max(dim // 4, 16)), "--electra-gen-heads", "1",
+                "--electra-gen-ffn-dim", str(max(ffn // 4, 16)), "--electra-max-positions", str(seq),
+                "--tokens-per-sample", str(seq)]
+    return ["--arch", "cline_roberta_base", "--encoder-layers", str(layers), "--encoder-embed-dim", str(dim),
+            "--encoder-ffn-embed-dim", str(ffn), "--encoder-attention-heads", str(heads),
+            "--max-positions", str(seq), "--tokens-per-sample", str(seq)]
+
+
+def build(data_dir, backbone, layers, dim, ffn, heads, seq, seed=1):
     import torch
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     import truneg_fairseq  # noqa: F401  (registration)
 
-    arch = ["--arch", "cline_roberta_base", "--encoder-layers", str(layers), "--encoder-embed-dim", str(dim),
-            "--encoder-ffn-embed-dim", str(ffn), "--encoder-attention-heads", str(heads),
-            "--max-positions", str(seq), "--tokens-per-sample", str(seq)]
+    arch = model_args(backbone, layers, dim, ffn, heads, seq)
     task = model = opt = None
     steps = {}
-    for criterion in ("masked_lm", "cline"):
+    for criterion in (BASELINE[backbone], "cline"):
         args = options.parse_args_and_arch(options.get_training_parser(), [
             data_dir, "--task", "cline", "--criterion", criterion, "--cpu", "--seed", str(seed), *arch])
         cfg = convert_namespace_to_omegaconf(args)
@@ -66,6 +84,8 @@ def add_triples(batches, vocab, nspecial, seed=0):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backbone", choices=sorted(BASELINE), default="roberta",
+                   help="cline_roberta against masked_lm, or cline_electra against electra")
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--dim", type=int, default=128)
@@ -80,7 +100,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "dict.txt"), "w") as f:  # a synthetic vocabulary of --vocab entries
             f.writelines(f"w{i} {args.vocab - i}\n" for i in range(args.vocab - 5))
-        task, steps = build(tmp, args.layers, args.dim, args.ffn, args.heads, args.seq)
+        task, steps = build(tmp, args.backbone, args.layers, args.dim, args.ffn, args.heads, args.seq)
     d = task.source_dictionary
     batches = make_batches(args.batches, args.batch_size, args.seq, len(d), d.pad(), d.bos(), d.eos(),
                            task.mask_idx, d.nspecial)
@@ -88,11 +108,11 @@ def main():
     times = alternating_step_times(steps, batches, args.rounds, args.warmup)
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; cline_roberta {args.layers} x {args.dim} (FFN {args.ffn}), "
+          f"{torch.get_num_threads()} threads; cline_{args.backbone} {args.layers} x {args.dim} (FFN {args.ffn}), "
           f"vocab {len(d)}, batch {args.batch_size} x {args.seq} tokens, {args.rounds} rounds")
     print(f"{'criterion':<12}{'median step ms':>16}{'examples/s':>12}{'ratio':>8}")
     base = None
-    for c in ("masked_lm", "cline"):
+    for c in (BASELINE[args.backbone], "cline"):
         med = statistics.median(times[c])
         eps = args.batch_size / med
         base = base or eps
