@@ -91,3 +91,21 @@ def test_restoring_with_another_layernorm_eps_is_refused(data_bin):
     # checkpoints written before the epsilon was saved load as before
     old = {k: v for k, v in default.state_dict().items() if k != "layernorm_eps"}
     default.load_state_dict(old, strict=True)
+
+
+def test_layernorm_eps_survives_half_precision(data_bin):
+    """fairseq's --fp16/--bf16 cast the model: the saved epsilon stays exact (1e-12 is 0 in
+    fp16), so a half-precision checkpoint restores into a model built with the same flag."""
+    import torch
+
+    for eps, cast in (("1e-12", "half"), ("1e-5", "half"), ("1e-12", "bfloat16")):
+        _, model, _ = build_components(data_bin, ["--criterion", "electra", "--electra-layernorm-eps", eps],
+                                       arch_args=TINY_ELECTRA, task="electra")
+        getattr(model, cast)()
+        assert next(model.parameters()).dtype != torch.float32
+        saved = model.state_dict()["layernorm_eps"]
+        assert saved.dtype == torch.float64 and float(saved) == float(eps)
+        _, fresh, _ = build_components(data_bin, ["--criterion", "electra", "--electra-layernorm-eps", eps],
+                                       arch_args=TINY_ELECTRA, task="electra")
+        getattr(fresh, cast)().load_state_dict(model.state_dict(), strict=True)
+        assert float(fresh.layernorm_eps) == float(eps)

@@ -198,6 +198,16 @@ class ElectraModel(BaseFairseqModel):
         # restored with another epsilon (1e-12 for imported published models) is caught on load
         self.register_buffer("layernorm_eps", torch.tensor(float(cfg.electra_layernorm_eps), dtype=torch.float64))
 
+    def _apply(self, fn, *args, **kwargs):
+        # .half()/.bfloat16() (fairseq's --fp16/--bf16) would cast the epsilon buffer too, and
+        # 1e-12 is 0 in fp16: keep it float64 with its exact value, on the model's device
+        super()._apply(fn, *args, **kwargs)
+        eps = self._buffers.get("layernorm_eps")
+        if eps is not None and eps.dtype != torch.float64:
+            self._buffers["layernorm_eps"] = torch.tensor(
+                float(self.cfg.electra_layernorm_eps), dtype=torch.float64, device=eps.device)
+        return self
+
     def _set_layernorm_eps(self, eps: float) -> None:
         # fairseq's LayerNorm is torch's, or apex's fused one on GPUs that have it: both read .eps
         for m in self.modules():
