@@ -6,7 +6,7 @@ import torch
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
 
 from truneg_fairseq.lexicon import SynonymTable, SynonymTableError
-from utils import build_components, valid_batch
+from utils import TINY_TN_ROBERTA, arch_for, build_components, valid_batch
 
 CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
@@ -86,7 +86,8 @@ def test_hc_corrects_synonym_predictions(data_bin, synonym_table):
 def test_sharding_sums_to_the_whole_batch(data_bin, synonym_table, criterion):
     """What DDP relies on: summed losses over sample_size are shard-independent, and every
     logged value is summable."""
-    task, model, crit = build_components(data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)])
+    task, model, crit = build_components(data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)],
+                                         arch_args=arch_for(criterion))
     model.eval()
     assert crit.logging_outputs_can_be_summed()
     sample = valid_batch(task, 8)
@@ -101,7 +102,7 @@ def test_sharding_sums_to_the_whole_batch(data_bin, synonym_table, criterion):
     assert torch.allclose((la + lb) / (sa + sb), loss / ss, rtol=1e-5)
     for k, v in log.items():
         assert torch.is_tensor(v) or isinstance(v, (int, float)), k
-        if k in ("loss", "mlm_loss", "sr_loss", "kl_loss"):
+        if k in ("loss", "mlm_loss", "corrected_loss", "sr_loss", "sr_dist_sum", "kl_loss"):
             assert torch.allclose(torch.as_tensor(log_a[k] + log_b[k]).float(), torch.as_tensor(v).float(), rtol=1e-5), k
         elif k not in ("ntokens",):  # ntokens of two halves may differ from the padded whole
             assert int(log_a[k]) + int(log_b[k]) == int(v), k
@@ -110,7 +111,8 @@ def test_sharding_sums_to_the_whole_batch(data_bin, synonym_table, criterion):
 @pytest.mark.parametrize("criterion", CRITERIA)
 def test_every_parameter_used_and_finite(data_bin, synonym_table, criterion):
     """DDP without find_unused_parameters needs a gradient for every parameter in a step."""
-    task, model, crit = build_components(data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)])
+    task, model, crit = build_components(data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)],
+                                         arch_args=arch_for(criterion))
     model.train()
     loss, _, _ = crit(model, valid_batch(task))
     loss.backward()
@@ -120,7 +122,8 @@ def test_every_parameter_used_and_finite(data_bin, synonym_table, criterion):
 
 
 def test_soft_reg_adds_weighted_cosine_term(data_bin):
-    task, model, sr = build_components(data_bin, ["--criterion", "mlm_soft_reg", "--synonym-sr-weight", "0.5"])
+    task, model, sr = build_components(data_bin, ["--criterion", "mlm_soft_reg", "--synonym-sr-weight", "0.5"],
+                                       arch_args=TINY_TN_ROBERTA)
     model.eval()
     sample = valid_batch(task)
     loss, ss, log = sr(model, sample)
@@ -134,21 +137,22 @@ def test_sent_kl_gradient_side(data_bin, grad_original):
     """Default: H_s (original sentence) is a fixed target and only H_p gets gradient; with
     --synonym-kl-grad-original both halves of the batched [s_p; s] encoding do."""
     flag = ["--synonym-kl-grad-original"] if grad_original else []
-    task, model, kl = build_components(data_bin, ["--criterion", "mlm_sent_kl", *flag])
+    task, model, kl = build_components(data_bin, ["--criterion", "mlm_sent_kl", *flag], arch_args=TINY_TN_ROBERTA)
     model.eval()
     sample = valid_batch(task)
     captured = []
-    encode = kl.encode
+    encode = model.mlm_encode
 
-    def capture(model, tokens):
-        h = encode(model, tokens)
+    def capture(tokens):
+        h = encode(tokens)
         if h.requires_grad:
             h.retain_grad()
         captured.append(h)
         return h
 
-    kl.encode = capture
+    model.mlm_encode = capture  # the encoder passes inside the model's forward
     loss, _, log = kl(model, sample)
+    captured.pop(0)  # the masked input's pass (the MLM logits)
     loss.backward()
     bsz = sample["target"].size(0)
     assert float(log["kl_loss"]) > 0
@@ -167,7 +171,7 @@ def test_sent_kl_gradient_side(data_bin, grad_original):
     captured.clear()
     with torch.no_grad():
         kl(model, sample)
-    assert len(captured) == 1 and captured[0].size(0) == 2 * bsz
+    assert len(captured) == 2 and captured[1].size(0) == 2 * bsz
 
 
 def test_criterion_rejects_model_without_lm_head(data_bin, synonym_table):
@@ -196,4 +200,5 @@ def test_table_for_another_dictionary_is_rejected(data_bin, tmp_path):
 
 def test_missing_table_file(data_bin, tmp_path):
     with pytest.raises(SynonymTableError, match="not found: build it"):
-        build_components(data_bin, ["--criterion", "mlm_soft_reg", "--synonym-table", str(tmp_path / "nope.npz")])
+        build_components(data_bin, ["--criterion", "mlm_soft_reg", "--synonym-table", str(tmp_path / "nope.npz")],
+                         arch_args=TINY_TN_ROBERTA)

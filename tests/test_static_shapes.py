@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from truneg_fairseq.criterions.selection import MaskSelection, SlotSelection, static_slot_count
-from utils import TINY_ELECTRA, build_components, valid_batch
+from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count
+from utils import TINY_ELECTRA, TINY_TN_ROBERTA, build_components, valid_batch
 
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 ROBERTA_CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
@@ -19,8 +19,8 @@ def run(data_bin, synonym_table, criterion, slots, electra, extra=()):
     args = ["--criterion", criterion, "--synonym-table", str(synonym_table), "--mlm-prediction-slots", slots, *extra]
     if electra:
         task, model, crit = build_components(data_bin, [*args, *COLD], arch_args=TINY_ELECTRA, task="electra")
-    else:
-        task, model, crit = build_components(data_bin, args)
+    else:  # static slots are the plugin's forward: its RoBERTa
+        task, model, crit = build_components(data_bin, args, arch_args=TINY_TN_ROBERTA)
     model.eval()  # no dropout: both paths see the same network
     sample = valid_batch(task)
     loss, sample_size, log = crit(model, sample)

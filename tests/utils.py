@@ -55,6 +55,13 @@ TINY_ROBERTA = [
     "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "64",
     "--tokens-per-sample", "64",
 ]
+# the same model as the plugin's RoBERTa, whose forward serves every masked-LM objective
+TINY_TN_ROBERTA = ["--arch", "truneg_roberta_base", *TINY_ROBERTA[2:]]
+
+
+def arch_for(criterion: str) -> List[str]:
+    """fairseq's RoBERTa for the objectives that need its logits only, the plugin's otherwise."""
+    return TINY_ROBERTA if criterion in ("masked_lm", "mlm_hard_correction") else TINY_TN_ROBERTA
 
 
 def build_components(data_bin: Path, criterion_args: Sequence[str], arch_args: Sequence[str] = TINY_ROBERTA, seed: int = 3, task: str = "masked_lm"):

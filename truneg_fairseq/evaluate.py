@@ -30,7 +30,7 @@ def evaluate_mlm(
         [checkpoint], arg_overrides={"data": data, "seed": seed}
     )
     model = models[0].eval()
-    crit = CounterFalseNegativeLoss(SynonymCriterionConfig(synonym_table=synonym_table), task)
+    crit = CounterFalseNegativeLoss(SynonymCriterionConfig(synonym_table=synonym_table, arch=cfg.model._name), task)
     task.load_dataset(subset, combine=False, epoch=1)
     itr = task.get_batch_iterator(
         dataset=task.dataset(subset), max_sentences=batch_size, seed=seed, num_workers=0,
@@ -48,6 +48,21 @@ def evaluate_mlm(
     out["masked_tokens"] = int(sum(int(l["sample_size"]) for l in logs))
     out["sentences"] = int(sum(int(l["nsentences"]) for l in logs))
     return out
+
+
+def masked_predictions(model, src_tokens, masked, targets):
+    """Argmax of the masked-LM network (ELECTRA: the generator) at the masked positions, M ids.
+    src_tokens, targets: B x T (targets: gold ids at the masked positions, padding elsewhere);
+    masked: B x T bool."""
+    from fairseq.models.roberta import RobertaModel
+
+    from truneg_fairseq.models.objectives import MaskedLMObjectives
+
+    if isinstance(model, MaskedLMObjectives):
+        return model(src_tokens, masked_tokens=masked, mlm_targets=targets)["mlm_pred"]  # M
+    if isinstance(model, RobertaModel):  # fairseq's own: its masked-LM forward
+        return model(src_tokens, masked_tokens=masked)[0].argmax(dim=-1)  # M
+    raise ValueError(f"{type(model).__name__} is not a masked-LM model (RoBERTa, BERT or ELECTRA)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +122,6 @@ def evaluate_text(
     from truneg_fairseq.hf_convert import load_fairseq_checkpoint
     from truneg_fairseq.lexicon.lookup import SynonymLookup
     from truneg_fairseq.lexicon.synonyms import SynonymTable
-    from truneg_fairseq.models.access import mlm_access
 
     checkpoint = resolve_checkpoint(checkpoint)
     model, task, _ = load_fairseq_checkpoint(checkpoint)
@@ -132,7 +146,6 @@ def evaluate_text(
         table = SynonymTable.load(synonym_table)
         table.check_dictionary(d.symbols, synonym_table)
         lookup = SynonymLookup(table, len(d)).to(device)
-    access = mlm_access(model, "evaluate_mlm")
     gen = torch.Generator().manual_seed(seed)
     mask_idx = d.index("<mask>")
     n = {"sentences": 0, "masked_tokens": 0, "n_wrong": 0, "n_synonym": 0, "n_seq_synonym": 0}
@@ -147,7 +160,7 @@ def evaluate_text(
         tokens, sel = tokens[rows], sel[rows]
         src = tokens.masked_fill(sel, mask_idx).to(device)
         tokens, sel = tokens.to(device), sel.to(device)
-        pred = access.mlm_logits(src, sel).argmax(dim=-1)  # M
+        pred = masked_predictions(model, src, sel, tokens.masked_fill(~sel, d.pad()))  # M
         gold = tokens[sel]  # M
         if lookup is not None:
             whole = lookup.ends_word(tokens)[sel]

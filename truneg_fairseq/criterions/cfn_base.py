@@ -1,18 +1,26 @@
 """Base criterion for counter-false-negative masked-LM training.
 
-Subclasses (``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electra``) override
-:meth:`CounterFalseNegativeLoss.objective` and log their own terms in their own
-``reduce_metrics``. The base class runs the masked-LM head on the masked positions (through the
-model interface of :mod:`truneg_fairseq.models.access`, so it never asks which model it has),
-takes the argmax predictions, looks them up in the synonym table (when one is given) and logs the
-correction statistics of the paper's Table 2:
+Each step calls the (possibly wrapped) model exactly once, ``model(**net_input, masked_tokens
+or mlm_positions, mlm_targets, mlm_outputs)``, and reads only the dict it returns
+(:mod:`truneg_fairseq.models.objectives`): what torch's DistributedDataParallel runs in its
+``forward`` is what it synchronises. fairseq's own RoBERTa (``--arch roberta_*``) is called
+through its masked-LM forward (``model(src_tokens, masked_tokens=M)``), which is enough for the
+objectives that need the logits alone.
+
+Subclasses (``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electra``) declare the
+extra model outputs they need (``model_outputs``) and return their loss as named terms with
+weights (:meth:`CounterFalseNegativeLoss.objective`). The logged ``loss`` is exactly the weighted
+sum of the logged terms, all in one unit (bits per masked token). The base class also looks the
+argmax predictions up in the synonym table (when one is given) and logs the correction
+statistics of the paper's Table 2:
 
 * ``pred_corr_ratio``: predictions that are synonyms of the gold token / mispredicted masked
   positions (prediction level);
 * ``iter_corr_ratio``: sequences with at least one such prediction / sequences (iteration level).
 
-When the model has a discriminator (ELECTRA), the replaced-token-detection term of
-:mod:`truneg_fairseq.criterions.rtd` is added to whatever the subclass computes.
+When the model detects replaced tokens (ELECTRA), the MLM terms are weighted by
+``--electra-gen-weight`` and the replaced-token-detection term of
+:mod:`truneg_fairseq.criterions.rtd` is added with ``--electra-disc-weight``.
 """
 
 
@@ -20,7 +28,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from fairseq import utils
@@ -28,12 +36,13 @@ from fairseq.criterions import FairseqCriterion
 from fairseq.dataclass import ChoiceEnum
 from fairseq.logging import metrics
 from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+from fairseq.models.roberta import RobertaModel
 from omegaconf import II
 
 from truneg_fairseq.criterions import losses, rtd
-from truneg_fairseq.criterions.selection import MaskSelection, SlotSelection, static_slot_count
 from truneg_fairseq.lexicon import SynonymLookup, SynonymTable
-from truneg_fairseq.models.access import DDP_BACKEND_MESSAGE, mismatch_message, mlm_access, provides_mlm
+from truneg_fairseq.models.objectives import MaskedLMObjectives, ReplacedTokenDetection
+from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +82,9 @@ class SynonymCriterionConfig(rtd.ReplacedTokenDetectionConfig):
             "at 512 x 128); 1 keeps fairseq's plain sums"
         },
     )
-    # the model's name (the same --arch flag): lets the criterion refuse a model it cannot
-    # train when it is built, before any step
+    # the model's name (the same --arch flag): what the model's class declares it serves decides,
+    # when the criterion is built, how it is called and whether it can be trained at all
     arch: str = II("model._name")
-    # multi-worker settings (the same flags): torch's DDP cannot see the named model calls
-    ddp_backend: str = II("distributed_training.ddp_backend")
-    distributed_world_size: int = II("distributed_training.distributed_world_size")
 
 
 def _resolved(value):
@@ -110,19 +116,39 @@ def load_synonym_lookup(path: str, task) -> SynonymLookup:
     return SynonymLookup(table, len(symbols))
 
 
+@dataclass
+class MaskedLMStep:
+    """One step as a subclass's :meth:`CounterFalseNegativeLoss.objective` sees it. S is the
+    number of selected positions (M masked positions, or B * N static slots)."""
+
+    net: Dict[str, torch.Tensor]  # the model's outputs (models/objectives.py)
+    sel: object  # the selection (models/selection.py)
+    src_tokens: torch.Tensor  # B x T masked input
+    target: torch.Tensor  # B x T gold ids at the masked positions, padding elsewhere
+    gold: torch.Tensor  # S gold ids (padding: a slot with nothing to predict)
+    valid: torch.Tensor  # S bool: gold is not padding
+    nll: torch.Tensor  # S fp32 -log p(gold), 0 where not valid
+    synonym: torch.Tensor  # S bool: the argmax is a WordNet synonym of a whole-word gold token
+
+
+# a loss term: (logged name, weight, summed value); the loss is sum(weight * value)
+Term = Tuple[str, float, torch.Tensor]
+
+DDP_BACKENDS_NEEDING_FAIRSCALE = ("fully_sharded", "slowmo")
+
+
 class CounterFalseNegativeLoss(FairseqCriterion):
     """Masked-LM loss plus a counter-false-negative term (see subclasses)."""
 
     requires_table = False
     requires_discriminator = False
+    # extra model outputs the objective reads (models/objectives.py OUTPUTS)
+    model_outputs: Tuple[str, ...] = ()
 
     def __init__(self, cfg: SynonymCriterionConfig, task):
         super().__init__(task)
         self.cfg = cfg
-        self._check_model_class(cfg)
-        world, backend = _resolved(cfg.distributed_world_size), _resolved(cfg.ddp_backend)
-        if world and int(world) > 1 and backend in ("pytorch_ddp", "c10d"):
-            raise ValueError(f"--ddp-backend {backend}: {DDP_BACKEND_MESSAGE}")
+        self.fairseq_roberta, self.has_discriminator = self._check_model_class(cfg)
         if cfg.synonym_table:
             self.lookup: Optional[SynonymLookup] = load_synonym_lookup(cfg.synonym_table, task)
         elif self.requires_table:
@@ -139,120 +165,147 @@ class CounterFalseNegativeLoss(FairseqCriterion):
                 "FILE (which replacements are synonyms); without a table only the default 'replaced' "
                 "applies"
             )
+        if cfg.mlm_loss_divisor <= 0:
+            raise ValueError(f"--mlm-loss-divisor must be > 0, got {cfg.mlm_loss_divisor}")
         # unresolved only for a config built in code, outside fairseq: then the task's own value
         mask_prob = cfg.mask_prob if _resolved(cfg.mask_prob) is not None else getattr(task.cfg, "mask_prob", None)
         self.mask_prob = None if mask_prob is None else float(mask_prob)
+        if self.has_discriminator and self.mask_prob is None:
+            raise ValueError(
+                f"--criterion {self.criterion_name()} on a model with a discriminator needs a task "
+                "with --mask-prob (--task electra)"
+            )
 
     @classmethod
     def criterion_name(cls) -> str:
         return getattr(cls, "_registered_name", cls.__name__)
 
     # ---- model checks ------------------------------------------------------------------------
-    def _check_model_class(self, cfg) -> None:
-        """Refuse, when the criterion is built, a model that cannot be trained with it."""
+    def _check_model_class(self, cfg) -> Tuple[bool, bool]:
+        """From the class the arch names, decide how the model is called; refuse, when the
+        criterion is built, a model that cannot be trained with it. Returns (fairseq's own
+        RoBERTa, the model detects replaced tokens)."""
         name = _resolved(cfg.arch)
-        model_cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name) if name else None
+        model_cls = (ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)) if name else None
         if model_cls is None:
-            return  # not known yet: checked on the model itself at the first step
-        self._check_capabilities(
-            model_cls.__name__, provides_mlm(model_cls), callable(getattr(model_cls, "discriminator_logits", None)),
-            f"--arch {name}",
-        )
-
-    def _check_capabilities(self, model_name: str, has_mlm: bool, has_disc: bool, what: str) -> None:
-        if not has_mlm:
-            raise ValueError(mismatch_message(self.criterion_name(), f"{model_name} ({what})"))
+            raise ValueError(
+                f"--criterion {self.criterion_name()}: unknown model {name!r} (give --arch; built outside "
+                "fairseq-train, set the config's arch to the model's arch name)"
+            )
+        what = f"--arch {name} ({model_cls.__name__})"
+        crit = f"--criterion {self.criterion_name()}"
+        works = ("fairseq's roberta_* archs with --task masked_lm (hard correction only), the plugin's "
+                 "truneg_roberta_* and bert_hf_* archs with --task masked_lm, or its electra_* archs with "
+                 "--task electra")
+        if issubclass(model_cls, MaskedLMObjectives):
+            fairseq_roberta = False
+        elif issubclass(model_cls, RobertaModel):
+            fairseq_roberta = True
+            need = [o for o in self.model_outputs if not o.endswith("_grad")]
+            if need:
+                raise ValueError(
+                    f"{crit} needs the model's forward to return {' and '.join(need)} as well as the "
+                    f"masked-LM logits; fairseq's {what} returns the logits only. Use "
+                    f"--arch truneg_{name} (the same RoBERTa: same weights, sizes and checkpoint "
+                    "keys, so --restore-file and fine-tuning work unchanged)"
+                    if name.startswith("roberta_") else
+                    f"{crit} needs {' and '.join(need)} from the model's forward, which {what} does not "
+                    f"return; use {works}"
+                )
+            if cfg.mlm_prediction_slots == "static":
+                raise ValueError(
+                    f"--mlm-prediction-slots static needs the plugin's forward (positions given as slots); "
+                    f"{what} takes boolean masks only: use --arch truneg_{name} or the default dynamic slots"
+                )
+        else:
+            raise ValueError(f"{crit} needs a masked-LM model ({works}); got {what}")
+        has_disc = issubclass(model_cls, ReplacedTokenDetection)
         if self.requires_discriminator and not has_disc:
             raise ValueError(
-                f"--criterion {self.criterion_name()} needs an ELECTRA model (--arch electra_small, "
-                f"electra_base, electra_large with --task electra); got {model_name} ({what})"
+                f"{crit} needs an ELECTRA model (--arch electra_small, electra_base, electra_large with "
+                f"--task electra); got {what}"
             )
-        changed = rtd.changed_electra_flags(self.cfg)
+        changed = rtd.changed_electra_flags(cfg)
         if changed and not has_disc:
             raise ValueError(
                 f"{', '.join(changed)} only appl{'ies' if len(changed) == 1 else 'y'} to ELECTRA "
-                f"(a model with a discriminator); {model_name} ({what}) has none: remove the flag "
+                f"(a model with a discriminator); {what} has none: remove the flag "
                 "or use --task electra --arch electra_*"
             )
-
-    def access(self, model):
-        """The model interface of :mod:`truneg_fairseq.models.access`, checked for this criterion."""
-        access = mlm_access(model, self.criterion_name())
-        self._check_capabilities(type(model).__name__, True, access.has_discriminator, "the model given")
-        return access
-
-    def encode(self, model, tokens: torch.Tensor) -> torch.Tensor:
-        """B x T x C final-layer features of the masked-LM network (ELECTRA: the generator)."""
-        return mlm_access(model, self.criterion_name()).mlm_features(tokens)
+        return fairseq_roberta, has_disc
 
     # ---- the step ----------------------------------------------------------------------
     def select(self, target: torch.Tensor):
-        """The positions the masked-LM head predicts (see :mod:`.selection`)."""
+        """The positions the masked-LM head predicts (see :mod:`truneg_fairseq.models.selection`)."""
         masked = target.ne(self.padding_idx)  # B x T
         if self.cfg.mlm_prediction_slots == "static":
             n = static_slot_count(target.size(1), self.mask_prob, self.cfg.mlm_max_predictions)
             return SlotSelection(masked, n)
         return MaskSelection(masked)
 
+    def model_output_names(self) -> Tuple[str, ...]:
+        return self.model_outputs
+
+    def run_model(self, model, sample, sel) -> Dict[str, torch.Tensor]:
+        """The one call of the model's forward in a step."""
+        net_input, target = sample["net_input"], sample["target"]
+        if self.fairseq_roberta:
+            # fairseq's RoBERTa masked-LM forward: logits at the masked positions, nothing else
+            logits = model(**net_input, **sel.forward_kwargs())[0]  # M x V
+            return {"mlm_logits": logits, "mlm_pred": logits.detach().argmax(dim=-1)}
+        return model(**net_input, **sel.forward_kwargs(), mlm_targets=target, mlm_outputs=self.model_output_names())
+
     def forward(self, model, sample, reduce=True):
-        access = self.access(model)
         target = sample["target"]  # B x T, padding outside the masked positions
         src_tokens = sample["net_input"]["src_tokens"]  # B x T
         sel = self.select(target)
-        if self.cfg.mlm_loss_divisor <= 0:
-            raise ValueError(f"--mlm-loss-divisor must be > 0, got {self.cfg.mlm_loss_divisor}")
+        net = self.run_model(model, sample, sel)
 
-        logits = sel.logits(access, src_tokens)  # S x V (S: masked positions or B*N slots)
         gold = sel.take(target)  # S
         valid = gold.ne(self.padding_idx)  # S
         sample_size = valid.sum()
-        nll = losses.masked_nll(logits, gold, self.padding_idx)  # S
-        pred = logits.detach().argmax(dim=-1)  # S
-
+        nll = losses.masked_nll(net["mlm_logits"], gold, self.padding_idx)  # S
+        pred = net["mlm_pred"]  # S
         wrong = valid & pred.ne(gold)  # S
         original = torch.where(target.ne(self.padding_idx), target, src_tokens)  # B x T
         whole = None
         if self.lookup is not None:
             whole = sel.take(self.lookup.ends_word(original))  # S: subword pieces are never corrected
             synonym = valid & whole & self.lookup.is_synonym(gold, pred)  # S
-            n_seq_syn = sel.rows_any(synonym).sum()  # sequences with >= 1 synonym prediction
         else:
             synonym = torch.zeros_like(valid)
-            n_seq_syn = synonym.sum()
-
-        ctx = dict(
-            model=model, access=access, sample=sample, sel=sel, gold=gold, valid=valid,
-            pred=pred, nll=nll, synonym=synonym,
-        )
-        loss, terms = self.objective(**ctx)
-        if access.has_discriminator:
-            if self.mask_prob is None:
-                raise ValueError(
-                    f"--criterion {self.criterion_name()} on a model with a discriminator needs a "
-                    "task with --mask-prob (--task electra)"
-                )
-            rtd_sum, rtd_terms = rtd.rtd_term(
-                access, self.cfg, self.lookup, src_tokens, original, sel, logits, gold, valid,
-                whole, self.padding_idx,
-            )
-            loss = self.cfg.electra_gen_weight * loss + self.cfg.electra_disc_weight * self.mask_prob * rtd_sum
-            terms.update(rtd_terms)
+        step = MaskedLMStep(net, sel, src_tokens, target, gold, valid, nll, synonym)
+        terms, stats = self.objective(step)
+        if self.has_discriminator:
+            syn_sample = None
+            if self.lookup is not None:
+                syn_sample = sel.put(torch.zeros_like(target, dtype=torch.bool),
+                                     valid & whole & self.lookup.is_synonym(gold, net["rtd_sampled"]))
+            rtd_sum, rtd_stats = rtd.rtd_term(net, original, self.padding_idx, syn_sample,
+                                              self.cfg.electra_rtd_synonym_policy)
+            gen_w = self.cfg.electra_gen_weight
+            terms = [(name, gen_w * w, value) for name, w, value in terms]
+            # mask_prob x the sum over all tokens = (in expectation) the per-token mean per masked token
+            terms.append(("disc_loss", self.cfg.electra_disc_weight, self.mask_prob * rtd_sum))
+            stats.update(rtd_stats)
+        loss = sum(w * value for _, w, value in terms)
 
         logging_output = {
             "loss": loss.data,
-            "mlm_loss": nll.sum().data,
             "ntokens": sample["ntokens"],
             "nsentences": sample["nsentences"],
             "sample_size": sample_size,
             "n_wrong": wrong.sum(),
             "n_correct": (valid & ~wrong).sum(),
         }
+        for name, _, value in terms:
+            logging_output[name] = value.data
         if sel.dropped is not None:
             logging_output["slots_dropped"] = sel.dropped
         if self.lookup is not None:
             logging_output["n_synonym"] = synonym.sum()
-            logging_output["n_seq_synonym"] = n_seq_syn
-        for k, v in terms.items():
+            logging_output["n_seq_synonym"] = sel.rows_any(synonym).sum()  # sequences with >= 1
+        for k, v in stats.items():
             logging_output[k] = v.data if torch.is_tensor(v) else v
         if self.cfg.mlm_loss_divisor != 1.0:
             # the logged values above stay sums; only what fairseq differentiates and divides by
@@ -261,24 +314,19 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             sample_size = sample_size / self.cfg.mlm_loss_divisor
         return loss, sample_size, logging_output
 
-    def objective(self, nll, **ctx):
-        """Return (loss_sum, {name: summable logged value}).
-
-        The base objective is plain masked-LM (Eq. 1); subclasses change or extend it.
-        """
-        return nll.sum(), {}
+    def objective(self, step: MaskedLMStep) -> Tuple[List[Term], Dict[str, torch.Tensor]]:
+        """The loss as named, weighted terms (sums over the batch; the loss is sum(weight *
+        value)) and summable statistics to log. The base objective is plain masked-LM (Eq. 1)."""
+        return [("mlm_loss", 1.0, step.nll.sum())], {}
 
     # ---- metrics ---------------------------------------------------------------------
+    # every term of the loss is logged as its sum / masked tokens / ln 2 (bits per masked token,
+    # fairseq's unit for ``loss``), so the logged loss is the weighted sum of the logged terms
+    TERMS = ("mlm_loss", "corrected_loss", "sr_loss", "kl_loss", "disc_loss")
+
     @staticmethod
     def total(logging_outputs, key):
         return utils.item(sum(log.get(key, 0) for log in logging_outputs))
-
-    @classmethod
-    def log_mean(cls, logging_outputs, key: str, per: str, round: int) -> None:
-        """Log summed ``key`` / summed ``per`` under ``key`` (nothing when ``per`` sums to 0)."""
-        denom = cls.total(logging_outputs, per)
-        if denom:
-            metrics.log_scalar(key, cls.total(logging_outputs, key) / denom, denom, round=round)
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
@@ -290,7 +338,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         if sample_size == 0:
             return
         metrics.log_scalar("loss", total("loss") / sample_size / math.log(2), sample_size, round=3)
-        metrics.log_scalar("mlm_loss", total("mlm_loss") / sample_size / math.log(2), sample_size, round=3)
+        for term in cls.TERMS:
+            if any(term in log for log in logging_outputs):
+                metrics.log_scalar(term, total(term) / sample_size / math.log(2), sample_size, round=4)
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
         metrics.log_scalar("mlm_acc", 100.0 * total("n_correct") / sample_size, sample_size, round=2)
         if any("n_synonym" in log for log in logging_outputs):
@@ -301,9 +351,16 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             metrics.log_scalar(
                 "iter_corr_ratio", 100.0 * total("n_seq_synonym") / max(nsent, 1), nsent, round=3
             )
+            # synonym-aware accuracy: a prediction that is a synonym of the gold counts as right
+            metrics.log_scalar(
+                "syn_acc", 100.0 * (total("n_correct") + total("n_synonym")) / sample_size, sample_size, round=2
+            )
         if any("slots_dropped" in log for log in logging_outputs):
             # masked positions beyond --mlm-max-predictions (static slots): not in the loss
             metrics.log_scalar("slots_dropped", total("slots_dropped"), round=1)
+        if any("sr_dist_sum" in log for log in logging_outputs):
+            # the mean cosine distance itself, in [0, 2] (sr_loss is it in the loss's unit)
+            metrics.log_scalar("sr_dist", total("sr_dist_sum") / sample_size, sample_size, round=4)
         rtd.reduce_rtd_metrics(logging_outputs)
 
     @staticmethod

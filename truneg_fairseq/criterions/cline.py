@@ -18,10 +18,12 @@ triples weighted by sentence length; triples without a negative (no eligible wor
     loss = sum_i exp(-s_i) * l_i + s_i                               (--cline-learned-weights)
 
 with s = the model's ``cline_log_vars`` (homoscedastic uncertainty weighting, as the authors'
-code). Logged: ``loss``, ``mlm_loss`` (and ``ppl``; bits per masked token, comparable with
-``masked_lm``), ``rtd_loss`` (bits per token), ``rtd_acc``, ``cts_loss`` (bits per triple with a
-negative, unweighted), ``cts_acc`` (% of those with h_o.h_s > h_o.h_a), ``cts_pairs``, and with
-learned weights ``w_mlm``, ``w_rtd``, ``w_cts`` (exp(-s)).
+code). Every term is logged in the loss's unit (bits per masked token), so the logged ``loss`` is
+the weighted sum of the logged ``mlm_loss`` (comparable with ``masked_lm``; also ``ppl``),
+``rtd_loss`` (l2) and ``cts_loss`` (l3), with the ``--cline-*-weight`` values or, learned, the
+logged ``w_mlm``, ``w_rtd``, ``w_cts`` (exp(-s)) plus ``logvar_loss`` (sum of s). Statistics:
+``rtd_bce`` (nats per token), ``rtd_acc``, ``rtd_replaced``, ``cts_nll`` (nats per triple with a
+negative), ``cts_acc`` (% of those with h_o.h_s > h_o.h_a), ``cts_pairs``.
 """
 
 import math
@@ -35,7 +37,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
 from truneg_fairseq.criterions import losses
-from truneg_fairseq.criterions.selection import MaskSelection
+from truneg_fairseq.models.selection import MaskSelection
 
 TERMS = ("mlm", "rtd", "cts")
 
@@ -91,8 +93,9 @@ class ClineCriterion(FairseqCriterion):
         pad = self.padding_idx
         sel = MaskSelection(target.ne(pad))
         tokens = torch.cat([ori, c["syn_tokens"], c["ant_tokens"]], dim=0)  # 3B x T
-        # through forward (not a named method): DistributedDataParallel must see the pass
-        mlm_logits, rtd_logits, cls = model(tokens, cline_n_ori=B, masked_tokens=sel.masked, cline_targets=target)
+        # the one call of the model's forward: DistributedDataParallel synchronises what runs there
+        net = model(tokens, cline_n_ori=B, masked_tokens=sel.masked, cline_targets=target)
+        mlm_logits, rtd_logits, cls, log_vars = net["mlm_logits"], net["rtd_logits"], net["cls"], net["log_vars"]
 
         gold = sel.take(target)  # M
         nll = losses.masked_nll(mlm_logits, gold, pad)  # M
@@ -108,9 +111,11 @@ class ClineCriterion(FairseqCriterion):
         cts_coef = self.mask_prob * ori.ne(pad).sum(dim=1).float() * has_neg  # B
 
         terms = (nll.sum(), self.mask_prob * bce.sum(), (cts * cts_coef).sum())
-        log_vars = model.cline_log_vars.float()  # 3
+        log_vars = log_vars.float()  # 3
         if self.cfg.cline_learned_weights:
-            loss = sum(torch.exp(-log_vars[i]) * terms[i] for i in range(3)) + log_vars.sum() * sample_size
+            weights = torch.exp(-log_vars)  # 3
+            logvar_sum = log_vars.sum() * sample_size
+            loss = sum(weights[i] * terms[i] for i in range(3)) + logvar_sum
         else:
             # the log-variances still join the graph (with zero gradient): data-parallel training
             # then needs no --find-unused-parameters
@@ -122,12 +127,14 @@ class ClineCriterion(FairseqCriterion):
             neg = torch.einsum("bc,bc->b", cls[:B].float(), cls[2 * B:].float())
             logging_output = {
                 "loss": loss.detach(),
-                "mlm_loss": nll.sum().detach(),
-                "rtd_loss": bce.sum().detach(),
+                "mlm_loss": terms[0].detach(),
+                "rtd_loss": terms[1].detach(),
+                "cts_loss": terms[2].detach(),
+                "rtd_bce_sum": bce.sum().detach(),
                 "rtd_tokens": rtd_w.sum(),
                 "rtd_correct": (rtd_pred.eq(rtd_labels.gt(0)).float() * rtd_w).sum(),
                 "rtd_replaced": (rtd_labels.gt(0).float() * rtd_w).sum(),
-                "cts_loss": (cts.detach() * has_neg).sum(),
+                "cts_nll_sum": (cts.detach() * has_neg).sum(),
                 "cts_pairs": has_neg.sum(),
                 "cts_correct": (pos.gt(neg).float() * has_neg).sum(),
                 "ntokens": sample["ntokens"],
@@ -135,8 +142,9 @@ class ClineCriterion(FairseqCriterion):
                 "sample_size": sample_size,
             }
             if self.cfg.cline_learned_weights:
+                logging_output["logvar_loss"] = logvar_sum.detach()
                 for i, name in enumerate(TERMS):
-                    logging_output[f"w_{name}"] = torch.exp(-log_vars[i].detach())
+                    logging_output[f"w_{name}"] = weights[i].detach()
                 logging_output["w_count"] = 1
         return loss, sample_size, logging_output
 
@@ -147,15 +155,18 @@ class ClineCriterion(FairseqCriterion):
 
         ln2 = math.log(2)
         n = total("sample_size")
+        # the terms, in the loss's unit: loss = the weighted sum of these
         metrics.log_scalar("loss", total("loss") / max(n, 1) / ln2, n, round=3)
-        metrics.log_scalar("mlm_loss", total("mlm_loss") / max(n, 1) / ln2, n, round=3)
+        for term in ("mlm_loss", "rtd_loss", "cts_loss", "logvar_loss"):
+            if any(term in log for log in logging_outputs):
+                metrics.log_scalar(term, total(term) / max(n, 1) / ln2, n, round=4)
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
         n_rtd = total("rtd_tokens")
-        metrics.log_scalar("rtd_loss", total("rtd_loss") / max(n_rtd, 1) / ln2, n_rtd, round=4)
+        metrics.log_scalar("rtd_bce", total("rtd_bce_sum") / max(n_rtd, 1), n_rtd, round=4)
         metrics.log_scalar("rtd_acc", 100.0 * total("rtd_correct") / max(n_rtd, 1), n_rtd, round=2)
         metrics.log_scalar("rtd_replaced", 100.0 * total("rtd_replaced") / max(n_rtd, 1), n_rtd, round=2)
         pairs = total("cts_pairs")
-        metrics.log_scalar("cts_loss", total("cts_loss") / max(pairs, 1) / ln2, pairs, round=4)
+        metrics.log_scalar("cts_nll", total("cts_nll_sum") / max(pairs, 1), pairs, round=4)
         metrics.log_scalar("cts_acc", 100.0 * total("cts_correct") / max(pairs, 1), pairs, round=2)
         metrics.log_scalar_sum("cts_pairs", pairs, round=0)  # a count: summed over the batches
         workers = total("w_count")

@@ -22,23 +22,20 @@ def masked_nll(logits: torch.Tensor, targets: torch.Tensor, padding_idx: int) ->
     )  # M
 
 
-def hard_correction_keep(corrected: torch.Tensor) -> torch.Tensor:
-    """Eq. 2 weights: 1 where the position stays in the loss, 0 where the prediction was a
-    synonym of the gold token (corrected, no gradient). corrected: M bool -> M float."""
-    return (~corrected).float()
+def corrected_nll(nll: torch.Tensor, corrected: torch.Tensor) -> torch.Tensor:
+    """Eq. 2 as what it removes from Eq. 1: the NLL of the positions whose prediction is a
+    synonym of the gold token, so ``L_hc = sum(nll) - sum(corrected_nll)``; those positions get
+    exactly no gradient. nll: M fp32, corrected: M bool -> M fp32."""
+    return nll * corrected.to(nll.dtype)
 
 
-def soft_regularization(
-    embed_weight: torch.Tensor, gold: torch.Tensor, pred: torch.Tensor
-) -> torch.Tensor:
+def soft_regularization(e_gold: torch.Tensor, e_pred: torch.Tensor) -> torch.Tensor:
     """Eq. 3 per position: 1 - cos(e_gold, e_pred), in [0, 2].
 
-    embed_weight: V x C (the model's input embedding matrix; receives gradient through both
-    rows), gold, pred: M ids. Returns M fp32 values.
+    e_gold, e_pred: M x C rows of the model's input embedding matrix for the gold and the
+    predicted tokens (both receive gradient). Returns M fp32 values.
     """
-    e_gold = embed_weight[gold].float()  # M x C
-    e_pred = embed_weight[pred].float()  # M x C
-    return 1.0 - F.cosine_similarity(e_gold, e_pred, dim=-1, eps=1e-8)  # M
+    return 1.0 - F.cosine_similarity(e_gold.float(), e_pred.float(), dim=-1, eps=1e-8)  # M
 
 
 def sentence_kl(h_p: torch.Tensor, h_s: torch.Tensor) -> torch.Tensor:
@@ -50,22 +47,6 @@ def sentence_kl(h_p: torch.Tensor, h_s: torch.Tensor) -> torch.Tensor:
     logp = F.log_softmax(h_p.float(), dim=-1)  # B x T x C
     logs = F.log_softmax(h_s.float(), dim=-1)  # B x T x C
     return (logp.exp() * (logp - logs)).sum(-1)  # B x T
-
-
-def fill_predictions(
-    src_tokens: torch.Tensor, target: torch.Tensor, masked: torch.Tensor, preds: torch.Tensor,
-    padding_idx: int,
-):
-    """Build the original sentence s and the prediction-filled sentence s_p.
-
-    src_tokens, target: B x T (target is ``padding_idx`` outside the masked positions), masked:
-    B x T bool with M True entries, preds: M. Returns (s, s_p), both B x T.
-    """
-    has_target = target.ne(padding_idx)  # B x T
-    s = torch.where(has_target, target, src_tokens)  # B x T: masks replaced by the gold tokens
-    s_p = s.clone()
-    s_p[masked] = torch.where(target[masked].ne(padding_idx), preds, s[masked])  # M
-    return s, s_p
 
 
 def rtd_targets(

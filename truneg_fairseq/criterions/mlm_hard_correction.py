@@ -18,11 +18,13 @@ class HardCorrectionLoss(CounterFalseNegativeLoss):
     """Masked positions whose argmax prediction is a WordNet synonym of the gold token (a whole
     word, never a subword piece) are left out of the loss: they get no gradient. The normaliser
     stays the number of masked tokens, so with an empty table the loss and gradients are exactly
-    fairseq's ``masked_lm``. The share of left-out positions is logged as ``pred_corr_ratio``."""
+    fairseq's ``masked_lm``. The share of left-out positions is logged as ``pred_corr_ratio``.
+    Logged terms: ``mlm_loss`` (every masked position) and ``corrected_loss`` (the part left
+    out): ``loss = mlm_loss - corrected_loss``."""
 
     _registered_name = "mlm_hard_correction"
     requires_table = True
 
-    def objective(self, nll, synonym, **ctx):
-        loss = (nll * losses.hard_correction_keep(synonym)).sum()
-        return loss, {}
+    def objective(self, step):
+        corrected = losses.corrected_nll(step.nll, step.synonym).sum()
+        return [("mlm_loss", 1.0, step.nll.sum()), ("corrected_loss", -1.0, corrected)], {}

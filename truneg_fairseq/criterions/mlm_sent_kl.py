@@ -3,7 +3,6 @@ prediction-filled sentence and of the original sentence (the paper's Sent^SR var
 
 from dataclasses import dataclass, field
 
-import torch
 from fairseq.criterions import register_criterion
 
 from truneg_fairseq.criterions import losses
@@ -33,34 +32,19 @@ class SentKLLoss(CounterFalseNegativeLoss):
     ``--synonym-kl-grad-original``. By default H_s is a fixed target, so the clean-sentence
     encoding is not pulled toward the perturbed one, and it is computed under ``no_grad`` (no
     activations kept, no backward). When both sides need gradient, and in validation, the two
-    extra passes run as one batched encoder call of 2B rows. The KL is
-    summed over non-padding tokens and, like the MLM term, divided by the number of masked tokens.
-    Logged: ``kl_loss`` (mean KL per token)."""
+    extra passes run as one batched encoder call of 2B rows. All of it happens in the model's
+    forward (:mod:`truneg_fairseq.models.objectives`). The KL is summed over non-padding tokens
+    and, like the MLM term, divided by the number of masked tokens. Logged terms: ``mlm_loss`` and
+    ``kl_loss`` (per masked token, in bits): ``loss = mlm_loss + --synonym-kl-weight x kl_loss``."""
 
     _registered_name = "mlm_sent_kl"
+    model_outputs = ("sentence_kl",)
 
-    def objective(self, model, sample, sel, pred, valid, nll, **ctx):
-        target = sample["target"]  # B x T
-        src = sample["net_input"]["src_tokens"]  # B x T
-        s = torch.where(target.ne(self.padding_idx), target, src)  # B x T: masks -> gold tokens
-        s_p = sel.put(s, torch.where(valid, pred, sel.take(s)))  # B x T: masks -> predictions
-        if self.cfg.synonym_kl_grad_original or not torch.is_grad_enabled():
-            bsz = s.size(0)
-            h = self.encode(model, torch.cat([s_p, s], dim=0))  # 2B x T x C
-            h_p, h_s = h[:bsz], h[bsz:]  # B x T x C each
-        else:
-            # H_s is a fixed target: encode it without building a graph. Batching it with s_p
-            # would make the backward pass pay for rows that receive no gradient (about 20%
-            # more step time for this criterion).
-            h_p = self.encode(model, s_p)  # B x T x C
-            with torch.no_grad():
-                h_s = self.encode(model, s)  # B x T x C
-        nonpad = s.ne(self.padding_idx)  # B x T
+    def model_output_names(self):
+        return self.model_outputs + (("sentence_kl_grad",) if self.cfg.synonym_kl_grad_original else ())
+
+    def objective(self, step):
+        h_p, h_s = step.net["kl_h_p"], step.net["kl_h_s"]  # B x T x C each
+        nonpad = step.src_tokens.ne(self.padding_idx)  # B x T
         kl_sum = (losses.sentence_kl(h_p, h_s) * nonpad.float()).sum()
-        loss = nll.sum() + self.cfg.synonym_kl_weight * kl_sum
-        return loss, {"kl_loss": kl_sum, "kl_tokens": nonpad.sum()}
-
-    @classmethod
-    def reduce_metrics(cls, logging_outputs) -> None:
-        super().reduce_metrics(logging_outputs)
-        cls.log_mean(logging_outputs, "kl_loss", per="kl_tokens", round=5)
+        return [("mlm_loss", 1.0, step.nll.sum()), ("kl_loss", self.cfg.synonym_kl_weight, kl_sum)], {}

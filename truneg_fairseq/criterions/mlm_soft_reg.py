@@ -21,16 +21,16 @@ class SoftRegLoss(CounterFalseNegativeLoss):
     """Adds (1/N_m) sum_k (1 - cos(e_k, e'_k)) over the masked positions, e and e' the input
     embedding rows of the gold token and of the argmax prediction. Both rows receive gradient;
     the prediction itself (an argmax) does not. A synonym table is optional and only adds the
-    correction statistics to the log. Logged: ``sr_loss`` (mean cosine distance)."""
+    correction statistics to the log. Logged terms: ``mlm_loss`` and ``sr_loss`` (the cosine
+    distances summed and, like every term, per masked token in bits): ``loss = mlm_loss +
+    --synonym-sr-weight x sr_loss``; ``sr_dist`` is the mean distance itself, in [0, 2]."""
 
     _registered_name = "mlm_soft_reg"
+    model_outputs = ("embeddings",)
 
-    def objective(self, access, nll, gold, pred, valid, **ctx):
-        sr = losses.soft_regularization(access.input_embeddings(), gold, pred)  # M
-        sr_sum = (sr * valid.float()).sum()
-        return nll.sum() + self.cfg.synonym_sr_weight * sr_sum, {"sr_loss": sr_sum}
-
-    @classmethod
-    def reduce_metrics(cls, logging_outputs) -> None:
-        super().reduce_metrics(logging_outputs)
-        cls.log_mean(logging_outputs, "sr_loss", per="sample_size", round=4)
+    def objective(self, step):
+        net = step.net
+        sr = losses.soft_regularization(net["gold_embed"], net["pred_embed"])  # S
+        sr_sum = (sr * step.valid.float()).sum()
+        terms = [("mlm_loss", 1.0, step.nll.sum()), ("sr_loss", self.cfg.synonym_sr_weight, sr_sum)]
+        return terms, {"sr_dist_sum": sr_sum}

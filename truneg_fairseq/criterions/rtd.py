@@ -1,14 +1,16 @@
 """ELECTRA's replaced-token-detection (RTD) term, its configuration and its metrics.
 
-Any masked-LM criterion of the plugin adds this term when the model has a discriminator
-(``mlm_access(model).has_discriminator``): replacements are sampled from the generator at the
-masked positions, the discriminator labels every token replaced/original, and the per-token BCE
-is summed. The criterion combines it as
+Any masked-LM criterion of the plugin adds this term when the model's class detects replaced
+tokens (:class:`truneg_fairseq.models.objectives.ReplacedTokenDetection`). The model's forward
+samples the replacements from the generator, builds the corrupted input and runs the
+discriminator (keys ``rtd_sampled``, ``rtd_corrupted``, ``rtd_logits``); here every token is
+labelled replaced/original and the per-token BCE is summed. The criterion combines it as
 
     loss = electra_gen_weight * L_mlm + electra_disc_weight * mask_prob * sum_t BCE_t
 
 Dividing by the number of masked tokens (fairseq's ``sample_size``), ``mask_prob * sum_t``
-becomes (in expectation) the per-token mean BCE that ELECTRA weights by 50.
+becomes (in expectation) the per-token mean BCE that ELECTRA weights by 50; it is logged as
+``disc_loss`` (in the loss's unit), and the plain per-token mean as ``disc_bce``.
 """
 
 from dataclasses import dataclass, field
@@ -63,34 +65,26 @@ def changed_electra_flags(cfg) -> list:
 
 
 def rtd_term(
-    access, cfg: ReplacedTokenDetectionConfig, lookup, src_tokens: torch.Tensor,
-    original: torch.Tensor, sel, gen_logits: torch.Tensor, gold: torch.Tensor,
-    valid: torch.Tensor, whole: Optional[torch.Tensor], padding_idx: int,
+    net: Dict[str, torch.Tensor], original: torch.Tensor, padding_idx: int,
+    synonym_sample: Optional[torch.Tensor], policy: str,
 ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-    """Sample replacements, build the corrupted input, and score the discriminator.
+    """Score the discriminator of the model's pass.
 
-    src_tokens, original: B x T (``original`` has the gold token at the masked positions);
-    sel: the selected positions (:mod:`.selection`), S of them; gen_logits: S x V; gold, valid:
-    S; whole: S bool (the gold token is a whole word) or None without a synonym table. Returns
-    (sum of per-token BCE, summable logged counts).
+    net: the model's outputs (``rtd_corrupted``, ``rtd_logits``: B x T); original: B x T (the
+    gold token at the masked positions); synonym_sample: B x T bool, True where the sampled
+    replacement is a synonym of the original token (None without a synonym table); policy:
+    ``--electra-rtd-synonym-policy``. Returns (sum of per-token BCE, summable logged counts).
     """
-    sampled = access.sample_replacements(gen_logits)  # S, no gradient
-    sampled = torch.where(valid, sampled, sel.take(src_tokens))  # S (padding targets keep their token)
-    corrupted = sel.put(src_tokens, sampled)  # B x T
+    corrupted, disc_logits = net["rtd_corrupted"], net["rtd_logits"]  # B x T each
     nonpad = original.ne(padding_idx)  # B x T
-    disc_logits = access.discriminator_logits(corrupted)  # B x T
-    syn_sample = torch.zeros_like(nonpad)  # B x T
-    if lookup is not None:
-        syn_sample = sel.put(syn_sample, valid & whole & lookup.is_synonym(gold, sampled))
-    labels, weights, replaced = losses.rtd_targets(
-        original, corrupted, nonpad, syn_sample, cfg.electra_rtd_synonym_policy
-    )
-    rtd = losses.rtd_loss(disc_logits, labels, weights)  # B x T
+    syn = synonym_sample if synonym_sample is not None else torch.zeros_like(nonpad)
+    labels, weights, replaced = losses.rtd_targets(original, corrupted, nonpad, syn, policy)
+    bce = losses.rtd_loss(disc_logits, labels, weights)  # B x T
     predicted = disc_logits.detach().gt(0) & nonpad  # B x T
     counted = weights.gt(0)
     is_pos = labels.gt(0.5) & counted
-    terms = {
-        "disc_loss": rtd.sum(),
+    stats = {
+        "disc_bce_sum": bce.sum(),
         "disc_tokens": counted.sum(),
         "disc_correct": (predicted.eq(is_pos) & counted).sum(),
         "rtd_replaced": replaced.sum(),
@@ -98,14 +92,14 @@ def rtd_term(
         "rtd_pred_pos": (predicted & counted).sum(),
         "rtd_pos": is_pos.sum(),
     }
-    if lookup is not None:
-        terms["rtd_synonym"] = (syn_sample & replaced).sum()
-    return rtd.sum(), terms
+    if synonym_sample is not None:
+        stats["rtd_synonym"] = (syn & replaced).sum()
+    return bce.sum(), stats
 
 
 def reduce_rtd_metrics(logging_outputs) -> None:
     """Log the discriminator's metrics (no-op when no worker ran the RTD term)."""
-    if not any("disc_loss" in log for log in logging_outputs):
+    if not any("disc_tokens" in log for log in logging_outputs):
         return
 
     def total(key):
@@ -113,7 +107,7 @@ def reduce_rtd_metrics(logging_outputs) -> None:
 
     n_disc = total("disc_tokens")
     n_rep = total("rtd_replaced")
-    metrics.log_scalar("disc_loss", total("disc_loss") / max(n_disc, 1), n_disc, round=4)
+    metrics.log_scalar("disc_bce", total("disc_bce_sum") / max(n_disc, 1), n_disc, round=4)  # nats per token
     metrics.log_scalar("disc_acc", 100.0 * total("disc_correct") / max(n_disc, 1), n_disc, round=2)
     metrics.log_scalar("replaced", 100.0 * n_rep / max(n_disc, 1), n_disc, round=2)
     pred_pos, pos = total("rtd_pred_pos"), total("rtd_pos")

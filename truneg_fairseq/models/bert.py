@@ -26,14 +26,15 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaModel, base_architecture
 from fairseq.utils import safe_getattr
 
-from truneg_fairseq.models.access import encoder_sizes
+from truneg_fairseq.models.roberta import RobertaObjectives, encoder_sizes
 
 logger = logging.getLogger(__name__)
 
 
 @register_model("bert")
-class BertModel(RobertaModel):
-    """fairseq's RoBERTa with BERT's LayerNorm epsilon and a segment-offset buffer for export."""
+class BertModel(RobertaObjectives, RobertaModel):
+    """fairseq's RoBERTa with BERT's LayerNorm epsilon and a segment-offset buffer for export;
+    it serves every masked-LM objective of the plugin (:mod:`truneg_fairseq.models.objectives`)."""
 
     def __init__(self, args, encoder):
         super().__init__(args, encoder)

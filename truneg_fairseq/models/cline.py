@@ -21,7 +21,7 @@ added for pre-training.
 """
 
 import logging
-from typing import Optional, Tuple
+from typing import Dict, Optional
 
 import torch
 import torch.nn as nn
@@ -32,7 +32,7 @@ from fairseq.modules import LayerNorm
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr
 
-from truneg_fairseq.models.access import encoder_sizes
+from truneg_fairseq.models.roberta import encoder_sizes
 from truneg_fairseq.models.bert import BertModel, bert_base_architecture, bert_large_architecture, bert_tiny_architecture
 from truneg_fairseq.models.electra import (
     ElectraConfig,
@@ -58,6 +58,14 @@ def check_vocabulary(saved: torch.Tensor, mine: torch.Tensor) -> None:
             "dictionary. Rebuild it with scripts/make_cline_data.py --srcdict set to the dict.txt "
             "of the checkpoint (for fairseq's roberta.base: its dict.txt and GPT-2 BPE)"
         )
+
+
+def cline_outputs(mlm_logits, rtd_logits, cls, log_vars) -> Dict[str, torch.Tensor]:
+    """What CLINE's pass returns to the criterion (its only view of the model): ``mlm_logits``
+    M x V at the masked positions of x_ori, ``rtd_logits`` 2B x T for the x_syn and x_ant rows
+    (> 0: replaced), ``cls`` 3B x C ``<s>`` features of x_ori, x_syn, x_ant, and ``log_vars`` (3,
+    the task-weight log-variances, so they too take part in the forward)."""
+    return {"mlm_logits": mlm_logits, "rtd_logits": rtd_logits, "cls": cls, "log_vars": log_vars}
 
 
 class ClineRTDHead(nn.Module):
@@ -111,17 +119,16 @@ class ClineMixin:
             return self.cline_forward(src_tokens, cline_n_ori, kwargs["masked_tokens"])
         return super().forward(src_tokens, features_only, return_all_hiddens, classification_head_name, **kwargs)
 
-    def cline_forward(self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def cline_forward(self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor) -> Dict[str, torch.Tensor]:
         """One encoder pass over the stacked triples.
 
         tokens: 3B x T, rows [x_ori (masked); x_syn; x_ant], right-padded to one length;
         n_ori = B; masked_tokens: B x T bool (masked positions of x_ori). Returns
-        (MLM logits M x V at the M masked positions, computed by RoBERTa's own ``lm_head``;
-        RTD logits 2B x T for the x_syn and x_ant rows; ``<s>`` features 3B x C)."""
+        :func:`cline_outputs` (MLM logits computed by RoBERTa's own ``lm_head``)."""
         features, _ = self.encoder.extract_features(tokens)  # 3B x T x C
         mlm_logits = self.encoder.output_layer(features[:n_ori], masked_tokens=masked_tokens)  # M x V
         rtd_logits = self.rtd_head(features[n_ori:])  # 2B x T
-        return mlm_logits, rtd_logits, features[:, 0, :]
+        return cline_outputs(mlm_logits, rtd_logits, features[:, 0, :], self.cline_log_vars)
 
     def upgrade_state_dict_named(self, state_dict, name):
         prefix = name + "." if name else ""
@@ -235,19 +242,19 @@ class ClineElectraModel(ElectraModel):
         return super().forward(src_tokens, masked_tokens, features_only, classification_head_name, **kwargs)
 
     def cline_forward(self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor,
-                      targets: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                      targets: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         """tokens: 3B x T, rows [x_ori (masked); x_syn; x_ant]; n_ori = B; masked_tokens: B x T
         bool; targets: B x T gold ids of x_ori at the masked positions (the discriminator then
-        reads x_ori unmasked; without them it reads the rows as given). Returns (generator MLM
-        logits M x V, discriminator RTD logits 2B x T for x_syn and x_ant, discriminator ``<s>``
-        features 3B x H)."""
+        reads x_ori unmasked; without them it reads the rows as given). Returns
+        :func:`cline_outputs` (MLM logits from the generator, RTD logits and ``<s>`` features
+        from the discriminator)."""
         ori = tokens[:n_ori]
         mlm_logits = self.generator_logits(ori, masked_tokens)  # M x V
         if targets is not None:
             tokens = torch.cat([torch.where(masked_tokens, targets, ori), tokens[n_ori:]], dim=0)
         features = self.discriminator_features(tokens)  # 3B x T x H
         rtd_logits = self.discriminator_head(features[n_ori:])  # 2B x T
-        return mlm_logits, rtd_logits, features[:, 0, :]
+        return cline_outputs(mlm_logits, rtd_logits, features[:, 0, :], self.cline_log_vars)
 
     def upgrade_state_dict_named(self, state_dict, name):
         prefix = name + "." if name else ""

@@ -34,7 +34,7 @@ from fairseq.modules import LayerNorm, PositionalEmbedding
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
-from truneg_fairseq.models.access import gather_positions
+from truneg_fairseq.models.objectives import ReplacedTokenDetection
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ElectraStack(nn.Module):
 
 
 @register_model("electra", dataclass=ElectraConfig)
-class ElectraModel(BaseFairseqModel):
+class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     def __init__(self, cfg: ElectraConfig, dictionary, with_generator: bool = True):
         super().__init__()
         self.cfg = cfg
@@ -264,28 +264,27 @@ class ElectraModel(BaseFairseqModel):
     def embed_tokens(self) -> nn.Embedding:
         return self.embeddings.embed_tokens
 
-    # ---- the interface the criterions use (models/access.py) -------------------------------
-    @property
-    def has_discriminator(self) -> bool:
-        """True while a generator is built: only then is there a replaced-token-detection term."""
-        return self.generator is not None
-
-    def mlm_logits(self, src_tokens, masked_tokens=None):
-        """Generator logits at the masked positions: M x V (B x T x V without a mask)."""
-        return self.generator_logits(src_tokens, masked_tokens)
-
-    def mlm_logits_at(self, src_tokens, positions):
-        """Generator logits at N given positions per row: B x T, B x N -> B x N x V."""
-        x = gather_positions(self.generator_features(src_tokens), positions)  # B x N x H_gen
-        return F.linear(self.generator_head(x), self.embed_tokens.weight, self.generator_bias)  # B x N x V
-
-    def mlm_features(self, tokens):
-        """The masked-LM network's (the generator's) final features: B x T x H_gen."""
+    # ---- the objectives' pass (models/objectives.py): only called from forward -------------
+    def mlm_encode(self, tokens):
+        """The masked-LM network is the generator: B x T -> B x T x H_gen."""
         return self.generator_features(tokens)
 
-    def input_embeddings(self) -> torch.Tensor:
+    def mlm_project(self, features):
+        """... x H_gen -> ... x V (output projection tied to the token embedding)."""
+        return F.linear(self.generator_head(features), self.embed_tokens.weight, self.generator_bias)
+
+    def mlm_embedding_matrix(self):
         """V x E token embedding matrix, shared by generator and discriminator."""
         return self.embed_tokens.weight
+
+    def mlm_padding_idx(self):
+        return self.padding_idx
+
+    def rtd_sample(self, logits):
+        return self.sample_replacements(logits)
+
+    def rtd_discriminate(self, tokens):
+        return self.discriminator_logits(tokens)
 
     # ---- generator ------------------------------------------------------------------------
     def generator_features(self, tokens):
@@ -298,8 +297,7 @@ class ElectraModel(BaseFairseqModel):
         x = self.generator_features(tokens)  # B x T x H_gen
         if masked_tokens is not None:
             x = x[masked_tokens]  # M x H_gen
-        x = self.generator_head(x)  # M x E
-        return F.linear(x, self.embed_tokens.weight, self.generator_bias)  # M x V (tied)
+        return self.mlm_project(x)  # M x V (tied)
 
     @torch.no_grad()
     def sample_replacements(self, gen_logits):
@@ -326,10 +324,18 @@ class ElectraModel(BaseFairseqModel):
         return self.discriminator_head(self.discriminator_features(tokens))  # B x T
 
     # ---- fairseq interface ----------------------------------------------------------------------
-    def forward(self, src_tokens, masked_tokens=None, features_only=False, classification_head_name=None, **kwargs):
-        """Pre-training (a generator, no head asked for): (generator logits M x V, {}), the
-        interface of fairseq's masked-LM criterions. Otherwise: discriminator features
-        B x T x H, or classification-head logits, as RoBERTa returns them."""
+    def forward(self, src_tokens, masked_tokens=None, features_only=False, classification_head_name=None,
+                mlm_targets=None, mlm_positions=None, mlm_outputs=(), **kwargs):
+        """With ``mlm_targets``: the objectives' pass of the plugin's pre-training criterions, a
+        dict (:mod:`truneg_fairseq.models.objectives`): generator logits and argmax at the
+        selected positions, replacements sampled from it, the corrupted input and the
+        discriminator's logits, all in this one call. Otherwise, pre-training (a generator, no
+        head asked for): (generator logits M x V, {}), the interface of fairseq's masked-LM
+        criterions; and else discriminator features B x T x H, or classification-head logits, as
+        RoBERTa returns them."""
+        if mlm_targets is not None:
+            self._need_generator()
+            return self.objectives_forward(src_tokens, mlm_targets, masked_tokens, mlm_positions, mlm_outputs)
         if classification_head_name is not None or features_only or self.generator is None:
             x = self.discriminator_features(src_tokens)
             if classification_head_name is not None:

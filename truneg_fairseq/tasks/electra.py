@@ -103,8 +103,10 @@ class ElectraTask(MaskedLMTask):
         return _Bf16Autocast(criterion) if self.cfg.electra_bf16_autocast else criterion
 
     def build_model(self, cfg, from_checkpoint=False):
+        from truneg_fairseq.models.objectives import ReplacedTokenDetection
+
         model = super().build_model(cfg, from_checkpoint)
-        if not getattr(model, "has_discriminator", False):
+        if not isinstance(model, ReplacedTokenDetection) or getattr(model, "generator", None) is None:
             raise ValueError(
                 f"--task electra needs an ELECTRA model (--arch electra_small, electra_base, electra_large); "
                 f"got {type(model).__name__}. For RoBERTa use --task masked_lm"

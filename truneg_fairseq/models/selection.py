@@ -10,9 +10,11 @@
   Every tensor has a shape known before the step runs, and nothing waits for the device: the
   layout a compiled or captured step needs.
 
-Both expose the same four operations, on flattened selections of size S (S = M, or B * N):
-``take`` (B x T -> S), ``put`` (write S values into a copy of a B x T tensor), ``rows_any``
-(S bool -> B bool) and ``logits`` (the model's masked-LM logits, S x V).
+Both expose the same operations, on flattened selections of size S (S = M, or B * N):
+``take`` (B x T -> S), ``gather`` (B x T x C -> S x C), ``put`` (write S values into a copy of
+a B x T tensor) and ``rows_any`` (S bool -> B bool). The criterion chooses the layout and hands
+it to the model's forward as keyword arguments (:meth:`forward_kwargs`: ``masked_tokens`` or
+``mlm_positions``); the model rebuilds the same selection from them (:func:`from_forward_kwargs`).
 """
 
 import math
@@ -36,13 +38,16 @@ class MaskSelection:
         y[self.masked] = values
         return y  # B x T
 
+    def gather(self, features: torch.Tensor) -> torch.Tensor:
+        return features[self.masked]  # M x C
+
     def rows_any(self, values: torch.Tensor) -> torch.Tensor:
         per_row = torch.zeros_like(self.masked)
         per_row[self.masked] = values
         return per_row.any(dim=1)  # B
 
-    def logits(self, access, src_tokens: torch.Tensor) -> torch.Tensor:
-        return access.mlm_logits(src_tokens, self.masked)  # M x V
+    def forward_kwargs(self) -> dict:
+        return {"masked_tokens": self.masked}
 
 
 def static_slot_count(seq_len: int, mask_prob: Optional[float], max_predictions: Optional[int]) -> int:
@@ -56,14 +61,19 @@ def static_slot_count(seq_len: int, mask_prob: Optional[float], max_predictions:
 
 
 class SlotSelection:
-    def __init__(self, masked: torch.Tensor, n: int):
+    def __init__(self, masked: Optional[torch.Tensor], n: int, positions: Optional[torch.Tensor] = None):
         """masked: B x T bool; n: slots per row. Rows with more than n masked positions keep
-        the first n; the others are counted in ``dropped`` (a device scalar, logged)."""
-        # a stable sort of the mask puts each row's masked positions first, in order: B x T
-        order = torch.sort(masked.to(torch.uint8), dim=1, descending=True, stable=True).indices
-        self.positions = order[:, :n]  # B x N, distinct within a row
+        the first n; the others are counted in ``dropped`` (a device scalar, logged).
+        ``positions`` (B x N, with ``masked`` None): slots chosen already (the model's side)."""
+        if positions is None:
+            # a stable sort of the mask puts each row's masked positions first, in order: B x T
+            order = torch.sort(masked.to(torch.uint8), dim=1, descending=True, stable=True).indices
+            positions = order[:, :n]  # B x N, distinct within a row
+            self.dropped = (masked.sum(dim=1) - n).clamp(min=0).sum()
+        else:
+            self.dropped = None
+        self.positions = positions  # B x N
         self.shape = self.positions.shape
-        self.dropped = (masked.sum(dim=1) - n).clamp(min=0).sum()
 
     def take(self, x: torch.Tensor) -> torch.Tensor:
         return x.gather(1, self.positions).reshape(-1)  # B*N
@@ -71,9 +81,21 @@ class SlotSelection:
     def put(self, x: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         return x.scatter(1, self.positions, values.view(self.shape).to(x.dtype))  # B x T
 
+    def gather(self, features: torch.Tensor) -> torch.Tensor:
+        idx = self.positions.unsqueeze(-1).expand(-1, -1, features.size(-1))  # B x N x C
+        return features.gather(1, idx).reshape(-1, features.size(-1))  # B*N x C
+
     def rows_any(self, values: torch.Tensor) -> torch.Tensor:
         return values.view(self.shape).any(dim=1)  # B
 
-    def logits(self, access, src_tokens: torch.Tensor) -> torch.Tensor:
-        logits = access.mlm_logits_at(src_tokens, self.positions)  # B x N x V
-        return logits.reshape(-1, logits.size(-1))  # B*N x V
+    def forward_kwargs(self) -> dict:
+        return {"mlm_positions": self.positions}
+
+
+def from_forward_kwargs(masked_tokens: Optional[torch.Tensor], mlm_positions: Optional[torch.Tensor]):
+    """The selection a criterion described with :meth:`forward_kwargs` (exactly one of the two)."""
+    if (masked_tokens is None) == (mlm_positions is None):
+        raise ValueError("give the model exactly one of masked_tokens (B x T bool) and mlm_positions (B x N)")
+    if mlm_positions is not None:
+        return SlotSelection(None, mlm_positions.size(1), positions=mlm_positions)
+    return MaskSelection(masked_tokens)
