@@ -141,10 +141,11 @@ def test_criterion_reads_the_task_mask_prob_without_a_fallback(data_bin):
 
 
 def test_electra_only_flags_refused_on_roberta(data_bin):
-    from utils import build_components
+    from utils import TINY_TN_ROBERTA, build_components
 
     with pytest.raises(ValueError, match="--electra-disc-weight only applies to ELECTRA"):
-        build_components(data_bin, ["--criterion", "mlm_soft_reg", "--electra-disc-weight", "10"])
+        build_components(data_bin, ["--criterion", "mlm_soft_reg", "--electra-disc-weight", "10"],
+                         arch_args=TINY_TN_ROBERTA)
 
 
 def test_criterion_model_mismatch_before_any_step(data_bin, tmp_path):
@@ -167,15 +168,23 @@ def test_criterion_model_mismatch_before_any_step(data_bin, tmp_path):
     assert "begin training epoch" not in out.stderr + out.stdout
 
 
-def test_torch_ddp_refused_when_the_criterion_is_built(data_bin):
-    """Named model calls bypass torch DDP's forward (no gradient sync): refused before any step."""
-    from utils import build_components
+@pytest.mark.parametrize("criterion,needs", [("mlm_soft_reg", "embeddings"), ("mlm_sent_kl", "sentence_kl")])
+def test_what_fairseqs_roberta_cannot_serve_is_refused_when_the_criterion_is_built(data_bin, synonym_table, criterion,
+                                                                                  needs):
+    """fairseq's RoBERTa forward gives the masked-LM logits only: objectives that need more are
+    refused before any step, naming the plugin arch with the same weights; any DDP backend is
+    accepted (every objective runs inside the model's forward)."""
+    from utils import TINY_TN_ROBERTA, build_components
 
-    with pytest.raises(ValueError, match="--ddp-backend pytorch_ddp: .*--ddp-backend legacy_ddp"):
-        build_components(data_bin, ["--criterion", "mlm_soft_reg", "--distributed-world-size", "2",
-                                    "--ddp-backend", "pytorch_ddp"])
-    build_components(data_bin, ["--criterion", "mlm_soft_reg", "--distributed-world-size", "2",
-                                "--ddp-backend", "legacy_ddp"])
+    with pytest.raises(ValueError, match=f"--criterion {criterion} needs the model's forward to return {needs}.*"
+                                         "--arch roberta_base \\(RobertaModel\\).*--arch truneg_roberta_base"):
+        build_components(data_bin, ["--criterion", criterion])
+    with pytest.raises(ValueError, match="--mlm-prediction-slots static needs the plugin's forward"):
+        build_components(data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table),
+                                    "--mlm-prediction-slots", "static"])
+    for backend in ("pytorch_ddp", "c10d", "legacy_ddp", "no_c10d"):
+        build_components(data_bin, ["--criterion", criterion, "--distributed-world-size", "2", "--ddp-backend", backend],
+                         arch_args=TINY_TN_ROBERTA)
 
 
 @pytest.mark.parametrize("config,arch_sizes", [
