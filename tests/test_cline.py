@@ -294,12 +294,15 @@ def test_terms_and_weights(components, cline_dir):
     mp = task.cfg.mask_prob
     with torch.no_grad():
         toks = torch.cat([b["net_input"]["src_tokens"], b["cline"]["syn_tokens"], b["cline"]["ant_tokens"]])
-        _, _, cls = model.cline_forward(toks, 8, b["target"].ne(1))
+        cls = model.cline_forward(toks, 8, b["target"].ne(1))["cls"]
     from truneg_fairseq.criterions.cline import contrastive_loss
 
     lens = b["net_input"]["src_tokens"].ne(1).sum(1).float()
     cts = (contrastive_loss(cls[:8], cls[8:16], cls[16:]) * lens * mp).sum()
-    expect = log["mlm_loss"] + mp * log["rtd_loss"] + cts
+    assert torch.allclose(log["cts_loss"], cts, rtol=1e-5)
+    assert torch.allclose(log["rtd_loss"], mp * log["rtd_bce_sum"], rtol=1e-6)
+    # the logged terms, all in the loss's unit, add up to it
+    expect = log["mlm_loss"] + log["rtd_loss"] + log["cts_loss"]
     assert torch.allclose(log["loss"], expect, rtol=1e-5)
     # learned weights: exp(-s) * term + s * sample_size, with s the model's log-variances
     work, _ = cline_dir
@@ -311,6 +314,9 @@ def test_terms_and_weights(components, cline_dir):
     b2 = valid_batch(t2, 8)
     loss2, n2, log2 = _run(c2, m2, b2)
     assert "w_rtd" in log2 and torch.allclose(log2["w_rtd"], torch.tensor(math.e))
+    expect2 = sum(log2[f"w_{t}"] * log2[f"{t}_loss"] for t in ("mlm", "rtd", "cts")) + log2["logvar_loss"]
+    assert torch.allclose(log2["loss"], expect2, rtol=1e-5)
+    assert torch.allclose(log2["logvar_loss"], torch.tensor(1.5) * log2["sample_size"], rtol=1e-6)
     fixed = build_components(work / "out" / "data-bin", ["--criterion", "cline", "--cline-mlm-weight", "0",
                                                            "--cline-rtd-weight", "0", "--cline-cts-weight", "0"],
                              arch_args=TINY_CLINE, task="cline")
@@ -446,7 +452,8 @@ def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
     masked = target.ne(task.source_dictionary.pad())
     toks = torch.cat([ori, b["cline"]["syn_tokens"], b["cline"]["ant_tokens"]])
     with torch.no_grad():
-        mlm, rtd, cls = model.cline_forward(toks, 8, masked, target)
+        net = model.cline_forward(toks, 8, masked, target)
+        mlm, rtd, cls = net["mlm_logits"], net["rtd_logits"], net["cls"]
         clean = torch.where(masked, target, ori)
         assert not torch.equal(clean, ori)
         assert torch.allclose(cls[:8], model.discriminator_features(clean)[:, 0], atol=1e-6)

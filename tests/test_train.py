@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from utils import TINY_ROBERTA, fairseq_train, run_script
+from utils import TINY_ROBERTA, TINY_TN_ROBERTA, arch_for, fairseq_train, run_script
 
 CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
@@ -17,7 +17,7 @@ def last_num_updates(log: str) -> int:
 @pytest.mark.parametrize("criterion", CRITERIA)
 def test_train_save_resume_restore(data_bin, synonym_table, tmp_path, criterion):
     save = tmp_path / "ckpt"
-    args = [*TINY_ROBERTA, "--criterion", criterion, "--synonym-table", "synonyms.npz",
+    args = [*arch_for(criterion), "--criterion", criterion, "--synonym-table", "synonyms.npz",
             "--tensorboard-logdir", str(tmp_path / "tb")]
     first = fairseq_train(data_bin, save, [*args, "--max-update", "6"])
     out = first.stdout + first.stderr
@@ -60,7 +60,7 @@ def test_table_for_other_dictionary_fails_clearly(data_bin, tmp_path):
 
     other = tmp_path / "other.npz"
     SynonymTable.empty(["<s>", "<pad>", "</s>", "<unk>", "x"]).save(other)
-    proc = fairseq_train(data_bin, tmp_path / "c", [*TINY_ROBERTA, "--criterion", "mlm_soft_reg", "--synonym-table", str(other), "--max-update", "1"], check=False)
+    proc = fairseq_train(data_bin, tmp_path / "c", [*TINY_TN_ROBERTA, "--criterion", "mlm_soft_reg", "--synonym-table", str(other), "--max-update", "1"], check=False)
     assert proc.returncode != 0
     assert "was built for another dictionary" in proc.stderr and "Rebuild the table" in proc.stderr
 
@@ -112,7 +112,8 @@ def test_hydra_config_trains(data_bin, synonym_table, tmp_path, criterion):
 def test_mlm_shell_recipe(data_bin, synonym_table, tmp_path):
     from utils import run_recipe
 
-    proc = run_recipe("mlm/pretrain.sh", [str(data_bin), "mlm_soft_reg", "--cpu", *TINY_ROBERTA, "--max-update", "2",
+    # the recipe's default arch (the plugin's RoBERTa), shrunk
+    proc = run_recipe("mlm/pretrain.sh", [str(data_bin), "mlm_soft_reg", "--cpu", *TINY_ROBERTA[2:], "--max-update", "2",
                                           "--log-interval", "1", "--warmup-updates", "1"],
                       tmp_path, SAVE_DIR=str(tmp_path / "ck"), MAX_SENTENCES="4", UPDATE_FREQ="1")
     out = proc.stdout + proc.stderr

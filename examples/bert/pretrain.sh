@@ -42,6 +42,6 @@ exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --lr-scheduler polynomial_decay --lr "${LR:-5e-5}" --warmup-updates "${WARMUP:-10000}" \
   --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
   --batch-size "${MAX_SENTENCES:-16}" --update-freq "${UPDATE_FREQ:-8}" \
-  ${FP16---fp16} --ddp-backend legacy_ddp --num-workers "${NUM_WORKERS:-2}" \
+  ${FP16---fp16} --num-workers "${NUM_WORKERS:-2}" \
   --save-dir "$SAVE_DIR" --save-interval-updates 25000 --keep-interval-updates 4 --no-epoch-checkpoints \
   --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"

@@ -55,6 +55,6 @@ exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --fused-adamw-weight-decay 0.01 --clip-norm 1.0 "${FAST[@]}" \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
-  "${PREC[@]}" --ddp-backend legacy_ddp --num-workers "${NUM_WORKERS:-2}" "${RESET[@]}" \
+  "${PREC[@]}" --num-workers "${NUM_WORKERS:-2}" "${RESET[@]}" \
   --save-dir "$SAVE_DIR" --save-interval-updates 25000 --keep-interval-updates 4 --no-epoch-checkpoints \
   --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"

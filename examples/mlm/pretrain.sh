@@ -9,14 +9,17 @@
 #
 # Defaults follow RoBERTa-base continued pre-training in the paper (seq 512, lr 5e-5 when
 # continuing from pre-trained weights: add --restore-file model.pt --reset-optimizer
-# --reset-dataloader --reset-meters). Every GPU visible to the process is used through fairseq's
-# own DDP; set UPDATE_FREQ so that GPUS x MAX_SENTENCES x UPDATE_FREQ = the batch you want.
+# --reset-dataloader --reset-meters). ARCH (default truneg_roberta_base) is fairseq's RoBERTa with
+# the forward every criterion needs; its weights and checkpoint keys are roberta_base's, so
+# fairseq's roberta.base/model.pt continues here and the result fine-tunes as roberta_base. Every
+# GPU visible to the process is used through fairseq's own DDP (its default backend); set
+# UPDATE_FREQ so that GPUS x MAX_SENTENCES x UPDATE_FREQ = the batch you want.
 set -euo pipefail
 DATA_BIN=${1:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 CRITERION=${2:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 shift 2
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-ARCH=${ARCH:-roberta_base}
+ARCH=${ARCH:-truneg_roberta_base}
 MAX_UPDATE=${MAX_UPDATE:-200000}
 LR=${LR:-5e-5}
 MAX_SENTENCES=${MAX_SENTENCES:-16}
@@ -31,6 +34,6 @@ exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --clip-norm 0.0 --weight-decay 0.01 \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
-  --dropout 0.1 --attention-dropout 0.1 ${FP16---fp16} --ddp-backend legacy_ddp \
+  --dropout 0.1 --attention-dropout 0.1 ${FP16---fp16} \
   --save-dir "$SAVE_DIR" --save-interval-updates 10000 --keep-interval-updates 5 \
   --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"
