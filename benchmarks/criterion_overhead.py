@@ -19,7 +19,7 @@ from _common import REPO, add_timing_args, alternating_step_times, ensure_corpus
 
 CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 TARGETS = {"mlm_hard_correction": 0.98, "mlm_soft_reg": 0.97, "mlm_sent_kl": 0.40}
-ARCH = ["--arch", "roberta_base", "--encoder-layers", "4", "--encoder-embed-dim", "128",
+ARCH = ["--arch", "truneg_roberta_base", "--encoder-layers", "4", "--encoder-embed-dim", "128",
         "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4", "--max-positions", "128",
         "--tokens-per-sample", "128"]
 
