@@ -16,8 +16,10 @@ as the vocabulary's tokenizer_config.json/config.json says, else when it has no 
 entries) and binarizes with the dict.txt of that vocabulary (its id order after fairseq's
 specials; [CLS] [SEP] [PAD] [UNK] [MASK] are <s> </s> <pad> <unk> <mask>), so ids match a model
 imported with convert_hf.py (--srcdict IMPORT/dict.txt is checked to be that dictionary).
---tokenizer gpt2 writes BPE ids; --tokenizer whitespace keeps the words. With --srcdict the
-dictionary is not built from the data but taken as given.
+--tokenizer gpt2 writes BPE ids; --tokenizer whitespace keeps the words (with --vocab-size N,
+the N most frequent words of the training text; the others become <unk>, and the <unk> rate of
+each split is logged). With --srcdict the dictionary is not built from the data but taken as
+given.
 
 Input is either your own UTF-8 text files (one sentence or document per line; .gz, .bz2 and .xz
 are decompressed; a binary or non-UTF-8 file is refused, naming the file and line) or, with
@@ -49,8 +51,10 @@ def get_parser():
     p.add_argument("--output-dir", required=True)
     add_tokenizer_args(p, default="sentencepiece")
     p.add_argument("--srcdict", help="binarize with this dict.txt instead of one built from the data")
-    p.add_argument("--vocab-size", type=int, default=8000,
-                   help="vocabulary size of the sentencepiece model trained when --spm-model is not given (default 8000)")
+    p.add_argument("--vocab-size", type=int, default=None,
+                   help="sentencepiece without --spm-model: size of the model trained (default 8000); "
+                        "--tokenizer whitespace: keep the N most frequent words of the training text, the "
+                        "others become <unk> (default: every word)")
     p.add_argument("--model-type", default="unigram", choices=["unigram", "bpe"],
                    help="type of the sentencepiece model trained when --spm-model is not given")
     p.add_argument("--valid-fraction", type=float, default=0.02)
@@ -97,7 +101,7 @@ def main(argv=None) -> int:
         train, valid, n_train, n_valid = corpus.write_split_corpus(lines, os.path.join(out, "raw"), args.valid_fraction, args.seed)
         log.info(f"split: {n_train} train, {n_valid} valid lines (duplicates removed: {len(lines) - n_train - n_valid})")
         if train_spm:
-            model = corpus.train_sentencepiece(train, os.path.join(out, "spm"), args.vocab_size, args.model_type)
+            model = corpus.train_sentencepiece(train, os.path.join(out, "spm"), args.vocab_size or 8000, args.model_type)
             log.info(f"sentencepiece model {model}")
             tokenizer = build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(model)))
         for split, path in (("train", train), ("valid", valid)):
@@ -106,8 +110,10 @@ def main(argv=None) -> int:
             srcdict = os.path.join(out, "tok", "dict.txt")
             corpus.atomic_write_lines(srcdict, lines_wp)
         dest = corpus.binarize(os.path.join(out, "tok", "train.txt"), os.path.join(out, "tok", "valid.txt"),
-                               os.path.join(out, "data-bin"), workers=args.workers, srcdict=srcdict)
+                               os.path.join(out, "data-bin"), workers=args.workers, srcdict=srcdict,
+                               nwords=args.vocab_size if args.tokenizer == "whitespace" and args.vocab_size else -1)
         write_record(dest, tokenizer)
+        _log_unknown_rates(dest, log)
         log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')}, {args.tokenizer} "
                  f"tokenizer fingerprint {tokenizer.fingerprint()[:12]})")
         new = []
@@ -123,6 +129,16 @@ def main(argv=None) -> int:
             elif os.path.exists(p):
                 os.unlink(p)
     return 0
+
+
+def _log_unknown_rates(dest, log):
+    """Repeat fairseq-preprocess's per-split <unk> rates (its preprocess.log in data-bin/)."""
+    path = os.path.join(dest, "preprocess.log")
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if "replaced by <unk>" in line or "replaced (by" in line:
+                    log.info(line.split(" | ")[-1].strip())
 
 
 def _check_wordpiece_srcdict(srcdict, lines, vocab):

@@ -190,10 +190,11 @@ def encode_file(tokenizer, src: os.PathLike, dst: os.PathLike) -> int:
 
 def binarize(
     trainpref: os.PathLike, validpref: os.PathLike, destdir: os.PathLike, workers: int = 1,
-    srcdict: Optional[os.PathLike] = None,
+    srcdict: Optional[os.PathLike] = None, nwords: int = -1,
 ) -> Path:
     """Run ``fairseq-preprocess --only-source`` into ``destdir`` (atomically: built beside it,
-    then renamed into place)."""
+    then renamed into place). ``nwords`` > 0 keeps that many of the most frequent symbols in the
+    dictionary built from the training text (the rest become ``<unk>``); -1 keeps them all."""
     destdir = Path(destdir)
     with atomic_dir(destdir) as tmp:
         cmd = [
@@ -203,6 +204,8 @@ def binarize(
         ]
         if srcdict:
             cmd += ["--srcdict", str(srcdict)]
+        elif nwords > 0:
+            cmd += ["--nwordssrc", str(nwords)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CorpusError(f"fairseq-preprocess failed:\n{proc.stderr[-2000:]}")

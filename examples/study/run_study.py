@@ -47,21 +47,21 @@ ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_
 # The study's models, in one place per scale: (RoBERTa flags, ELECTRA flags).
 STUDY_ARCHS = {
     "tiny": (
-        ["--arch", "roberta_base", "--encoder-normalize-before", "--encoder-layers", "2", "--encoder-embed-dim", "32",
+        ["--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "2", "--encoder-embed-dim", "32",
          "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "128"],
         ["--arch", "electra_small", "--electra-embed-dim", "32", "--electra-hidden-dim", "32", "--electra-layers", "2",
          "--electra-heads", "2", "--electra-ffn-dim", "64", "--electra-gen-hidden-dim", "16", "--electra-gen-layers", "2",
          "--electra-gen-heads", "1", "--electra-gen-ffn-dim", "32", "--electra-max-positions", "128"],
     ),
     "cpu": (
-        ["--arch", "roberta_base", "--encoder-normalize-before", "--encoder-layers", "4", "--encoder-embed-dim", "128",
+        ["--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "4", "--encoder-embed-dim", "128",
          "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4", "--max-positions", "128"],
         ["--arch", "electra_small", "--electra-embed-dim", "128", "--electra-hidden-dim", "128", "--electra-layers", "4",
          "--electra-heads", "4", "--electra-ffn-dim", "512", "--electra-gen-hidden-dim", "64", "--electra-gen-layers", "4",
          "--electra-gen-heads", "2", "--electra-gen-ffn-dim", "256", "--electra-max-positions", "128"],
     ),
     "gpu": (
-        ["--arch", "roberta_base", "--encoder-normalize-before", "--encoder-layers", "12", "--encoder-embed-dim", "256",
+        ["--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "12", "--encoder-embed-dim", "256",
          "--encoder-ffn-embed-dim", "1024", "--encoder-attention-heads", "4", "--max-positions", "128"],
         ["--arch", "electra_small", "--electra-max-positions", "128"],
     ),
@@ -136,9 +136,9 @@ def main(argv=None) -> int:
     run.write_commands(os.path.join(out, "commands.sh"))
     plots = [] if args.no_plots else study.plot(out, results)
     study.write_summary(os.path.join(out, "summary.md"), results, cases, meta, " ".join(sys.argv))
-    print(study.format_rows(study.table2(results, "pred_corr_ratio")).replace("run ", "pred-level % ", 1))
+    print(study.format_rows(study.table2(results, "pred_corr_ratio", "pred-level % at")))
     print()
-    print(study.format_rows(study.table2(results, "iter_corr_ratio")).replace("run ", "iter-level % ", 1))
+    print(study.format_rows(study.table2(results, "iter_corr_ratio", "iter-level % at")))
     print()
     print(study.format_rows(study.progress_table(results)))
     print(f"\nresults in {out} ({', '.join(os.path.basename(p) for p in plots) or 'no plots'}); machine: {machine}; "

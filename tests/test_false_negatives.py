@@ -1,0 +1,152 @@
+"""The demo's and the study's table builders: correction ratios, synonym-aware accuracy and
+Figure-3 cases, by hand on fixed tensors and on a real checkpoint whose predictions are known;
+the study end to end at a tiny size."""
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from utils import REPO, TINY_ROBERTA, fairseq_train
+
+from truneg_fairseq import study
+from truneg_fairseq.false_negatives import (
+    CheckpointScorer, derive, pick_cases, position_counts, sentence_around, synonym_predictions,
+)
+
+
+# ---- pure functions on a fixed batch ------------------------------------------------------------
+def test_counts_by_hand():
+    gold = torch.tensor([5, 6, 7, 8, 9, 5])
+    pred = torch.tensor([5, 10, 11, 8, 12, 13])
+    is_pair = torch.tensor([True, True, True, False, False, True])  # position 0: gold == pred
+    ends_word = torch.tensor([True, True, False, True, True, True])  # position 2: a subword piece
+    syn = synonym_predictions(gold, pred, is_pair, ends_word)
+    assert syn.tolist() == [False, True, False, False, False, True]
+    nll = torch.tensor([0.5, 1.0, 2.0, 0.25, 3.0, 1.25])
+    row = torch.tensor([0, 0, 1, 1, 2, 2])
+    content = torch.tensor([True, False, True, True, False, False])
+    c = position_counts(gold, pred, nll, syn, row, 3, content)
+    assert c == {"masked": 6, "correct": 2, "wrong": 4, "synonym": 2, "blocks": 3, "blocks_synonym": 2,
+                 "nll": 8.0, "content_pred": 3}
+    r = derive(c)
+    assert r["mlm_acc"] == pytest.approx(100 * 2 / 6)
+    assert r["syn_acc"] == pytest.approx(100 * 4 / 6)  # 2 right + 2 synonym predictions
+    assert r["pred_corr_ratio"] == pytest.approx(100 * 2 / 4)  # of the 4 mispredictions
+    assert r["iter_corr_ratio"] == pytest.approx(100 * 2 / 3)  # rows 0 and 2
+    assert r["mlm_loss"] == pytest.approx(8.0 / 6 / math.log(2))
+    assert r["content_pred"] == pytest.approx(50.0)
+
+
+def test_cases_and_sentences():
+    gold = torch.tensor([1, 2, 1, 3])
+    pred = torch.tensor([4, 5, 4, 6])
+    syn = torch.tensor([True, False, True, True])
+    seen = set()
+    assert pick_cases(gold, pred, syn, 5, seen) == [0, 3]  # (1, 4) once
+    assert pick_cases(gold, pred, syn, 5, seen) == []  # pairs already shown
+    # <s> a b </s> c d e </s> <pad>: the sentence of position 5 is c d e
+    block = [0, 10, 11, 2, 12, 13, 14, 2, 1]
+    assert sentence_around(block, 5, eos=2, skip=(0, 1)) == [4, 5, 6]
+    assert sentence_around(block, 1, eos=2, skip=(0, 1)) == [1, 2]
+    assert sentence_around([0, 10, 11], 2, eos=2, skip=(0, 1)) == [1, 2]  # block cut before its </s>
+
+
+def test_table_layouts():
+    r = {"a": {0: {k: 0.0 for k in ("mlm_loss", "mlm_acc", "syn_acc", "pred_corr_ratio", "iter_corr_ratio",
+                                      "content_pred")}}}
+    for u, v in ((10, 0.5), (20, 1.0), (30, 1.5), (40, 2.0), (50, 2.5)):
+        r["a"][u] = dict(r["a"][0], pred_corr_ratio=v)
+    rows = study.table2(r, "pred_corr_ratio")
+    assert rows[0] == ["run", "20%", "40%", "60%", "80%", "100%"]
+    assert rows[1] == ["a", "0.500", "1.000", "1.500", "2.000", "2.500"]
+    prog = study.progress_table(r)
+    assert [p[1] for p in prog[1:]] == ["0", "10", "20", "30", "40", "50"]
+    assert study.word_tokenize("Main, primary (chief).") == "main , primary ( chief ) ."
+
+
+# ---- a real checkpoint with known predictions ----------------------------------------------------
+VALID = ["the big house is large .", "a small house .", "the large dog saw a big big cat ."]
+TRAIN = (VALID + ["a little house near the lake .", "the small dog is little .", "the cat saw the house ."]) * 20
+
+
+@pytest.fixture(scope="module")
+def word_data(tmp_path_factory, wn):
+    from truneg_fairseq import corpus
+    from truneg_fairseq.lexicon import build_table, vocab_view
+
+    work = tmp_path_factory.mktemp("words")
+    corpus.atomic_write_lines(work / "train.txt", TRAIN)
+    corpus.atomic_write_lines(work / "valid.txt", VALID)
+    data_bin = corpus.binarize(work / "train.txt", work / "valid.txt", work / "data-bin")
+    table, _ = build_table(vocab_view(data_bin / "dict.txt", "whitespace"), source="wordnet", wn=wn)
+    table.save(data_bin / "synonyms.npz")
+    return data_bin
+
+
+def _always_predicts(data_bin: Path, save: Path, word: str) -> Path:
+    """A real fairseq-train checkpoint (1 update) whose masked-LM head always predicts ``word``."""
+    fairseq_train(data_bin, save, ["--criterion", "masked_lm", *TINY_ROBERTA, "--max-update", "1",
+                                   "--disable-validation"])
+    from fairseq.data import Dictionary
+
+    ck = save / "checkpoint_last.pt"
+    state = torch.load(ck, map_location="cpu", weights_only=False)
+    bias = state["model"]["encoder.lm_head.bias"]
+    bias.zero_()
+    bias[Dictionary.load(str(data_bin / "dict.txt")).index(word)] = 1000.0  # dominates W.h (|W.h| < 10)
+    torch.save(state, ck)
+    return ck
+
+
+def test_scorer_on_a_checkpoint_by_hand(word_data, tmp_path):
+    ck = _always_predicts(word_data, tmp_path / "ck", "large")
+    # every word masked (mask_prob 1); blocks of <= 11 ids hold one line each (7, 5 and 10 ids
+    # with </s>): 19 masked words; "large" twice (right), "big" three times (a WordNet synonym
+    # of "large") in lines 1 and 3
+    scorer = CheckpointScorer(str(word_data), str(word_data / "synonyms.npz"), tokens_per_sample=12,
+                              break_mode="complete", mask_prob=1.0)
+    counts, cases = scorer.score_checkpoint(str(ck), num_cases=5)
+    assert {k: counts[k] for k in ("masked", "correct", "wrong", "synonym", "blocks", "blocks_synonym",
+                                   "content_pred")} == {"masked": 19, "correct": 2, "wrong": 17, "synonym": 3,
+                                                        "blocks": 3, "blocks_synonym": 2, "content_pred": 19}
+    r = derive(counts)
+    assert r["pred_corr_ratio"] == pytest.approx(100 * 3 / 17)
+    assert r["iter_corr_ratio"] == pytest.approx(100 * 2 / 3)
+    assert r["syn_acc"] == pytest.approx(100 * 5 / 19)
+    assert r["mlm_acc"] == pytest.approx(100 * 2 / 19)
+    assert len(cases) == 1  # one distinct (gold, prediction) pair
+    c = cases[0]
+    assert (c.sentence, c.gold, c.prediction) == ("the [MASK] house is large .", "big", "large")
+    assert "large" in c.synonyms and c.checkpoint == str(ck)
+    # the same masks for a second checkpoint: a model that predicts the gold's synonym less often
+    ck2 = _always_predicts(word_data, tmp_path / "ck2", "house")
+    counts2, _ = scorer.score_checkpoint(str(ck2))
+    assert (counts2["masked"], counts2["correct"], counts2["synonym"]) == (19, 2, 0)
+
+
+# ---- the study end to end ---------------------------------------------------------------------------
+@pytest.mark.slow
+def test_study_tiny_end_to_end(tmp_path):
+    """examples/study/run_study.py --scale tiny: the real pipeline (corpus, table, stage 1, every
+    continuation, scoring, tables, plots) on 2,000 lines in a few updates."""
+    out = tmp_path / "results"
+    cmd = [sys.executable, str(REPO / "examples" / "study" / "run_study.py"), "--scale", "tiny",
+           "--workdir", str(tmp_path / "work"), "--out", str(out), "--points", "2",
+           "--electra-criteria", "electra", "mlm_hard_correction"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ("table2_pred_level.tsv", "table2_iter_level.tsv", "progress.tsv", "results.json", "cases.txt",
+                 "commands.sh", "summary.md", "ratios.png", "losses.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    rows = [l.split("\t") for l in (out / "table2_pred_level.tsv").read_text().splitlines()]
+    assert rows[0] == ["run", "50%", "100%"]
+    assert [r[0] for r in rows[1:]] == ["roberta_masked_lm", "roberta_mlm_hard_correction", "roberta_mlm_soft_reg",
+                                        "roberta_mlm_sent_kl", "electra_electra", "electra_mlm_hard_correction"]
+    commands = (out / "commands.sh").read_text()
+    assert commands.count("fairseq_cli.train") == 8 and commands.count("--restore-file") == 6
+    assert (out / "ratios.png").read_bytes()[:4] == b"\x89PNG"

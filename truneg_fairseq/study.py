@@ -1,0 +1,408 @@
+"""Counter-false-negative pre-training measured over training (the paper's Table 2 and Figure 3).
+
+The pipeline that ``scripts/demo.py`` and ``examples/study/run_study.py`` share:
+
+1. corpus   WordNet's glosses (or the user's text), lower-cased, punctuation split off, one
+            sentence per line; a word-level dictionary of the most frequent words
+            (``prepare_corpus.py --tokenizer whitespace --vocab-size N``): every content word is
+            one entry, so every mispredicted masked word can be a synonym prediction;
+2. table    the WordNet synonym table of that dictionary (``build_synonym_table.py``);
+3. stage 1  one plain pre-training per model family (``masked_lm`` for RoBERTa, ``electra``
+            for ELECTRA) from scratch: the shared start, as the paper continues its base models;
+4. stage 2  each criterion continued from that same checkpoint for the same number of updates
+            (``--restore-file ... --reset-optimizer --reset-dataloader --reset-meters
+            --reset-lr-scheduler``), the learning rate going on from where stage 1 left it and
+            decaying to 0, checkpoints at ``--save-interval-updates``;
+5. scoring  every checkpoint on the same masked valid blocks
+            (:class:`truneg_fairseq.false_negatives.CheckpointScorer`).
+
+Every training goes through the real ``fairseq-train`` command line (``python -m
+fairseq_cli.train --user-dir truneg_fairseq``); the exact commands are written to
+``commands.sh`` in the results folder. Steps whose outputs exist are reused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from truneg_fairseq.io_utils import atomic_open
+
+logger = logging.getLogger(__name__)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+USER_DIR = os.path.join(REPO, "truneg_fairseq")
+
+# lower-cased words (with an inner apostrophe), numbers, and every other character on its own
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[^\sa-z0-9]")
+
+
+def word_tokenize(line: str) -> str:
+    """Lower-case ``line`` and split punctuation off the words ("Main, primary." -> "main ,
+    primary .")."""
+    return " ".join(_WORD.findall(line.lower()))
+
+
+# ---------------------------------------------------------------------------------------------
+# the setting
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Family:
+    """One model family: how it is built, its stage-1 criterion and the criterions continued."""
+
+    name: str                       # "roberta" or "electra"
+    task: str                       # fairseq task
+    arch: List[str]                 # --arch and size flags
+    baseline: str                   # the stage-1 criterion (and the continued baseline)
+    criteria: List[str]             # criterions continued from stage 1 (the baseline included)
+
+
+@dataclass
+class Setting:
+    vocab_size: int = 16000         # words kept; the rest <unk>
+    valid_fraction: float = 0.03
+    tokens_per_sample: int = 128
+    break_mode: str = "complete"    # whole sentences packed into blocks of <= 128 tokens
+    batch_size: int = 32
+    lr: float = 2e-3                # peak; one polynomial schedule over stage 1 + stage 2
+    warmup: int = 100
+    stage1_updates: int = 800
+    stage2_updates: int = 200
+    points: int = 4                 # checkpoints per continuation (evenly spaced)
+    seed: int = 1
+    eval_max_blocks: int = 0        # valid blocks scored (0: all)
+    families: List[Family] = field(default_factory=list)
+    extra_train_args: List[str] = field(default_factory=list)
+    max_lines: int = 0              # corpus lines kept (0: all); for tiny test runs
+    cpu: bool = True                # --cpu (False: fairseq-train uses the GPU)
+
+    def __post_init__(self):
+        if self.points < 1 or self.stage2_updates < self.points:
+            raise ValueError(f"stage 2 needs at least one update per scored point: {self.stage2_updates} updates, "
+                             f"{self.points} points")
+        # checkpoints at exact shares of stage 2 (20/40/.../100% for 5 points)
+        self.stage2_updates -= self.stage2_updates % self.points
+
+    def save_interval(self) -> int:
+        return self.stage2_updates // self.points
+
+
+# ---------------------------------------------------------------------------------------------
+# running commands
+# ---------------------------------------------------------------------------------------------
+class Runner:
+    """Runs commands with their full output in log files, echoes fairseq's progress lines and
+    records every command (``commands.sh``)."""
+
+    def __init__(self, work: str, log: logging.Logger, echo: bool = True):
+        self.work = work
+        self.log = log
+        self.echo = echo
+        self.commands: List[str] = []
+        self.seconds: Dict[str, float] = {}
+
+    def __call__(self, cmd: Sequence[str], name: str, env: Optional[dict] = None) -> float:
+        log_path = os.path.join(self.work, "logs", f"{name}.log")
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        self.commands.append(" ".join(shlex.quote(c) for c in cmd))
+        t0 = time.time()
+        with open(log_path, "w") as f:
+            proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
+            for line in proc.stdout:
+                f.write(line)
+                if self.echo and ("| train_inner |" in line or "| valid |" in line or "replaced (by" in line
+                                  or "coverage" in line or "synonym pairs" in line):
+                    self.log.info(f"[{name}] " + line.split("| INFO | ", 1)[-1].rstrip())
+            rc = proc.wait()
+        if rc != 0:
+            raise SystemExit(f"error: {name} failed (exit {rc}); the command and its output are in {log_path}")
+        self.seconds[name] = time.time() - t0
+        return self.seconds[name]
+
+    def write_commands(self, path: str) -> None:
+        with atomic_open(path, "w") as f:
+            f.write("#!/bin/bash\n# the commands of this run, in order (steps reused from an earlier run included)\n")
+            f.write("set -e\n" + "\n".join(self.commands) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------------
+def prepare_data(work: str, setting: Setting, run: Runner, inputs: Optional[Sequence[str]] = None) -> Tuple[str, str]:
+    """Word-level corpus, data-bin and synonym table under ``work``; returns (data_bin, table)."""
+    data_bin = os.path.join(work, "data-bin")
+    table = os.path.join(data_bin, "synonyms.npz")
+    text = os.path.join(work, "corpus.txt")
+    if not os.path.isfile(os.path.join(data_bin, "dict.txt")):
+        if not os.path.isfile(text):
+            from truneg_fairseq.corpus import read_text_lines, wordnet_gloss_lines
+
+            lines = (l for p in inputs for l in read_text_lines(p)) if inputs else wordnet_gloss_lines()
+            n = 0
+            with atomic_open(text, "w", encoding="utf-8") as f:
+                for line in lines:
+                    words = word_tokenize(line)
+                    if words:
+                        f.write(words + "\n")
+                        n += 1
+                        if setting.max_lines and n >= setting.max_lines:
+                            break
+            run.log.info(f"{text}: {n} lines, lower-cased, punctuation split off")
+        run([sys.executable, os.path.join(REPO, "scripts", "prepare_corpus.py"), "--input", text, "--output-dir", work,
+             "--tokenizer", "whitespace", "--vocab-size", str(setting.vocab_size),
+             "--valid-fraction", str(setting.valid_fraction), "--seed", str(setting.seed)], "prepare_corpus")
+    if not os.path.isfile(table):
+        run([sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict",
+             os.path.join(data_bin, "dict.txt"), "--tokenizer", "whitespace", "--output", table], "synonym_table")
+    return data_bin, table
+
+
+def unknown_rates(data_bin: str) -> Dict[str, float]:
+    """% of the tokens of each split that are <unk> (fairseq-preprocess's preprocess.log)."""
+    out = {}
+    path = os.path.join(data_bin, "preprocess.log")
+    if os.path.isfile(path):
+        for line in open(path, encoding="utf-8"):
+            m = re.search(r"/(\w+)\.txt: .*?([0-9.]+)% replaced", line)
+            if m:
+                out[m.group(1)] = float(m.group(2))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+# ---------------------------------------------------------------------------------------------
+def train_command(setting: Setting, family: Family, criterion: str, data_bin: str, table: str, save_dir: str,
+                  stage: int) -> List[str]:
+    """The fairseq-train command line of a stage-1 run (from scratch) or a stage-2 continuation."""
+    s = setting
+    total = s.stage1_updates + s.stage2_updates
+    cmd = [
+        sys.executable, "-m", "fairseq_cli.train", data_bin, "--user-dir", USER_DIR,
+        "--task", family.task, "--criterion", criterion, *family.arch,
+        "--tokens-per-sample", str(s.tokens_per_sample), "--sample-break-mode", s.break_mode,
+        "--num-workers", "0", "--batch-size", str(s.batch_size), "--seed", str(s.seed),
+        "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
+        "--clip-norm", "1.0", "--lr-scheduler", "polynomial_decay",
+        "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "50",
+        "--tensorboard-logdir", os.path.join(os.path.dirname(os.path.dirname(save_dir)), "tb", os.path.basename(save_dir)),
+        "--disable-validation",
+    ]
+    if stage == 1:
+        # one schedule over both stages: warm-up, then linear decay that stage 2 finishes
+        cmd += ["--lr", str(s.lr), "--warmup-updates", str(s.warmup), "--total-num-update", str(total),
+                "--max-update", str(s.stage1_updates), "--save-interval-updates", str(s.stage1_updates)]
+    else:
+        lr = s.lr * (total - s.stage1_updates) / (total - s.warmup)
+        cmd += ["--lr", f"{lr:.6g}", "--warmup-updates", "0", "--total-num-update", str(s.stage2_updates),
+                "--max-update", str(s.stage2_updates), "--save-interval-updates", str(s.save_interval()),
+                "--keep-interval-updates", "-1",
+                "--restore-file", os.path.join(os.path.dirname(save_dir), f"{family.name}_stage1", "checkpoint_last.pt"),
+                "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
+    if s.cpu:
+        cmd += ["--cpu"]
+    if criterion not in ("masked_lm", "electra"):
+        cmd += ["--synonym-table", table]
+    return cmd + list(s.extra_train_args)
+
+
+def run_id(family: Family, criterion: str) -> str:
+    return f"{family.name}_{criterion}"
+
+
+def train_all(setting: Setting, work: str, data_bin: str, table: str, run: Runner) -> Dict[str, float]:
+    """Stage 1 per family, then every continuation; returns the training seconds per run."""
+    from truneg_fairseq.false_negatives import interval_checkpoints
+
+    ck = os.path.join(work, "checkpoints")
+    for fam in setting.families:
+        save = os.path.join(ck, f"{fam.name}_stage1")
+        if not os.path.isfile(os.path.join(save, "checkpoint_last.pt")):
+            run.log.info(f"stage 1: {fam.name} with --criterion {fam.baseline}, {setting.stage1_updates} updates")
+            run(train_command(setting, fam, fam.baseline, data_bin, table, save, 1), f"train_{fam.name}_stage1")
+        else:
+            run.commands.append(f"# reused {save}/checkpoint_last.pt")
+        for crit in fam.criteria:
+            save = os.path.join(ck, run_id(fam, crit))
+            if os.path.isdir(save) and setting.stage2_updates in interval_checkpoints(save):
+                run.commands.append(f"# reused {save}")
+                continue
+            run.log.info(f"stage 2: {fam.name} continued with --criterion {crit}, {setting.stage2_updates} updates")
+            run(train_command(setting, fam, crit, data_bin, table, save, 2), f"train_{run_id(fam, crit)}")
+    return dict(run.seconds)
+
+
+# ---------------------------------------------------------------------------------------------
+# scoring and tables
+# ---------------------------------------------------------------------------------------------
+def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases: int = 5,
+              log: Optional[logging.Logger] = None):
+    """{run: {updates: derived values}} for the stage-1 checkpoint (update 0 of every
+    continuation) and every continuation checkpoint, plus the cases (from the last checkpoints,
+    distinct (gold, prediction) pairs)."""
+    from truneg_fairseq.false_negatives import CheckpointScorer, derive, interval_checkpoints
+
+    scorer = CheckpointScorer(data_bin, table, tokens_per_sample=setting.tokens_per_sample,
+                              break_mode=setting.break_mode, seed=setting.seed, max_blocks=setting.eval_max_blocks)
+    ck = os.path.join(work, "checkpoints")
+    results: Dict[str, Dict[int, Dict[str, float]]] = {}
+    counts_info = {}
+    cases = []
+    seen: set = set()
+    for fam in setting.families:
+        start, _ = scorer.score_checkpoint(os.path.join(ck, f"{fam.name}_stage1", "checkpoint_last.pt"))
+        counts_info[f"{fam.name}_stage1"] = start
+        for crit in fam.criteria:
+            rid = run_id(fam, crit)
+            results[rid] = {0: derive(start)}
+            saved = interval_checkpoints(os.path.join(ck, rid))
+            for upd, path in saved.items():
+                last = upd == max(saved)
+                counts, found = scorer.score_checkpoint(path, num_cases - len(cases) if last else 0, seen)
+                cases += found
+                results[rid][upd] = derive(counts)
+                counts_info[f"{rid}@{upd}"] = counts
+                if log:
+                    r = results[rid][upd]
+                    log.info(f"scored {rid} update {upd}: loss {r['mlm_loss']:.3f} bits, acc {r['mlm_acc']:.2f}%, "
+                             f"synonym-aware {r['syn_acc']:.2f}%, pred-level {r['pred_corr_ratio']:.3f}%, "
+                             f"iter-level {r['iter_corr_ratio']:.2f}%, content predictions {r['content_pred']:.1f}%")
+    first = next(iter(counts_info.values()))
+    meta = {"valid_blocks": first["blocks"], "valid_masked": first["masked"]}
+    return results, cases, counts_info, meta
+
+
+COLUMNS = [("mlm_loss", "valid loss (bits)", "{:.3f}"), ("mlm_acc", "MLM acc %", "{:.2f}"),
+           ("syn_acc", "syn-aware acc %", "{:.2f}"), ("pred_corr_ratio", "pred-level %", "{:.3f}"),
+           ("iter_corr_ratio", "iter-level %", "{:.2f}"), ("content_pred", "content preds %", "{:.1f}")]
+
+
+def progress_table(results: Dict[str, Dict[int, Dict[str, float]]]) -> List[List[str]]:
+    """Rows (run, update, the :data:`COLUMNS`) for every scored checkpoint, header first."""
+    rows = [["run", "update"] + [c[1] for c in COLUMNS]]
+    for rid, by_upd in results.items():
+        for upd, r in by_upd.items():
+            rows.append([rid, str(upd)] + [fmt.format(r[k]) for k, _, fmt in COLUMNS])
+    return rows
+
+
+def table2(results: Dict[str, Dict[int, Dict[str, float]]], key: str, corner: str = "run") -> List[List[str]]:
+    """The paper's Table 2 layout: one row per run, one column per share of stage 2 done."""
+    upds = sorted({u for r in results.values() for u in r if u > 0})
+    total = max(upds) if upds else 1
+    rows = [[corner] + [f"{round(100 * u / total)}%" for u in upds]]
+    for rid, by_upd in results.items():
+        rows.append([rid] + [f"{by_upd[u][key]:.3f}" if u in by_upd else "-" for u in upds])
+    return rows
+
+
+def format_rows(rows: List[List[str]]) -> str:
+    """Aligned text with a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def markdown_rows(rows: List[List[str]]) -> str:
+    out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(out)
+
+
+def write_results(out_dir: str, results, cases, meta: dict) -> None:
+    """results.json, progress.tsv, table2_{pred,iter}.tsv and cases.txt in ``out_dir`` (atomically)."""
+    os.makedirs(out_dir, exist_ok=True)
+    with atomic_open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump({"meta": meta, "results": {k: {str(u): v for u, v in r.items()} for k, r in results.items()},
+                   "cases": [asdict(c) for c in cases]}, f, indent=1)
+    for name, rows in (("progress.tsv", progress_table(results)), ("table2_pred_level.tsv", table2(results, "pred_corr_ratio")),
+                       ("table2_iter_level.tsv", table2(results, "iter_corr_ratio"))):
+        with atomic_open(os.path.join(out_dir, name), "w") as f:
+            f.write("\n".join("\t".join(r) for r in rows) + "\n")
+    with atomic_open(os.path.join(out_dir, "cases.txt"), "w") as f:
+        f.write("\n".join(c.format(i + 1) for i, c in enumerate(cases)) + "\n")
+
+
+def plot(out_dir: str, results) -> List[str]:
+    """PNG plots of the ratios, the valid loss and the synonym-aware accuracy over stage-2
+    updates, one line per run; returns the paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for name, keys in (("ratios.png", ("pred_corr_ratio", "iter_corr_ratio")),
+                       ("losses.png", ("mlm_loss", "syn_acc"))):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for ax, key in zip(axes, keys):
+            label = dict((k, l) for k, l, _ in COLUMNS)[key]
+            for rid, by_upd in results.items():
+                upd = sorted(by_upd)
+                ax.plot(upd, [by_upd[u][key] for u in upd], marker="o", label=rid)
+            ax.set_xlabel("updates after the shared stage 1")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out_dir, name)
+        tmp = path + ".tmp.png"
+        fig.savefig(tmp, dpi=110)
+        plt.close(fig)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def machine_description(gpu: bool) -> str:
+    """CPU model and core count, or the CUDA device's name."""
+    import platform
+
+    import torch
+
+    if gpu and torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}), torch {torch.__version__}"
+    cpu = platform.processor() or "CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, no GPU used, torch {torch.__version__}"
+
+
+def write_summary(path: str, results, cases, meta: dict, command: str) -> None:
+    """The tables and cases in Markdown, with the machine and the command (atomically)."""
+    s = meta.get("setting", {})
+    lines = [
+        "# Counter-false-negative study", "",
+        f"Command: `{command}`", "",
+        f"Machine: {meta.get('machine', '?')}; wall time {meta.get('wall_seconds', 0):.0f}s.", "",
+        f"Stage 1: {s.get('stage1_updates')} updates; stage 2: {s.get('stage2_updates')} updates per criterion, "
+        f"batch {s.get('batch_size')} x <= {s.get('tokens_per_sample')} tokens, peak lr {s.get('lr')}. Valid: "
+        f"{meta.get('valid_masked')} masked words in {meta.get('valid_blocks')} blocks (same masks for every "
+        f"checkpoint); <unk> rate {meta.get('unk_rate')}.", "",
+        "## Prediction-level correction ratio (%), by share of stage 2 done", "",
+        markdown_rows(table2(results, "pred_corr_ratio")), "",
+        "## Iteration-level correction ratio (%), by share of stage 2 done", "",
+        markdown_rows(table2(results, "iter_corr_ratio")), "",
+        "## Every scored checkpoint (update 0: the shared stage-1 checkpoint)", "",
+        markdown_rows(progress_table(results)), "",
+        "## Figure-3-style cases", "",
+    ]
+    lines += [f"{i + 1}. {c.sentence} -- gold **{c.gold}**, prediction **{c.prediction}**; WordNet synonyms of "
+              f"'{c.gold}': {', '.join(c.synonyms)}" for i, c in enumerate(cases)]
+    with atomic_open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
