@@ -36,7 +36,12 @@ def main(argv=None) -> int:
     from truneg_fairseq import squad
     from truneg_fairseq.io_utils import atomic_open
 
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides={"data": args.data})
+    from truneg_fairseq.compat import UnsafeCheckpointError
+
+    try:
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides={"data": args.data})
+    except UnsafeCheckpointError as e:
+        fail(str(e))
     if cfg.task._name != "squad":
         fail(f"{args.checkpoint} was not fine-tuned with --task squad (task {cfg.task._name})")
     model = models[0].eval()

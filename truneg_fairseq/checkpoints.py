@@ -18,6 +18,10 @@ _CORRUPT = ("PytorchStreamReader failed", "failed finding central directory", "R
 def describe_load_error(path, exc: BaseException, data: Optional[str] = None) -> Optional[str]:
     """One message for an exception raised while loading checkpoint ``path`` (evaluated on
     ``data``), or None when the exception is not a known loading problem (re-raise it then)."""
+    from truneg_fairseq.compat import UnsafeCheckpointError
+
+    if isinstance(exc, UnsafeCheckpointError):
+        return str(exc)  # names the file and the field already
     text = str(exc)
     unreadable = isinstance(exc, (EOFError, zipfile.BadZipFile, pickle.UnpicklingError)) and "GLOBAL" not in text
     if unreadable or any(s in text for s in _CORRUPT):

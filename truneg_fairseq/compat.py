@@ -24,11 +24,21 @@
    rank 0 of the same job pickled them from objects it holds, so the shim sends them with
    ``torch.distributed.broadcast_object_list`` (plain pickle both ways). Files on disk keep the
    weights-only load and its allow-list.
+4. Checkpoint configs are data, not code (``safe_checkpoint_configs``): fairseq passes some
+   config fields to Python's ``eval`` when it builds a model or an optimizer (e.g.
+   ``encoder_xformers_att_config`` in every transformer layer, ``adam_betas``, adaptive-softmax
+   cutoffs). A checkpoint of plain data passes the weights-only load and would then run whatever
+   such a field holds. Every config fairseq reads from a checkpoint file
+   (``checkpoint_utils.load_checkpoint_to_cpu``: fairseq-train's resume and ``--restore-file``,
+   ``load_model_ensemble_and_task``, the hub, every script of the plugin) is checked first: each
+   of those fields must be empty or a Python literal (it is rewritten as the literal's own
+   ``repr``); anything else refuses the file with one error naming the field.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import shutil
 
@@ -123,3 +133,93 @@ def trusted_worker_broadcast() -> None:
 
     broadcast_object_slow.truneg_trusted = True
     distributed_utils._broadcast_object_slow = broadcast_object_slow
+
+
+# config fields (any group, any prefix such as encoder_/decoder_) whose string value fairseq 0.12
+# evaluates with eval(): utils.eval_str_dict / eval_str_list / eval_bool and the optimizers
+EVALUATED_FIELDS = (
+    "xformers_att_config", "adaptive_softmax_cutoff", "adaptive_input_cutoff", "kernel_size_list",
+    "left_pad_source", "left_pad_target", "pipeline_balance", "pipeline_devices", "decoder_attention",
+    "adam_betas", "adamax_betas", "lamb_betas", "adafactor_eps", "wer_args",
+)
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint's config holds code where fairseq expects a value."""
+
+
+def _evaluated(key: str) -> bool:
+    return any(key == f or key.endswith("_" + f) or key.endswith(f) for f in EVALUATED_FIELDS)
+
+
+def safe_literal(value, where: str):
+    """``value`` itself when it is not a string; a string fairseq would ``eval``: its literal
+    rewritten by ``repr`` (evaluating that builds the same plain value), or
+    :class:`UnsafeCheckpointError` when it is anything but a literal."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return repr(ast.literal_eval(value.strip()))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise UnsafeCheckpointError(
+            f"{where} is {value[:80]!r}: fairseq evaluates this field as Python, and it is not a plain "
+            "value (numbers, strings, lists, dicts) but code. The checkpoint was not loaded; if you made "
+            "it yourself, set the field to null (or a literal) and save it again"
+        ) from None
+
+
+def sanitise_config(cfg, path: str) -> None:
+    """Check (in place) every field of ``cfg`` (an omegaconf config or an argparse namespace from
+    checkpoint ``path``) that fairseq evaluates; see :func:`safe_literal`."""
+    from omegaconf import DictConfig, OmegaConf, open_dict
+
+    if isinstance(cfg, argparse.Namespace):
+        for key, value in vars(cfg).items():
+            if _evaluated(key):
+                setattr(cfg, key, safe_literal(value, f"{path}: args.{key}"))
+        return
+    if not isinstance(cfg, DictConfig):
+        return
+
+    def walk(node, prefix):
+        for key in list(node.keys()):
+            child = node._get_node(key)
+            if isinstance(child, DictConfig):
+                walk(child, f"{prefix}{key}.")
+                continue
+            raw = child._value()
+            if isinstance(raw, argparse.Namespace):  # fairseq keeps a legacy model's args as an object
+                for name, value in vars(raw).items():
+                    if _evaluated(name):
+                        setattr(raw, name, safe_literal(value, f"{path}: cfg.{prefix}{key}.{name}"))
+                continue
+            if not _evaluated(str(key)) or OmegaConf.is_missing(node, key):
+                continue
+            try:
+                value = node[key]  # an interpolation is checked for what it resolves to
+            except Exception:  # unresolvable here: fairseq cannot use it either
+                continue
+            if isinstance(value, str):
+                with open_dict(node):
+                    node[key] = safe_literal(value, f"{path}: cfg.{prefix}{key}")
+
+    walk(cfg, "")
+
+
+def safe_checkpoint_configs() -> None:
+    """Check the config of every checkpoint fairseq loads (see the module docstring, 4.)."""
+    from fairseq import checkpoint_utils
+
+    original = checkpoint_utils.load_checkpoint_to_cpu
+    if getattr(original, "truneg_safe", False):  # installed already
+        return
+
+    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+        state = original(path, arg_overrides=arg_overrides, load_on_all_ranks=load_on_all_ranks)
+        for key in ("cfg", "args"):
+            if state.get(key) is not None:
+                sanitise_config(state[key], str(path))
+        return state
+
+    load_checkpoint_to_cpu.truneg_safe = True
+    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu

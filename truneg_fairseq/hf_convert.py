@@ -184,6 +184,40 @@ def read_wordpiece_vocab(hf_dir: Path) -> Tuple[Optional[List[str]], Optional[bo
     return None, None
 
 
+# the config.json values the converter builds a model from, and their types: checked before
+# anything is built, so a value can only ever be a number of the right kind
+CONFIG_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "max_position_embeddings", "type_vocab_size", "embedding_size", "pad_token_id")
+CONFIG_FLOATS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "initializer_range")
+CONFIG_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+
+
+def check_config_types(config, cfg_path: Path) -> None:
+    """One clear error for a config.json that is not an object, misses a size, or holds a value
+    of the wrong type where the converter reads a number."""
+    if not isinstance(config, dict):
+        raise ConversionError(f"{cfg_path}: expected a JSON object, got a {type(config).__name__}")
+    for key in CONFIG_REQUIRED:
+        if key not in config:
+            raise ConversionError(f"{cfg_path}: no {key!r}: not a complete BERT/ELECTRA config")
+    for key in CONFIG_INTS:
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ConversionError(f"{cfg_path}: {key} must be a non-negative integer, got {value!r}")
+    for key in CONFIG_FLOATS:
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConversionError(f"{cfg_path}: {key} must be a number, got {value!r}")
+    for key in ("hidden_act", "position_embedding_type", "model_type"):
+        value = config.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConversionError(f"{cfg_path}: {key} must be a string, got {value!r}")
+    for key in ("architectures",):
+        value = config.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ConversionError(f"{cfg_path}: {key} must be a list of class names, got {value!r}")
+
+
 def read_hf_dir(path, what: str = "HF_DIR", archs=SUPPORTED_ARCHS, need_vocab: bool = True) -> HFCheckpoint:
     """Read and check a local HuggingFace directory of one of ``archs``."""
     hf_dir = _check_local_dir(path, what)
@@ -191,6 +225,7 @@ def read_hf_dir(path, what: str = "HF_DIR", archs=SUPPORTED_ARCHS, need_vocab: b
     if not cfg_path.is_file():
         raise ConversionError(f"{hf_dir} has no config.json: not a HuggingFace model directory")
     config = _read_json(cfg_path)
+    check_config_types(config, cfg_path)
     found = config.get("architectures") or []
     arch = next((a for a in found if a in archs), None)
     if arch is None:
