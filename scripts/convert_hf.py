@@ -54,6 +54,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     setup_logging("truneg_fairseq.convert_hf")
     from truneg_fairseq.compat import UnsafeCheckpointError
+    from truneg_fairseq.io_utils import OutputDirError
     from truneg_fairseq.hf_convert import ConversionError, export_hf, import_hf
 
     try:
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
                     fail(f"{flag} {path} not found")
             gpt2 = (args.gpt2_encoder_json, args.gpt2_vocab_bpe) if args.gpt2_encoder_json else None
             export_hf(args.checkpoint, args.hf_dir, args.vocab, args.data, args.lowercase, gpt2)
-    except (ConversionError, UnsafeCheckpointError) as e:
+    except (ConversionError, UnsafeCheckpointError, OutputDirError) as e:
         fail(str(e))
     return 0
 

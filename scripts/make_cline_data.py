@@ -36,6 +36,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.io_utils import OutputDirError  # noqa: E402
 from truneg_fairseq.cline import TOKENIZERS, tokenizer_settings  # noqa: E402
 from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
@@ -91,7 +92,7 @@ def main(argv=None) -> int:
             seed=args.seed, syn_rate=args.syn_rate, ant_rate=args.ant_rate, **tokenizer_settings(args))
         cline.make_cline_data(splits, args.output_dir, settings, srcdict=args.srcdict,
                               workers=max(1, args.workers), log_every=args.log_every)
-    except (cline.ClineDataError, corpus.CorpusError) as e:
+    except (cline.ClineDataError, corpus.CorpusError, OutputDirError) as e:
         fail(str(e))
     log.info(f"CLINE data in {os.path.join(args.output_dir, 'data-bin')}; summary in "
              f"{os.path.join(args.output_dir, 'cline_summary.json')}")

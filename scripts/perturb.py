@@ -42,13 +42,15 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     log = setup_logging("truneg_fairseq.perturb")
     from truneg_fairseq import perturb
-    from truneg_fairseq.io_utils import atomic_dir, atomic_open
+    from truneg_fairseq.io_utils import OutputDirError, atomic_open
     from truneg_fairseq.lexicon import WordNetNotFoundError, load_wordnet
 
     try:
         wn = load_wordnet()
     except WordNetNotFoundError as e:
         fail(str(e))
+    if os.path.abspath(args.output) == os.path.abspath(args.input):
+        fail(f"--output {args.output} is the input: write the perturbed copy somewhere else")
     if args.kind == "squad":
         from truneg_fairseq.corpus import CorpusError
         from truneg_fairseq.squad import read_squad_file
@@ -67,7 +69,19 @@ def main(argv=None) -> int:
     task = TASKS[args.task]
     if not os.path.isdir(args.input):
         fail(f"{args.input} is not a GLUE task folder")
-    with atomic_dir(args.output) as tmp:
+    try:
+        _write_glue(args, task, log, wn)
+    except OutputDirError as e:
+        fail(str(e))
+    return 0
+
+
+def _write_glue(args, task, log, wn) -> None:
+    """The perturbed copy of a GLUE task folder (train copied, the evaluation splits changed)."""
+    from truneg_fairseq import perturb
+    from truneg_fairseq.io_utils import atomic_dir
+
+    with atomic_dir(args.output, f"perturb.py {args.kind}") as tmp:
         for split, fname in task.splits:
             src = os.path.join(args.input, fname)
             if not os.path.isfile(src):
@@ -83,7 +97,6 @@ def main(argv=None) -> int:
             with open(os.path.join(tmp, fname), "w", encoding="utf-8", newline="\n") as f:
                 f.write("\n".join(new) + "\n")
             log.info(f"{args.task} {fname}: {changed} texts changed")
-    return 0
 
 
 if __name__ == "__main__":

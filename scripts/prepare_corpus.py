@@ -40,6 +40,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.io_utils import OutputDirError  # noqa: E402
 from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
 
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
         log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')}, {args.tokenizer} "
                  f"tokenizer fingerprint {tokenizer.fingerprint()[:12]})")
         new = []
-    except corpus.CorpusError as e:
+    except (corpus.CorpusError, OutputDirError) as e:
         fail(str(e))
     finally:
         for p in new:  # a failed run leaves no half-built outputs behind

@@ -21,6 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.io_utils import OutputDirError  # noqa: E402
 from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
 
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
                                    max_skip_fraction=args.max_skip_fraction)
             log.info(f"{name}: written to {os.path.join(args.output_dir, name)} "
                      f"(skipped rows: {', '.join(f'{k} {v}' for k, v in skipped.items())})")
-    except CorpusError as e:
+    except (CorpusError, OutputDirError) as e:
         fail(str(e))
     return 0
 

@@ -71,7 +71,7 @@ def test_atomic_dir_follows_umask(tmp_path):
 
     old = os.umask(0o022)
     try:
-        with atomic_dir(tmp_path / "out") as work:
+        with atomic_dir(tmp_path / "out", "a command") as work:
             (work / "f.txt").write_text("x")
         (tmp_path / "ref").mkdir()
     finally:

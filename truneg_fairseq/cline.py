@@ -517,7 +517,7 @@ def make_cline_data(
         dictionary.finalize(padding_factor=8)
     fingerprint = dictionary_fingerprint(dictionary.symbols)
 
-    with atomic_dir(out / "data-bin") as tmp:
+    with atomic_dir(out / "data-bin", "make_cline_data.py") as tmp:
         dictionary.save(str(tmp / "dict.txt"))
         for split in texts:
             counts, kinds = counts_by_split[split]

@@ -196,7 +196,7 @@ def binarize(
     then renamed into place). ``nwords`` > 0 keeps that many of the most frequent symbols in the
     dictionary built from the training text (the rest become ``<unk>``); -1 keeps them all."""
     destdir = Path(destdir)
-    with atomic_dir(destdir) as tmp:
+    with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.corpus.binarize)") as tmp:
         cmd = [
             sys.executable, "-m", "fairseq_cli.preprocess", "--only-source",
             "--trainpref", str(trainpref), "--validpref", str(validpref),

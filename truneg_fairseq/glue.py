@@ -177,7 +177,7 @@ def prepare_task(
             what = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in reasons[split].items())
             logger.warning(f"{task.name} {fname}: skipped {skipped[split]} malformed rows ({what})")
         logger.info(f"{task.name} {fname}: {len(data[split])} examples")
-    with atomic_dir(out_dir / task.name) as work:
+    with atomic_dir(out_dir / task.name, "prepare_glue.py") as work:
         raw = work / "raw"
         for split, exs in data.items():
             atomic_write_lines(raw / f"{split}.input0", tokenizer([e.text1 for e in exs]))

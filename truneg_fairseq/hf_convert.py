@@ -565,7 +565,7 @@ def import_hf(hf_dir, out_dir, generator_dir=None) -> Path:
             raise ConversionError(f"--generator is for ElectraForPreTraining; {ck.path} holds {ck.arch}")
         gen = read_hf_dir(generator_dir, "--generator", GENERATOR_ARCHS, need_vocab=False)
     out_dir = Path(out_dir).resolve()
-    with atomic_dir(out_dir) as work:
+    with atomic_dir(out_dir, "convert_hf.py import") as work:
         order = fairseq_row_order(ck.vocab, str(ck.path / "vocab.txt"))
         with open(work / "dict.txt", "w", encoding="utf-8") as f:
             f.write("".join(line + "\n" for line in dict_lines(ck.vocab, order)))
@@ -859,7 +859,7 @@ def export_hf(checkpoint, hf_dir, vocab_file=None, data=None, lowercase: Optiona
     if getattr(model, "classification_heads", None):
         logger.warning(f"classification heads {', '.join(model.classification_heads)} are not exported")
     hf_dir = Path(hf_dir).resolve()
-    with atomic_dir(hf_dir) as work, torch.no_grad():
+    with atomic_dir(hf_dir, "convert_hf.py export") as work, torch.no_grad():
         if isinstance(model, ElectraModel):
             written = _export_electra(model, symbols, vocab_file, work, lowercase)
         elif isinstance(model, RobertaModel):

@@ -1,6 +1,7 @@
 """Atomic file output: write to a temporary file beside the target, then rename over it."""
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -31,21 +32,126 @@ def atomic_open(path: os.PathLike, mode: str = "w", **kwargs):
         raise
 
 
-@contextlib.contextmanager
-def atomic_dir(path: os.PathLike):
-    """Build a directory under a temporary name beside ``path`` and yield that name; on success
-    it replaces ``path`` (an older ``path`` is removed) with the umask's permissions, as ``mkdir``
-    would; on any error it is deleted."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+MARKER = ".truneg-output.json"
+
+
+class OutputDirError(RuntimeError):
+    """An output directory this command may not write: the message says why and what to do."""
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
     try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _check_target(path: Path, owner: str) -> None:
+    """``path`` may be (re)written: missing, an empty directory, or an earlier output of the
+    same command (its marker file). Anything else is refused: nothing is ever deleted that this
+    command did not write."""
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise OutputDirError(f"{path} is a file, not a directory: choose a new output directory")
+    if not any(path.iterdir()):
+        return
+    marker = path / MARKER
+    recorded = None
+    if marker.is_file():
+        try:
+            recorded = json.loads(marker.read_text()).get("command")
+        except (ValueError, OSError):
+            recorded = None
+    if recorded == owner:
+        return
+    what = f"the output of `{recorded}`" if recorded else "files this command did not write"
+    raise OutputDirError(
+        f"{path} already holds {what}; {owner} writes only into a new (or empty) directory or into "
+        "its own earlier output, and never deletes anything else. Give a new output directory"
+    )
+
+
+def _lock(path: Path, log) -> Path:
+    """One run at a time per output directory: a lock file beside it with the holder's pid."""
+    lock = path.parent / f".{path.name}.lock"
+    while True:
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(lock.read_text().strip() or 0)
+            except (ValueError, OSError):
+                holder = 0
+            if _pid_alive(holder) and holder != os.getpid():
+                raise OutputDirError(
+                    f"{path} is being written by another run (pid {holder}, lock {lock}); wait for it, or "
+                    "choose another output directory"
+                ) from None
+            log(f"removing the stale lock {lock} of a run that ended (pid {holder})")
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return lock
+
+
+def _recover(path: Path, log) -> None:
+    """Clean up after killed runs: their unfinished ``.NAME.new-*`` directories are removed; an
+    old output set aside (``.NAME.old-*``) just before a kill is put back when the new one never
+    arrived, and removed otherwise."""
+    for leftover in sorted(path.parent.glob(f".{path.name}.new-*")):
+        log(f"removing {leftover}: the unfinished output of a run that was killed")
+        shutil.rmtree(leftover, ignore_errors=True)
+    for aside in sorted(path.parent.glob(f".{path.name}.old-*")):
+        if path.exists():
+            log(f"removing {aside}: the previous output, already replaced")
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            log(f"restoring {path} from {aside}: a run was killed while replacing it")
+            os.replace(aside, path)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: os.PathLike, owner: str, log=None):
+    """Build a directory under a temporary name beside ``path`` and yield that name; on success
+    it takes the place of ``path`` with the umask's permissions, as ``mkdir`` would.
+
+    ``owner`` names the command (e.g. ``"convert_hf.py import"``); it is recorded in a marker
+    file inside the output, and ``path`` must be missing, empty or an earlier output of the same
+    command (:class:`OutputDirError` otherwise, before anything is written). One run at a time
+    (a lock file beside ``path``); an earlier output is renamed aside, the new one renamed in,
+    then the old one removed, so a kill at any moment leaves one of them whole, and the next run
+    puts things right (:func:`_recover`). On any error only what this run created is removed."""
+    import logging
+
+    log = log or logging.getLogger(__name__).warning
+    path = Path(os.path.abspath(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = _lock(path, log)
+    tmp = None
+    try:
+        _recover(path, log)
+        _check_target(path, owner)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.new-{os.getpid()}-", dir=path.parent))
         yield tmp
+        with open(tmp / MARKER, "w") as f:
+            json.dump({"command": owner}, f)
         # mkdtemp makes the directory private (0700); the result gets what mkdir would give it
         os.chmod(tmp, 0o777 & ~_umask())
+        aside = None
         if path.exists():
-            shutil.rmtree(path)
+            aside = path.parent / f".{path.name}.old-{os.getpid()}"
+            os.replace(path, aside)
         os.replace(tmp, path)
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        lock.unlink(missing_ok=True)
