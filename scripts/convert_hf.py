@@ -39,6 +39,9 @@ def main(argv=None) -> int:
     imp.add_argument("hf_dir", help="local HuggingFace model directory")
     imp.add_argument("out_dir", help="output directory (model.pt, dict.txt, vocab.txt); replaced atomically")
     imp.add_argument("--generator", help="ElectraForMaskedLM directory paired with an ElectraForPreTraining HF_DIR")
+    imp.add_argument("--allow-unshared-embeddings", action="store_true",
+                     help="import a generator whose embedding values differ from the discriminator's (not a "
+                     "published pair): the model shares the discriminator's; refused without this flag")
     exp = sub.add_parser("export", help="fairseq checkpoint -> HuggingFace directory")
     exp.add_argument("checkpoint", help="fairseq checkpoint (.pt)")
     exp.add_argument("hf_dir", help="output directory; replaced atomically")
@@ -59,7 +62,7 @@ def main(argv=None) -> int:
 
     try:
         if args.command == "import":
-            import_hf(args.hf_dir, args.out_dir, args.generator)
+            import_hf(args.hf_dir, args.out_dir, args.generator, args.allow_unshared_embeddings)
         else:
             if bool(args.gpt2_encoder_json) != bool(args.gpt2_vocab_bpe):
                 fail("--gpt2-encoder-json and --gpt2-vocab-bpe go together")

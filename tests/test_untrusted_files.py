@@ -245,3 +245,87 @@ def test_the_next_run_recovers_every_moment_of_a_killed_replacement(tmp_path, st
     assert (out / "v.txt").read_text() == "next"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert messages  # what was cleaned or restored is said
+
+
+# ---- wrong results in silence become one clear error ----------------------------------------
+
+
+def test_weights_with_more_layers_than_the_config_are_refused(tmp_path):
+    from truneg_fairseq.hf_convert import ConversionError, import_hf
+
+    save_bert(tmp_path / "hf", vocab=wordpiece_vocab())  # 2 layers
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    config["num_hidden_layers"] = 1
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConversionError, match=r"hold 2 layers .* num_hidden_layers 1"):
+        import_hf(tmp_path / "hf", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_generator_with_other_embedding_values_is_refused_unless_allowed(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from hf_fixtures import save_electra_pair
+    from truneg_fairseq.hf_convert import ConversionError, import_hf
+
+    save_electra_pair(tmp_path / "disc", tmp_path / "gen")
+    weights = tmp_path / "gen" / "model.safetensors"
+    state = load_file(str(weights))
+    state["electra.embeddings.word_embeddings.weight"] = state["electra.embeddings.word_embeddings.weight"] + 0.01
+    save_file(state, str(weights))
+    with pytest.raises(ConversionError, match="differ in electra.embeddings.word_embeddings.weight.*not a published pair"):
+        import_hf(tmp_path / "disc", tmp_path / "out", generator_dir=tmp_path / "gen")
+    assert not (tmp_path / "out").exists()
+    import_hf(tmp_path / "disc", tmp_path / "out", generator_dir=tmp_path / "gen", allow_unshared_embeddings=True)
+    assert (tmp_path / "out" / "model.pt").is_file()
+
+
+def test_export_of_a_cased_vocabulary_without_tokenizer_config_stays_cased(tmp_path):
+    """Imported from a directory that does not say whether it lower-cases: the export follows
+    the vocabulary (upper-case entries: cased), as the plugin's own WordPiece does."""
+    from transformers import AutoTokenizer
+
+    from truneg_fairseq.hf_convert import export_hf, import_hf
+
+    vocab = wordpiece_vocab() + ["The", "Paris", "P"]
+    save_bert(tmp_path / "hf", vocab=vocab)
+    for name in ("tokenizer_config.json", "tokenizer.json"):
+        (tmp_path / "hf" / name).unlink(missing_ok=True)
+    import_hf(tmp_path / "hf", tmp_path / "imp")
+    assert json.loads((tmp_path / "imp" / "import.json").read_text())["lowercase"] is None
+    export_hf(tmp_path / "imp" / "model.pt", tmp_path / "back")
+    assert json.loads((tmp_path / "back" / "tokenizer_config.json").read_text())["do_lower_case"] is False
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "back"))
+    assert tok.tokenize("The Paris") == ["The", "Paris"]
+
+
+def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path):
+    from truneg_fairseq import corpus
+    from truneg_fairseq.tokenizer import TokenizerSpec, TokenizerError, build_tokenizer, check_record, write_record
+    from utils import tiny_corpus_lines
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(tiny_corpus_lines(400)) + "\n")
+    models = [corpus.train_sentencepiece(text, tmp_path / f"run{i}" / "spm", 120, "unigram") for i in (1, 2)]
+    assert Path(models[0]).read_bytes() != Path(models[1]).read_bytes()  # the trainer section differs
+    prints = [build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(m))).fingerprint() for m in models]
+    assert prints[0] == prints[1]
+    other = corpus.train_sentencepiece(text, tmp_path / "run3" / "spm", 140, "unigram")
+    assert build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(other))).fingerprint() != prints[0]
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(t + "\n" for t in wordpiece_vocab()))
+    crlf = tmp_path / "crlf" / "vocab.txt"
+    crlf.parent.mkdir()
+    crlf.write_bytes(vocab.read_bytes().replace(b"\n", b"\r\n"))
+    data = tmp_path / "data"
+    data.mkdir()
+    write_record(data, build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=True)))
+    check_record(data / "dict.txt", build_tokenizer(TokenizerSpec("wordpiece", vocab=str(crlf), lowercase=True)))
+    with pytest.raises(TokenizerError, match="lowercase"):
+        check_record(data / "dict.txt", build_tokenizer(TokenizerSpec("wordpiece", vocab=str(crlf), lowercase=False)))
+    changed = tmp_path / "changed" / "vocab.txt"
+    changed.parent.mkdir()
+    changed.write_text("".join(t + "\n" for t in wordpiece_vocab()[:-1]))
+    with pytest.raises(TokenizerError, match="is not the file that made"):
+        check_record(data / "dict.txt", build_tokenizer(TokenizerSpec("wordpiece", vocab=str(changed), lowercase=True)))

@@ -290,6 +290,13 @@ def _take(state: Dict[str, torch.Tensor], key: str, where: str) -> torch.Tensor:
 
 
 def _layers(state, hf_prefix: str, fs_prefix: str, n: int, where: str) -> Dict[str, torch.Tensor]:
+    found = {int(m.group(1)) for k in state for m in [re.match(re.escape(hf_prefix) + r"(\d+)\.", k)] if m}
+    if found and max(found) >= n:
+        raise ConversionError(
+            f"{where}: the weights hold {max(found) + 1} layers ({hf_prefix}0-{max(found)}) but config.json says "
+            f"num_hidden_layers {n}: the config does not belong to these weights (importing would drop layers). "
+            "Use the config.json published with them"
+        )
     out = {}
     for i in range(n):
         for hf_sfx, fs_sfx in LAYER_MAP:
@@ -478,7 +485,7 @@ def _electra_args(d: dict, g: Optional[dict], max_positions: int) -> List[str]:
     return args if g is not None else args + ["--electra-discriminator-only"]
 
 
-def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path):
+def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, allow_unshared: bool = False):
     d, s, where = ck.config, ck.state, str(ck.path)
     for cfg_ in (d, gen.config if gen else {}):
         if cfg_.get("hidden_act", "gelu") != "gelu":
@@ -504,6 +511,14 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path):
                 key = f"electra.embeddings.{name}.{p}"
                 if key in gen.state and gen.state[key].shape == s[key].shape:
                     diff = (gen.state[key].float() - s[key].float()).abs().max().item()
+                    if diff > 0 and not allow_unshared:
+                        raise ConversionError(
+                            f"the generator in {gen.path} and the discriminator in {ck.path} differ in {key} (max "
+                            f"{diff:.3g}): ELECTRA shares its embeddings, so these are not a published pair. Give the "
+                            "generator released with this discriminator, or pass --allow-unshared-embeddings to "
+                            "import anyway with the discriminator's embeddings (the generator is then not the "
+                            "published one)"
+                        )
                     if diff > 0:
                         logger.warning(f"generator and discriminator differ in {key} (max {diff:.3g}); the "
                                        "imported model shares the discriminator's embeddings")
@@ -555,7 +570,7 @@ def _stack(state, fs_prefix: str, config: dict, where: str) -> Dict[str, torch.T
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def import_hf(hf_dir, out_dir, generator_dir=None) -> Path:
+def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bool = False) -> Path:
     """Convert a local HF directory to ``out_dir`` (model.pt, dict.txt, vocab.txt and the
     tokenizer files found). Nothing is written unless the whole conversion succeeds."""
     ck = read_hf_dir(hf_dir)
@@ -575,7 +590,7 @@ def import_hf(hf_dir, out_dir, generator_dir=None) -> Path:
             if (ck.path / name).is_file():
                 shutil.copyfile(ck.path / name, work / name)
         with torch.no_grad():
-            cfg, model = _import_bert(ck, work) if ck.arch in BERT_ARCHS else _import_electra(ck, gen, work)
+            cfg, model = _import_bert(ck, work) if ck.arch in BERT_ARCHS else _import_electra(ck, gen, work, allow_unshared_embeddings)
         cfg.task.data = str(out_dir)  # where dict.txt will be once the directory is in place
         _save_checkpoint(work / "model.pt", cfg, model)
         info = {"source": str(ck.path), "architecture": ck.arch, "generator": str(gen.path) if gen else None,
@@ -835,11 +850,27 @@ def _write_roberta_vocab(out: Path, symbols: List[str], dict_txt: Path, gpt2_fil
                    "cls_token": "<s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}, f, indent=2)
 
 
+def _recorded_lowercase(checkpoint, vocab_file, symbols) -> bool:
+    """Whether the exported tokenizer lower-cases: as the import recorded it, else as the
+    vocabulary shows (lower-case only when no entry has an upper-case letter), the rule the
+    plugin's own WordPiece applies (``--lowercase auto``)."""
+    from truneg_fairseq.tokenizer import uncased
+
+    for d in (Path(checkpoint).parent, Path(vocab_file).parent if vocab_file else None):
+        if d is not None and (d / "import.json").is_file() and _read_json(d / "import.json").get("lowercase") is not None:
+            return bool(_read_json(d / "import.json")["lowercase"])
+    vocab = symbols
+    if vocab_file is not None and Path(vocab_file).is_file():
+        vocab = Path(vocab_file).read_text(encoding="utf-8").splitlines()
+    return uncased([t for t in vocab if not (t.startswith("<") and t.endswith(">"))])
+
+
 def export_hf(checkpoint, hf_dir, vocab_file=None, data=None, lowercase: Optional[bool] = None,
               gpt2_files: Optional[Tuple[str, str]] = None) -> List[str]:
     """Write a plugin ELECTRA, BERT or fairseq RoBERTa checkpoint as a HuggingFace directory;
     returns the architectures written. ``vocab_file`` restores the original WordPiece ids;
-    ``lowercase`` defaults to the import's record (``import.json``) or True."""
+    ``lowercase`` defaults to the import's record (``import.json``), else to what the
+    vocabulary shows (:func:`_recorded_lowercase`)."""
     from fairseq.models.roberta import RobertaModel
 
     from truneg_fairseq.models.bert import BertModel
@@ -851,11 +882,7 @@ def export_hf(checkpoint, hf_dir, vocab_file=None, data=None, lowercase: Optiona
     if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():
         vocab_file = Path(checkpoint).parent / "vocab.txt"  # an imported directory exported as it is
     if lowercase is None:
-        lowercase = True
-        for d in (Path(checkpoint).parent, Path(vocab_file).parent if vocab_file else None):
-            if d is not None and (d / "import.json").is_file() and _read_json(d / "import.json").get("lowercase") is not None:
-                lowercase = bool(_read_json(d / "import.json")["lowercase"])
-                break
+        lowercase = _recorded_lowercase(checkpoint, vocab_file, symbols)
     if getattr(model, "classification_heads", None):
         logger.warning(f"classification heads {', '.join(model.classification_heads)} are not exported")
     hf_dir = Path(hf_dir).resolve()

@@ -390,18 +390,11 @@ class Tokenizer(abc.ABC):
         return f"entries of {files}" if files else f"{self.kind} entries"
 
     def file_fingerprints(self) -> Dict[str, str]:
-        """{spec field: sha256 of the file's bytes} for the files given."""
-        out = {}
-        for attr, path in sorted(self.spec.files().items()):
-            h = hashlib.sha256()
-            with open(path, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            out[attr] = h.hexdigest()
-        return out
+        """{spec field: sha256 of what the file says (:func:`content_digest`)} for the files given."""
+        return {attr: content_digest(path) for attr, path in sorted(self.spec.files().items())}
 
     def fingerprint(self) -> str:
-        """sha256 over the kind, the files' bytes (and WordPiece's lower-casing)."""
+        """sha256 over the kind, the files' contents (and WordPiece's lower-casing)."""
         h = hashlib.sha256(self.kind.encode())
         for attr, digest in self.file_fingerprints().items():
             h.update(f"\0{attr}={digest}".encode())
@@ -603,13 +596,58 @@ def load_dictionary_view(dict_path, tokenizer: Tokenizer) -> VocabView:
 # ---------------------------------------------------------------------------------------------
 
 
+def content_digest(path) -> str:
+    """sha256 of what a tokenizer file says, not of its bytes: a sentencepiece model's pieces,
+    scores, types and normalisation rules (its trainer section, which records the input paths
+    and the training process, is left out, so two identical trainings agree); a JSON file's
+    parsed content; a text file's lines without their line endings (a CRLF copy agrees)."""
+    path = Path(path)
+    h = hashlib.sha256()
+    if path.suffix == ".model":
+        from sentencepiece import sentencepiece_model_pb2
+
+        proto = sentencepiece_model_pb2.ModelProto()
+        try:
+            proto.ParseFromString(path.read_bytes())
+        except Exception:  # not a model proto: its bytes identify it
+            h.update(path.read_bytes())
+            return h.hexdigest()
+        for piece in proto.pieces:
+            h.update(f"{piece.piece}\t{piece.score!r}\t{piece.type}\n".encode("utf-8"))
+        h.update(proto.normalizer_spec.SerializeToString(deterministic=True))
+        h.update(proto.denormalizer_spec.SerializeToString(deterministic=True))
+        return h.hexdigest()
+    data = path.read_bytes()
+    if path.suffix == ".json":
+        try:
+            h.update(json.dumps(json.loads(data.decode("utf-8")), sort_keys=True, ensure_ascii=False).encode("utf-8"))
+            return h.hexdigest()
+        except (ValueError, UnicodeDecodeError):
+            pass
+    lines = data.replace(b"\r\n", b"\n").split(b"\n")
+    while lines and not lines[-1]:
+        lines.pop()
+    h.update(b"\n".join(lines))
+    return h.hexdigest()
+
+
+def _byte_digest(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def write_record(data_dir, tokenizer: Tokenizer) -> Path:
     """Write ``DATA/tokenizer_fingerprint.json`` (atomically): the tokenizer's kind, its files
-    (absolute paths and sha256), lower-casing and fingerprint, so later steps can check they use
+    (absolute paths and the sha256 of their contents, :func:`content_digest`), lower-casing and
+    fingerprint, so later steps can check they use
     the tokenizer that made ``DATA/dict.txt``, and whole-word masking can find it."""
     digests = tokenizer.file_fingerprints()
     rec = {"format_version": RECORD_VERSION, "tokenizer": tokenizer.kind, "fingerprint": tokenizer.fingerprint(),
-           "files": {k: {"path": os.path.abspath(v), "sha256": digests[k]} for k, v in tokenizer.spec.files().items()}}
+           "files": {k: {"path": os.path.abspath(v), "sha256": digests[k], "digest": "content"}
+                     for k, v in tokenizer.spec.files().items()}}
     if tokenizer.kind == "wordpiece":
         rec["lowercase"] = tokenizer.lowercase
     path = Path(data_dir) / RECORD_NAME
@@ -664,6 +702,8 @@ def check_record(dict_path, tokenizer: Tokenizer) -> None:
     given = tokenizer.file_fingerprints()
     for attr, digest in given.items():
         want = rec["files"].get(attr)
+        if want is not None and want.get("digest") != "content":  # a record of the files' bytes
+            digest = _byte_digest(tokenizer.spec.files()[attr])
         if want is not None and want["sha256"] != digest:
             flag = next(fl for a, fl, _ in FILES[tokenizer.kind] if a == attr)
             raise TokenizerError(
