@@ -40,7 +40,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
-from truneg_fairseq.io_utils import OutputDirError  # noqa: E402
+from truneg_fairseq.io_utils import OutputDirError, output_lock  # noqa: E402
 from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
 
@@ -68,6 +68,16 @@ def get_parser():
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.prepare_corpus")
+    try:
+        # one run at a time per output directory: the cleanup of a failed run then removes only
+        # what that run created
+        with output_lock(args.output_dir, log.warning):
+            return _prepare(args, log)
+    except OutputDirError as e:
+        fail(str(e))
+
+
+def _prepare(args, log) -> int:
     from truneg_fairseq import corpus
     from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer, wordpiece_dict_lines, write_record
 

@@ -4,6 +4,7 @@ Each case runs the real scripts and asserts that the marker file the payload wou
 not appear and that the error names the file and the field."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,35 @@ def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path)
     changed.write_text("".join(t + "\n" for t in wordpiece_vocab()[:-1]))
     with pytest.raises(TokenizerError, match="is not the file that made"):
         check_record(data / "dict.txt", build_tokenizer(TokenizerSpec("wordpiece", vocab=str(changed), lowercase=True)))
+
+
+@pytest.mark.parametrize("lowercase,warned", [("no", True), ("yes", False)])
+def test_unknown_token_rate_is_logged_and_a_high_one_is_a_warning(tmp_path, lowercase, warned):
+    """An uncased vocabulary with --lowercase no turns every capitalised word into <unk>."""
+    from utils import tiny_corpus_lines
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(t + "\n" for t in wordpiece_vocab()))
+    text = tmp_path / "text.txt"
+    text.write_text("".join(line.capitalize() + "\n" for line in tiny_corpus_lines(300)))
+    proc = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(tmp_path / "work"),
+                                            "--tokenizer", "wordpiece", "--vocab", str(vocab), "--lowercase", lowercase])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert re.search(r"data-bin/train: \d+ of \d+ tokens \([\d.]+%\) are <unk>", out)
+    assert ("WARNING" in out and "check --lowercase" in out) == warned
+
+
+def test_a_second_prepare_corpus_on_the_same_output_is_refused_and_deletes_nothing(tmp_path):
+    from utils import tiny_corpus_lines
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(tiny_corpus_lines(200)) + "\n")
+    out = tmp_path / "work"
+    first = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
+    assert first.returncode == 0, first.stderr
+    before = _snapshot(out)
+    (tmp_path / ".work.lock").write_text("1")  # a run in progress (pid 1 is alive)
+    second = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
+    assert second.returncode == 2 and "being written by another run (pid 1" in second.stderr
+    assert _snapshot(out) == before

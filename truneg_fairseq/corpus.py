@@ -209,4 +209,43 @@ def binarize(
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CorpusError(f"fairseq-preprocess failed:\n{proc.stderr[-2000:]}")
+        report_unknown_rates(tmp, destdir)
     return destdir
+
+
+UNKNOWN_WARNING = 5.0  # % of tokens that are <unk> above which the tokenizer or vocabulary is suspect
+
+
+def unknown_rate(prefix: os.PathLike, unk: int = 3) -> Tuple[int, int]:
+    """(``<unk>`` tokens, tokens) of a binarized split (``prefix``.bin/.idx): both the words
+    fairseq-preprocess did not find in dict.txt and the tokenizer's own unknown pieces."""
+    import numpy as np
+    from fairseq.data import indexed_dataset
+
+    ds = indexed_dataset.MMapIndexedDataset(str(prefix))
+    try:
+        tokens = np.frombuffer(ds._bin_buffer, dtype=ds._index.dtype)  # every token of the split
+    except AttributeError:  # another fairseq layout: one sequence at a time
+        tokens = np.concatenate([ds[i].numpy() for i in range(len(ds))]) if len(ds) else np.zeros(0)
+    return int((tokens == unk).sum()), int(tokens.size)
+
+
+def report_unknown_rates(data_dir: os.PathLike, shown_as: os.PathLike) -> dict:
+    """Log the share of ``<unk>`` tokens of each split in ``data_dir`` (named ``shown_as``), as
+    a warning naming the likely causes above :data:`UNKNOWN_WARNING` %. Returns {split: %}."""
+    rates = {}
+    for split in ("train", "valid", "test"):
+        prefix = Path(data_dir) / split
+        if not Path(f"{prefix}.idx").is_file():
+            continue
+        n_unk, n = unknown_rate(prefix)
+        pct = rates[split] = 100.0 * n_unk / max(n, 1)
+        where = f"{Path(shown_as) / split}: {n_unk} of {n} tokens ({pct:.3g}%) are <unk>"
+        if pct > UNKNOWN_WARNING:
+            logger.warning(
+                f"{where}: the tokenizer does not fit the vocabulary (likely a cased text with an uncased "
+                "vocabulary or the reverse: check --lowercase; or another model's vocabulary or dict.txt)"
+            )
+        else:
+            logger.info(where)
+    return rates

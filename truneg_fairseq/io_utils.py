@@ -77,6 +77,20 @@ def _check_target(path: Path, owner: str) -> None:
     )
 
 
+@contextlib.contextmanager
+def output_lock(path: os.PathLike, log=None):
+    """Hold the lock of output directory ``path`` (:func:`_lock`) for the ``with`` block."""
+    import logging
+
+    path = Path(os.path.abspath(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = _lock(path, log or logging.getLogger(__name__).warning)
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
 def _lock(path: Path, log) -> Path:
     """One run at a time per output directory: a lock file beside it with the holder's pid."""
     lock = path.parent / f".{path.name}.lock"
