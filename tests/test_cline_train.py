@@ -38,7 +38,7 @@ def test_continue_resume_finetune_and_hits(corpus_dir, data_bin, tmp_path, wn):
                                                    "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"])
     log = first.stdout + first.stderr
     assert "the checkpoint has no CLINE RTD head" in log and "Loaded checkpoint" in log
-    assert re.search(r"train_inner .*mlm_loss=.*rtd_loss=.*rtd_acc=.*cts_loss=.*cts_acc=.*w_mlm=", log)
+    assert re.search(r"train_inner .*mlm_loss=.*rtd_loss=.*cts_loss=.*logvar_loss=.*rtd_acc=.*cts_acc=.*w_mlm=", log)
     assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| mlm_loss [\d.]+ \| rtd_loss", log)
     assert updates(log) == 4
     state = torch.load(tmp_path / "ck" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
