@@ -362,3 +362,38 @@ def test_a_second_prepare_corpus_on_the_same_output_is_refused_and_deletes_nothi
     second = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
     assert second.returncode == 2 and "being written by another run (pid 1" in second.stderr
     assert _snapshot(out) == before
+
+
+@pytest.mark.parametrize("case", ["pickle_bin", "garbled_safetensors", "truncated_safetensors", "latin1_vocab",
+                                  "shard_outside"])
+def test_damaged_or_crafted_hf_files_are_one_error_naming_the_file(tmp_path, case):
+    import pickle
+
+    hf = tmp_path / "hf"
+    save_bert(hf, vocab=wordpiece_vocab())
+    weights = hf / "model.safetensors"
+    named = weights
+    if case == "pickle_bin":
+        weights.unlink()
+        named = hf / "pytorch_model.bin"
+
+        class Payload:
+            def __reduce__(self):
+                return (open, (str(tmp_path / "PWNED"), "w"))
+
+        named.write_bytes(pickle.dumps({"x": Payload()}))
+    elif case == "garbled_safetensors":
+        weights.write_bytes(b"\xff" * 64 + weights.read_bytes()[64:])
+    elif case == "truncated_safetensors":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif case == "latin1_vocab":
+        named = hf / "vocab.txt"
+        named.write_bytes(named.read_bytes() + "caf\xe9\n".encode("latin-1"))
+    else:
+        weights.rename(tmp_path / "elsewhere.safetensors")
+        named = hf / "model.safetensors.index.json"
+        named.write_text(json.dumps({"weight_map": {"x": "../elsewhere.safetensors"}}))
+    proc = run_script("convert_hf.py", ["import", str(hf), str(tmp_path / "out")])
+    assert proc.returncode == 2, proc.stderr
+    assert str(named) in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out").exists()

@@ -104,16 +104,36 @@ def _read_json(path: Path) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    except json.JSONDecodeError as e:
-        raise ConversionError(f"{path} is not valid JSON ({e})") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConversionError(f"{path} is not valid JSON ({e})") from None
 
 
 def _load_weight_file(path: Path) -> Dict[str, torch.Tensor]:
     if path.name.endswith(".safetensors"):
         from safetensors.torch import load_file
 
-        return load_file(str(path), device="cpu")
-    state = torch.load(str(path), map_location="cpu", weights_only=True)
+        try:
+            return load_file(str(path), device="cpu")
+        except Exception as e:  # safetensors raises its own error types for a damaged file
+            raise ConversionError(
+                f"{path} is not a readable safetensors file (truncated or damaged: {str(e).splitlines()[0][:120]}); "
+                "download it again"
+            ) from None
+    import pickle
+
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        unsafe = "GLOBAL" in str(e) or "Unsupported" in str(e)
+        raise ConversionError(
+            f"{path} is refused: it holds Python objects, not only weights ({first[:160]}); a weight file is "
+            "never loaded with code. Use the model.safetensors of the same model"
+            if unsafe else f"{path} is not a readable weight file ({first[:160]}): truncated or damaged; download it again"
+        ) from None
+    except (RuntimeError, EOFError, OSError) as e:
+        raise ConversionError(f"{path} is not a readable weight file ({str(e).splitlines()[0][:160]}): truncated or "
+                              "damaged; download it again") from None
     if not isinstance(state, dict):
         raise ConversionError(f"{path} does not hold a state dict (got {type(state).__name__})")
     return state
@@ -128,6 +148,10 @@ def load_weights(hf_dir: Path) -> Dict[str, torch.Tensor]:
             continue
         if name.endswith(".index.json"):
             shards = sorted(set(_read_json(path).get("weight_map", {}).values()))
+            outside = [s for s in shards if not isinstance(s, str) or (hf_dir / s).resolve().parent != hf_dir.resolve()]
+            if outside:
+                raise ConversionError(f"{path} names shard files outside {hf_dir}: {', '.join(map(str, outside))}; "
+                                      "a shard index may only name files beside it")
             missing = [s for s in shards if not (hf_dir / s).is_file()]
             if missing:
                 raise ConversionError(f"{path} names shard files that are missing: {', '.join(missing)}")
@@ -168,8 +192,12 @@ def read_wordpiece_vocab(hf_dir: Path) -> Tuple[Optional[List[str]], Optional[bo
             lowercase = bool(norm["lowercase"])
     vocab_txt = hf_dir / "vocab.txt"
     if vocab_txt.is_file():
-        with open(vocab_txt, encoding="utf-8") as f:
-            vocab = [line.rstrip("\r\n") for line in f]
+        try:
+            with open(vocab_txt, encoding="utf-8") as f:
+                vocab = [line.rstrip("\r\n") for line in f]
+        except UnicodeDecodeError as e:
+            raise ConversionError(f"{vocab_txt} is not UTF-8 text (byte {e.start}): not a WordPiece vocabulary "
+                                  "as transformers writes it") from None
         while vocab and vocab[-1] == "":
             vocab.pop()
         return vocab, lowercase
