@@ -397,3 +397,12 @@ def test_damaged_or_crafted_hf_files_are_one_error_naming_the_file(tmp_path, cas
     assert proc.returncode == 2, proc.stderr
     assert str(named) in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out").exists()
+
+
+def test_an_output_that_cannot_be_written_is_one_error(imported, tmp_path):
+    proc = run_script("convert_hf.py", ["import", str(imported / "hf"), "/proc/truneg-out/model"])
+    assert proc.returncode == 2 and "/proc/truneg-out/model: cannot write there" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    (tmp_path / "file").write_text("x")
+    proc = run_script("convert_hf.py", ["import", str(imported / "hf"), str(tmp_path / "file")])
+    assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr

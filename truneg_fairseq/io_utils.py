@@ -1,6 +1,7 @@
 """Atomic file output: write to a temporary file beside the target, then rename over it."""
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -146,14 +147,31 @@ def atomic_dir(path: os.PathLike, owner: str, log=None):
 
     log = log or logging.getLogger(__name__).warning
     path = Path(os.path.abspath(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = _lock(path, log)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = _lock(path, log)
+    except OSError as e:
+        raise OutputDirError(f"{path}: cannot write there ({e.strerror or e}); choose a writable directory") from None
     tmp = None
     try:
         _recover(path, log)
         _check_target(path, owner)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.new-{os.getpid()}-", dir=path.parent))
-        yield tmp
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.new-{os.getpid()}-", dir=path.parent))
+        except OSError as e:
+            raise OutputDirError(f"{path}: cannot write there ({e.strerror or e}); choose a writable directory") from None
+        try:
+            yield tmp
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+                raise OutputDirError(f"{path}: writing failed ({e.strerror}): free space or choose another "
+                                     "directory; nothing was replaced") from None
+            raise
+        except RuntimeError as e:  # torch.save reports a full disk as a RuntimeError of its writer
+            if "inline_container" in str(e) or "No space" in str(e):
+                raise OutputDirError(f"{path}: writing failed (disk full?): free space or choose another "
+                                     "directory; nothing was replaced") from None
+            raise
         with open(tmp / MARKER, "w") as f:
             json.dump({"command": owner}, f)
         # mkdtemp makes the directory private (0700); the result gets what mkdir would give it
