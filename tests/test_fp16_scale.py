@@ -7,7 +7,7 @@ import pytest
 import torch
 from fairseq.optim.dynamic_loss_scaler import DynamicLossScaler
 
-from utils import TINY_ELECTRA, build_components
+from utils import TINY_ELECTRA, TINY_TN_ROBERTA, build_components
 
 PAD = 1
 
@@ -57,7 +57,8 @@ def test_divisor_leaves_the_update_unchanged(data_bin):
     """loss / c and sample_size / c: fairseq's gradient (grad(loss) / sample_size) is the same."""
     grads = {}
     for div in (1.0, 256.0):
-        task, model, crit = build_components(data_bin, ["--criterion", "mlm_soft_reg", "--mlm-loss-divisor", str(div)])
+        task, model, crit = build_components(data_bin, ["--criterion", "mlm_soft_reg", "--mlm-loss-divisor", str(div)],
+                                             arch_args=TINY_TN_ROBERTA)
         model.eval()
         sample = big_batch(task, bsz=8, seq=32)
         loss, sample_size, log = crit(model, sample)
