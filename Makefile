@@ -1,5 +1,6 @@
 # truneg-fairseq: set-up, demo and tests.
-#   make demo   install everything, then run the built-in demo (WordNet-gloss corpus, 3 criterions)
+#   make demo   install everything, then run the built-in demo (WordNet-gloss corpus, 4 criterions)
+#   make study  the demo's runs plus ELECTRA, scored at 20/40/60/80/100% of training, with plots
 #   make test   install everything, then run the test suite
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -9,7 +10,7 @@ PIP := $(PY) -m pip
 WORDNET_DIR ?= /usr/share/wordnet
 STAMP := $(VENV)/.installed
 
-.PHONY: install wordnet demo test bench lint clean
+.PHONY: install wordnet demo study test bench lint clean
 
 install: $(STAMP) wordnet
 
@@ -37,6 +38,10 @@ wordnet:
 
 demo: install
 	$(PY) scripts/demo.py --workdir demo_work
+
+# Correction ratios over training for RoBERTa and ELECTRA (examples/study/; reuses the demo's runs).
+study: install
+	$(PY) examples/study/run_study.py --scale cpu --workdir demo_work
 
 test: install
 	$(PY) -m pytest -q tests

@@ -1,24 +1,30 @@
 #!/usr/bin/env python
-"""The built-in demo: counter-false-negative pre-training on WordNet's own glosses.
+"""The built-in demo: false negatives appear, and the criterions act on them.
 
-1. corpus     WordNet definitions + example sentences (~150k lines) -> train/valid split
-2. tokenizer  sentencepiece (unigram, --vocab-size) -> fairseq-preprocess -> data-bin/
-3. table      WordNet synonym table for data-bin/dict.txt
-4. train      the same small RoBERTa, same seed and masks, same number of updates, with
-              fairseq's masked_lm, mlm_hard_correction and mlm_soft_reg; then a small ELECTRA
-              with the electra criterion (baseline) and mlm_hard_correction (ELECTRA^HC)
-              (tensorboard logs in WORKDIR/tb/<model>_<criterion>)
-5. evaluate   each final checkpoint on the valid split with identical masks: MLM loss,
-              accuracy and the correction ratios; the table is printed and saved to
-              WORKDIR/results.tsv
+1. corpus     WordNet definitions + example sentences (~155k lines, 1.5M words), lower-cased,
+              punctuation split off; a word-level dictionary of the --vocab-size most frequent
+              words (every content word is one entry; the rest <unk>, rate logged)
+2. table      the WordNet synonym table of that dictionary
+3. stage 1    one small pre-LN RoBERTa trained from scratch with fairseq's masked_lm
+              (--stage1-updates, one learning-rate schedule over both stages)
+4. stage 2    the same checkpoint continued with masked_lm, mlm_hard_correction, mlm_soft_reg and
+              mlm_sent_kl for --stage2-updates each (same seed, same batches), checkpoints at
+              --points evenly spaced updates
+5. scores     every checkpoint on the same masked valid blocks: MLM loss and accuracy,
+              synonym-aware accuracy (a synonym prediction counted as right), the prediction- and
+              iteration-level correction ratios of the paper's Table 2, the share of predictions
+              that are content words; 5 Figure-3-style cases (sentence, gold, prediction, the
+              gold's WordNet synonyms) from the last checkpoints
 
-Steps whose outputs exist are reused; --force redoes everything.
+The table is printed and written to WORKDIR/results/ (results.json, progress.tsv, the Table-2
+views, cases.txt, commands.sh with every command run). Steps whose outputs exist are reused;
+--force redoes everything. The study (examples/study/) runs the same pipeline at other sizes,
+with ELECTRA, and plots the curves.
 """
 
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import time
 
@@ -26,145 +32,78 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import setup_logging  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg"]
-SMALL_ROBERTA = [
-    "--arch", "roberta_base", "--encoder-layers", "4", "--encoder-embed-dim", "128",
-    "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4",
-    "--max-positions", "128", "--tokens-per-sample", "128",
+# The demo's model, in one place: fairseq's RoBERTa with pre-LayerNorm (post-LN at this size and
+# budget stays in the unigram plateau, predicting separators), 4 layers x 128.
+DEMO_ROBERTA_ARCH = [
+    "--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "4",
+    "--encoder-embed-dim", "128", "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4",
+    "--max-positions", "128", "--dropout", "0", "--attention-dropout", "0",
 ]
-# ELECTRA at the same discriminator size; generator at 1/4 width
-SMALL_ELECTRA = [
-    "--arch", "electra_small", "--electra-embed-dim", "128", "--electra-hidden-dim", "128",
-    "--electra-layers", "4", "--electra-heads", "4", "--electra-ffn-dim", "512",
-    "--electra-gen-hidden-dim", "32", "--electra-gen-layers", "4", "--electra-gen-heads", "1",
-    "--electra-gen-ffn-dim", "128", "--electra-max-positions", "128", "--tokens-per-sample", "128",
-]
+DEMO_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
 
 def get_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workdir", default="demo_work")
-    p.add_argument("--criteria", nargs="+", default=DEFAULT_CRITERIA)
-    p.add_argument("--max-update", type=int, default=300, help="updates per RoBERTa run")
-    p.add_argument("--electra-criteria", nargs="*", default=["electra", "mlm_hard_correction"])
-    p.add_argument("--electra-max-update", type=int, default=150, help="updates per ELECTRA run")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--log-interval", type=int, default=50)
+    p.add_argument("--workdir", default="demo_work", help="where data, checkpoints and results go (default demo_work)")
+    p.add_argument("--criteria", nargs="+", default=DEMO_CRITERIA, help="criterions continued from stage 1")
+    p.add_argument("--stage1-updates", type=int, default=800, help="plain masked_lm updates from scratch (default 800)")
+    p.add_argument("--stage2-updates", type=int, default=250, help="updates per continued criterion (default 250)")
+    p.add_argument("--points", type=int, default=5, help="checkpoints scored per continuation (default 5: 20/40/.../100%%)")
+    p.add_argument("--batch-size", type=int, default=32, help="blocks of <= 128 tokens per update (default 32)")
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
+    p.add_argument("--warmup", type=int, default=100, help="warm-up updates of stage 1 (default 100)")
+    p.add_argument("--vocab-size", type=int, default=16000, help="words in the dictionary (default 16000)")
+    p.add_argument("--cases", type=int, default=5, help="Figure-3-style cases printed (default 5)")
     p.add_argument("--force", action="store_true", help="rebuild corpus, table and checkpoints")
     return p
-
-
-def run(cmd, log, prefix, log_path):
-    """Run a command, keep its full output in log_path, echo fairseq's progress lines."""
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    with open(log_path, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        for line in proc.stdout:
-            f.write(line)
-            if "| train_inner |" in line or "valid on" in line:
-                log.info(f"[{prefix}] " + line.split("| INFO | ", 1)[-1].rstrip())
-        rc = proc.wait()
-    if rc != 0:
-        raise SystemExit(f"error: {' '.join(cmd[:4])} ... failed (exit {rc}); see {log_path}")
 
 
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.demo")
-    from truneg_fairseq.evaluate import evaluate_mlm
-    from truneg_fairseq.io_utils import atomic_open
+    from truneg_fairseq import study
 
     t_start = time.time()
     work = os.path.abspath(args.workdir)
-    data_bin = os.path.join(work, "data-bin")
-    table = os.path.join(data_bin, "synonyms.npz")
     if args.force and os.path.isdir(work):
         shutil.rmtree(work)
+    os.makedirs(work, exist_ok=True)
+    setting = study.Setting(
+        vocab_size=args.vocab_size, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
+        stage1_updates=args.stage1_updates, stage2_updates=args.stage2_updates, points=args.points,
+        families=[study.Family("roberta", "masked_lm", DEMO_ROBERTA_ARCH, "masked_lm", list(args.criteria))],
+    )
+    run = study.Runner(work, log)
+    log.info("[1/5] corpus + [2/5] synonym table")
+    data_bin, table = study.prepare_data(work, setting, run)
+    unk = study.unknown_rates(data_bin)
+    log.info("[3/5] stage 1 + [4/5] stage 2")
+    study.train_all(setting, work, data_bin, table, run)
+    log.info("[5/5] scoring every checkpoint on the same masked valid blocks")
+    results, cases, _, meta = study.score_all(setting, work, data_bin, table, args.cases, log)
+    out = os.path.join(work, "results")
+    meta.update(unk_rate=unk, setting=study.asdict(setting), train_seconds=run.seconds)
+    study.write_results(out, results, cases, meta)
+    run.write_commands(os.path.join(out, "commands.sh"))
 
-    log.info("[1/5] corpus + [2/5] tokenizer and binarization")
-    if not os.path.isfile(os.path.join(data_bin, "dict.txt")):
-        run([sys.executable, os.path.join(REPO, "scripts", "prepare_corpus.py"), "--wordnet-glosses",
-             "--output-dir", work, "--vocab-size", str(args.vocab_size)], log, "corpus", os.path.join(work, "logs", "prepare.log"))
-    with open(os.path.join(work, "logs", "prepare.log")) as f:
-        for line in f:
-            if "truneg_fairseq.prepare_corpus" in line:
-                log.info("  " + line.split(" | ")[-1].rstrip())
-
-    log.info("[3/5] WordNet synonym table")
-    if not os.path.isfile(table):
-        run([sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict", os.path.join(data_bin, "dict.txt"),
-             "--tokenizer", "sentencepiece", "--spm-model", os.path.join(work, "spm.model"), "--output", table],
-            log, "table", os.path.join(work, "logs", "table.log"))
-    with open(os.path.join(work, "logs", "table.log")) as f:
-        for line in f:
-            if "coverage" in line or "synonym pairs" in line:
-                log.info("  " + line.split(" | ")[-1].rstrip())
-
-    runs = [("roberta", crit, "masked_lm", SMALL_ROBERTA, args.max_update) for crit in args.criteria]
-    runs += [("electra", crit, "electra", SMALL_ELECTRA, args.electra_max_update) for crit in args.electra_criteria]
-    timings = {}
-    for model_name, crit, task, arch, n_updates in runs:
-        run_id = f"{model_name}_{crit}"
-        log.info(f"[4/5] pre-training {model_name} with --criterion {crit} ({n_updates} updates)")
-        save = os.path.join(work, "checkpoints", run_id)
-        if os.path.isfile(os.path.join(save, "checkpoint_last.pt")):
-            log.info(f"  reusing {save}/checkpoint_last.pt")
-            continue
-        cmd = [
-            sys.executable, "-m", "fairseq_cli.train", data_bin, "--user-dir", os.path.join(REPO, "truneg_fairseq"),
-            "--task", task, "--criterion", crit, *arch, "--cpu", "--num-workers", "0",
-            "--batch-size", str(args.batch_size), "--max-update", str(n_updates),
-            "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--weight-decay", "0.01",
-            "--lr", str(args.lr), "--lr-scheduler", "polynomial_decay", "--warmup-updates", str(max(1, n_updates // 10)),
-            "--total-num-update", str(n_updates), "--clip-norm", "1.0", "--seed", "1",
-            "--save-dir", save, "--no-epoch-checkpoints", "--log-format", "simple",
-            "--log-interval", str(args.log_interval), "--validate-interval-updates", str(n_updates),
-            "--max-valid-steps", "20", "--tensorboard-logdir", os.path.join(work, "tb", run_id),
-        ]
-        if crit not in ("masked_lm", "electra"):
-            cmd += ["--synonym-table", table]
-        t0 = time.time()
-        run(cmd, log, run_id, os.path.join(work, "logs", f"train_{run_id}.log"))
-        timings[run_id] = time.time() - t0
-
-    log.info("[5/5] evaluating every checkpoint on the valid split (same masks for all)")
-    import logging
-
-    for name in ("fairseq", "truneg_fairseq.criterions"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    header = ["model", "criterion", "valid MLM loss (bits)", "MLM acc %", "pred-level corr %", "iter-level corr %",
-              "RTD acc %", "train s"]
-    lines = ["\t".join(header)]
-    first = None
-    for model_name, crit, _, _, n_updates in runs:
-        run_id = f"{model_name}_{crit}"
-        r = evaluate_mlm(os.path.join(work, "checkpoints", run_id, "checkpoint_last.pt"), data_bin, table, seed=1)
-        first = first or r
-        lines.append("\t".join([
-            f"{model_name} ({n_updates} upd)", crit, f"{r['mlm_loss']:.3f}", f"{r['mlm_acc']:.2f}",
-            f"{r['pred_corr_ratio']:.3f}", f"{r['iter_corr_ratio']:.3f}",
-            f"{r['disc_acc']:.2f}" if "disc_acc" in r else "-",
-            f"{timings[run_id]:.0f}" if run_id in timings else "reused",
-        ]))
-    with atomic_open(os.path.join(work, "results.tsv")) as f:
-        f.write("\n".join(lines) + "\n")
-
-    widths = [max(len(l.split("\t")[i]) for l in lines) for i in range(len(header))]
     print()
-    print(f"Demo on WordNet glosses, batches of {args.batch_size} x 128 tokens; valid split: "
-          f"{first['masked_tokens']} masked tokens in {first['sentences']} blocks (ELECTRA masks 85/15/0, RoBERTa 80/10/10)")
-    for i, l in enumerate(lines):
-        print("  ".join(c.ljust(w) for c, w in zip(l.split("\t"), widths)))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
-    print("\ncorrection ratios: % of mispredicted masked tokens whose prediction is a WordNet synonym of the gold "
-          "token (pred-level) and % of blocks with at least one (iter-level); ELECTRA rows: the generator")
-    print(f"tensorboard --logdir {os.path.join(work, 'tb')}    results: {os.path.join(work, 'results.tsv')}")
-    print(f"total {time.time() - t_start:.0f}s")
+    print(f"Demo on WordNet glosses: word-level dictionary of {args.vocab_size} words (<unk>: "
+          f"{unk.get('train', float('nan')):.2f}% of train tokens, {unk.get('valid', float('nan')):.2f}% of valid), "
+          f"pre-LN RoBERTa 4 x 128, batches of {args.batch_size} x <=128 tokens; stage 1: masked_lm "
+          f"{args.stage1_updates} updates; stage 2: each criterion {args.stage2_updates} updates from that checkpoint "
+          f"(update 0 = the shared start).")
+    print(f"Valid split: {meta['valid_masked']} masked words in {meta['valid_blocks']} blocks, the same masks for every "
+          "checkpoint.\n")
+    print(study.format_rows(study.progress_table(results)))
+    print("\npred-level: % of mispredicted masked words whose prediction is a WordNet synonym of the gold word; "
+          "iter-level: % of blocks with at least one; syn-aware acc: a synonym prediction counted as right; "
+          "content preds: % of predictions that are content words (not stopwords or punctuation).")
+    print(f"\nFigure-3-style cases from the last checkpoints ({len(cases)}):")
+    for i, c in enumerate(cases):
+        print(f"{c.format(i + 1)}\n  ({os.path.relpath(c.checkpoint, work)})")
+    train_s = sum(v for k, v in run.seconds.items() if k.startswith("train_"))
+    print(f"\nresults: {out}    tensorboard --logdir {os.path.join(work, 'tb')}")
+    print(f"total {time.time() - t_start:.0f}s (training {train_s:.0f}s; steps reused from an earlier run not counted)")
     return 0
 
 

@@ -179,19 +179,20 @@ class CheckpointScorer:
 
     def __init__(self, data_bin: str, synonym_table: str, subset: str = "valid", tokens_per_sample: int = 128,
                  break_mode: str = "complete", mask_prob: float = 0.15, seed: int = 1, batch_size: int = 64,
-                 max_blocks: int = 0):
+                 max_blocks: int = 0, device: str = "cpu"):
         from fairseq.data import Dictionary
 
         from truneg_fairseq.lexicon.lookup import SynonymLookup
         from truneg_fairseq.lexicon.synonyms import SynonymTable
 
         self.data_bin = data_bin
+        self.device = torch.device(device)
         self.d = Dictionary.load(os.path.join(data_bin, "dict.txt"))
         self.table = SynonymTable.load(synonym_table)
         self.table.check_dictionary(self.d.symbols, synonym_table)
         mask_idx = self.d.add_symbol("<mask>")  # as fairseq's masked_lm and the electra task do
-        self.lookup = SynonymLookup(self.table, len(self.d))
-        self.content = content_word_mask(self.d.symbols, self.d.nspecial)
+        self.lookup = SynonymLookup(self.table, len(self.d)).to(self.device)
+        self.content = content_word_mask(self.d.symbols, self.d.nspecial).to(self.device)
         blocks = load_blocks(data_bin, self.d, subset, tokens_per_sample, break_mode)
         if max_blocks:
             blocks = blocks[:max_blocks]
@@ -204,14 +205,14 @@ class CheckpointScorer:
             eligible = tokens.ge(self.d.nspecial) & tokens.ne(mask_idx)  # not <s> <pad> </s> <unk>
             sel = draw_masks(tokens, eligible, mask_prob, gen)
             rows = sel.any(dim=1)
-            if rows.any():
-                self.batches.append((tokens[rows], sel[rows]))
+            if rows.any():  # masks drawn on the CPU: the same on every device
+                self.batches.append((tokens[rows].to(self.device), sel[rows].to(self.device)))
         self.mask_idx = mask_idx
 
     @torch.no_grad()
     def score_model(self, model, num_cases: int = 0, seen: Optional[set] = None):
         """(counts, cases) of ``model`` on the fixed masked blocks."""
-        model.eval()
+        model.eval().to(self.device)
         total: Dict[str, float] = {}
         cases: List[Case] = []
         seen = set() if seen is None else seen

@@ -249,10 +249,13 @@ def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases:
     """{run: {updates: derived values}} for the stage-1 checkpoint (update 0 of every
     continuation) and every continuation checkpoint, plus the cases (from the last checkpoints,
     distinct (gold, prediction) pairs)."""
+    import torch
+
     from truneg_fairseq.false_negatives import CheckpointScorer, derive, interval_checkpoints
 
     scorer = CheckpointScorer(data_bin, table, tokens_per_sample=setting.tokens_per_sample,
-                              break_mode=setting.break_mode, seed=setting.seed, max_blocks=setting.eval_max_blocks)
+                              break_mode=setting.break_mode, seed=setting.seed, max_blocks=setting.eval_max_blocks,
+                              device="cpu" if setting.cpu or not torch.cuda.is_available() else "cuda")
     ck = os.path.join(work, "checkpoints")
     results: Dict[str, Dict[int, Dict[str, float]]] = {}
     counts_info = {}

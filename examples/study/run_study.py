@@ -55,7 +55,8 @@ STUDY_ARCHS = {
     ),
     "cpu": (
         ["--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "4", "--encoder-embed-dim", "128",
-         "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4", "--max-positions", "128"],
+         "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4", "--max-positions", "128", "--dropout", "0",
+         "--attention-dropout", "0"],
         ["--arch", "electra_small", "--electra-embed-dim", "128", "--electra-hidden-dim", "128", "--electra-layers", "4",
          "--electra-heads", "4", "--electra-ffn-dim", "512", "--electra-gen-hidden-dim", "64", "--electra-gen-layers", "4",
          "--electra-gen-heads", "2", "--electra-gen-ffn-dim", "256", "--electra-max-positions", "128"],
@@ -69,7 +70,7 @@ STUDY_ARCHS = {
 # (stage-1 updates, stage-2 updates, batch size, peak lr, warm-up, corpus lines kept, vocabulary)
 SCALES = {
     "tiny": (6, 5, 8, 2e-3, 2, 2000, 2000),
-    "cpu": (1200, 500, 32, 2e-3, 100, 0, 16000),
+    "cpu": (800, 250, 32, 2e-3, 100, 0, 16000),  # RoBERTa: the demo's setting (--workdir demo_work reuses its runs)
     "gpu": (20000, 10000, 128, 1e-3, 1000, 0, 30000),
 }
 
