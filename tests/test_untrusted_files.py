@@ -406,3 +406,15 @@ def test_an_output_that_cannot_be_written_is_one_error(imported, tmp_path):
     (tmp_path / "file").write_text("x")
     proc = run_script("convert_hf.py", ["import", str(imported / "hf"), str(tmp_path / "file")])
     assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr
+
+
+def test_squad_windows_report_their_unknown_rate(caplog):
+    import logging
+
+    from truneg_fairseq.squad import Feature
+    from truneg_fairseq.tasks.squad import _report_unknown
+
+    features = [Feature(0, [0, 5, 3, 2, 7, 3, 2], 4, []), Feature(1, [0, 5, 2, 7, 8, 9, 2], 3, [])]
+    with caplog.at_level(logging.INFO):
+        assert _report_unknown(features, 3, "dev.json") == pytest.approx(100 * 2 / 14)
+    assert "dev.json: 2 of 14 tokens (14.3%) are <unk>: the tokenizer does not fit" in caplog.text

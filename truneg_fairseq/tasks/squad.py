@@ -27,6 +27,23 @@ logger = logging.getLogger(__name__)
 HEAD = squad.SPAN_HEAD
 
 
+def _report_unknown(features, unk: int, where: str) -> float:
+    """Log the share of ``<unk>`` among the windows' tokens, as a warning above
+    :data:`truneg_fairseq.corpus.UNKNOWN_WARNING` % (the tokenizer does not fit the vocabulary)."""
+    from truneg_fairseq.corpus import UNKNOWN_WARNING
+
+    n = sum(len(f.tokens) for f in features)
+    n_unk = sum(f.tokens.count(unk) for f in features)  # once per split, at load time
+    pct = 100.0 * n_unk / max(n, 1)
+    msg = f"{where}: {n_unk} of {n} tokens ({pct:.3g}%) are <unk>"
+    if pct > UNKNOWN_WARNING:
+        logger.warning(f"{msg}: the tokenizer does not fit the vocabulary (check --lowercase and the "
+                       "pre-training tokenizer files)")
+    else:
+        logger.info(msg)
+    return pct
+
+
 @dataclass
 class SquadConfig(FairseqDataclass):
     data: str = field(default="???", metadata={"help": "folder with dict.txt, train.json, valid.json"})
@@ -134,6 +151,7 @@ class SquadTask(FairseqTask):
         train = split == "train"
         data = squad.build_features(examples, self.word_tokenizer(), c.squad_max_len, c.squad_doc_stride, c.squad_max_query, train=train)
         logger.info(f"SQuAD {split}: {len(data.examples)} questions, {len(data.features)} windows, skipped {data.skipped}")
+        _report_unknown(data.features, self.dictionary.unk(), os.path.join(c.data, f"{split}.json"))
         self.datasets[split] = SquadDataset(data, self.dictionary.pad(), by_question=not train, split=split)
 
     def build_model(self, cfg, from_checkpoint=False):
