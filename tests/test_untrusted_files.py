@@ -189,7 +189,7 @@ print("done", flush=True)
 """
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.005, 0.01, 0.02, 0.04, 0.08])
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.04])
 def test_a_kill_during_replacement_leaves_one_whole_directory(tmp_path, delay):
     import signal
     import subprocess
