@@ -160,9 +160,13 @@ def prepare_data(work: str, setting: Setting, run: Runner, inputs: Optional[Sequ
         run([sys.executable, os.path.join(REPO, "scripts", "prepare_corpus.py"), "--input", text, "--output-dir", work,
              "--tokenizer", "whitespace", "--vocab-size", str(setting.vocab_size),
              "--valid-fraction", str(setting.valid_fraction), "--seed", str(setting.seed)], "prepare_corpus")
+    else:
+        run.commands.append(f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)")
     if not os.path.isfile(table):
         run([sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict",
              os.path.join(data_bin, "dict.txt"), "--tokenizer", "whitespace", "--output", table], "synonym_table")
+    else:
+        run.commands.append(f"# reused {table} (scripts/build_synonym_table.py --tokenizer whitespace)")
     return data_bin, table
 
 
