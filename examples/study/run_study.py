@@ -20,8 +20,8 @@ Writes to --out (default WORKDIR/results):
 
 Scales (--scale):
   tiny   a few updates of a 2 x 32 model on 2,000 lines (the test suite runs it)
-  cpu    4 x 128 RoBERTa and ELECTRA (generator 1/2 width) on the WordNet-gloss corpus: about
-         an hour on 2 CPU cores
+  cpu    4 x 128 RoBERTa and ELECTRA (generator 1/2 width) on the WordNet-gloss corpus: the
+         RoBERTa half (the demo's runs) took 32 minutes on 2 shared CPU cores, ELECTRA takes longer
   gpu    ELECTRA-small sizes (12 x 256, generator 1/4 width; RoBERTa 12 x 256) with batches of
          128 x 128 tokens, 20k + 10k updates: for one CUDA GPU (--cpu is dropped)
 
