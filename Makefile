@@ -1,6 +1,6 @@
 # truneg-fairseq: set-up, demo and tests.
-#   make demo   install everything, then run the built-in demo (WordNet-gloss corpus, 4 criterions)
-#   make study  the demo's runs plus ELECTRA, scored at 20/40/60/80/100% of training, with plots
+#   make demo   install everything, then run the built-in demo (WordNet-gloss corpus, 3 criterions)
+#   make study  RoBERTa and ELECTRA, 4 criterions each, scored at 20/40/60/80/100% of training, with plots
 #   make test   install everything, then run the test suite
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -39,9 +39,9 @@ wordnet:
 demo: install
 	$(PY) scripts/demo.py --workdir demo_work
 
-# Correction ratios over training for RoBERTa and ELECTRA (examples/study/; reuses the demo's runs).
+# Correction ratios over training for RoBERTa and ELECTRA (examples/study/).
 study: install
-	$(PY) examples/study/run_study.py --scale cpu --workdir demo_work
+	$(PY) examples/study/run_study.py --scale cpu --workdir study_work
 
 test: install
 	$(PY) -m pytest -q tests
@@ -52,4 +52,4 @@ bench: install
 	cd benchmarks && ../$(PY) criterion_overhead.py && ../$(PY) table_build.py && ../$(PY) electra_vs_hf.py --rounds 12 && ../$(PY) squad_throughput.py
 
 clean:
-	rm -rf $(VENV) demo_work .pytest_cache
+	rm -rf $(VENV) demo_work study_work .pytest_cache

@@ -70,7 +70,7 @@ STUDY_ARCHS = {
 # (stage-1 updates, stage-2 updates, batch size, peak lr, warm-up, corpus lines kept, vocabulary)
 SCALES = {
     "tiny": (6, 5, 8, 2e-3, 2, 2000, 2000),
-    "cpu": (800, 250, 32, 2e-3, 100, 0, 16000),  # RoBERTa: the demo's setting (--workdir demo_work reuses its runs)
+    "cpu": (800, 250, 32, 2e-3, 100, 0, 16000),  # RoBERTa: the demo's model, with longer stages
     "gpu": (20000, 10000, 128, 1e-3, 1000, 0, 30000),
 }
 
