@@ -44,6 +44,7 @@ fairseq's own ``RobertaModel`` (``--arch roberta_*``) declares neither: through 
 hard correction needs.
 """
 
+import abc
 from typing import Dict, Optional, Sequence
 
 import torch
@@ -54,7 +55,7 @@ from truneg_fairseq.models.selection import from_forward_kwargs
 OUTPUTS = ("embeddings", "sentence_kl", "sentence_kl_grad")
 
 
-class MaskedLMObjectives:
+class MaskedLMObjectives(abc.ABC):
     """Capability: the pre-training pass of the module docstring. Put it before the fairseq
     model class among the bases; implement :meth:`mlm_encode`, :meth:`mlm_project` and
     :meth:`mlm_embedding_matrix` (called only from inside ``forward``)."""
@@ -68,20 +69,21 @@ class MaskedLMObjectives:
                                        mlm_outputs)
 
     # ---- to implement ------------------------------------------------------------------------
+    @abc.abstractmethod
     def mlm_encode(self, tokens: torch.Tensor) -> torch.Tensor:
         """B x T tokens -> B x T x C final features of the masked-LM network."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def mlm_project(self, features: torch.Tensor) -> torch.Tensor:
         """... x C features -> ... x V masked-LM logits (the LM head)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def mlm_embedding_matrix(self) -> torch.Tensor:
         """V x E input token embeddings (the parameter itself, so gradient reaches it)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def mlm_padding_idx(self) -> int:
-        raise NotImplementedError
+        """The padding id of the model's dictionary."""
 
     # ---- the pass ----------------------------------------------------------------------------
     def objectives_forward(self, src_tokens: torch.Tensor, targets: torch.Tensor,
@@ -124,13 +126,13 @@ class MaskedLMObjectives:
 class ReplacedTokenDetection(MaskedLMObjectives):
     """Capability: the ``rtd_*`` keys too. Implement :meth:`rtd_sample` and :meth:`rtd_discriminate`."""
 
+    @abc.abstractmethod
     def rtd_sample(self, logits: torch.Tensor) -> torch.Tensor:
         """S x V logits -> S sampled ids (no gradient)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def rtd_discriminate(self, tokens: torch.Tensor) -> torch.Tensor:
         """B x T tokens -> B x T replaced-token-detection logits."""
-        raise NotImplementedError
 
     def extend_objectives(self, net, src_tokens, sel, valid):
         sampled = self.rtd_sample(net["mlm_logits"])  # S, no gradient
