@@ -149,7 +149,7 @@ class UnsafeCheckpointError(ValueError):
 
 
 def _evaluated(key: str) -> bool:
-    return any(key == f or key.endswith("_" + f) or key.endswith(f) for f in EVALUATED_FIELDS)
+    return key.endswith(EVALUATED_FIELDS)  # the field itself or a prefixed one (encoder_..., decoder_...)
 
 
 def safe_literal(value, where: str):
