@@ -73,8 +73,12 @@ def main(argv=None) -> int:
     for ck in args.checkpoints:
         if not os.path.isfile(ck):
             fail(f"checkpoint {ck} not found")
-    if not os.path.isfile(os.path.join(args.data, "dict.txt")):
-        fail(f"--data {args.data}: no dict.txt there (give the directory of the checkpoint's dictionary)")
+    from truneg_fairseq.checkpoints import CheckpointError, data_dir_for
+
+    try:  # before the triplets are built
+        data_dir_for(args.checkpoints[0], None, args.data)
+    except CheckpointError as e:
+        fail(str(e))
     try:
         encoder = cline.PieceEncoder.from_settings(cline.Settings(**tokenizer_settings(args)))
     except cline.ClineDataError as e:
@@ -100,11 +104,14 @@ def main(argv=None) -> int:
         triplets = triplets[: args.max_triplets]
 
     import truneg_fairseq  # noqa: F401  (registration)
-    from fairseq import checkpoint_utils
+    from truneg_fairseq.checkpoints import load_for_inference
 
     results = {}
     for ck in args.checkpoints:
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task([ck], arg_overrides={"data": args.data})
+        try:
+            models, _, task = load_for_inference(ck, args.data)
+        except CheckpointError as e:
+            fail(str(e))
         model = models[0]
         try:
             res = cline.hits(model, task.source_dictionary, encoder, triplets, args.batch_size,

@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object per checkpoint")
     args = p.parse_args(argv)
     setup_logging("truneg_fairseq.evaluate_mlm")
-    from truneg_fairseq.checkpoints import describe_load_error
+    from truneg_fairseq.checkpoints import CheckpointError, describe_load_error
     from truneg_fairseq.evaluate import evaluate_mlm, evaluate_text, resolve_checkpoint
 
     if bool(args.data) == bool(args.text):
@@ -84,6 +84,8 @@ def main(argv=None) -> int:
             else:
                 res = evaluate_mlm(ck, args.data, args.synonym_table, args.subset, args.batch_size, args.max_batches,
                                    args.seed)
+        except CheckpointError as e:
+            fail(str(e))
         except Exception as e:  # a truncated file, another dictionary: said in words, naming the file
             msg = describe_load_error(ck, e, args.data)
             if msg is None:

@@ -33,12 +33,13 @@ def main(argv=None) -> int:
     import torch
 
     from truneg_fairseq.contrast import predict_labels
+    from truneg_fairseq.checkpoints import CheckpointError
     from truneg_fairseq.io_utils import atomic_open
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
         labels = predict_labels(args.checkpoint, args.data, args.split, args.batch_size, device)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, CheckpointError) as e:
         fail(str(e))
     with atomic_open(args.output) as f:
         f.write("".join(f"{label}\n" for label in labels))

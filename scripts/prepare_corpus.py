@@ -34,13 +34,13 @@ Example:
 
 import argparse
 import os
-import shutil
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
-from truneg_fairseq.io_utils import OutputDirError, output_lock  # noqa: E402
+from truneg_fairseq.io_utils import OutputDirError, output_lock, staged_entries  # noqa: E402
 from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
 
 
@@ -69,87 +69,94 @@ def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.prepare_corpus")
     try:
-        # one run at a time per output directory: the cleanup of a failed run then removes only
-        # what that run created
+        # one run at a time per output directory
         with output_lock(args.output_dir, log.warning):
             return _prepare(args, log)
     except OutputDirError as e:
         fail(str(e))
 
 
-def _prepare(args, log) -> int:
-    from truneg_fairseq import corpus
-    from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer, wordpiece_dict_lines, write_record
+OUTPUTS = ("raw", "spm.model", "spm.vocab", "tok", "data-bin")
 
-    out = args.output_dir
-    outputs = [os.path.join(out, n) for n in ("raw", "spm.model", "spm.vocab", "tok", "data-bin")]
-    new = [p for p in outputs + [out] if not os.path.exists(p)]  # removed again if this run fails
+
+def _prepare(args, log) -> int:
+    """Everything is built in a staging directory inside --output-dir and moved in as one set at
+    the end: a failed or interrupted run leaves the earlier outputs as they were."""
+    from truneg_fairseq import corpus
+    from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer, wordpiece_dict_lines
+
+    if args.srcdict and not os.path.isfile(args.srcdict):
+        fail(f"--srcdict {args.srcdict} not found")
     try:
-        if args.srcdict and not os.path.isfile(args.srcdict):
-            fail(f"--srcdict {args.srcdict} not found")
         train_spm = args.tokenizer == "sentencepiece" and not args.spm_model
         spec = TokenizerSpec.from_args(args)
         tokenizer = None if train_spm else build_tokenizer(spec)  # checked before anything is written
-        srcdict = args.srcdict
-        if args.tokenizer == "wordpiece":
-            lines_wp = wordpiece_dict_lines(args.vocab)
-            if srcdict:
-                _check_wordpiece_srcdict(srcdict, lines_wp, args.vocab)
-        if args.wordnet_glosses:
-            lines = list(corpus.wordnet_gloss_lines())
-            log.info(f"WordNet glosses: {len(lines)} lines")
-        else:
-            lines = []
-            for path in args.input:  # checked before anything is written
-                lines += [" ".join(l.split()) for l in corpus.read_text_lines(path)]
-            empty = sum(1 for l in lines if not l)
-            lines = [l for l in lines if l]
-            log.info(f"read {len(lines)} non-empty lines from {len(args.input)} file(s) ({empty} empty lines skipped)")
-            if not lines:
-                fail(f"--input {' '.join(args.input)}: no text (all lines empty); give a corpus with one sentence per line")
-        if args.max_lines:
-            lines = lines[: args.max_lines]
-        train, valid, n_train, n_valid = corpus.write_split_corpus(lines, os.path.join(out, "raw"), args.valid_fraction, args.seed)
-        log.info(f"split: {n_train} train, {n_valid} valid lines (duplicates removed: {len(lines) - n_train - n_valid})")
-        if train_spm:
-            model = corpus.train_sentencepiece(train, os.path.join(out, "spm"), args.vocab_size or 8000, args.model_type)
-            log.info(f"sentencepiece model {model}")
-            tokenizer = build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(model)))
-        for split, path in (("train", train), ("valid", valid)):
-            corpus.encode_file(tokenizer, path, os.path.join(out, "tok", f"{split}.txt"))
-        if args.tokenizer == "wordpiece" and not srcdict:
-            srcdict = os.path.join(out, "tok", "dict.txt")
-            corpus.atomic_write_lines(srcdict, lines_wp)
-        dest = corpus.binarize(os.path.join(out, "tok", "train.txt"), os.path.join(out, "tok", "valid.txt"),
-                               os.path.join(out, "data-bin"), workers=args.workers, srcdict=srcdict,
-                               nwords=args.vocab_size if args.tokenizer == "whitespace" and args.vocab_size else -1)
-        write_record(dest, tokenizer)
-        _log_unknown_rates(dest, log)
-        log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')}, {args.tokenizer} "
-                 f"tokenizer fingerprint {tokenizer.fingerprint()[:12]})")
-        new = []
+        lines_wp = wordpiece_dict_lines(args.vocab) if args.tokenizer == "wordpiece" else None
+        if lines_wp and args.srcdict:
+            _check_wordpiece_srcdict(args.srcdict, lines_wp, args.vocab)
+        lines = _read_lines(args, log)
+        with staged_entries(args.output_dir, "prepare_corpus.py", OUTPUTS, log.warning) as stage:
+            dest = _build(args, log, str(stage), lines, tokenizer, lines_wp)
+        dest = os.path.join(args.output_dir, "data-bin")
+        log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')})")
     except (corpus.CorpusError, OutputDirError) as e:
-        fail(str(e))
-    finally:
-        for p in new:  # a failed run leaves no half-built outputs behind
-            if p == out:
-                if os.path.isdir(out) and not os.listdir(out):
-                    os.rmdir(out)
-            elif os.path.isdir(p):
-                shutil.rmtree(p)
-            elif os.path.exists(p):
-                os.unlink(p)
+        fail(re.sub(r"/\.prepare_corpus\.py\.new-\d+", "", str(e)))  # name the output directory, not the staging one
     return 0
 
 
-def _log_unknown_rates(dest, log):
+def _read_lines(args, log):
+    from truneg_fairseq import corpus
+
+    if args.wordnet_glosses:
+        lines = list(corpus.wordnet_gloss_lines())
+        log.info(f"WordNet glosses: {len(lines)} lines")
+    else:
+        lines = []
+        for path in args.input:  # checked before anything is written
+            lines += [" ".join(l.split()) for l in corpus.read_text_lines(path)]
+        empty = sum(1 for l in lines if not l)
+        lines = [l for l in lines if l]
+        log.info(f"read {len(lines)} non-empty lines from {len(args.input)} file(s) ({empty} empty lines skipped)")
+        if not lines:
+            fail(f"--input {' '.join(args.input)}: no text (all lines empty); give a corpus with one sentence per line")
+    return lines[: args.max_lines] if args.max_lines else lines
+
+
+def _build(args, log, stage, lines, tokenizer, lines_wp) -> str:
+    """raw/, spm.*, tok/ and data-bin/ under ``stage``; returns the staged data-bin."""
+    from truneg_fairseq import corpus
+    from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer, write_record
+
+    train, valid, n_train, n_valid = corpus.write_split_corpus(lines, os.path.join(stage, "raw"), args.valid_fraction, args.seed)
+    log.info(f"split: {n_train} train, {n_valid} valid lines (duplicates removed: {len(lines) - n_train - n_valid})")
+    if tokenizer is None:
+        model = corpus.train_sentencepiece(train, os.path.join(stage, "spm"), args.vocab_size or 8000, args.model_type)
+        log.info(f"sentencepiece model {os.path.join(args.output_dir, os.path.basename(model))}")
+        tokenizer = build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(model)))
+    for split, path in (("train", train), ("valid", valid)):
+        corpus.encode_file(tokenizer, path, os.path.join(stage, "tok", f"{split}.txt"))
+    srcdict = args.srcdict
+    if lines_wp and not srcdict:
+        srcdict = os.path.join(stage, "tok", "dict.txt")
+        corpus.atomic_write_lines(srcdict, lines_wp)
+    dest = corpus.binarize(os.path.join(stage, "tok", "train.txt"), os.path.join(stage, "tok", "valid.txt"),
+                           os.path.join(stage, "data-bin"), workers=args.workers, srcdict=srcdict,
+                           nwords=args.vocab_size if args.tokenizer == "whitespace" and args.vocab_size else -1,
+                           name_as=os.path.join(args.output_dir, "data-bin"))
+    write_record(dest, tokenizer, moved_from=stage, moved_to=args.output_dir)
+    _log_unknown_rates(dest, log, stage, args.output_dir)
+    log.info(f"{args.tokenizer} tokenizer fingerprint {tokenizer.fingerprint()[:12]}")
+    return dest
+
+
+def _log_unknown_rates(dest, log, stage, out):
     """Repeat fairseq-preprocess's per-split <unk> rates (its preprocess.log in data-bin/)."""
     path = os.path.join(dest, "preprocess.log")
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 if "replaced by <unk>" in line or "replaced (by" in line:
-                    log.info(line.split(" | ")[-1].strip())
+                    log.info(line.split(" | ")[-1].strip().replace(str(stage), str(out)))
 
 
 def _check_wordpiece_srcdict(srcdict, lines, vocab):

@@ -30,17 +30,16 @@ def main(argv=None) -> int:
     if not os.path.isfile(args.checkpoint):
         fail(f"--checkpoint {args.checkpoint} not found")
     import torch
-    from fairseq import checkpoint_utils
 
     import truneg_fairseq  # noqa: F401
     from truneg_fairseq import squad
     from truneg_fairseq.io_utils import atomic_open
 
-    from truneg_fairseq.compat import UnsafeCheckpointError
+    from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
 
     try:
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], arg_overrides={"data": args.data})
-    except UnsafeCheckpointError as e:
+        models, cfg, task = load_for_inference(args.checkpoint, args.data)
+    except CheckpointError as e:
         fail(str(e))
     if cfg.task._name != "squad":
         fail(f"{args.checkpoint} was not fine-tuned with --task squad (task {cfg.task._name})")

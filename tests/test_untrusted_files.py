@@ -364,6 +364,141 @@ def test_a_second_prepare_corpus_on_the_same_output_is_refused_and_deletes_nothi
     assert _snapshot(out) == before
 
 
+def _file_size_limit(limit: int):
+    """preexec_fn: files larger than ``limit`` bytes cannot be written (EFBIG), as on a full disk."""
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def test_a_failed_prepare_corpus_rerun_leaves_the_earlier_outputs_whole(tmp_path):
+    """The second run fails while training sentencepiece (its model file cannot be written):
+    raw/, spm.*, tok/ and data-bin/ of the first run stay as they were, no staging leftovers, and
+    the error says what happened instead of blaming a --spm-model flag never given."""
+    from utils import tiny_corpus_lines
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(tiny_corpus_lines(300)) + "\n")
+    out = tmp_path / "work"
+    first = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
+    assert first.returncode == 0, first.stderr
+    before = _snapshot(out)
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(tiny_corpus_lines(400))[::-1] + "\n")  # another text: other outputs
+    assert other.stat().st_size < 60_000  # raw/ fits under the limit, a sentencepiece model (~250 kB) does not
+    second = run_script("prepare_corpus.py", ["--input", str(other), "--output-dir", str(out), "--vocab-size", "100"],
+                        preexec_fn=_file_size_limit(100_000))
+    assert second.returncode == 2
+    assert "sentencepiece training could not write its model in " + str(out) + " (" in second.stderr
+    assert "--spm-model" not in second.stderr.split("choose another")[0] and "Traceback" not in second.stderr
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".truneg-output.json"]
+
+
+def test_prepare_corpus_never_replaces_entries_it_did_not_write(tmp_path):
+    from utils import tiny_corpus_lines
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(tiny_corpus_lines(200)) + "\n")
+    out = tmp_path / "work"
+    (out / "raw").mkdir(parents=True)
+    (out / "raw" / "mine.txt").write_text("my own data")
+    (out / "notes.txt").write_text("kept")
+    proc = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
+    assert proc.returncode == 2 and f"{out} already holds raw, not written by prepare_corpus.py" in proc.stderr
+    assert (out / "raw" / "mine.txt").read_text() == "my own data"
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "raw"]
+    # other files beside the outputs are fine, and stay
+    (out / "raw" / "mine.txt").unlink()
+    (out / "raw").rmdir()
+    proc = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "notes.txt").read_text() == "kept" and (out / "data-bin" / "dict.txt").is_file()
+    record = json.loads((out / "data-bin" / "tokenizer_fingerprint.json").read_text())
+    assert record["files"]["spm_model"]["path"] == str(out / "spm.model")  # the final place, not the staging one
+
+
+_ENTRIES = [f"e{i}" for i in range(300)]
+_SWAPPER = """
+import sys
+from pathlib import Path
+from truneg_fairseq.io_utils import staged_entries
+out = Path(sys.argv[1])
+names = [f"e{i}" for i in range(300)]
+print("ready", flush=True)
+with staged_entries(out, "a command", names) as stage:
+    for n in names[:250]:  # the new set has fewer entries than the old one
+        (stage / n).write_text("new")
+print("done", flush=True)
+"""
+
+
+def _one_whole_set(out: Path) -> str:
+    present = {n: (out / n).read_text() for n in _ENTRIES if (out / n).exists()}
+    if set(present) == set(_ENTRIES) and set(present.values()) == {"old"}:
+        return "old"
+    if set(present) == set(_ENTRIES[:250]) and set(present.values()) == {"new"}:
+        return "new"
+    return f"mixed: {sorted(set(present.values()))}, {len(present)} entries"
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.005, 0.01, 0.02, 0.04, 0.08])
+def test_a_kill_during_a_staged_swap_leaves_one_whole_set_after_recovery(tmp_path, delay):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from truneg_fairseq.io_utils import staged_entries
+
+    out = tmp_path / "out"
+    with staged_entries(out, "a command", _ENTRIES) as stage:
+        for n in _ENTRIES:
+            (stage / n).write_text("old")
+    (out / "mine.txt").write_text("not an output")
+    proc = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(out)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    messages = []
+    with staged_entries(out, "a command", _ENTRIES, log=messages.append) as stage:
+        assert _one_whole_set(out) in ("old", "new")  # recovered before anything is written
+        (stage / "e0").write_text("next")
+    assert (out / "e0").read_text() == "next" and (out / "mine.txt").read_text() == "not an output"
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".truneg-output.json"]
+
+
+@pytest.mark.parametrize("moment", ["staging", "setting_aside", "moving_in", "removing_old"])
+def test_staged_swap_recovers_every_moment_of_a_kill(tmp_path, moment):
+    """The states a kill can leave, made directly (the timing test above may miss some)."""
+    from truneg_fairseq.io_utils import staged_entries
+
+    out = tmp_path / "out"
+    with staged_entries(out, "a command", _ENTRIES) as stage:
+        for n in _ENTRIES:
+            (stage / n).write_text("old")
+    stage, aside = out / ".a.new-99999999", out / ".a.old-99999999"
+    stage.mkdir()
+    for n in _ENTRIES[:250]:
+        (stage / n).write_text("new")
+    if moment != "staging":
+        aside.mkdir()
+        for n in _ENTRIES[: 100 if moment == "setting_aside" else 300]:
+            (out / n).rename(aside / n)
+    if moment in ("moving_in", "removing_old"):
+        (aside / ".all-set-aside").touch()
+        for n in _ENTRIES[: 120 if moment == "moving_in" else 250]:
+            (stage / n).rename(out / n)
+    if moment == "removing_old":
+        stage.rmdir()
+    messages = []
+    with staged_entries(out, "a command", _ENTRIES, log=messages.append):
+        got = _one_whole_set(out)
+    assert got == ("new" if moment == "removing_old" else "old")
+    assert messages and sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".truneg-output.json"]
+
+
 @pytest.mark.parametrize("case", ["pickle_bin", "garbled_safetensors", "truncated_safetensors", "latin1_vocab",
                                   "shard_outside"])
 def test_damaged_or_crafted_hf_files_are_one_error_naming_the_file(tmp_path, case):
@@ -406,6 +541,28 @@ def test_an_output_that_cannot_be_written_is_one_error(imported, tmp_path):
     (tmp_path / "file").write_text("x")
     proc = run_script("convert_hf.py", ["import", str(imported / "hf"), str(tmp_path / "file")])
     assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr
+
+
+@pytest.mark.parametrize("script", ["evaluate_mlm.py", "convert_hf.py", "cline_hits.py", "squad_predict.py"])
+@pytest.mark.parametrize("data", ["empty", "missing"])
+def test_a_wrong_data_flag_is_named_not_the_recorded_directory(plain_checkpoint, data_bin, tmp_path, script, data):
+    """Every loading path resolves --data the same way: the error names the directory given."""
+    given = tmp_path / data
+    if data == "empty":
+        given.mkdir()
+    ck = str(plain_checkpoint)
+    triplets = tmp_path / "t.tsv"
+    triplets.write_text("a b c\ta b d\ta b e\n")
+    args = {"evaluate_mlm.py": [ck, "--data", str(given)],
+            "convert_hf.py": ["export", ck, str(tmp_path / "exported"), "--data", str(given)],
+            "cline_hits.py": [ck, "--data", str(given), "--triplets", str(triplets),
+                             "--spm-model", str(data_bin.parent / "spm.model")],
+            "squad_predict.py": ["--checkpoint", ck, "--data", str(given), "--output", str(tmp_path / "p.json")]}[script]
+    proc = run_script(script, args)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    want = f"--data {given}: no such directory" if data == "missing" else f"--data {given} has no dict.txt"
+    assert want in proc.stderr and "Traceback" not in proc.stderr
+    assert "recorded" not in proc.stderr and not (tmp_path / "exported").exists()
 
 
 def test_squad_windows_report_their_unknown_rate(caplog):

@@ -40,3 +40,70 @@ def describe_load_error(path, exc: BaseException, data: Optional[str] = None) ->
         return (f"{path} does not fit the model built here ({name}: [{a}] in the checkpoint, [{b}] here; "
                 f"{len(mismatches)} parameters differ): the architecture flags differ from the training run")
     return None
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint or its data directory cannot be used: the message names the file and the fix."""
+
+
+def data_dir_for(checkpoint, recorded: Optional[str], data: Optional[str] = None, flag: str = "--data",
+                 needs: str = "dict.txt") -> str:
+    """The data directory to load ``checkpoint`` with: ``data`` when given (it must hold
+    ``needs``: the error names ``flag`` and that directory), else the one ``recorded`` in the
+    checkpoint, else the checkpoint's own directory (an import keeps dict.txt beside model.pt)."""
+    import os
+
+    if data:
+        if not os.path.isdir(data):
+            raise CheckpointError(f"{flag} {data}: no such directory; give the data directory {checkpoint} was "
+                                  f"trained on (the one holding {needs})")
+        if not os.path.isfile(os.path.join(data, needs)):
+            raise CheckpointError(f"{flag} {data} has no {needs}; give the data directory {checkpoint} was trained "
+                                  f"on (the one holding {needs})")
+        return data
+    first = str(recorded).split(os.pathsep)[0] if recorded else None
+    for cand in (first, os.path.dirname(os.path.abspath(str(checkpoint)))):
+        if cand and os.path.isfile(os.path.join(cand, needs)):
+            return cand
+    raise CheckpointError(f"no {needs} for {checkpoint}: the directory recorded in it ({recorded}) is gone or moved; "
+                          f"pass the data directory (the one holding {needs}) with {flag}")
+
+
+def load_for_inference(checkpoint, data: Optional[str] = None, overrides: Optional[dict] = None,
+                       flag: str = "--data", needs: str = "dict.txt"):
+    """(models, cfg, task) of a fairseq checkpoint, the one loading path of the plugin's scripts:
+    the checkpoint's config is checked for evaluated values (:mod:`truneg_fairseq.compat`), the
+    data directory resolved by :func:`data_dir_for`, and every loading problem raised as one
+    :class:`CheckpointError` naming the file."""
+    import os
+
+    from fairseq import checkpoint_utils
+
+    import truneg_fairseq  # noqa: F401  (registration and the loading shims)
+    from truneg_fairseq.compat import UnsafeCheckpointError
+
+    if not os.path.isfile(str(checkpoint)):
+        raise CheckpointError(f"checkpoint {checkpoint} not found")
+    try:
+        state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
+    except UnsafeCheckpointError as e:
+        raise CheckpointError(str(e)) from None
+    except Exception as e:
+        msg = describe_load_error(checkpoint, e, data)
+        if msg is None:
+            raise
+        raise CheckpointError(msg) from None
+    cfg = state.get("cfg")
+    if cfg is None or getattr(cfg, "task", None) is None:
+        raise CheckpointError(f"{checkpoint} has no fairseq config (cfg): not a fairseq checkpoint of this kind")
+    data = data_dir_for(checkpoint, cfg.task.get("data", None), data, flag, needs)
+    from fairseq.dataclass.utils import overwrite_args_by_name
+
+    overwrite_args_by_name(cfg, {"data": data, **(overrides or {})})  # as fairseq's loader applies arg_overrides
+    try:
+        return checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
+    except Exception as e:
+        msg = describe_load_error(checkpoint, e, data)
+        if msg is None:
+            raise
+        raise CheckpointError(msg) from None

@@ -21,11 +21,9 @@ def predict_labels(checkpoint: str, data: str, split: str = "valid", batch_size:
                    device: str = "cpu") -> List[str]:
     """One predicted label per example of a binarized split, in file order: the label string
     from the task's label dictionary (classification) or the score (regression)."""
-    from fairseq import checkpoint_utils
+    from truneg_fairseq.checkpoints import load_for_inference
 
-    import truneg_fairseq  # noqa: F401  (registration)
-
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
+    models, cfg, task = load_for_inference(checkpoint, data, needs="input0/dict.txt")
     if cfg.task._name != "sentence_prediction":
         raise ValueError(f"{checkpoint} was not fine-tuned with --task sentence_prediction (task {cfg.task._name})")
     model = models[0].to(device).eval()

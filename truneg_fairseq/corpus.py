@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -150,13 +151,24 @@ def train_sentencepiece(
     prefix = Path(model_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     tmp_prefix = prefix.parent / f".{prefix.name}.tmp{os.getpid()}"
-    spm.SentencePieceTrainer.train(
-        input=str(text_file), model_prefix=str(tmp_prefix), vocab_size=vocab_size,
-        model_type=model_type, character_coverage=1.0, bos_id=-1, eos_id=-1, pad_id=-1,
-        unk_id=0, input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
-        seed_sentencepiece_size=seed_sentencepiece_size, minloglevel=2, num_threads=os.cpu_count() or 1,
-        hard_vocab_limit=False,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            input=str(text_file), model_prefix=str(tmp_prefix), vocab_size=vocab_size,
+            model_type=model_type, character_coverage=1.0, bos_id=-1, eos_id=-1, pad_id=-1,
+            unk_id=0, input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
+            seed_sentencepiece_size=seed_sentencepiece_size, minloglevel=2, num_threads=os.cpu_count() or 1,
+            hard_vocab_limit=False,
+        )
+        spm.SentencePieceProcessor(model_file=f"{tmp_prefix}.model")  # a full disk leaves a truncated model
+    except (OSError, RuntimeError) as e:
+        for ext in (".model", ".vocab"):
+            Path(f"{tmp_prefix}{ext}").unlink(missing_ok=True)
+        free = shutil.disk_usage(prefix.parent).free
+        raise CorpusError(
+            f"sentencepiece training could not write its model in {prefix.parent} ({free / 2**20:.1f} MiB free: "
+            f"{str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__}); free space there or "
+            "choose another --output-dir"
+        ) from None
     for ext in (".model", ".vocab"):
         os.replace(f"{tmp_prefix}{ext}", f"{prefix}{ext}")
     return Path(f"{prefix}.model")
@@ -190,11 +202,12 @@ def encode_file(tokenizer, src: os.PathLike, dst: os.PathLike) -> int:
 
 def binarize(
     trainpref: os.PathLike, validpref: os.PathLike, destdir: os.PathLike, workers: int = 1,
-    srcdict: Optional[os.PathLike] = None, nwords: int = -1,
+    srcdict: Optional[os.PathLike] = None, nwords: int = -1, name_as: Optional[os.PathLike] = None,
 ) -> Path:
     """Run ``fairseq-preprocess --only-source`` into ``destdir`` (atomically: built beside it,
     then renamed into place). ``nwords`` > 0 keeps that many of the most frequent symbols in the
-    dictionary built from the training text (the rest become ``<unk>``); -1 keeps them all."""
+    dictionary built from the training text (the rest become ``<unk>``); -1 keeps them all.
+    ``name_as``: the path the log names (where a staged ``destdir`` will be moved)."""
     destdir = Path(destdir)
     with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.corpus.binarize)") as tmp:
         cmd = [
@@ -209,7 +222,7 @@ def binarize(
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CorpusError(f"fairseq-preprocess failed:\n{proc.stderr[-2000:]}")
-        report_unknown_rates(tmp, destdir)
+        report_unknown_rates(tmp, name_as or destdir)
     return destdir
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import torch
-from fairseq import checkpoint_utils, utils
+from fairseq import utils
 from fairseq.logging import metrics
 
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
@@ -26,9 +26,9 @@ def evaluate_mlm(
 ) -> Dict[str, float]:
     """Returns {"mlm_loss" (bits/token), "ppl", "mlm_acc" (%), "pred_corr_ratio" (%),
     "iter_corr_ratio" (%), "masked_tokens", "sentences"}."""
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [checkpoint], arg_overrides={"data": data, "seed": seed}
-    )
+    from truneg_fairseq.checkpoints import load_for_inference
+
+    models, cfg, task = load_for_inference(checkpoint, data, {"seed": seed})
     model = models[0].eval()
     crit = CounterFalseNegativeLoss(SynonymCriterionConfig(synonym_table=synonym_table, arch=cfg.model._name), task)
     task.load_dataset(subset, combine=False, epoch=1)

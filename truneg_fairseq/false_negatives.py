@@ -249,11 +249,9 @@ class CheckpointScorer:
 
 def load_model(checkpoint: str, data_bin: str):
     """The model of a fairseq checkpoint, on the CPU in eval mode, with ``data_bin``'s dictionary."""
-    from fairseq import checkpoint_utils
+    from truneg_fairseq.checkpoints import load_for_inference
 
-    import truneg_fairseq  # noqa: F401  (registration)
-
-    models, _, _ = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data_bin})
+    models, _, _ = load_for_inference(checkpoint, data_bin)
     return models[0].eval()
 
 

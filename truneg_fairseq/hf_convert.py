@@ -646,17 +646,12 @@ def load_fairseq_checkpoint(checkpoint, data=None):
     state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
     if state.get("cfg") is None:
         raise ConversionError(f"{checkpoint} has no fairseq config (cfg): not a fairseq checkpoint of this kind")
-    if data is None:
-        recorded = str(state["cfg"].task.data).split(os.pathsep)[0]
-        for cand in (recorded, str(checkpoint.parent)):
-            if (Path(cand) / "dict.txt").is_file():
-                data = cand
-                break
-    if data is None or not (Path(data) / "dict.txt").is_file():
-        raise ConversionError(
-            f"no dict.txt for {checkpoint}: the directory recorded in it ({state['cfg'].task.data}) is gone; "
-            "pass the data directory (the one holding dict.txt) with --data"
-        )
+    from truneg_fairseq.checkpoints import CheckpointError, data_dir_for
+
+    try:
+        data = data_dir_for(checkpoint, state["cfg"].task.get("data", None), data)
+    except CheckpointError as e:
+        raise ConversionError(str(e)) from None
     from omegaconf import open_dict
 
     with open_dict(state["cfg"]):

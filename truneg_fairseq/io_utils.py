@@ -187,3 +187,112 @@ def atomic_dir(path: os.PathLike, owner: str, log=None):
         if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
         lock.unlink(missing_ok=True)
+
+
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG)
+
+
+def _owned_by(out: Path, owner: str) -> bool:
+    try:
+        return json.loads((out / MARKER).read_text()).get("command") == owner
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _recover_entries(out: Path, tag: str, names, log) -> None:
+    """Put right what a killed :func:`staged_entries` run left in ``out``: an unfinished staging
+    directory is removed; when the kill came during the swap, the old entries set aside go back,
+    so ``out`` again holds one whole earlier set."""
+    for stage in sorted(out.glob(f".{tag}.new-*")):
+        aside = out / stage.name.replace(".new-", ".old-", 1)
+        if aside.is_dir():
+            log(f"restoring the previous outputs of {out} from {aside}: a run was killed while replacing them")
+            if (aside / _ASIDE_DONE).exists():  # every old entry is aside: what is in out is new
+                for name in names:
+                    if (out / name).exists() or (out / name).is_symlink():
+                        _remove(out / name)
+            for entry in aside.iterdir():
+                if entry.name != _ASIDE_DONE:
+                    os.replace(entry, out / entry.name)
+            shutil.rmtree(aside, ignore_errors=True)
+        log(f"removing {stage}: the unfinished output of a run that was killed")
+        shutil.rmtree(stage, ignore_errors=True)
+    for aside in sorted(out.glob(f".{tag}.old-*")):  # the new set is whole: the old one goes
+        log(f"removing {aside}: the previous outputs, already replaced")
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+_ASIDE_DONE = ".all-set-aside"
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    else:
+        p.unlink()
+
+
+@contextlib.contextmanager
+def staged_entries(out_dir: os.PathLike, owner: str, names, log=None):
+    """Write a set of named outputs (files or directories) inside a shared directory as one unit.
+
+    ``out_dir`` may hold other files (they are never touched); of ``names``, those present must
+    come from an earlier run of ``owner`` (its marker file in ``out_dir``), else
+    :class:`OutputDirError` before anything is written. The ``with`` block writes the new entries
+    into the yielded staging directory (inside ``out_dir``); on success the old entries are set
+    aside, the new ones moved in, then the old ones removed. On an error nothing of ``out_dir``
+    changes; after a kill the next run restores one whole set (:func:`_recover_entries`).
+    Call it under :func:`output_lock`."""
+    import logging
+
+    log = log or logging.getLogger(__name__).warning
+    out = Path(os.path.abspath(out_dir))
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(f"{out} is a file, not a directory: choose a new output directory")
+    tag = owner.split()[0].replace("/", "_")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _recover_entries(out, tag, names, log)
+        present = [n for n in names if (out / n).exists()]
+        if present and not _owned_by(out, owner):
+            raise OutputDirError(
+                f"{out} already holds {', '.join(present)}, not written by {owner} (no marker {MARKER} of it); "
+                f"{owner} never replaces what it did not write. Give a new output directory, or move those away"
+            )
+        stage = out / f".{tag}.new-{os.getpid()}"
+        if stage.exists():
+            shutil.rmtree(stage)
+        stage.mkdir()
+    except OSError as e:
+        raise OutputDirError(f"{out}: cannot write there ({e.strerror or e}); choose a writable directory") from None
+    try:
+        try:
+            yield stage
+        except OSError as e:
+            if e.errno in _WRITE_ERRNOS:
+                raise OutputDirError(f"{out}: writing failed ({e.strerror}): free space or choose another "
+                                     "directory; nothing was replaced") from None
+            raise
+        with atomic_open(out / MARKER, "w") as f:  # before the swap: both sets are this owner's
+            json.dump({"command": owner, "entries": list(names)}, f)
+        aside = out / f".{tag}.old-{os.getpid()}"
+        aside.mkdir()
+        try:
+            for name in names:
+                if (out / name).exists() or (out / name).is_symlink():
+                    os.replace(out / name, aside / name)
+            (aside / _ASIDE_DONE).touch()
+            for name in names:
+                if (stage / name).exists():
+                    os.replace(stage / name, out / name)
+            stage.rmdir()
+        except BaseException:
+            _recover_entries(out, tag, names, log)  # the old set back, whole
+            raise
+        shutil.rmtree(aside, ignore_errors=True)
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()

@@ -639,14 +639,22 @@ def _byte_digest(path) -> str:
     return h.hexdigest()
 
 
-def write_record(data_dir, tokenizer: Tokenizer) -> Path:
+def write_record(data_dir, tokenizer: Tokenizer, moved_from: Optional[str] = None, moved_to: Optional[str] = None) -> Path:
     """Write ``DATA/tokenizer_fingerprint.json`` (atomically): the tokenizer's kind, its files
     (absolute paths and the sha256 of their contents, :func:`content_digest`), lower-casing and
     fingerprint, so later steps can check they use
-    the tokenizer that made ``DATA/dict.txt``, and whole-word masking can find it."""
+    the tokenizer that made ``DATA/dict.txt``, and whole-word masking can find it. Files written
+    in a staging directory ``moved_from`` are recorded at their final place under ``moved_to``."""
     digests = tokenizer.file_fingerprints()
+
+    def final(path: str) -> str:
+        path = os.path.abspath(path)
+        if moved_from and os.path.commonpath([path, os.path.abspath(moved_from)]) == os.path.abspath(moved_from):
+            return os.path.join(os.path.abspath(moved_to), os.path.relpath(path, moved_from))
+        return path
+
     rec = {"format_version": RECORD_VERSION, "tokenizer": tokenizer.kind, "fingerprint": tokenizer.fingerprint(),
-           "files": {k: {"path": os.path.abspath(v), "sha256": digests[k], "digest": "content"}
+           "files": {k: {"path": final(v), "sha256": digests[k], "digest": "content"}
                      for k, v in tokenizer.spec.files().items()}}
     if tokenizer.kind == "wordpiece":
         rec["lowercase"] = tokenizer.lowercase
