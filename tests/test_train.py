@@ -48,6 +48,15 @@ def test_train_save_resume_restore(data_bin, synonym_table, tmp_path, criterion)
 
 
 @pytest.mark.slow
+def test_one_sentence_per_sample_trains_under_numpy_2(data_bin, synonym_table, tmp_path):
+    """--sample-break-mode eos: fairseq's eos-mode block index used numpy.compat (gone in NumPy 2)."""
+    proc = fairseq_train(data_bin, tmp_path / "eos", [*TINY_TN_ROBERTA, "--criterion", "mlm_hard_correction",
+                                                       "--synonym-table", str(synonym_table),
+                                                       "--sample-break-mode", "eos", "--max-update", "2"])
+    assert last_num_updates(proc.stdout + proc.stderr) == 2
+    assert (tmp_path / "eos" / "checkpoint_last.pt").is_file()
+
+
 def test_hc_without_table_fails_clearly(data_bin, tmp_path):
     proc = fairseq_train(data_bin, tmp_path / "c", [*TINY_ROBERTA, "--criterion", "mlm_hard_correction", "--max-update", "1"], check=False)
     assert proc.returncode != 0

@@ -10,6 +10,7 @@ compat.allow_fairseq_checkpoints()
 compat.atomic_checkpoint_copies()
 compat.trusted_worker_broadcast()
 compat.safe_checkpoint_configs()
+compat.numpy_compat_long()
 
 from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
 from .tokenizer import give_masked_lm_whole_words  # noqa: E402  (and the ``wordpiece`` BPE)

@@ -223,3 +223,11 @@ def safe_checkpoint_configs() -> None:
 
     load_checkpoint_to_cpu.truneg_safe = True
     checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+
+
+def numpy_compat_long() -> None:
+    """``numpy.compat.long`` for fairseq's eos-mode ``TokenBlockDataset`` under NumPy 2 (5.)."""
+    import types
+
+    if getattr(np, "compat", None) is None:  # NumPy 1 has it (imported lazily on access)
+        np.compat = types.SimpleNamespace(long=np.int64)
