@@ -1,9 +1,11 @@
 #!/usr/bin/env python
 """The built-in demo: false negatives appear, and the criterions act on them.
 
-1. corpus     WordNet definitions + example sentences (~155k lines, 1.5M words), lower-cased,
-              punctuation split off; a word-level dictionary of the --vocab-size most frequent
-              words (every content word is one entry; the rest <unk>, rate logged)
+1. corpus     WordNet read as a dictionary: one line per entry ("chief , main , primary , principal
+              : most important element") and per example sentence, lower-cased, punctuation
+              split off; a word-level dictionary of the --vocab-size most frequent words (every
+              content word is one entry); lines with a word outside it are left out (counted in
+              the log), so <unk> is never an answer to learn
 2. table      the WordNet synonym table of that dictionary
 3. stage 1    one small pre-LN RoBERTa trained from scratch with fairseq's masked_lm
               (--stage1-updates, one learning-rate schedule over both stages)
@@ -50,7 +52,7 @@ def get_parser():
     p.add_argument("--stage1-updates", type=int, default=500, help="plain masked_lm updates from scratch (default 500)")
     p.add_argument("--stage2-updates", type=int, default=120, help="updates per continued criterion (default 120)")
     p.add_argument("--points", type=int, default=4, help="checkpoints scored per continuation (default 4: 25/50/75/100%%)")
-    p.add_argument("--batch-size", type=int, default=32, help="blocks of <= 128 tokens per update (default 32)")
+    p.add_argument("--batch-size", type=int, default=128, help="lines (one sample each) per update (default 128)")
     p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
     p.add_argument("--warmup", type=int, default=100, help="warm-up updates of stage 1 (default 100)")
     p.add_argument("--vocab-size", type=int, default=16000, help="words in the dictionary (default 16000)")
@@ -88,16 +90,16 @@ def main(argv=None) -> int:
     run.write_commands(os.path.join(out, "commands.sh"))
 
     print()
-    print(f"Demo on WordNet glosses: word-level dictionary of {args.vocab_size} words (<unk>: "
+    print(f"Demo on WordNet's entries and examples: word-level dictionary of {args.vocab_size} words (<unk>: "
           f"{unk.get('train', float('nan')):.2f}% of train tokens, {unk.get('valid', float('nan')):.2f}% of valid), "
-          f"pre-LN RoBERTa 4 x 128, batches of {args.batch_size} x <=128 tokens; stage 1: masked_lm "
+          f"pre-LN RoBERTa 4 x 128, batches of {args.batch_size} lines; stage 1: masked_lm "
           f"{args.stage1_updates} updates; stage 2: each criterion {args.stage2_updates} updates from that checkpoint "
           f"(update 0 = the shared start).")
-    print(f"Valid split: {meta['valid_masked']} masked words in {meta['valid_blocks']} blocks, the same masks for every "
+    print(f"Valid split: {meta['valid_masked']} masked words in {meta['valid_blocks']} lines, the same masks for every "
           "checkpoint.\n")
     print(study.format_rows(study.progress_table(results)))
     print("\npred-level: % of mispredicted masked words whose prediction is a WordNet synonym of the gold word; "
-          "iter-level: % of blocks with at least one; syn-aware acc: a synonym prediction counted as right; "
+          "iter-level: % of lines with at least one; syn-aware acc: a synonym prediction counted as right; "
           "content preds: % of predictions that are content words (not stopwords or punctuation).")
     print(f"\nFigure-3-style cases from the last checkpoints ({len(cases)}):")
     for i, c in enumerate(cases):

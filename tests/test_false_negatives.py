@@ -69,6 +69,32 @@ def test_table_layouts():
     assert study.word_tokenize("Main, primary (chief).") == "main , primary ( chief ) ."
 
 
+def test_corpus_lines_leave_out_long_lines_and_unknown_words_with_counts(caplog):
+    import logging
+
+    raw = ["The big house.", "A big dog!", "the house", "big big big big big big big", "", "a zebra house"]
+    setting = study.Setting(vocab_size=5, tokens_per_sample=8, families=[])
+    log = logging.getLogger("t")
+    with caplog.at_level(logging.INFO, logger="t"):
+        lines = study.corpus_lines(raw, setting, log)
+    # 7 words + <s> + </s> > 8 positions: left out; the 5 most frequent words of the rest: house (3),
+    # the, big, a (2 each) and "." (the first of the words seen once)
+    assert lines == ["the big house .", "the house"]
+    assert "left out 1 lines longer than 6 words" in caplog.text
+    assert "kept 2 of 4 lines: 2 hold a word outside the 5 most frequent" in caplog.text
+    setting.in_vocab_only = False
+    assert len(study.corpus_lines(raw, setting, log)) == 4
+
+
+def test_dictionary_entries_start_with_their_synset_words():
+    from truneg_fairseq.corpus import wordnet_gloss_lines
+
+    entries = [l for l in wordnet_gloss_lines(headwords=True) if l.startswith("chief, main, primary")]
+    assert entries == ["chief, main, primary, principal, master: most important element"]
+    plain = next(iter(wordnet_gloss_lines()))
+    assert plain.startswith("that which is perceived")  # without headwords: the definition alone
+
+
 # ---- a real checkpoint with known predictions ----------------------------------------------------
 VALID = ["the big house is large .", "a small house .", "the large dog saw a big big cat ."]
 TRAIN = (VALID + ["a little house near the lake .", "the small dog is little .", "the cat saw the house ."]) * 20

@@ -90,11 +90,13 @@ def read_text_lines(path: os.PathLike) -> Iterator[str]:
 _QUOTED = re.compile(r'"([^"]+)"')
 
 
-def wordnet_gloss_lines(wn=None) -> Iterator[str]:
+def wordnet_gloss_lines(wn=None, headwords: bool = False) -> Iterator[str]:
     """Definitions and example sentences from WordNet's data files, one per line.
 
     Each synset's gloss (the text after ``|``) holds a definition followed by quoted examples;
-    each becomes a line. About 118k glosses, 1.4M words of English.
+    each becomes a line. About 118k glosses, 1.4M words of English. With ``headwords`` the
+    definition line starts as a dictionary entry does, with the synset's words: "chief, main,
+    primary, principal: most important element" (multi-word entries with spaces).
     """
     if wn is None:
         from truneg_fairseq.lexicon import load_wordnet
@@ -106,13 +108,24 @@ def wordnet_gloss_lines(wn=None) -> Iterator[str]:
                 line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
                 if line.startswith("  ") or "|" not in line:
                     continue  # licence header
-                gloss = line.split("|", 1)[1].strip()
+                head, gloss = line.split("|", 1)
+                gloss = gloss.strip()
                 examples = _QUOTED.findall(gloss)
                 definition = _QUOTED.sub("", gloss).strip(" ;")
+                if headwords:
+                    definition = ", ".join(_synset_words(head)) + ": " + definition
                 for text in [definition] + examples:
                     text = " ".join(text.split())
                     if len(text.split()) >= 3:
                         yield text
+
+
+def _synset_words(head: str) -> List[str]:
+    """The words of a data-file line's synset ("offset lexfile pos count word lex_id ...";
+    count in hex; adjective markers such as "(a)" removed, underscores as spaces)."""
+    fields = head.split()
+    n = int(fields[3], 16)
+    return [re.sub(r"\([a-z]+\)$", "", fields[4 + 2 * i]).replace("_", " ") for i in range(n)]
 
 
 def write_split_corpus(

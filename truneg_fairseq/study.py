@@ -2,10 +2,13 @@
 
 The pipeline that ``scripts/demo.py`` and ``examples/study/run_study.py`` share:
 
-1. corpus   WordNet's glosses (or the user's text), lower-cased, punctuation split off, one
-            sentence per line; a word-level dictionary of the most frequent words
+1. corpus   WordNet as a dictionary (or the user's text), lower-cased, punctuation split off,
+            one line per entry ("chief , main , primary , principal : most important element")
+            and per example sentence; a word-level dictionary of the most frequent words
             (``prepare_corpus.py --tokenizer whitespace --vocab-size N``): every content word is
-            one entry, so every mispredicted masked word can be a synonym prediction;
+            one entry, so every mispredicted masked word can be a synonym prediction. Lines with
+            a word outside the dictionary are left out (counted in the log): the model never
+            learns ``<unk>`` as an answer, which would otherwise be its most frequent prediction;
 2. table    the WordNet synonym table of that dictionary (``build_synonym_table.py``);
 3. stage 1  one plain pre-training per model family (``masked_lm`` for RoBERTa, ``electra``
             for ELECTRA) from scratch: the shared start, as the paper continues its base models;
@@ -67,11 +70,13 @@ class Family:
 
 @dataclass
 class Setting:
-    vocab_size: int = 16000         # words kept; the rest <unk>
+    vocab_size: int = 16000         # words kept
     valid_fraction: float = 0.03
-    tokens_per_sample: int = 128
-    break_mode: str = "complete"    # whole sentences packed into blocks of <= 128 tokens
-    batch_size: int = 32
+    corpus: str = "entries"         # WordNet: "entries" (headwords: definition, and examples) or "glosses"
+    in_vocab_only: bool = True      # leave out lines with a word outside the vocab_size most frequent
+    tokens_per_sample: int = 128    # longer lines are left out
+    break_mode: str = "eos"         # one line per sample: every context word is of the same sentence
+    batch_size: int = 128           # lines per update
     lr: float = 2e-3                # peak; one polynomial schedule over stage 1 + stage 2
     warmup: int = 100
     stage1_updates: int = 800
@@ -146,17 +151,12 @@ def prepare_data(work: str, setting: Setting, run: Runner, inputs: Optional[Sequ
         if not os.path.isfile(text):
             from truneg_fairseq.corpus import read_text_lines, wordnet_gloss_lines
 
-            lines = (l for p in inputs for l in read_text_lines(p)) if inputs else wordnet_gloss_lines()
-            n = 0
+            raw = (l for p in inputs for l in read_text_lines(p)) if inputs else \
+                wordnet_gloss_lines(headwords=setting.corpus == "entries")
+            lines = corpus_lines(raw, setting, run.log)
             with atomic_open(text, "w", encoding="utf-8") as f:
-                for line in lines:
-                    words = word_tokenize(line)
-                    if words:
-                        f.write(words + "\n")
-                        n += 1
-                        if setting.max_lines and n >= setting.max_lines:
-                            break
-            run.log.info(f"{text}: {n} lines, lower-cased, punctuation split off")
+                f.writelines(l + "\n" for l in lines)
+            run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
         run([sys.executable, os.path.join(REPO, "scripts", "prepare_corpus.py"), "--input", text, "--output-dir", work,
              "--tokenizer", "whitespace", "--vocab-size", str(setting.vocab_size),
              "--valid-fraction", str(setting.valid_fraction), "--seed", str(setting.seed)], "prepare_corpus")
@@ -168,6 +168,35 @@ def prepare_data(work: str, setting: Setting, run: Runner, inputs: Optional[Sequ
     else:
         run.commands.append(f"# reused {table} (scripts/build_synonym_table.py --tokenizer whitespace)")
     return data_bin, table
+
+
+def corpus_lines(raw, setting: Setting, log: logging.Logger) -> List[str]:
+    """Tokenized lines (:func:`word_tokenize`) of ``raw`` for the setting: at most
+    ``max_lines``; lines longer than a sample left out; with ``in_vocab_only`` also the lines
+    holding a word outside the ``vocab_size`` most frequent ones (each count logged)."""
+    from collections import Counter
+
+    lines, too_long = [], 0
+    for line in raw:
+        words = word_tokenize(line)
+        if not words:
+            continue
+        if len(words.split()) > setting.tokens_per_sample - 2:  # <s> and </s> take two positions
+            too_long += 1
+            continue
+        lines.append(words)
+        if setting.max_lines and len(lines) >= setting.max_lines:
+            break
+    if too_long:
+        log.info(f"left out {too_long} lines longer than {setting.tokens_per_sample - 2} words")
+    if setting.in_vocab_only:
+        counts = Counter(w for l in lines for w in l.split())
+        keep = {w for w, _ in counts.most_common(setting.vocab_size)}
+        kept = [l for l in lines if all(w in keep for w in l.split())]
+        log.info(f"kept {len(kept)} of {len(lines)} lines: {len(lines) - len(kept)} hold a word outside the "
+                 f"{len(keep)} most frequent (the dictionary), so no <unk> is left to predict")
+        lines = kept
+    return lines
 
 
 def unknown_rates(data_bin: str) -> Dict[str, float]:
