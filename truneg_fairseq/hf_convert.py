@@ -361,18 +361,22 @@ def _check_vocab_size(ck: HFCheckpoint, rows: int):
         )
 
 
-def _build(args: List[str], data_dir: Path):
-    """fairseq (cfg, task, model) from command-line arguments, as fairseq-train builds them."""
+def _build(task: str, arch: str, sizes: Dict[str, object], data_dir: Path):
+    """fairseq (cfg, task, model) for ``--task task --arch arch`` with the model fields in
+    ``sizes`` (typed values read from config.json, set on the config object: nothing read from a
+    file passes through a command line), as fairseq-train builds them."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     import truneg_fairseq  # noqa: F401  (registration)
 
     parser = options.get_training_parser()
-    ns = options.parse_args_and_arch(parser, [str(data_dir), "--cpu", *args])
+    ns = options.parse_args_and_arch(parser, [str(data_dir), "--cpu", "--task", task, "--arch", arch])
+    for key, value in sizes.items():  # keys: fields of the arch's model (and task) config
+        setattr(ns, key, value)
     cfg = convert_namespace_to_omegaconf(ns)
-    task = tasks.setup_task(cfg.task)
-    return cfg, task, build_model(cfg, task)
+    task_ = tasks.setup_task(cfg.task)
+    return cfg, task_, build_model(cfg, task_)
 
 
 def _discriminator_only(cfg) -> bool:
@@ -428,19 +432,17 @@ def _save_checkpoint(path: Path, cfg, model) -> None:
     torch.save(state, path)
 
 
-def _bert_args(c: dict, max_positions: int) -> List[str]:
-    return [
-        "--task", "masked_lm", "--arch", "bert_hf_base",
-        "--encoder-layers", str(c["num_hidden_layers"]), "--encoder-embed-dim", str(c["hidden_size"]),
-        "--encoder-ffn-embed-dim", str(c["intermediate_size"]),
-        "--encoder-attention-heads", str(c["num_attention_heads"]),
-        "--max-positions", str(max_positions), "--tokens-per-sample", str(max_positions),
-        "--activation-fn", HF_TO_FAIRSEQ_ACT[c.get("hidden_act", "gelu")],
-        "--dropout", str(c.get("hidden_dropout_prob", 0.1)),
-        "--attention-dropout", str(c.get("attention_probs_dropout_prob", 0.1)),
-        "--bert-layernorm-eps", repr(float(c.get("layer_norm_eps", 1e-12))),
-        "--bert-type-vocab-size", str(c.get("type_vocab_size", 2)),
-    ]
+def _bert_sizes(c: dict, max_positions: int) -> Dict[str, object]:
+    return {
+        "encoder_layers": int(c["num_hidden_layers"]), "encoder_embed_dim": int(c["hidden_size"]),
+        "encoder_ffn_embed_dim": int(c["intermediate_size"]), "encoder_attention_heads": int(c["num_attention_heads"]),
+        "max_positions": max_positions, "tokens_per_sample": max_positions,
+        "activation_fn": HF_TO_FAIRSEQ_ACT[c.get("hidden_act", "gelu")],
+        "dropout": float(c.get("hidden_dropout_prob", 0.1)),
+        "attention_dropout": float(c.get("attention_probs_dropout_prob", 0.1)),
+        "bert_layernorm_eps": float(c.get("layer_norm_eps", 1e-12)),
+        "bert_type_vocab_size": int(c.get("type_vocab_size", 2)),
+    }
 
 
 def _import_bert(ck: HFCheckpoint, work: Path):
@@ -450,7 +452,7 @@ def _import_bert(ck: HFCheckpoint, work: Path):
     _check_vocab_size(ck, rows)
     order = fairseq_row_order(ck.vocab, str(ck.path / "vocab.txt"))
     max_positions = _take(s, base + "embeddings.position_embeddings.weight", where).size(0)
-    cfg, task, model = _build(_bert_args(c, max_positions), work)
+    cfg, task, model = _build("masked_lm", "bert_hf_base", _bert_sizes(c, max_positions), work)
     pad = task.source_dictionary.pad()
     emb = _embeddings(s, base + "embeddings.", order, pad, where)
     enc = "encoder.sentence_encoder."
@@ -496,21 +498,20 @@ def _warn_untied(state, key, embeddings, what):
                            "the fairseq model ties them and keeps the word embeddings")
 
 
-def _electra_args(d: dict, g: Optional[dict], max_positions: int) -> List[str]:
+def _electra_sizes(d: dict, g: Optional[dict], max_positions: int) -> Dict[str, object]:
     gen = g or d  # discriminator-only: generator sizes that pass the model's checks, never built
-    args = [
-        "--task", "electra", "--arch", "electra_base",
-        "--electra-embed-dim", str(d.get("embedding_size", d["hidden_size"])),
-        "--electra-hidden-dim", str(d["hidden_size"]), "--electra-layers", str(d["num_hidden_layers"]),
-        "--electra-heads", str(d["num_attention_heads"]), "--electra-ffn-dim", str(d["intermediate_size"]),
-        "--electra-gen-hidden-dim", str(gen["hidden_size"]), "--electra-gen-layers", str(gen["num_hidden_layers"]),
-        "--electra-gen-heads", str(gen["num_attention_heads"]), "--electra-gen-ffn-dim", str(gen["intermediate_size"]),
-        "--electra-max-positions", str(max_positions), "--tokens-per-sample", str(max_positions),
-        "--electra-dropout", str(d.get("hidden_dropout_prob", 0.1)),
-        "--electra-attention-dropout", str(d.get("attention_probs_dropout_prob", 0.1)),
-        "--electra-layernorm-eps", repr(float(d.get("layer_norm_eps", 1e-12))),
-    ]
-    return args if g is not None else args + ["--electra-discriminator-only"]
+    return {
+        "electra_embed_dim": int(d.get("embedding_size", d["hidden_size"])),
+        "electra_hidden_dim": int(d["hidden_size"]), "electra_layers": int(d["num_hidden_layers"]),
+        "electra_heads": int(d["num_attention_heads"]), "electra_ffn_dim": int(d["intermediate_size"]),
+        "electra_gen_hidden_dim": int(gen["hidden_size"]), "electra_gen_layers": int(gen["num_hidden_layers"]),
+        "electra_gen_heads": int(gen["num_attention_heads"]), "electra_gen_ffn_dim": int(gen["intermediate_size"]),
+        "electra_max_positions": max_positions, "tokens_per_sample": max_positions,
+        "electra_dropout": float(d.get("hidden_dropout_prob", 0.1)),
+        "electra_attention_dropout": float(d.get("attention_probs_dropout_prob", 0.1)),
+        "electra_layernorm_eps": float(d.get("layer_norm_eps", 1e-12)),
+        "electra_discriminator_only": g is None,
+    }
 
 
 def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, allow_unshared: bool = False):
@@ -550,7 +551,7 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, a
                     if diff > 0:
                         logger.warning(f"generator and discriminator differ in {key} (max {diff:.3g}); the "
                                        "imported model shares the discriminator's embeddings")
-    cfg, task, model = _build(_electra_args(d, gen.config if gen else None, pos.size(0)), work)
+    cfg, task, model = _build("electra", "electra_base", _electra_sizes(d, gen.config if gen else None, pos.size(0)), work)
     pad = task.source_dictionary.pad()
     emb = _embeddings(s, "electra.embeddings.", order, pad, where)
     out = {
