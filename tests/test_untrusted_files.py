@@ -565,6 +565,19 @@ def test_a_wrong_data_flag_is_named_not_the_recorded_directory(plain_checkpoint,
     assert "recorded" not in proc.stderr and not (tmp_path / "exported").exists()
 
 
+@pytest.mark.parametrize("command", ["import", "export"])
+def test_a_full_disk_during_conversion_is_one_error_and_replaces_nothing(imported, plain_checkpoint, tmp_path, command):
+    """Weight files that cannot be written (a file-size limit: EFBIG, as ENOSPC on a full disk)."""
+    out = tmp_path / "out"
+    args = (["import", str(imported / "hf"), str(out)] if command == "import"
+            else ["export", str(plain_checkpoint), str(out)])
+    proc = run_script("convert_hf.py", args, preexec_fn=_file_size_limit(20_000))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"{out}: writing failed" in proc.stderr and "nothing was replaced" in proc.stderr
+    assert "Traceback" not in proc.stderr and "inline_container" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no leftovers
+
+
 def test_squad_windows_report_their_unknown_rate(caplog):
     import logging
 

@@ -167,10 +167,10 @@ def atomic_dir(path: os.PathLike, owner: str, log=None):
                 raise OutputDirError(f"{path}: writing failed ({e.strerror}): free space or choose another "
                                      "directory; nothing was replaced") from None
             raise
-        except RuntimeError as e:  # torch.save reports a full disk as a RuntimeError of its writer
-            if "inline_container" in str(e) or "No space" in str(e):
-                raise OutputDirError(f"{path}: writing failed (disk full?): free space or choose another "
-                                     "directory; nothing was replaced") from None
+        except Exception as e:  # torch.save and safetensors report a full disk in their own errors
+            if _write_failure(e):
+                raise OutputDirError(f"{path}: writing failed (disk full or a file-size limit): "
+                                     "free space or choose another directory; nothing was replaced") from None
             raise
         with open(tmp / MARKER, "w") as f:
             json.dump({"command": owner}, f)
@@ -190,6 +190,13 @@ def atomic_dir(path: os.PathLike, owner: str, log=None):
 
 
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG)
+_WRITE_FAILURE_TEXTS = ("inline_container", "No space left", "File too large", "Disk quota", "os error 28",
+                        "os error 27", "os error 122")
+
+
+def _write_failure(e: BaseException) -> bool:
+    """A writer's own error (torch's zip writer, safetensors) that is a full disk underneath."""
+    return any(t in str(e) for t in _WRITE_FAILURE_TEXTS)
 
 
 def _owned_by(out: Path, owner: str) -> bool:
