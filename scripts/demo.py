@@ -40,7 +40,7 @@ DEMO_ROBERTA_ARCH = [
     "--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "4",
     "--encoder-embed-dim", "128", "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4",
     "--max-positions", "128", "--dropout", "0", "--attention-dropout", "0",
-]
+]  # its token embeddings start from count-based word vectors of the training text (scripts/word_vectors.py)
 # sentence-KL (about 2.4x the step time of the others) is in the study, not in the demo's budget
 DEMO_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg"]
 
@@ -49,8 +49,8 @@ def get_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workdir", default="demo_work", help="where data, checkpoints and results go (default demo_work)")
     p.add_argument("--criteria", nargs="+", default=DEMO_CRITERIA, help="criterions continued from stage 1")
-    p.add_argument("--stage1-updates", type=int, default=500, help="plain masked_lm updates from scratch (default 500)")
-    p.add_argument("--stage2-updates", type=int, default=120, help="updates per continued criterion (default 120)")
+    p.add_argument("--stage1-updates", type=int, default=1200, help="plain masked_lm updates from scratch (default 1200)")
+    p.add_argument("--stage2-updates", type=int, default=400, help="updates per continued criterion (default 400)")
     p.add_argument("--points", type=int, default=4, help="checkpoints scored per continuation (default 4: 25/50/75/100%%)")
     p.add_argument("--batch-size", type=int, default=128, help="lines (one sample each) per update (default 128)")
     p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")

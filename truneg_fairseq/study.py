@@ -77,6 +77,7 @@ class Setting:
     tokens_per_sample: int = 128    # longer lines are left out
     break_mode: str = "eos"         # one line per sample: every context word is of the same sentence
     batch_size: int = 128           # lines per update
+    embed_init: bool = True         # RoBERTa's stage 1 starts its embeddings from count-based word vectors
     lr: float = 2e-3                # peak; one polynomial schedule over stage 1 + stage 2
     warmup: int = 100
     stage1_updates: int = 800
@@ -125,7 +126,8 @@ class Runner:
             for line in proc.stdout:
                 f.write(line)
                 if self.echo and ("| train_inner |" in line or "| valid |" in line or "replaced (by" in line
-                                  or "coverage" in line or "synonym pairs" in line):
+                                  or "coverage" in line or "synonym pairs" in line
+                                  or "vectors from" in line or "lines:" in line):
                     self.log.info(f"[{name}] " + line.split("| INFO | ", 1)[-1].rstrip())
             rc = proc.wait()
         if rc != 0:
@@ -234,6 +236,8 @@ def train_command(setting: Setting, family: Family, criterion: str, data_bin: st
         # one schedule over both stages: warm-up, then linear decay that stage 2 finishes
         cmd += ["--lr", str(s.lr), "--warmup-updates", str(s.warmup), "--total-num-update", str(total),
                 "--max-update", str(s.stage1_updates), "--save-interval-updates", str(s.stage1_updates)]
+        if s.embed_init and embed_dim(family) is not None:
+            cmd += ["--truneg-embed-init", vectors_path(data_bin, embed_dim(family))]
     else:
         lr = s.lr * (total - s.stage1_updates) / (total - s.warmup)
         cmd += ["--lr", f"{lr:.6g}", "--warmup-updates", "0", "--total-num-update", str(s.stage2_updates),
@@ -248,6 +252,32 @@ def train_command(setting: Setting, family: Family, criterion: str, data_bin: st
     return cmd + list(s.extra_train_args)
 
 
+def embed_dim(family: Family) -> Optional[int]:
+    """The token-embedding size of a family whose model takes ``--truneg-embed-init``
+    (the plugin's RoBERTa), else None."""
+    a = family.arch
+    if "--arch" not in a or not a[a.index("--arch") + 1].startswith("truneg_roberta"):
+        return None
+    return int(a[a.index("--encoder-embed-dim") + 1]) if "--encoder-embed-dim" in a else 768
+
+
+def vectors_path(data_bin: str, dim: int) -> str:
+    return os.path.join(data_bin, f"word_vectors.{dim}.npy")
+
+
+def write_word_vectors(setting: Setting, work: str, data_bin: str, run: Runner) -> None:
+    """Count-based vectors of the training text for every family that starts from them."""
+    if not setting.embed_init:
+        return
+    for dim in sorted({embed_dim(f) for f in setting.families} - {None}):
+        out = vectors_path(data_bin, dim)
+        if os.path.isfile(out):
+            run.commands.append(f"# reused {out} (scripts/word_vectors.py)")
+            continue
+        run([sys.executable, os.path.join(REPO, "scripts", "word_vectors.py"), "--dict", os.path.join(data_bin, "dict.txt"),
+             "--text", os.path.join(work, "raw", "train.txt"), "--dim", str(dim), "--output", out], f"word_vectors_{dim}")
+
+
 def run_id(family: Family, criterion: str) -> str:
     return f"{family.name}_{criterion}"
 
@@ -257,6 +287,7 @@ def train_all(setting: Setting, work: str, data_bin: str, table: str, run: Runne
     from truneg_fairseq.false_negatives import interval_checkpoints
 
     ck = os.path.join(work, "checkpoints")
+    write_word_vectors(setting, work, data_bin, run)
     for fam in setting.families:
         save = os.path.join(ck, f"{fam.name}_stage1")
         if not os.path.isfile(os.path.join(save, "checkpoint_last.pt")):
