@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from utils import TINY_TN_ROBERTA, fairseq_train, run_script
+from utils import TINY_ELECTRA, TINY_TN_ROBERTA, fairseq_train, run_script
 
 # "big" and "large" share every context, "cat" and "dog" share theirs; the two groups never meet
 LINES = (["the big house stood there", "the large house stood there", "a big tree grew here", "a large tree grew here",
@@ -46,7 +46,8 @@ def test_vectors_put_words_of_the_same_contexts_together(words):
     assert np.allclose(np.linalg.norm(v[rows], axis=1), 1.0, atol=1e-5)  # every word that occurs: unit length
 
 
-def test_training_starts_from_the_vectors_and_checkpoints_do_not_need_the_file(words, tmp_path):
+@pytest.mark.parametrize("model", ["roberta", "electra"])
+def test_training_starts_from_the_vectors_and_checkpoints_do_not_need_the_file(words, tmp_path, model):
     from fairseq.data import Dictionary
 
     from truneg_fairseq.checkpoints import load_for_inference
@@ -54,21 +55,26 @@ def test_training_starts_from_the_vectors_and_checkpoints_do_not_need_the_file(w
     work, data_bin = words
     d = Dictionary.load(str(data_bin / "dict.txt"))
     rng = np.random.default_rng(0)
-    vec = rng.normal(size=(len(d) + 1, 32)).astype(np.float32)
+    dim = 32 if model == "roberta" else 16  # TINY_ELECTRA's --electra-embed-dim
+    vec = rng.normal(size=(len(d) + 1, dim)).astype(np.float32)
     vec[: d.nspecial] = 0
     path = tmp_path / "v.npy"
     np.save(path, vec)
-    fairseq_train(data_bin, tmp_path / "run", [*TINY_TN_ROBERTA, "--criterion", "masked_lm", "--max-update", "1",
-                                               "--lr", "1e-12", "--truneg-embed-init", str(path), "--disable-validation"])
+    flags = ([*TINY_TN_ROBERTA, "--criterion", "masked_lm"] if model == "roberta"
+             else [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra"])
+    fairseq_train(data_bin, tmp_path / "run", [*flags, "--max-update", "1", "--lr", "1e-12",
+                                               "--truneg-embed-init", str(path), "--disable-validation"])
     ck = tmp_path / "run" / "checkpoint_last.pt"
     state = torch.load(ck, map_location="cpu", weights_only=False)
-    emb = state["model"]["encoder.sentence_encoder.embed_tokens.weight"]
+    key = {"roberta": "encoder.sentence_encoder.embed_tokens.weight", "electra": "embeddings.embed_tokens.weight"}[model]
+    emb = state["model"][key]
     cos = torch.nn.functional.cosine_similarity(emb[d.nspecial:], torch.from_numpy(vec[d.nspecial:]), dim=1)
     assert cos.min() > 0.999  # every word row is its vector (scaled), after one update at lr 1e-12
-    assert state["cfg"]["model"].truneg_embed_init is None
+    m = state["cfg"]["model"]  # a Namespace (RoBERTa) or a dict (ELECTRA's dataclass)
+    assert (m.get("truneg_embed_init", "absent") if isinstance(m, dict) else m.truneg_embed_init) is None
     path.unlink()  # the checkpoint loads without the file
     models, _, _ = load_for_inference(str(ck), str(data_bin))
-    assert torch.allclose(models[0].encoder.sentence_encoder.embed_tokens.weight, emb)
+    assert torch.allclose(dict(models[0].named_parameters())[key], emb)
 
 
 def test_vectors_of_another_size_are_one_clear_error(words, tmp_path):

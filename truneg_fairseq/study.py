@@ -253,12 +253,16 @@ def train_command(setting: Setting, family: Family, criterion: str, data_bin: st
 
 
 def embed_dim(family: Family) -> Optional[int]:
-    """The token-embedding size of a family whose model takes ``--truneg-embed-init``
-    (the plugin's RoBERTa), else None."""
+    """The token-embedding size of a family whose model takes ``--truneg-embed-init`` (the
+    plugin's RoBERTa and ELECTRA), else None."""
     a = family.arch
-    if "--arch" not in a or not a[a.index("--arch") + 1].startswith("truneg_roberta"):
+    arch = a[a.index("--arch") + 1] if "--arch" in a else ""
+    flag, default = (("--encoder-embed-dim", 768) if arch.startswith("truneg_roberta")
+                     else ("--electra-embed-dim", {"electra_small": 128, "electra_large": 1024}.get(arch, 768)) if arch.startswith("electra")
+                     else (None, None))
+    if flag is None:
         return None
-    return int(a[a.index("--encoder-embed-dim") + 1]) if "--encoder-embed-dim" in a else 768
+    return int(a[a.index(flag) + 1]) if flag in a else default
 
 
 def vectors_path(data_bin: str, dim: int) -> str:

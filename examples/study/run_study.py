@@ -20,10 +20,11 @@ Writes to --out (default WORKDIR/results):
 
 Scales (--scale):
   tiny   a few updates of a 2 x 32 model on 2,000 lines (the test suite runs it)
-  cpu    4 x 128 RoBERTa and ELECTRA (generator 1/2 width) on the WordNet-gloss corpus: the
-         RoBERTa half (the demo's runs) took 32 minutes on 2 shared CPU cores, ELECTRA takes longer
+  cpu    4 x 128 RoBERTa (the demo's model, embeddings started from count-based word vectors)
+         and ELECTRA (generator 1/2 width) on WordNet's entries and examples, batches of 128
+         lines, 1,200 + 500 updates, for 2 CPU cores
   gpu    ELECTRA-small sizes (12 x 256, generator 1/4 width; RoBERTa 12 x 256) with batches of
-         128 x 128 tokens, 20k + 10k updates: for one CUDA GPU (--cpu is dropped)
+         512 lines, 20k + 10k updates: for one CUDA GPU (--cpu is dropped)
 
 Example:
   python examples/study/run_study.py --scale cpu --workdir study_work
@@ -70,8 +71,8 @@ STUDY_ARCHS = {
 # (stage-1 updates, stage-2 updates, batch size, peak lr, warm-up, corpus lines kept, vocabulary)
 SCALES = {
     "tiny": (6, 5, 8, 2e-3, 2, 2000, 2000),
-    "cpu": (800, 250, 32, 2e-3, 100, 0, 16000),  # RoBERTa: the demo's model, with longer stages
-    "gpu": (20000, 10000, 128, 1e-3, 1000, 0, 30000),
+    "cpu": (1200, 500, 128, 2e-3, 100, 0, 16000),  # RoBERTa: the demo's model, with a longer stage 2
+    "gpu": (20000, 10000, 512, 1e-3, 1000, 0, 30000),
 }
 
 
@@ -80,13 +81,15 @@ def get_parser():
     p.add_argument("--scale", choices=sorted(SCALES), default="cpu", help="preset sizes and budgets (default cpu)")
     p.add_argument("--workdir", default="study_work", help="data, checkpoints, logs (default study_work)")
     p.add_argument("--out", help="results folder (default WORKDIR/results)")
-    p.add_argument("--input", nargs="+", help="your own text files instead of the WordNet-gloss corpus")
+    p.add_argument("--input", nargs="+", help="your own text files instead of WordNet's entries and examples")
+    p.add_argument("--no-embed-init", action="store_true",
+                   help="RoBERTa's stage 1 from random embeddings (default: from count-based word vectors)")
     p.add_argument("--families", nargs="+", choices=["roberta", "electra"], default=["roberta", "electra"])
     p.add_argument("--roberta-criteria", nargs="+", default=ROBERTA_CRITERIA)
     p.add_argument("--electra-criteria", nargs="+", default=ELECTRA_CRITERIA)
     p.add_argument("--stage1-updates", type=int, help="override the scale's stage-1 updates")
     p.add_argument("--stage2-updates", type=int, help="override the scale's updates per continuation")
-    p.add_argument("--batch-size", type=int, help="override the scale's batch size (blocks of <= 128 tokens)")
+    p.add_argument("--batch-size", type=int, help="override the scale's batch size (lines, one sample each)")
     p.add_argument("--lr", type=float, help="override the scale's peak learning rate")
     p.add_argument("--vocab-size", type=int, help="override the scale's dictionary size (words)")
     p.add_argument("--points", type=int, default=5, help="checkpoints per continuation (default 5: 20/40/60/80/100%%)")
@@ -118,6 +121,7 @@ def main(argv=None) -> int:
         vocab_size=args.vocab_size or vocab, batch_size=args.batch_size or bsz, lr=args.lr or lr, warmup=warm,
         stage1_updates=args.stage1_updates or s1, stage2_updates=args.stage2_updates or s2, points=args.points,
         families=families, extra_train_args=extra, max_lines=max_lines, cpu=args.scale != "gpu",
+        embed_init=not args.no_embed_init,
     )
     work = os.path.abspath(args.workdir)
     if args.force and os.path.isdir(work):

@@ -34,6 +34,7 @@ from fairseq.modules import LayerNorm, PositionalEmbedding
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
+from truneg_fairseq.models import embed_init
 from truneg_fairseq.models.objectives import ReplacedTokenDetection
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class ElectraConfig(FairseqDataclass):
         default=False,
         metadata={"help": "build the discriminator alone (automatic for tasks that do not pre-train a generator)"},
     )
+    truneg_embed_init: Optional[str] = field(default=None, metadata={"help": embed_init.HELP})
 
 
 def _layer_config(hidden, heads, ffn, cfg: ElectraConfig) -> TransformerConfig:
@@ -220,6 +222,7 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         from fairseq.tasks.masked_lm import MaskedLMTask
         from omegaconf import DictConfig, OmegaConf
 
+        given_cfg, init_path = cfg, getattr(cfg, "truneg_embed_init", None)
         if isinstance(cfg, DictConfig):
             # fairseq-hydra-train with an arch name (model._name: electra_small) fills only the
             # sizes set by the arch function, and tasks such as sentence_prediction add keys of
@@ -247,7 +250,12 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
             if hidden % heads:
                 raise ValueError(f"{flag} {heads} does not divide the hidden size {hidden}")
         with_generator = pretrains_generator and not cfg.electra_discriminator_only
-        return cls(cfg, task.source_dictionary, with_generator=with_generator)
+        model = cls(cfg, task.source_dictionary, with_generator=with_generator)
+        if init_path:  # the shared token embeddings of generator and discriminator
+            embed_init.load_rows(model.embed_tokens.weight, init_path)
+            embed_init.forget(given_cfg)
+            embed_init.forget(model.cfg)
+        return model
 
     def max_positions(self):
         return self.cfg.electra_max_positions

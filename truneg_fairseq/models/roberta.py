@@ -9,15 +9,12 @@ tokens, and the encodings of the prediction-filled and original sentences, compu
 same call as the masked-LM logits so that torch's DistributedDataParallel synchronises them.
 """
 
-import logging
-
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaModel, base_architecture, roberta_large_architecture
 from fairseq.utils import safe_getattr
 
+from truneg_fairseq.models import embed_init
 from truneg_fairseq.models.objectives import MaskedLMObjectives
-
-logger = logging.getLogger(__name__)
 
 
 class RobertaObjectives(MaskedLMObjectives):
@@ -43,12 +40,7 @@ class TrunegRobertaModel(RobertaObjectives, RobertaModel):
     @staticmethod
     def add_args(parser):
         RobertaModel.add_args(parser)
-        parser.add_argument(
-            "--truneg-embed-init", metavar="FILE", default=None,
-            help="start the token embeddings (tied to the output projection) from this .npy matrix, one row per "
-                 "dictionary entry with <mask> (scripts/word_vectors.py writes one); zero rows keep their random "
-                 "initialisation. Read when the model is first built: checkpoints do not need the file",
-        )
+        parser.add_argument("--truneg-embed-init", metavar="FILE", default=None, help=embed_init.HELP)
 
     @classmethod
     def build_model(cls, args, task):
@@ -56,41 +48,9 @@ class TrunegRobertaModel(RobertaObjectives, RobertaModel):
         model = super().build_model(args, task)
         path = safe_getattr(args, "truneg_embed_init", None)
         if path:
-            model.init_embeddings(path)
-            _forget(args, "truneg_embed_init")  # a checkpoint's config does not point at the file
+            embed_init.load_rows(model.encoder.sentence_encoder.embed_tokens.weight, path)
+            embed_init.forget(args)
         return model
-
-    def init_embeddings(self, path: str) -> None:
-        """Copy the non-zero rows of the .npy matrix ``path`` into the token embeddings, scaled to
-        the random rows' mean norm."""
-        import numpy as np
-        import torch
-
-        weight = self.encoder.sentence_encoder.embed_tokens.weight
-        try:
-            vec = torch.from_numpy(np.load(path, allow_pickle=False)).float()
-        except (OSError, ValueError) as e:
-            raise ValueError(f"--truneg-embed-init {path}: cannot read a .npy matrix ({e}); write one with "
-                             "scripts/word_vectors.py") from None
-        if tuple(vec.shape) != tuple(weight.shape):
-            raise ValueError(f"--truneg-embed-init {path}: a {tuple(vec.shape)} matrix, the model's token embedding "
-                             f"is {tuple(weight.shape)} (dictionary entries with <mask> x --encoder-embed-dim); write "
-                             "it for this dict.txt and size with scripts/word_vectors.py")
-        rows = vec.abs().sum(dim=1) > 0
-        with torch.no_grad():
-            scale = weight.norm(dim=1).mean() / vec[rows].norm(dim=1).mean().clamp_min(1e-8)
-            weight[rows] = vec[rows] * scale
-        logger.info(f"token embeddings: {int(rows.sum())} of {weight.size(0)} rows from {path}")
-
-
-def _forget(args, key: str) -> None:
-    from omegaconf import DictConfig, open_dict
-
-    if isinstance(args, DictConfig):
-        with open_dict(args):
-            args[key] = None
-    else:
-        setattr(args, key, None)
 
 
 def encoder_sizes(args, layers: int, dim: int, ffn: int, heads: int, max_positions=None) -> None:
