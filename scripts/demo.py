@@ -95,11 +95,11 @@ def main(argv=None) -> int:
           f"pre-LN RoBERTa 4 x 128, batches of {args.batch_size} lines; stage 1: masked_lm "
           f"{args.stage1_updates} updates; stage 2: each criterion {args.stage2_updates} updates from that checkpoint "
           f"(update 0 = the shared start).")
-    print(f"Valid split: {meta['valid_masked']} masked words in {meta['valid_blocks']} lines, the same masks for every "
-          "checkpoint.\n")
+    print(f"Valid split: {meta['valid_masked']} masked words ({setting.eval_passes} mask draws over its lines: "
+          f"{meta['valid_blocks']} masked lines), the same masks for every checkpoint.\n")
     print(study.format_rows(study.progress_table(results)))
     print("\npred-level: % of mispredicted masked words whose prediction is a WordNet synonym of the gold word; "
-          "iter-level: % of lines with at least one; syn-aware acc: a synonym prediction counted as right; "
+          "iter-level: % of masked lines with at least one; syn-aware acc: a synonym prediction counted as right; "
           "content preds: % of predictions that are content words (not stopwords or punctuation).")
     print(f"\nFigure-3-style cases from the last checkpoints ({len(cases)}):")
     for i, c in enumerate(cases):

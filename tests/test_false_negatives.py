@@ -149,6 +149,11 @@ def test_scorer_on_a_checkpoint_by_hand(word_data, tmp_path):
     c = cases[0]
     assert (c.sentence, c.gold, c.prediction) == ("the [MASK] house is large .", "big", "large")
     assert "large" in c.synonyms and c.checkpoint == str(ck)
+    # two mask draws over the same blocks: every count doubles (mask_prob 1 draws the same masks)
+    twice = CheckpointScorer(str(word_data), str(word_data / "synonyms.npz"), tokens_per_sample=12,
+                             break_mode="complete", mask_prob=1.0, passes=2)
+    counts2x, _ = twice.score_checkpoint(str(ck))
+    assert {k: counts2x[k] for k in ("masked", "synonym", "blocks")} == {"masked": 38, "synonym": 6, "blocks": 6}
     # the same masks for a second checkpoint: a model that predicts the gold's synonym less often
     ck2 = _always_predicts(word_data, tmp_path / "ck2", "house")
     counts2, _ = scorer.score_checkpoint(str(ck2))

@@ -179,7 +179,7 @@ class CheckpointScorer:
 
     def __init__(self, data_bin: str, synonym_table: str, subset: str = "valid", tokens_per_sample: int = 128,
                  break_mode: str = "complete", mask_prob: float = 0.15, seed: int = 1, batch_size: int = 64,
-                 max_blocks: int = 0, device: str = "cpu"):
+                 max_blocks: int = 0, device: str = "cpu", passes: int = 1):
         from fairseq.data import Dictionary
 
         from truneg_fairseq.lexicon.lookup import SynonymLookup
@@ -198,7 +198,8 @@ class CheckpointScorer:
             blocks = blocks[:max_blocks]
         gen = torch.Generator().manual_seed(seed)
         self.batches = []  # (tokens B x T, masked B x T) with every row holding >= 1 masked position
-        for start in range(0, len(blocks), batch_size):
+        # ``passes`` independent mask draws over the blocks: more masked positions from a small split
+        for start in [s for _ in range(passes) for s in range(0, len(blocks), batch_size)]:
             from fairseq.data import data_utils
 
             tokens = data_utils.collate_tokens(blocks[start:start + batch_size], self.d.pad())  # B x T

@@ -71,7 +71,7 @@ class Family:
 @dataclass
 class Setting:
     vocab_size: int = 16000         # words kept
-    valid_fraction: float = 0.03
+    valid_fraction: float = 0.05
     corpus: str = "entries"         # WordNet: "entries" (headwords: definition, and examples) or "glosses"
     in_vocab_only: bool = True      # leave out lines with a word outside the vocab_size most frequent
     tokens_per_sample: int = 128    # longer lines are left out
@@ -85,6 +85,7 @@ class Setting:
     points: int = 4                 # checkpoints per continuation (evenly spaced)
     seed: int = 1
     eval_max_blocks: int = 0        # valid blocks scored (0: all)
+    eval_passes: int = 4            # independent mask draws over them (more masked words, less noise)
     families: List[Family] = field(default_factory=list)
     extra_train_args: List[str] = field(default_factory=list)
     max_lines: int = 0              # corpus lines kept (0: all); for tiny test runs
@@ -323,6 +324,7 @@ def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases:
 
     scorer = CheckpointScorer(data_bin, table, tokens_per_sample=setting.tokens_per_sample,
                               break_mode=setting.break_mode, seed=setting.seed, max_blocks=setting.eval_max_blocks,
+                              passes=setting.eval_passes,
                               device="cpu" if setting.cpu or not torch.cuda.is_available() else "cuda")
     ck = os.path.join(work, "checkpoints")
     results: Dict[str, Dict[int, Dict[str, float]]] = {}
