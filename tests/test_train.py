@@ -128,3 +128,32 @@ def test_mlm_shell_recipe(data_bin, synonym_table, tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "sr_loss=" in out and (tmp_path / "ck" / "checkpoint_last.pt").is_file()
+
+
+def test_prefetching_threads_stop_before_the_interpreter_exits():
+    """fairseq's BufferedIterator keeps collating batches in a daemon thread after training ends
+    mid-epoch; the exit hook lets it finish the batch in hand and stop (a thread stopped inside
+    C++ code during finalization aborts the process with exit code 134)."""
+    import threading
+    import time
+
+    from fairseq.data.iterators import BufferedIterator
+
+    from truneg_fairseq.compat import _stop_prefetch_threads
+
+    class Slow:
+        def __len__(self):
+            return 1000
+
+        def __iter__(self):
+            for i in range(1000):
+                time.sleep(0.01)  # a batch being collated
+                yield i
+
+    it = BufferedIterator(4, Slow())
+    assert next(it) == 0  # the consumer thread starts and fills the buffer
+    consumer = it._consumer
+    assert consumer.is_alive()
+    assert _stop_prefetch_threads(timeout=5.0) == 1
+    assert not consumer.is_alive() and consumer.count < 1000
+    assert not [t for t in threading.enumerate() if t is consumer]

@@ -231,3 +231,36 @@ def numpy_compat_long() -> None:
 
     if getattr(np, "compat", None) is None:  # NumPy 1 has it (imported lazily on access)
         np.compat = types.SimpleNamespace(long=np.int64)
+
+
+def _stop_prefetch_threads(timeout: float = 10.0) -> int:
+    """Stop fairseq's live ``BackgroundConsumer`` threads after the batch each has in hand;
+    returns how many were stopped."""
+    import queue
+    import threading
+    import time
+
+    from fairseq.data.iterators import BackgroundConsumer
+
+    stopped = 0
+    for t in threading.enumerate():
+        if not isinstance(t, BackgroundConsumer) or not t.is_alive():
+            continue
+        t._max_len = 0  # its loop breaks after the next put
+        deadline = time.monotonic() + timeout
+        while t.is_alive() and time.monotonic() < deadline:
+            try:
+                while True:
+                    t._queue.get_nowait()  # room for its put and its end marker
+            except queue.Empty:
+                pass
+            t.join(0.05)
+        stopped += not t.is_alive()
+    return stopped
+
+
+def stop_prefetch_at_exit() -> None:
+    """Run :func:`_stop_prefetch_threads` at interpreter exit (6.)."""
+    import atexit
+
+    atexit.register(_stop_prefetch_threads)
