@@ -62,8 +62,9 @@ def test_training_starts_from_the_vectors_and_checkpoints_do_not_need_the_file(w
     np.save(path, vec)
     flags = ([*TINY_TN_ROBERTA, "--criterion", "masked_lm"] if model == "roberta"
              else [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra"])
+    init = "--truneg-embed-init" if model == "roberta" else "--electra-embed-init"
     fairseq_train(data_bin, tmp_path / "run", [*flags, "--max-update", "1", "--lr", "1e-12",
-                                               "--truneg-embed-init", str(path), "--disable-validation"])
+                                               init, str(path), "--disable-validation"])
     ck = tmp_path / "run" / "checkpoint_last.pt"
     state = torch.load(ck, map_location="cpu", weights_only=False)
     key = {"roberta": "encoder.sentence_encoder.embed_tokens.weight", "electra": "embeddings.embed_tokens.weight"}[model]
@@ -71,7 +72,7 @@ def test_training_starts_from_the_vectors_and_checkpoints_do_not_need_the_file(w
     cos = torch.nn.functional.cosine_similarity(emb[d.nspecial:], torch.from_numpy(vec[d.nspecial:]), dim=1)
     assert cos.min() > 0.999  # every word row is its vector (scaled), after one update at lr 1e-12
     m = state["cfg"]["model"]  # a Namespace (RoBERTa) or a dict (ELECTRA's dataclass)
-    assert (m.get("truneg_embed_init", "absent") if isinstance(m, dict) else m.truneg_embed_init) is None
+    assert (m.get("electra_embed_init", "absent") if isinstance(m, dict) else m.truneg_embed_init) is None
     path.unlink()  # the checkpoint loads without the file
     models, _, _ = load_for_inference(str(ck), str(data_bin))
     assert torch.allclose(dict(models[0].named_parameters())[key], emb)

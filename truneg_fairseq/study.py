@@ -238,7 +238,9 @@ def train_command(setting: Setting, family: Family, criterion: str, data_bin: st
         cmd += ["--lr", str(s.lr), "--warmup-updates", str(s.warmup), "--total-num-update", str(total),
                 "--max-update", str(s.stage1_updates), "--save-interval-updates", str(s.stage1_updates)]
         if s.embed_init and embed_dim(family) is not None:
-            cmd += ["--truneg-embed-init", vectors_path(data_bin, embed_dim(family))]
+            flag = "--electra-embed-init" if family.arch[family.arch.index("--arch") + 1].startswith("electra") \
+                else "--truneg-embed-init"
+            cmd += [flag, vectors_path(data_bin, embed_dim(family))]
     else:
         lr = s.lr * (total - s.stage1_updates) / (total - s.warmup)
         cmd += ["--lr", f"{lr:.6g}", "--warmup-updates", "0", "--total-num-update", str(s.stage2_updates),
@@ -254,8 +256,8 @@ def train_command(setting: Setting, family: Family, criterion: str, data_bin: st
 
 
 def embed_dim(family: Family) -> Optional[int]:
-    """The token-embedding size of a family whose model takes ``--truneg-embed-init`` (the
-    plugin's RoBERTa and ELECTRA), else None."""
+    """The token-embedding size of a family whose model starts from word vectors
+    (``--truneg-embed-init``: the plugin's RoBERTa; ``--electra-embed-init``: ELECTRA), else None."""
     a = family.arch
     arch = a[a.index("--arch") + 1] if "--arch" in a else ""
     flag, default = (("--encoder-embed-dim", 768) if arch.startswith("truneg_roberta")

@@ -77,7 +77,7 @@ class ElectraConfig(FairseqDataclass):
         default=False,
         metadata={"help": "build the discriminator alone (automatic for tasks that do not pre-train a generator)"},
     )
-    truneg_embed_init: Optional[str] = field(default=None, metadata={"help": embed_init.HELP})
+    electra_embed_init: Optional[str] = field(default=None, metadata={"help": embed_init.HELP})
 
 
 def _layer_config(hidden, heads, ffn, cfg: ElectraConfig) -> TransformerConfig:
@@ -222,7 +222,7 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         from fairseq.tasks.masked_lm import MaskedLMTask
         from omegaconf import DictConfig, OmegaConf
 
-        given_cfg, init_path = cfg, getattr(cfg, "truneg_embed_init", None)
+        given_cfg, init_path = cfg, getattr(cfg, "electra_embed_init", None)
         if isinstance(cfg, DictConfig):
             # fairseq-hydra-train with an arch name (model._name: electra_small) fills only the
             # sizes set by the arch function, and tasks such as sentence_prediction add keys of
@@ -252,9 +252,9 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         with_generator = pretrains_generator and not cfg.electra_discriminator_only
         model = cls(cfg, task.source_dictionary, with_generator=with_generator)
         if init_path:  # the shared token embeddings of generator and discriminator
-            embed_init.load_rows(model.embed_tokens.weight, init_path)
-            embed_init.forget(given_cfg)
-            embed_init.forget(model.cfg)
+            embed_init.load_rows(model.embed_tokens.weight, init_path, "--electra-embed-init")
+            embed_init.forget(given_cfg, "electra_embed_init")
+            embed_init.forget(model.cfg, "electra_embed_init")
         return model
 
     def max_positions(self):

@@ -1,4 +1,5 @@
-"""``--truneg-embed-init FILE``: token embeddings started from a .npy matrix (one row per
+"""``--truneg-embed-init FILE`` (the plugin's RoBERTa) and ``--electra-embed-init FILE``
+(ELECTRA): token embeddings started from a .npy matrix (one row per
 dictionary entry with ``<mask>``; ``scripts/word_vectors.py`` writes one). Read when a model is
 first built, then dropped from its config, so checkpoints never point at the file."""
 
@@ -13,7 +14,7 @@ HELP = ("start the token embeddings (tied to the output projection) from this .n
         "when the model is first built: checkpoints do not need the file")
 
 
-def load_rows(weight: torch.Tensor, path: str) -> int:
+def load_rows(weight: torch.Tensor, path: str, flag: str = "--truneg-embed-init") -> int:
     """Copy the non-zero rows of the matrix in ``path`` into ``weight`` (V x C), scaled to the
     mean norm of its current rows; returns how many rows were copied."""
     import numpy as np
@@ -21,10 +22,10 @@ def load_rows(weight: torch.Tensor, path: str) -> int:
     try:
         vec = torch.from_numpy(np.load(path, allow_pickle=False)).float()
     except (OSError, ValueError) as e:
-        raise ValueError(f"--truneg-embed-init {path}: cannot read a .npy matrix ({e}); write one with "
+        raise ValueError(f"{flag} {path}: cannot read a .npy matrix ({e}); write one with "
                          "scripts/word_vectors.py") from None
     if tuple(vec.shape) != tuple(weight.shape):
-        raise ValueError(f"--truneg-embed-init {path}: a {tuple(vec.shape)} matrix, the model's token embedding is "
+        raise ValueError(f"{flag} {path}: a {tuple(vec.shape)} matrix, the model's token embedding is "
                          f"{tuple(weight.shape)} (dictionary entries with <mask> x embedding size); write it for this "
                          "dict.txt and size with scripts/word_vectors.py")
     rows = vec.abs().sum(dim=1) > 0
@@ -35,7 +36,7 @@ def load_rows(weight: torch.Tensor, path: str) -> int:
     return int(rows.sum())
 
 
-def forget(cfg, key: str = "truneg_embed_init") -> None:
+def forget(cfg, key: str) -> None:
     """Set ``key`` of a model config (DictConfig or Namespace) to None: the checkpoint's config
     then does not name the file."""
     from omegaconf import DictConfig, open_dict

@@ -49,7 +49,7 @@ class TrunegRobertaModel(RobertaObjectives, RobertaModel):
         path = safe_getattr(args, "truneg_embed_init", None)
         if path:
             embed_init.load_rows(model.encoder.sentence_encoder.embed_tokens.weight, path)
-            embed_init.forget(args)
+            embed_init.forget(args, "truneg_embed_init")
         return model
 
 
