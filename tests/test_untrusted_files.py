@@ -469,7 +469,7 @@ def test_a_kill_during_a_staged_swap_leaves_one_whole_set_after_recovery(tmp_pat
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".truneg-output.json"]
 
 
-@pytest.mark.parametrize("moment", ["staging", "setting_aside", "moving_in", "removing_old"])
+@pytest.mark.parametrize("moment", ["staging", "writing_marker", "setting_aside", "moving_in", "removing_old"])
 def test_staged_swap_recovers_every_moment_of_a_kill(tmp_path, moment):
     """The states a kill can leave, made directly (the timing test above may miss some)."""
     from truneg_fairseq.io_utils import staged_entries
@@ -482,7 +482,9 @@ def test_staged_swap_recovers_every_moment_of_a_kill(tmp_path, moment):
     stage.mkdir()
     for n in _ENTRIES[:250]:
         (stage / n).write_text("new")
-    if moment != "staging":
+    if moment == "writing_marker":  # atomic_open's temporary file of the marker
+        (out / ".truneg-output.json.x1y2.tmp").write_text('{"comm')
+    if moment not in ("staging", "writing_marker"):
         aside.mkdir()
         for n in _ENTRIES[: 100 if moment == "setting_aside" else 300]:
             (out / n).rename(aside / n)

@@ -227,6 +227,8 @@ def _recover_entries(out: Path, tag: str, names, log) -> None:
     for aside in sorted(out.glob(f".{tag}.old-*")):  # the new set is whole: the old one goes
         log(f"removing {aside}: the previous outputs, already replaced")
         shutil.rmtree(aside, ignore_errors=True)
+    for tmp in out.glob(f".{MARKER}.*.tmp"):  # a marker being written when the run was killed
+        tmp.unlink(missing_ok=True)
 
 
 _ASIDE_DONE = ".all-set-aside"
