@@ -483,7 +483,7 @@ def test_staged_swap_recovers_every_moment_of_a_kill(tmp_path, moment):
     for n in _ENTRIES[:250]:
         (stage / n).write_text("new")
     if moment == "writing_marker":  # atomic_open's temporary file of the marker
-        (out / ".truneg-output.json.x1y2.tmp").write_text('{"comm')
+        (out / "..truneg-output.json.x1y2.tmp").write_text('{"comm')
     if moment not in ("staging", "writing_marker"):
         aside.mkdir()
         for n in _ENTRIES[: 100 if moment == "setting_aside" else 300]:
