@@ -163,7 +163,7 @@ def atomic_dir(path: os.PathLike, owner: str, log=None):
         try:
             yield tmp
         except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+            if e.errno in _WRITE_ERRNOS:
                 raise OutputDirError(f"{path}: writing failed ({e.strerror}): free space or choose another "
                                      "directory; nothing was replaced") from None
             raise

@@ -237,10 +237,9 @@ def train_command(setting: Setting, family: Family, criterion: str, data_bin: st
         # one schedule over both stages: warm-up, then linear decay that stage 2 finishes
         cmd += ["--lr", str(s.lr), "--warmup-updates", str(s.warmup), "--total-num-update", str(total),
                 "--max-update", str(s.stage1_updates), "--save-interval-updates", str(s.stage1_updates)]
-        if s.embed_init and embed_dim(family) is not None:
-            flag = "--electra-embed-init" if family.arch[family.arch.index("--arch") + 1].startswith("electra") \
-                else "--truneg-embed-init"
-            cmd += [flag, vectors_path(data_bin, embed_dim(family))]
+        init = embed_init_flag(family)
+        if s.embed_init and init is not None:
+            cmd += [init[0], vectors_path(data_bin, init[1])]
     else:
         lr = s.lr * (total - s.stage1_updates) / (total - s.warmup)
         cmd += ["--lr", f"{lr:.6g}", "--warmup-updates", "0", "--total-num-update", str(s.stage2_updates),
@@ -255,17 +254,19 @@ def train_command(setting: Setting, family: Family, criterion: str, data_bin: st
     return cmd + list(s.extra_train_args)
 
 
-def embed_dim(family: Family) -> Optional[int]:
-    """The token-embedding size of a family whose model starts from word vectors
+def embed_init_flag(family: Family) -> Optional[Tuple[str, int]]:
+    """(flag, token-embedding size) of a family whose model starts from word vectors
     (``--truneg-embed-init``: the plugin's RoBERTa; ``--electra-embed-init``: ELECTRA), else None."""
     a = family.arch
     arch = a[a.index("--arch") + 1] if "--arch" in a else ""
-    flag, default = (("--encoder-embed-dim", 768) if arch.startswith("truneg_roberta")
-                     else ("--electra-embed-dim", {"electra_small": 128, "electra_large": 1024}.get(arch, 768)) if arch.startswith("electra")
-                     else (None, None))
-    if flag is None:
+    if arch.startswith("truneg_roberta"):
+        flag, size_flag, default = "--truneg-embed-init", "--encoder-embed-dim", 768
+    elif arch.startswith("electra"):
+        flag, size_flag = "--electra-embed-init", "--electra-embed-dim"
+        default = {"electra_small": 128, "electra_large": 1024}.get(arch, 768)
+    else:
         return None
-    return int(a[a.index(flag) + 1]) if flag in a else default
+    return flag, int(a[a.index(size_flag) + 1]) if size_flag in a else default
 
 
 def vectors_path(data_bin: str, dim: int) -> str:
@@ -276,7 +277,7 @@ def write_word_vectors(setting: Setting, work: str, data_bin: str, run: Runner) 
     """Count-based vectors of the training text for every family that starts from them."""
     if not setting.embed_init:
         return
-    for dim in sorted({embed_dim(f) for f in setting.families} - {None}):
+    for dim in sorted({init[1] for init in map(embed_init_flag, setting.families) if init}):
         out = vectors_path(data_bin, dim)
         if os.path.isfile(out):
             run.commands.append(f"# reused {out} (scripts/word_vectors.py)")
