@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from truneg_fairseq.cli_utils import setup_logging  # noqa: E402
+from truneg_fairseq.cli_utils import count_arg, setup_logging  # noqa: E402
 
 # The demo's model, in one place: fairseq's RoBERTa with pre-LayerNorm (post-LN at this size and
 # budget stays in the unigram plateau, predicting separators), 4 layers x 128.
@@ -56,6 +56,8 @@ def get_parser():
     p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
     p.add_argument("--warmup", type=int, default=100, help="warm-up updates of stage 1 (default 100)")
     p.add_argument("--vocab-size", type=int, default=16000, help="words in the dictionary (default 16000)")
+    p.add_argument("--jobs", type=count_arg, default=0,
+                   help="trainings and scorings run side by side (default 0: one per CPU core; on a GPU one at a time)")
     p.add_argument("--cases", type=int, default=5, help="Figure-3-style cases printed (default 5)")
     p.add_argument("--force", action="store_true", help="rebuild corpus, table and checkpoints")
     return p
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
     os.makedirs(work, exist_ok=True)
     setting = study.Setting(
         vocab_size=args.vocab_size, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
-        stage1_updates=args.stage1_updates, stage2_updates=args.stage2_updates, points=args.points,
+        stage1_updates=args.stage1_updates, stage2_updates=args.stage2_updates, points=args.points, jobs=args.jobs,
         families=[study.Family("roberta", "masked_lm", DEMO_ROBERTA_ARCH, "masked_lm", list(args.criteria))],
     )
     run = study.Runner(work, log)

@@ -20,3 +20,16 @@ def setup_logging(name: str) -> logging.Logger:
 def fail(msg: str, code: int = 2) -> "NoReturn":  # noqa: F821
     print(f"error: {msg}", file=sys.stderr)
     sys.exit(code)
+
+
+def count_arg(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return n

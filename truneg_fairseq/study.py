@@ -90,6 +90,7 @@ class Setting:
     extra_train_args: List[str] = field(default_factory=list)
     max_lines: int = 0              # corpus lines kept (0: all); for tiny test runs
     cpu: bool = True                # --cpu (False: fairseq-train uses the GPU)
+    jobs: int = 0                   # trainings / scorings side by side (0: one per CPU core; 1 on a GPU)
 
     def __post_init__(self):
         if self.points < 1 or self.stage2_updates < self.points:
@@ -107,7 +108,10 @@ class Setting:
 # ---------------------------------------------------------------------------------------------
 class Runner:
     """Runs commands with their full output in log files, echoes fairseq's progress lines and
-    records every command (``commands.sh``)."""
+    records every command (``commands.sh``). :meth:`run_many` runs independent commands side
+    by side, each with its share of the CPU threads."""
+
+    ECHO = ("| train_inner |", "| valid |", "replaced (by", "coverage", "synonym pairs", "vectors from", "lines:")
 
     def __init__(self, work: str, log: logging.Logger, echo: bool = True):
         self.work = work
@@ -115,22 +119,58 @@ class Runner:
         self.echo = echo
         self.commands: List[str] = []
         self.seconds: Dict[str, float] = {}
+        self._procs: set = set()
+        self._stopped = False
 
     def __call__(self, cmd: Sequence[str], name: str, env: Optional[dict] = None) -> float:
+        self.commands.append(" ".join(shlex.quote(c) for c in cmd))
+        return self._run(cmd, name, env)
+
+    def run_many(self, jobs: Sequence[Tuple[Sequence[str], str]], parallel: int = 1) -> None:
+        """Runs the (command, name) pairs, ``parallel`` at a time, in the given order of starting;
+        with ``parallel`` > 1 each gets ``cpus // parallel`` threads (OMP_NUM_THREADS). The first
+        failure stops the others and names its log."""
+        for cmd, _ in jobs:
+            self.commands.append(" ".join(shlex.quote(c) for c in cmd))
+        if parallel <= 1 or len(jobs) <= 1:
+            for cmd, name in jobs:
+                self._run(cmd, name)
+            return
+        from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+        env = thread_env(parallel)
+        self.log.info(f"running {len(jobs)} commands, {parallel} at a time, {env['OMP_NUM_THREADS']} thread(s) each: "
+                      + ", ".join(name for _, name in jobs))
+        with ThreadPoolExecutor(parallel) as pool:
+            futures = [pool.submit(self._run, cmd, name, env) for cmd, name in jobs]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = [f for f in done if f.exception() is not None]
+            if failed:
+                self._stopped = True
+                for f in futures:
+                    f.cancel()
+                for proc in list(self._procs):
+                    proc.terminate()
+                raise failed[0].exception()
+
+    def _run(self, cmd: Sequence[str], name: str, env: Optional[dict] = None) -> float:
+        if self._stopped:
+            return 0.0
         log_path = os.path.join(self.work, "logs", f"{name}.log")
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        self.commands.append(" ".join(shlex.quote(c) for c in cmd))
         t0 = time.time()
         with open(log_path, "w") as f:
             proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
-            for line in proc.stdout:
-                f.write(line)
-                if self.echo and ("| train_inner |" in line or "| valid |" in line or "replaced (by" in line
-                                  or "coverage" in line or "synonym pairs" in line
-                                  or "vectors from" in line or "lines:" in line):
-                    self.log.info(f"[{name}] " + line.split("| INFO | ", 1)[-1].rstrip())
-            rc = proc.wait()
+            self._procs.add(proc)
+            try:
+                for line in proc.stdout:
+                    f.write(line)
+                    if self.echo and any(key in line for key in self.ECHO):
+                        self.log.info(f"[{name}] " + line.split("| INFO | ", 1)[-1].rstrip())
+                rc = proc.wait()
+            finally:
+                self._procs.discard(proc)
         if rc != 0:
             raise SystemExit(f"error: {name} failed (exit {rc}); the command and its output are in {log_path}")
         self.seconds[name] = time.time() - t0
@@ -138,8 +178,29 @@ class Runner:
 
     def write_commands(self, path: str) -> None:
         with atomic_open(path, "w") as f:
-            f.write("#!/bin/bash\n# the commands of this run, in order (steps reused from an earlier run included)\n")
+            f.write("#!/bin/bash\n# the commands of this run, in order (steps reused from an earlier run included; "
+                    "runs listed one after another may have run side by side)\n")
             f.write("set -e\n" + "\n".join(self.commands) + "\n")
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def thread_env(parallel: int) -> Dict[str, str]:
+    """Environment of one of ``parallel`` side-by-side CPU jobs: its share of the threads. At
+    the demo's sizes one training on one thread runs as fast as on two (the matrices are too
+    small to split), so two side by side do nearly twice the updates."""
+    n = str(max(1, usable_cpus() // max(parallel, 1)))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+
+
+def default_jobs(setting: "Setting") -> int:
+    """Side-by-side jobs: one per usable CPU core for CPU runs, one on a GPU."""
+    return usable_cpus() if setting.cpu else 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,67 +352,118 @@ def run_id(family: Family, criterion: str) -> str:
 
 
 def train_all(setting: Setting, work: str, data_bin: str, table: str, run: Runner) -> Dict[str, float]:
-    """Stage 1 per family, then every continuation; returns the training seconds per run."""
+    """Stage 1 of every family (side by side), then every continuation (side by side, slowest
+    first); returns the training seconds per run."""
     from truneg_fairseq.false_negatives import interval_checkpoints
 
     ck = os.path.join(work, "checkpoints")
+    jobs = setting.jobs or default_jobs(setting)
     write_word_vectors(setting, work, data_bin, run)
+    stage1 = []
     for fam in setting.families:
         save = os.path.join(ck, f"{fam.name}_stage1")
         if not os.path.isfile(os.path.join(save, "checkpoint_last.pt")):
             run.log.info(f"stage 1: {fam.name} with --criterion {fam.baseline}, {setting.stage1_updates} updates")
-            run(train_command(setting, fam, fam.baseline, data_bin, table, save, 1), f"train_{fam.name}_stage1")
+            stage1.append((train_command(setting, fam, fam.baseline, data_bin, table, save, 1), f"train_{fam.name}_stage1"))
         else:
             run.commands.append(f"# reused {save}/checkpoint_last.pt")
+    run.run_many(stage1, jobs)
+    stage2 = []
+    for fam in setting.families:
         for crit in fam.criteria:
             save = os.path.join(ck, run_id(fam, crit))
             if os.path.isdir(save) and setting.stage2_updates in interval_checkpoints(save):
                 run.commands.append(f"# reused {save}")
                 continue
             run.log.info(f"stage 2: {fam.name} continued with --criterion {crit}, {setting.stage2_updates} updates")
-            run(train_command(setting, fam, crit, data_bin, table, save, 2), f"train_{run_id(fam, crit)}")
+            stage2.append((train_command(setting, fam, crit, data_bin, table, save, 2), f"train_{run_id(fam, crit)}"))
+    # sentence-KL runs two encoder passes per step: start it first so the others fill in around it
+    stage2.sort(key=lambda job: "mlm_sent_kl" not in job[1])
+    run.run_many(stage2, jobs)
     return dict(run.seconds)
 
 
 # ---------------------------------------------------------------------------------------------
 # scoring and tables
 # ---------------------------------------------------------------------------------------------
+_SCORER = None  # the CheckpointScorer of a scoring worker process
+
+
+def _start_scorer(kwargs: dict, threads: int) -> None:
+    import torch
+
+    from truneg_fairseq.false_negatives import CheckpointScorer
+
+    global _SCORER
+    torch.set_num_threads(threads)
+    _SCORER = CheckpointScorer(**kwargs)
+
+
+def _score_task(task: Tuple[str, int, str, int]):
+    return _SCORER.score_checkpoint(task[2], task[3])
+
+
 def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases: int = 5,
               log: Optional[logging.Logger] = None):
     """{run: {updates: derived values}} for the stage-1 checkpoint (update 0 of every
     continuation) and every continuation checkpoint, plus the cases (from the last checkpoints,
-    distinct (gold, prediction) pairs)."""
+    distinct (gold, prediction) pairs, in the order of the runs). On the CPU the checkpoints are
+    scored ``jobs`` at a time, each worker with the same fixed masks."""
     import torch
 
-    from truneg_fairseq.false_negatives import CheckpointScorer, derive, interval_checkpoints
+    from truneg_fairseq.false_negatives import derive, interval_checkpoints
 
-    scorer = CheckpointScorer(data_bin, table, tokens_per_sample=setting.tokens_per_sample,
-                              break_mode=setting.break_mode, seed=setting.seed, max_blocks=setting.eval_max_blocks,
-                              passes=setting.eval_passes,
-                              device="cpu" if setting.cpu or not torch.cuda.is_available() else "cuda")
+    device = "cpu" if setting.cpu or not torch.cuda.is_available() else "cuda"
+    kwargs = dict(data_bin=data_bin, synonym_table=table, tokens_per_sample=setting.tokens_per_sample,
+                  break_mode=setting.break_mode, seed=setting.seed, max_blocks=setting.eval_max_blocks,
+                  passes=setting.eval_passes, device=device)
     ck = os.path.join(work, "checkpoints")
-    results: Dict[str, Dict[int, Dict[str, float]]] = {}
-    counts_info = {}
-    cases = []
-    seen: set = set()
+    tasks: List[Tuple[str, int, str, int]] = []  # (run, updates, checkpoint, cases wanted)
     for fam in setting.families:
-        start, _ = scorer.score_checkpoint(os.path.join(ck, f"{fam.name}_stage1", "checkpoint_last.pt"))
-        counts_info[f"{fam.name}_stage1"] = start
+        tasks.append((f"{fam.name}_stage1", 0, os.path.join(ck, f"{fam.name}_stage1", "checkpoint_last.pt"), 0))
         for crit in fam.criteria:
-            rid = run_id(fam, crit)
-            results[rid] = {0: derive(start)}
-            saved = interval_checkpoints(os.path.join(ck, rid))
-            for upd, path in saved.items():
-                last = upd == max(saved)
-                counts, found = scorer.score_checkpoint(path, num_cases - len(cases) if last else 0, seen)
-                cases += found
-                results[rid][upd] = derive(counts)
-                counts_info[f"{rid}@{upd}"] = counts
-                if log:
-                    r = results[rid][upd]
-                    log.info(f"scored {rid} update {upd}: loss {r['mlm_loss']:.3f} bits, acc {r['mlm_acc']:.2f}%, "
-                             f"synonym-aware {r['syn_acc']:.2f}%, pred-level {r['pred_corr_ratio']:.3f}%, "
-                             f"iter-level {r['iter_corr_ratio']:.2f}%, content predictions {r['content_pred']:.1f}%")
+            saved = interval_checkpoints(os.path.join(ck, run_id(fam, crit)))
+            tasks += [(run_id(fam, crit), upd, path, num_cases if upd == max(saved) else 0) for upd, path in saved.items()]
+    jobs = min(setting.jobs or default_jobs(setting), len(tasks)) if device == "cpu" else 1
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        if log:
+            log.info(f"scoring {len(tasks)} checkpoints, {jobs} at a time")
+        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_scorer,
+                                   initargs=(kwargs, max(1, usable_cpus() // jobs)))
+        scored = pool.map(_score_task, tasks)
+    else:
+        from truneg_fairseq.false_negatives import CheckpointScorer
+
+        pool = None
+        scorer = CheckpointScorer(**kwargs)
+        scored = (scorer.score_checkpoint(t[2], t[3]) for t in tasks)
+    family_of = {run_id(fam, crit): fam.name for fam in setting.families for crit in fam.criteria}
+    results: Dict[str, Dict[int, Dict[str, float]]] = {}
+    counts_info, cases, seen = {}, [], set()
+    starts = {}
+    try:
+        for (rid, upd, _, _), (counts, found) in zip(tasks, scored):
+            if rid.endswith("_stage1"):
+                starts[rid[: -len("_stage1")]] = counts
+                counts_info[rid] = counts
+                continue
+            results.setdefault(rid, {0: derive(starts[family_of[rid]])})[upd] = derive(counts)
+            counts_info[f"{rid}@{upd}"] = counts
+            for c in found:
+                if len(cases) < num_cases and (c.gold, c.prediction) not in seen:
+                    seen.add((c.gold, c.prediction))
+                    cases.append(c)
+            if log:
+                r = results[rid][upd]
+                log.info(f"scored {rid} update {upd}: loss {r['mlm_loss']:.3f} bits, acc {r['mlm_acc']:.2f}%, "
+                         f"synonym-aware {r['syn_acc']:.2f}%, pred-level {r['pred_corr_ratio']:.3f}%, "
+                         f"iter-level {r['iter_corr_ratio']:.2f}%, content predictions {r['content_pred']:.1f}%")
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     first = next(iter(counts_info.values()))
     meta = {"valid_blocks": first["blocks"], "valid_masked": first["masked"]}
     return results, cases, counts_info, meta

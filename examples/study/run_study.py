@@ -40,7 +40,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.cli_utils import count_arg, fail, setup_logging  # noqa: E402
 
 ROBERTA_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
@@ -93,6 +93,8 @@ def get_parser():
     p.add_argument("--lr", type=float, help="override the scale's peak learning rate")
     p.add_argument("--vocab-size", type=int, help="override the scale's dictionary size (words)")
     p.add_argument("--points", type=int, default=5, help="checkpoints per continuation (default 5: 20/40/60/80/100%%)")
+    p.add_argument("--jobs", type=count_arg, default=0,
+                   help="trainings and scorings run side by side (default 0: one per CPU core; on a GPU one at a time)")
     p.add_argument("--cases", type=int, default=5, help="Figure-3-style cases kept (default 5)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
     p.add_argument("--force", action="store_true", help="remove WORKDIR first")
@@ -121,7 +123,7 @@ def main(argv=None) -> int:
         vocab_size=args.vocab_size or vocab, batch_size=args.batch_size or bsz, lr=args.lr or lr, warmup=warm,
         stage1_updates=args.stage1_updates or s1, stage2_updates=args.stage2_updates or s2, points=args.points,
         families=families, extra_train_args=extra, max_lines=max_lines, cpu=args.scale != "gpu",
-        embed_init=not args.no_embed_init,
+        embed_init=not args.no_embed_init, jobs=args.jobs,
     )
     work = os.path.abspath(args.workdir)
     if args.force and os.path.isdir(work):
