@@ -42,6 +42,9 @@ def main(argv=None) -> int:
     imp.add_argument("--allow-unshared-embeddings", action="store_true",
                      help="import a generator whose embedding values differ from the discriminator's (not a "
                      "published pair): the model shares the discriminator's; refused without this flag")
+    imp.add_argument("--seed", type=int, default=1,
+                     help="seed of the fresh masked-LM head of a model published without one (default 1): two "
+                     "imports give the same head, so runs continued from them start from the same model")
     exp = sub.add_parser("export", help="fairseq checkpoint -> HuggingFace directory")
     exp.add_argument("checkpoint", help="fairseq checkpoint (.pt)")
     exp.add_argument("hf_dir", help="output directory; replaced atomically")
@@ -62,7 +65,7 @@ def main(argv=None) -> int:
 
     try:
         if args.command == "import":
-            import_hf(args.hf_dir, args.out_dir, args.generator, args.allow_unshared_embeddings)
+            import_hf(args.hf_dir, args.out_dir, args.generator, args.allow_unshared_embeddings, args.seed)
         else:
             if bool(args.gpt2_encoder_json) != bool(args.gpt2_vocab_bpe):
                 fail("--gpt2-encoder-json and --gpt2-vocab-bpe go together")

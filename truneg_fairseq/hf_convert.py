@@ -445,14 +445,14 @@ def _bert_sizes(c: dict, max_positions: int) -> Dict[str, object]:
     }
 
 
-def _import_bert(ck: HFCheckpoint, work: Path):
+def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
     c, s, where = ck.config, ck.state, str(ck.path)
     base = "bert." if any(k.startswith("bert.") for k in s) else ""
     rows = _take(s, base + "embeddings.word_embeddings.weight", where).size(0)
     _check_vocab_size(ck, rows)
     order = fairseq_row_order(ck.vocab, str(ck.path / "vocab.txt"))
     max_positions = _take(s, base + "embeddings.position_embeddings.weight", where).size(0)
-    cfg, task, model = _build("masked_lm", "bert_hf_base", _bert_sizes(c, max_positions), work)
+    cfg, task, model = _build("masked_lm", "bert_hf", _bert_sizes(c, max_positions), work)
     pad = task.source_dictionary.pad()
     emb = _embeddings(s, base + "embeddings.", order, pad, where)
     enc = "encoder.sentence_encoder."
@@ -465,7 +465,6 @@ def _import_bert(ck: HFCheckpoint, work: Path):
         "encoder.lm_head.weight": emb["tokens"],
     }
     out.update(_layers(s, base + "encoder.layer.", enc + "layers.", c["num_hidden_layers"], where))
-    fresh = ()
     if "cls.predictions.transform.dense.weight" in s:
         head = "cls.predictions."
         bias_key = head + "bias" if head + "bias" in s else head + "decoder.bias"
@@ -478,16 +477,36 @@ def _import_bert(ck: HFCheckpoint, work: Path):
         })
         _warn_untied(s, head + "decoder.weight", _take(s, base + "embeddings.word_embeddings.weight", where), "MLM decoder")
     else:
-        fresh = ("encoder.lm_head.",)
+        out.update(fresh_mlm_head(model.args.encoder_embed_dim, len(task.source_dictionary),
+                                  float(c.get("initializer_range") or 0.02), seed))
         logger.warning(
             f"{ck.arch} in {ck.path} has no masked-LM head: the head (dense, LayerNorm, output bias) starts "
-            "from a fresh initialisation; the output projection is tied to the imported word embeddings"
+            f"from a fresh initialisation (seed {seed}, as transformers initialises BertLMPredictionHead); the "
+            "output projection is tied to the imported word embeddings. Warm the head up with the encoder frozen "
+            "before continued pre-training (--bert-freeze-encoder; examples/bert/pretrain.sh does it)"
         )
-    dropped = sorted({k.rsplit(".", 1)[0] for k in s if k.startswith(("bert.pooler.", "pooler.", "cls.seq_relationship."))})
+    if base + "pooler.dense.weight" in s:
+        out["bert_pooler_weight"] = _take(s, base + "pooler.dense.weight", where)
+        out["bert_pooler_bias"] = _take(s, base + "pooler.dense.bias", where)
+    dropped = sorted({k.rsplit(".", 1)[0] for k in s if k.startswith("cls.seq_relationship.")})
     if dropped:
         logger.info(f"not imported (no counterpart in the fairseq model): {', '.join(dropped)}")
-    _fill(model, out, fresh)
+    _fill(model, out)
     return cfg, model
+
+
+def fresh_mlm_head(dim: int, vocab: int, std: float, seed: int) -> Dict[str, torch.Tensor]:
+    """A masked-LM head initialised as transformers initialises ``BertLMPredictionHead`` (dense
+    weight ~ N(0, initializer_range), zero biases, LayerNorm 1/0), from ``seed`` alone: two
+    imports of the same model give the same head."""
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        "encoder.lm_head.dense.weight": torch.randn(dim, dim, generator=gen) * std,
+        "encoder.lm_head.dense.bias": torch.zeros(dim),
+        "encoder.lm_head.layer_norm.weight": torch.ones(dim),
+        "encoder.lm_head.layer_norm.bias": torch.zeros(dim),
+        "encoder.lm_head.bias": torch.zeros(vocab),
+    }
 
 
 def _warn_untied(state, key, embeddings, what):
@@ -599,9 +618,12 @@ def _stack(state, fs_prefix: str, config: dict, where: str) -> Dict[str, torch.T
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bool = False) -> Path:
-    """Convert a local HF directory to ``out_dir`` (model.pt, dict.txt, vocab.txt and the
-    tokenizer files found). Nothing is written unless the whole conversion succeeds."""
+def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bool = False, seed: int = 1) -> Path:
+    """Convert a local HF directory to ``out_dir`` (model.pt, dict.txt, vocab.txt, import.json
+    and the tokenizer files found). Nothing is written unless the whole conversion succeeds.
+    ``import.json`` records the source, the fairseq model fields (``model_args``: what
+    ``--bert-sizes-from``/``--electra-sizes-from`` read) and whether the masked-LM head was
+    imported or started fresh from ``seed``."""
     ck = read_hf_dir(hf_dir)
     gen = None
     if generator_dir is not None:
@@ -619,11 +641,20 @@ def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bo
             if (ck.path / name).is_file():
                 shutil.copyfile(ck.path / name, work / name)
         with torch.no_grad():
-            cfg, model = _import_bert(ck, work) if ck.arch in BERT_ARCHS else _import_electra(ck, gen, work, allow_unshared_embeddings)
+            if ck.arch in BERT_ARCHS:
+                cfg, model = _import_bert(ck, work, seed)
+                head = "imported" if "cls.predictions.transform.dense.weight" in ck.state else f"fresh (seed {seed})"
+                sizes = _bert_sizes(ck.config, cfg.model.max_positions)
+            else:
+                cfg, model = _import_electra(ck, gen, work, allow_unshared_embeddings)
+                head = "imported" if gen is not None else "none (discriminator only)"
+                sizes = _electra_sizes(ck.config, gen.config if gen else None, cfg.model.electra_max_positions)
         cfg.task.data = str(out_dir)  # where dict.txt will be once the directory is in place
         _save_checkpoint(work / "model.pt", cfg, model)
+        sizes.pop("tokens_per_sample")  # a task field; the recipes read max_positions
         info = {"source": str(ck.path), "architecture": ck.arch, "generator": str(gen.path) if gen else None,
-                "lowercase": ck.lowercase, "fairseq_arch": cfg.model._name}
+                "lowercase": ck.lowercase, "fairseq_arch": cfg.model._name, "mlm_head": head,
+                "model_args": sizes}
         with open(work / "import.json", "w", encoding="utf-8") as f:
             json.dump(info, f, indent=2)
     logger.info(f"imported {ck.arch} from {ck.path} into {out_dir} (model.pt, dict.txt, vocab.txt)")
@@ -697,11 +728,15 @@ def _write_hf(out: Path, config: dict, tensors: Dict[str, torch.Tensor]) -> None
               metadata={"format": "pt"})
 
 
-def _write_wordpiece(out: Path, vocab: List[str], lowercase: bool) -> None:
+def _write_wordpiece(out: Path, vocab: List[str], lowercase: bool, max_length: int) -> None:
+    """vocab.txt and a tokenizer_config.json whose ``model_max_length`` is the position table's
+    size: transformers' tokenizers then truncate (``truncation=True``, pipelines) to what the
+    model can take instead of passing a longer input that fails inside the model."""
     with open(out / "vocab.txt", "w", encoding="utf-8") as f:
         f.write("".join(t + "\n" for t in vocab))
     tok_cfg = {"tokenizer_class": "BertTokenizer", "do_lower_case": lowercase, "unk_token": "[UNK]",
-               "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}
+               "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
+               "model_max_length": int(max_length)}
     with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
         json.dump(tok_cfg, f, indent=2)
 
@@ -767,7 +802,7 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
         "discriminator_predictions.dense_prediction.bias": s["discriminator_head.out_proj.bias"],
     })
     _write_hf(out, conf, t)
-    _write_wordpiece(out, vocab, lowercase)
+    _write_wordpiece(out, vocab, lowercase, max_pos)
     written = ["ElectraForPreTraining"]
     if model.generator is not None:
         g = out / "generator"
@@ -782,7 +817,7 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
             "generator_lm_head.bias": s["generator_bias"][rows_t],
         })
         _write_hf(g, conf, t)
-        _write_wordpiece(g, vocab, lowercase)
+        _write_wordpiece(g, vocab, lowercase, max_pos)
         written.append("ElectraForMaskedLM (generator/)")
     return written
 
@@ -839,15 +874,18 @@ def _export_roberta_family(model, symbols, vocab_file, out: Path, lowercase: boo
     conf["type_vocab_size"] = types.size(0)
     if not is_bert:
         conf.update({"bos_token_id": 0, "eos_token_id": 2})
+    elif s["bert_pooler_weight"].abs().max() > 0:  # the source had a pooler (BertModel's pooled output)
+        t["bert.pooler.dense.weight"] = s["bert_pooler_weight"]
+        t["bert.pooler.dense.bias"] = s["bert_pooler_bias"]
     _write_hf(out, conf, t)
     if is_bert:
-        _write_wordpiece(out, vocab, lowercase)
-    else:
-        _write_roberta_vocab(out, symbols, dict_txt, gpt2_files)
+        _write_wordpiece(out, vocab, lowercase, positions.size(0))
+    else:  # fairseq's positions start after padding_idx, as HF RoBERTa's do
+        _write_roberta_vocab(out, symbols, dict_txt, gpt2_files, positions.size(0) - pad - 1)
     return [arch]
 
 
-def _write_roberta_vocab(out: Path, symbols: List[str], dict_txt: Path, gpt2_files) -> None:
+def _write_roberta_vocab(out: Path, symbols: List[str], dict_txt: Path, gpt2_files, max_length: int) -> None:
     """fairseq's dict (always) and, with GPT-2's encoder.json + vocab.bpe, the byte-level BPE files
     ``transformers``' RoBERTa tokenizer reads (vocab.json maps BPE strings to the model's rows)."""
     shutil.copyfile(dict_txt, out / "dict.txt")
@@ -871,7 +909,8 @@ def _write_roberta_vocab(out: Path, symbols: List[str], dict_txt: Path, gpt2_fil
     shutil.copyfile(vocab_bpe, out / "merges.txt")
     with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
         json.dump({"tokenizer_class": "RobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>",
-                   "cls_token": "<s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}, f, indent=2)
+                   "cls_token": "<s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
+                   "model_max_length": int(max_length)}, f, indent=2)
 
 
 def _recorded_lowercase(checkpoint, vocab_file, symbols) -> bool:

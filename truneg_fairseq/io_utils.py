@@ -174,8 +174,14 @@ def atomic_dir(path: os.PathLike, owner: str, log=None):
             raise
         with open(tmp / MARKER, "w") as f:
             json.dump({"command": owner}, f)
-        # mkdtemp makes the directory private (0700); the result gets what mkdir would give it
+        # mkdtemp makes the directory private (0700), and some writers (safetensors) their files
+        # (0600): the result gets what mkdir and open would give it
         os.chmod(tmp, 0o777 & ~_umask())
+        for root, dirs, files in os.walk(tmp):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o777 & ~_umask())
+            for name in files:
+                os.chmod(os.path.join(root, name), 0o666 & ~_umask())
         aside = None
         if path.exists():
             aside = path.parent / f".{path.name}.old-{os.getpid()}"

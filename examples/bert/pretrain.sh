@@ -1,47 +1,91 @@
 #!/usr/bin/env bash
-# Continued pre-training of a published BERT imported with scripts/convert_hf.py (fairseq-train,
-# all visible GPUs through fairseq's DDP, fp16).
+# Continued pre-training of a published BERT of any size imported with scripts/convert_hf.py
+# (fairseq-train, all visible GPUs through fairseq's DDP, fp16).
 #
-#   bash examples/bert/pretrain.sh base|large IMPORTED_DIR DATA_BIN CRITERION [extra fairseq-train flags]
+#   bash examples/bert/pretrain.sh IMPORTED_DIR DATA_BIN CRITERION [extra fairseq-train flags]
 #
-# base|large   bert-base-* (12 x 768) or bert-large-* (24 x 1024): --arch bert_hf_base|bert_hf_large
-# IMPORTED_DIR the directory `convert_hf.py import` wrote (model.pt, dict.txt, vocab.txt)
+# IMPORTED_DIR the directory `convert_hf.py import` wrote (model.pt, dict.txt, vocab.txt,
+#              import.json): the model's sizes are read from its import.json (--arch bert_hf
+#              --bert-sizes-from IMPORTED_DIR), so a 6 x 384 or a 24 x 1024 model needs no size flags
 # DATA_BIN     the corpus binarized with IMPORTED_DIR/dict.txt (see README.md)
-# CRITERION    masked_lm (baseline) | mlm_hard_correction (BERT^HC) | mlm_soft_reg (BERT^SR);
-#              the last two need DATA_BIN/synonyms.npz (scripts/build_synonym_table.py)
+# CRITERION    masked_lm (baseline) | mlm_hard_correction (BERT^HC) | mlm_soft_reg (BERT^SR)
+#              | mlm_sent_kl; all but masked_lm need DATA_BIN/synonyms.npz (scripts/build_synonym_table.py)
+#
+# Two stages:
+# 1. head warm-up (models published without a masked-LM head, e.g. sentence-embedding BERTs; the
+#    import starts their head from a seeded initialisation): plain masked_lm with the encoder
+#    frozen (--bert-freeze-encoder), HEAD_UPDATES updates (default 2000 for a fresh head, 0 for an
+#    imported one) at HEAD_LR (default 1e-3), saved in HEAD_DIR (default
+#    checkpoints/<import name>_head_warmup). It runs once: every criterion continues from the
+#    same warmed-up checkpoint, so the baseline and HC/SR start from the same model.
+# 2. CRITERION from the warmed-up head (or the import itself when there is no warm-up).
 #
 # The paper's setting: 200k updates, batch 128, seq 512, lr 5e-5. GPUS x MAX_SENTENCES x
 # UPDATE_FREQ is the batch; the defaults give 128 on one GPU. FP16= (empty) trains in fp32;
-# NUM_WORKERS sets the data-loader workers; SAVE_DIR, LR, MAX_UPDATE, WARMUP override.
+# NUM_WORKERS sets the data-loader workers; SAVE_DIR, LR, MAX_UPDATE, WARMUP, SEQ override.
+# Long lines: blocks are whole sentences (BREAK_MODE=complete) of at most SEQ tokens (default:
+# the model's positions, at most 512); a sentence longer than SEQ is skipped in training and
+# validation, and fairseq logs how many ("N samples have invalid sizes and will be skipped").
+# BREAK_MODE=none cuts the text into SEQ-token blocks instead, so nothing is skipped.
 set -euo pipefail
-USAGE="usage: pretrain.sh base|large IMPORTED_DIR DATA_BIN CRITERION [flags]"
-SIZE=${1:?$USAGE}
-IMPORTED=${2:?$USAGE}
-DATA_BIN=${3:?$USAGE}
-CRITERION=${4:?$USAGE}
-shift 4
+USAGE="usage: pretrain.sh IMPORTED_DIR DATA_BIN CRITERION [flags]"
+IMPORTED=${1:?$USAGE}
+DATA_BIN=${2:?$USAGE}
+CRITERION=${3:?$USAGE}
+shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-case "$SIZE" in
-  base|large) ARCH=bert_hf_$SIZE ;;
-  *) echo "error: size must be base or large, got '$SIZE'" >&2; exit 2 ;;
+PYTHON=${PYTHON:-python}
+case "$IMPORTED" in
+  base|large) echo "error: pretrain.sh takes the import directory first (its sizes come from its import.json):" \
+                   "bash examples/bert/pretrain.sh IMPORTED_DIR DATA_BIN CRITERION" >&2; exit 2 ;;
 esac
-if [ ! -f "$IMPORTED/model.pt" ]; then
-  echo "error: $IMPORTED/model.pt not found: run scripts/convert_hf.py import HF_DIR $IMPORTED first" >&2; exit 2
+if [ ! -f "$IMPORTED/model.pt" ] || [ ! -f "$IMPORTED/import.json" ]; then
+  echo "error: $IMPORTED/model.pt or import.json not found: run scripts/convert_hf.py import HF_DIR $IMPORTED first" >&2
+  exit 2
 fi
 IMPORTED=$(cd "$IMPORTED" && pwd)
+# what the import recorded: the position table's size and whether the MLM head was published
+read -r POSITIONS HEAD < <("$PYTHON" - "$IMPORTED/import.json" <<'EOF'
+import json, sys
+info = json.load(open(sys.argv[1]))
+args = info.get("model_args")
+if not isinstance(args, dict) or not isinstance(args.get("max_positions"), int):
+    sys.exit(f"error: {sys.argv[1]} records no model sizes: import the model again with scripts/convert_hf.py import")
+print(args["max_positions"], "fresh" if str(info.get("mlm_head", "")).startswith("fresh") else "imported")
+EOF
+)
+SEQ=${SEQ:-$(( POSITIONS < 512 ? POSITIONS : 512 ))}
 MAX_UPDATE=${MAX_UPDATE:-200000}
-SAVE_DIR=${SAVE_DIR:-checkpoints/${ARCH}_${CRITERION}}
+NAME=$(basename "$IMPORTED")
+SAVE_DIR=${SAVE_DIR:-checkpoints/${NAME}_${CRITERION}}
+if [ "$HEAD" = fresh ]; then HEAD_UPDATES=${HEAD_UPDATES:-2000}; else HEAD_UPDATES=${HEAD_UPDATES:-0}; fi
+HEAD_DIR=${HEAD_DIR:-checkpoints/${NAME}_head_warmup}
 TABLE=()
-if [ "$CRITERION" != masked_lm ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-synonyms.npz}"); fi
+if [ "$CRITERION" != masked_lm ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}"); fi
+MODEL=(--task masked_lm --arch bert_hf --bert-sizes-from "$IMPORTED"
+  --tokens-per-sample "$SEQ" --sample-break-mode "${BREAK_MODE:-complete}" --skip-invalid-size-inputs-valid-test
+  --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
+  --lr-scheduler polynomial_decay --batch-size "${MAX_SENTENCES:-16}" --update-freq "${UPDATE_FREQ:-8}"
+  ${FP16---fp16} --num-workers "${NUM_WORKERS:-2}" --no-epoch-checkpoints --log-format simple --log-interval 100)
+RESET=(--reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
+START="$IMPORTED/model.pt"
 
-exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
-  --task masked_lm --arch "$ARCH" --criterion "$CRITERION" "${TABLE[@]}" \
-  --restore-file "$IMPORTED/model.pt" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler \
-  --tokens-per-sample "${SEQ:-512}" --sample-break-mode complete \
-  --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0 \
-  --lr-scheduler polynomial_decay --lr "${LR:-5e-5}" --warmup-updates "${WARMUP:-10000}" \
-  --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
-  --batch-size "${MAX_SENTENCES:-16}" --update-freq "${UPDATE_FREQ:-8}" \
-  ${FP16---fp16} --num-workers "${NUM_WORKERS:-2}" \
-  --save-dir "$SAVE_DIR" --save-interval-updates 25000 --keep-interval-updates 4 --no-epoch-checkpoints \
-  --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"
+if [ "$HEAD_UPDATES" -gt 0 ]; then
+  if [ -f "$HEAD_DIR/checkpoint_last.pt" ]; then
+    echo "pretrain.sh: the head warm-up in $HEAD_DIR exists: continuing from it (remove it to warm up again)" >&2
+  else
+    echo "pretrain.sh: $NAME's masked-LM head is $HEAD: warming it up for $HEAD_UPDATES updates with the encoder" \
+         "frozen (masked_lm, lr ${HEAD_LR:-1e-3}) into $HEAD_DIR" >&2
+    fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion masked_lm \
+      --restore-file "$START" "${RESET[@]}" --save-dir "$HEAD_DIR" --tensorboard-logdir "$HEAD_DIR/tb" "$@" \
+      --bert-freeze-encoder --lr "${HEAD_LR:-1e-3}" --warmup-updates "$(( HEAD_UPDATES / 10 ))" \
+      --total-num-update "$HEAD_UPDATES" --max-update "$HEAD_UPDATES" --save-interval-updates "$HEAD_UPDATES"
+  fi
+  START="$HEAD_DIR/checkpoint_last.pt"
+fi
+
+exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion "$CRITERION" "${TABLE[@]}" \
+  --restore-file "$START" "${RESET[@]}" \
+  --lr "${LR:-5e-5}" --warmup-updates "${WARMUP:-10000}" --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
+  --save-dir "$SAVE_DIR" --save-interval-updates 25000 --keep-interval-updates 4 \
+  --tensorboard-logdir "$SAVE_DIR/tb" "$@"

@@ -14,8 +14,20 @@ How BERT's embeddings map onto RoBERTa's (done by the converter, no extra work p
   an exported model keeps BERT's sentence-pair embeddings.
 * Every LayerNorm uses ``--bert-layernorm-eps`` (BERT: 1e-12; fairseq's default 1e-5 shifts the
   outputs of a 0.02-scale model by more than 1e-4).
+* BERT's pooler (``pooler.dense``, unused by the masked-LM and fine-tuning heads here) is kept in
+  the buffers ``bert_pooler_weight``/``bert_pooler_bias`` (zero when the source had none), so an
+  exported model gives ``BertModel``'s pooled output as published.
 
-Archs: ``bert_hf_base``, ``bert_hf_large`` (BERT's sizes) and ``bert_hf_tiny`` (tests). fairseq's
+``--bert-sizes-from DIR`` takes every size the command line leaves unset from an import
+directory (:mod:`truneg_fairseq.models.import_sizes`): ``--arch bert_hf --bert-sizes-from
+imported/all-MiniLM-L6`` continues a 6 x 384 model with no size flags.
+
+``--bert-freeze-encoder`` trains the masked-LM head alone (its dense layer, LayerNorm and output
+bias); the encoder, the embeddings and the output projection tied to them keep their values
+exactly. It is the head warm-up of a model imported without a masked-LM head.
+
+Archs: ``bert_hf`` (BERT-base defaults, meant with ``--bert-sizes-from``), ``bert_hf_base``,
+``bert_hf_large`` (BERT's sizes) and ``bert_hf_tiny`` (tests). fairseq's
 own ``bert_base``/``bert_large`` belong to its legacy ``masked_lm`` model, not to this one.
 """
 
@@ -26,6 +38,7 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaModel, base_architecture
 from fairseq.utils import safe_getattr
 
+from truneg_fairseq.models import import_sizes
 from truneg_fairseq.models.roberta import RobertaObjectives, encoder_sizes
 
 logger = logging.getLogger(__name__)
@@ -46,6 +59,17 @@ class BertModel(RobertaObjectives, RobertaModel):
         self.register_buffer(
             "bert_segment_offsets", torch.zeros(args.bert_type_vocab_size, args.encoder_embed_dim)
         )
+        dim = args.encoder_embed_dim
+        self.register_buffer("bert_pooler_weight", torch.zeros(dim, dim))
+        self.register_buffer("bert_pooler_bias", torch.zeros(dim))
+        if safe_getattr(args, "bert_freeze_encoder", False):
+            frozen = 0
+            for p in self.encoder.sentence_encoder.parameters():  # the tied output projection with them
+                p.requires_grad_(False)
+                frozen += p.numel()
+            trained = sum(p.numel() for p in self.parameters() if p.requires_grad)
+            logger.info(f"--bert-freeze-encoder: {frozen} encoder parameters fixed, {trained} of the masked-LM "
+                        "head trained")
 
     @staticmethod
     def add_args(parser):
@@ -58,6 +82,17 @@ class BertModel(RobertaObjectives, RobertaModel):
             "--bert-type-vocab-size", type=int, metavar="N",
             help="rows of the token-type (segment) offsets kept for export (BERT: 2)",
         )
+        parser.add_argument(
+            "--bert-sizes-from", metavar="DIR", default=None,
+            help="take every size left unset (layers, widths, heads, positions, LayerNorm eps, dropout, "
+            "activation) from DIR/import.json, written by scripts/convert_hf.py import; read when the model is "
+            "configured, so checkpoints hold the sizes themselves",
+        )
+        parser.add_argument(
+            "--bert-freeze-encoder", action="store_true", default=False,
+            help="train only the masked-LM head (dense, LayerNorm, output bias): the head warm-up of a model "
+            "imported without one; the encoder and embeddings stay exactly as they are",
+        )
 
     @classmethod
     def build_model(cls, args, task):
@@ -66,14 +101,15 @@ class BertModel(RobertaObjectives, RobertaModel):
 
     def upgrade_state_dict_named(self, state_dict, name):
         prefix = name + "." if name else ""
-        key = prefix + "bert_segment_offsets"
-        if key not in state_dict:
-            # a RoBERTa checkpoint restored into a BERT model: no segments to keep
-            state_dict[key] = self.bert_segment_offsets.clone()
+        for buf in ("bert_segment_offsets", "bert_pooler_weight", "bert_pooler_bias"):
+            if prefix + buf not in state_dict:
+                # a RoBERTa checkpoint (or an earlier import) restored into a BERT model: nothing to keep
+                state_dict[prefix + buf] = getattr(self, buf).clone()
         super().upgrade_state_dict_named(state_dict, name)
 
 
 def _bert_defaults(args):
+    import_sizes.apply(args, "bert_sizes_from")
     args.bert_layernorm_eps = safe_getattr(args, "bert_layernorm_eps", 1e-12)
     args.bert_type_vocab_size = safe_getattr(args, "bert_type_vocab_size", 2)
     args.max_positions = safe_getattr(args, "max_positions", 512)
@@ -87,8 +123,15 @@ def bert_base_architecture(args):
     _bert_defaults(args)
 
 
+@register_model_architecture("bert", "bert_hf")
+def bert_hf_architecture(args):
+    """Sizes from ``--bert-sizes-from`` (else BERT-base's)."""
+    _bert_defaults(args)
+
+
 @register_model_architecture("bert", "bert_hf_large")
 def bert_large_architecture(args):
+    import_sizes.apply(args, "bert_sizes_from")
     encoder_sizes(args, layers=24, dim=1024, ffn=4096, heads=16)
     _bert_defaults(args)
 
@@ -96,5 +139,6 @@ def bert_large_architecture(args):
 @register_model_architecture("bert", "bert_hf_tiny")
 def bert_tiny_architecture(args):
     """2 layers of 32: for tests and smoke runs."""
+    import_sizes.apply(args, "bert_sizes_from")
     encoder_sizes(args, layers=2, dim=32, ffn=64, heads=2, max_positions=64)
     _bert_defaults(args)

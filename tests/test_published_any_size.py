@@ -1,0 +1,195 @@
+"""A published encoder of an unusual size without a masked-LM head, the way most sentence-
+embedding BERTs are published (safetensors + tokenizer.json, no vocab.txt, a pooler, no
+``cls.*``): import (seeded head, pooler kept, sizes recorded), head warm-up with the encoder
+frozen, continued HC through the recipe with no size flags, export and reload in transformers
+(pooler, ``model_max_length``, truncation of a long input, file modes)."""
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_fixtures import _randomize, bert_config, wordpiece_vocab
+from utils import USER_DIR, fairseq_train, run_recipe, run_script, tiny_corpus_lines
+
+from truneg_fairseq import hf_convert
+
+# 3 layers x 48, 3 heads, FFN 80, 40 positions: no arch of the plugin has these sizes
+ODD = dict(hidden_size=48, num_hidden_layers=3, num_attention_heads=3, intermediate_size=80, max_position_embeddings=40)
+
+
+def save_headless_bert(hf_dir: Path, vocab):
+    """transformers' BertModel (no MLM head, with its pooler), safetensors, and the tokenizer as
+    tokenizer.json only."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertModel
+
+    torch.manual_seed(0)
+    model = BertModel(bert_config(len(vocab), **ODD)).eval()
+    _randomize(model, 0)
+    model.save_pretrained(str(hf_dir), safe_serialization=True)
+    (hf_dir / "vocab.txt").write_text("".join(t + "\n" for t in vocab))
+    BertWordPieceTokenizer(str(hf_dir / "vocab.txt"), lowercase=True).save(str(hf_dir / "tokenizer.json"))
+    (hf_dir / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True}))
+    (hf_dir / "vocab.txt").unlink()  # published sentence encoders often ship tokenizer.json alone
+    assert not (hf_dir / "pytorch_model.bin").exists() and (hf_dir / "tokenizer.json").is_file()
+    return model
+
+
+def state(path):
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory, wn):
+    from truneg_fairseq import corpus
+    from truneg_fairseq.lexicon import build_table, vocab_view
+    from tokenizers import BertWordPieceTokenizer
+
+    root = tmp_path_factory.mktemp("published")
+    vocab = wordpiece_vocab()
+    hf = save_headless_bert(root / "hf", vocab)
+    imported = hf_convert.import_hf(root / "hf", root / "imported")
+    tok = BertWordPieceTokenizer(str(imported / "vocab.txt"), lowercase=True)
+    lines = tiny_corpus_lines(400, seed=5)
+    long_line = " ".join(lines[:12])  # longer than the model's 40 positions
+    train_lines = lines[:360] + [long_line] * 3
+    (root / "tok").mkdir()
+    for name, part in (("train", train_lines), ("valid", lines[360:] + [long_line])):
+        (root / "tok" / f"{name}.txt").write_text(
+            "".join(" ".join(tok.encode(l, add_special_tokens=False).tokens) + "\n" for l in part))
+    data_bin = corpus.binarize(root / "tok" / "train.txt", root / "tok" / "valid.txt", root / "data-bin",
+                               srcdict=imported / "dict.txt")
+    table, _ = build_table(vocab_view(data_bin / "dict.txt", "whitespace"), source="wordnet", wn=wn)
+    table.save(data_bin / "synonyms.npz")
+    return {"root": root, "hf": hf, "imported": imported, "data_bin": data_bin, "vocab": vocab}
+
+
+def test_import_records_sizes_seeds_the_head_and_keeps_the_pooler(published, tmp_path):
+    imported, hf = published["imported"], published["hf"]
+    info = json.loads((imported / "import.json").read_text())
+    assert info["fairseq_arch"] == "bert_hf" and info["mlm_head"] == "fresh (seed 1)"
+    sizes = info["model_args"]
+    assert (sizes["encoder_layers"], sizes["encoder_embed_dim"], sizes["encoder_ffn_embed_dim"],
+            sizes["encoder_attention_heads"], sizes["max_positions"]) == (3, 48, 80, 3, 40)
+    first = state(imported / "model.pt")
+    assert torch.equal(first["bert_pooler_weight"], hf.pooler.dense.weight)
+    assert torch.equal(first["bert_pooler_bias"], hf.pooler.dense.bias)
+    # the fresh head: BertLMPredictionHead's initialisation, from the seed alone
+    w = first["encoder.lm_head.dense.weight"]
+    assert abs(w.std().item() - 0.02) < 0.004 and first["encoder.lm_head.bias"].abs().max() == 0
+    assert torch.equal(first["encoder.lm_head.layer_norm.weight"], torch.ones(48))
+    again = state(hf_convert.import_hf(published["root"] / "hf", tmp_path / "again") / "model.pt")
+    for k in first:
+        assert torch.equal(first[k], again[k]), k  # two imports: the same model, head included
+    other = state(hf_convert.import_hf(published["root"] / "hf", tmp_path / "seed2", seed=2) / "model.pt")
+    assert not torch.equal(other["encoder.lm_head.dense.weight"], w)
+
+
+def test_sizes_from_the_import_directory_and_clear_errors(published, tmp_path):
+    from truneg_fairseq.models import import_sizes
+
+    args = import_sizes.read_model_args(str(published["imported"]), "--bert-sizes-from")
+    assert args["encoder_layers"] == 3 and args["bert_layernorm_eps"] == 1e-12
+    with pytest.raises(import_sizes.ImportSizesError, match="convert_hf.py import"):
+        import_sizes.read_model_args(str(tmp_path), "--bert-sizes-from")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "import.json").write_text(json.dumps({"model_args": {"encoder_layers": "__import__('os')"}}))
+    with pytest.raises(import_sizes.ImportSizesError, match="encoder_layers"):
+        import_sizes.read_model_args(str(bad), "--bert-sizes-from")
+    out = fairseq_train(published["data_bin"], tmp_path / "ck", [
+        "--arch", "bert_hf", "--bert-sizes-from", str(bad), "--max-update", "1"], check=False)
+    assert out.returncode != 0 and "encoder_layers" in out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_head_warmup_changes_only_the_head(published, tmp_path):
+    imported = published["imported"]
+    save = tmp_path / "warm"
+    out = fairseq_train(published["data_bin"], save, [
+        "--arch", "bert_hf", "--bert-sizes-from", str(imported), "--bert-freeze-encoder", "--criterion", "masked_lm",
+        "--tokens-per-sample", "40", "--skip-invalid-size-inputs-valid-test", "--max-update", "4", "--lr", "1e-3",
+        "--restore-file", str(imported / "model.pt"), "--reset-optimizer", "--reset-dataloader", "--reset-meters",
+        "--reset-lr-scheduler", "--disable-validation"])
+    log = out.stdout + out.stderr
+    assert "--bert-freeze-encoder" in log and "num_updates=4" in log
+    before, after = state(imported / "model.pt"), state(save / "checkpoint_last.pt")
+    head = ("encoder.lm_head.dense.", "encoder.lm_head.layer_norm.", "encoder.lm_head.bias")
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed and all(k.startswith(head) for k in changed), changed
+    assert "encoder.lm_head.dense.weight" in changed
+    # the body (the tied output projection with it) kept every bit
+    assert torch.equal(before["encoder.sentence_encoder.embed_tokens.weight"], after["encoder.lm_head.weight"])
+    cfg = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]["model"]
+    assert cfg.encoder_layers == 3 and cfg.bert_sizes_from is None  # the checkpoint holds the sizes itself
+
+
+@pytest.mark.slow
+def test_recipe_warms_up_then_continues_with_hc_and_exports(published, tmp_path):
+    from transformers import AutoModel, AutoTokenizer, BertForMaskedLM, pipeline
+
+    imported, data_bin = published["imported"], published["data_bin"]
+    tiny = ["--max-update", "3", "--batch-size", "4", "--update-freq", "1", "--warmup-updates", "1", "--cpu",
+            "--log-interval", "1"]
+    env = dict(SAVE_DIR=str(tmp_path / "hc"), HEAD_DIR=str(tmp_path / "head"), HEAD_UPDATES="4")
+    out = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "mlm_hard_correction", *tiny], tmp_path, **env)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-3000:]
+    assert "warming it up for 4 updates" in log and "invalid sizes and will be skipped" in log
+    assert re.search(r"Loaded checkpoint .*head/checkpoint_last\.pt", log)
+    assert (tmp_path / "head" / "checkpoint_last.pt").is_file() and (tmp_path / "hc" / "checkpoint_last.pt").is_file()
+    # a second criterion reuses the same warmed-up head
+    env["SAVE_DIR"] = str(tmp_path / "mlm")
+    again = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "masked_lm", *tiny], tmp_path, **env)
+    assert again.returncode == 0 and "exists: continuing from it" in again.stderr
+    old = run_recipe("bert/pretrain.sh", ["base", str(imported), str(data_bin), "masked_lm"], tmp_path)
+    assert old.returncode == 2 and "import directory first" in old.stderr
+
+    hf_out = tmp_path / "hf_out"
+    exp = run_script("convert_hf.py", ["export", str(tmp_path / "hc" / "checkpoint_last.pt"), str(hf_out),
+                                       "--vocab", str(imported / "vocab.txt")])
+    assert exp.returncode == 0, exp.stderr
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in hf_out.iterdir():
+        assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~umask, f
+    body = AutoModel.from_pretrained(str(hf_out))
+    src = published["hf"]
+    assert torch.equal(body.pooler.dense.weight, src.pooler.dense.weight)
+    assert body.config.num_hidden_layers == 3 and body.config.hidden_size == 48
+    tok = AutoTokenizer.from_pretrained(str(hf_out))
+    assert tok.model_max_length == 40
+    long_text = " ".join(tiny_corpus_lines(30, seed=1))
+    assert len(tok(long_text)["input_ids"]) > 40
+    assert len(tok(long_text, truncation=True)["input_ids"]) == 40
+    fill = pipeline("fill-mask", model=BertForMaskedLM.from_pretrained(str(hf_out)), tokenizer=tok, device=-1)
+    assert len(fill("the [MASK] reason " + long_text, tokenizer_kwargs={"truncation": True})) == 5
+
+
+@pytest.mark.slow
+def test_hydra_configs_warm_up_and_continue_with_sizes_from_the_import(published, tmp_path):
+    from utils import REPO, hydra_train
+
+    imported, data_bin = published["imported"], published["data_bin"]
+    config = REPO / "examples" / "bert" / "config"
+    common = [f"task.data={data_bin}", f"model.bert_sizes_from={imported}", "task.tokens_per_sample=40",
+              "dataset.batch_size=4", "optimization.update_freq=[1]", "dataset.validate_interval_updates=0",
+              "dataset.disable_validation=true"]
+    warm = hydra_train(config, "head_warmup", [*common, f"checkpoint.restore_file={imported / 'model.pt'}",
+                                               f"checkpoint.save_dir={tmp_path / 'head'}", "optimization.max_update=2",
+                                               "lr_scheduler.total_num_update=2"], tmp_path / "run1")
+    assert warm.returncode == 0, (warm.stdout + warm.stderr)[-3000:]
+    before, after = state(imported / "model.pt"), state(tmp_path / "head" / "checkpoint_last.pt")
+    assert torch.equal(before["encoder.sentence_encoder.layers.2.fc1.weight"], after["encoder.sentence_encoder.layers.2.fc1.weight"])
+    assert not torch.equal(before["encoder.lm_head.dense.weight"], after["encoder.lm_head.dense.weight"])
+    hc = hydra_train(config, "base_continue_hc", [*common, f"checkpoint.restore_file={tmp_path / 'head' / 'checkpoint_last.pt'}",
+                                                  f"checkpoint.save_dir={tmp_path / 'hc'}", f"criterion.synonym_table={data_bin / 'synonyms.npz'}",
+                                                  "optimization.max_update=2", "lr_scheduler.total_num_update=2"], tmp_path / "run2")
+    assert hc.returncode == 0, (hc.stdout + hc.stderr)[-3000:]
+    cont = state(tmp_path / "hc" / "checkpoint_last.pt")
+    assert not torch.equal(after["encoder.sentence_encoder.layers.2.fc1.weight"], cont["encoder.sentence_encoder.layers.2.fc1.weight"])

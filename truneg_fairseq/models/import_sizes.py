@@ -1,0 +1,78 @@
+"""``--bert-sizes-from DIR`` / ``--electra-sizes-from DIR``: a model's sizes read from the
+directory ``scripts/convert_hf.py import`` wrote, so that continuing a published model of any
+size (6 x 384, 24 x 1024, ...) needs no size flags.
+
+The import records the fairseq model fields it built the model with in ``DIR/import.json``
+(``"model_args"``: layers, widths, heads, positions, LayerNorm epsilon, dropout, activation).
+An arch function calls :func:`apply` before its own defaults: every field the command line (or
+the hydra config) left unset takes the recorded value, then the directory is dropped from the
+config, so checkpoints carry the sizes themselves and never point at the import directory.
+Values are checked against the field's type: nothing read from the file is evaluated.
+"""
+
+import json
+import os
+from typing import Dict
+
+IMPORT_RECORD = "import.json"
+
+# field -> the type its recorded value must have (int values are also accepted for floats)
+FIELD_TYPES = {
+    # the plugin's BERT (fairseq RoBERTa fields + bert_*)
+    "encoder_layers": int, "encoder_embed_dim": int, "encoder_ffn_embed_dim": int, "encoder_attention_heads": int,
+    "max_positions": int, "activation_fn": str, "dropout": float, "attention_dropout": float,
+    "bert_layernorm_eps": float, "bert_type_vocab_size": int,
+    # the plugin's ELECTRA
+    "electra_embed_dim": int, "electra_hidden_dim": int, "electra_layers": int, "electra_heads": int,
+    "electra_ffn_dim": int, "electra_gen_hidden_dim": int, "electra_gen_layers": int, "electra_gen_heads": int,
+    "electra_gen_ffn_dim": int, "electra_max_positions": int, "electra_dropout": float,
+    "electra_attention_dropout": float, "electra_layernorm_eps": float, "electra_discriminator_only": bool,
+}
+ACTIVATIONS = ("gelu", "relu", "gelu_accurate", "tanh", "linear", "swish")
+
+
+class ImportSizesError(ValueError):
+    pass
+
+
+def read_model_args(directory: str, flag: str) -> Dict[str, object]:
+    """The recorded model fields of an import directory, type-checked."""
+    path = os.path.join(directory, IMPORT_RECORD)
+    if not os.path.isfile(path):
+        what = "no such directory" if not os.path.isdir(directory) else f"no {IMPORT_RECORD} in it"
+        raise ImportSizesError(f"{flag} {directory}: {what}; give the directory written by "
+                               "python scripts/convert_hf.py import HF_DIR OUT_DIR")
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ImportSizesError(f"{flag} {directory}: {path} is not readable JSON ({e}); import the model again") from None
+    args = record.get("model_args") if isinstance(record, dict) else None
+    if not isinstance(args, dict):
+        raise ImportSizesError(f"{flag} {directory}: {path} records no model sizes (\"model_args\"): it was written "
+                               "by an older import; import the model again with scripts/convert_hf.py import")
+    out = {}
+    for key, value in args.items():
+        want = FIELD_TYPES.get(key)
+        ok = want is not None and (isinstance(value, want) and not (want is int and isinstance(value, bool))
+                                   or (want is float and isinstance(value, int) and not isinstance(value, bool)))
+        if not ok or (key == "activation_fn" and value not in ACTIVATIONS):
+            raise ImportSizesError(f"{flag} {directory}: {path} has {key} = {value!r}, not a value this model takes; "
+                                   "import the model again with scripts/convert_hf.py import")
+        out[key] = float(value) if want is float else value
+    return out
+
+
+def apply(args, flag_field: str, keys=None) -> None:
+    """Fill the unset model fields of ``args`` (Namespace or DictConfig) from the import
+    directory named by ``args.<flag_field>``, then drop the directory from the config."""
+    directory = getattr(args, flag_field, None)
+    if not directory:
+        return
+    flag = "--" + flag_field.replace("_", "-")
+    for key, value in read_model_args(str(directory), flag).items():
+        if keys is not None and key not in keys:
+            continue
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    setattr(args, flag_field, None)
