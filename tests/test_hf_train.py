@@ -128,7 +128,7 @@ def test_evaluate_mlm_on_text_prints_ratios_and_cases(imported):
         "--show", "2", "--device", "cpu", "--mask-prob", "0.3", str(imported["bert"])])
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("case ") == 2
-    assert "prediction: main" in out.stdout and re.search(r"synonyms of '\w+': .*\bmain\b", out.stdout)
+    assert "prediction: main" in out.stdout and re.search(r"synonyms of '\w+' in the vocabulary: .*\bmain\b", out.stdout)
     m = re.search(r"pred_corr_ratio ([\d.]+) \| iter_corr_ratio ([\d.]+)", out.stdout)
     assert m and float(m.group(1)) > 0 and float(m.group(2)) > 0
     bad = run_script("evaluate_mlm.py", ["--text", str(imported["root"] / "valid.raw"), "--show", "2", str(imported["bert"])])

@@ -12,6 +12,7 @@ compat.trusted_worker_broadcast()
 compat.safe_checkpoint_configs()
 compat.numpy_compat_long()
 compat.stop_prefetch_at_exit()
+compat.quiet_config_composition()
 
 from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
 from .tokenizer import give_masked_lm_whole_words  # noqa: E402  (and the ``wordpiece`` BPE)

@@ -7,41 +7,122 @@ masking is seeded, so every checkpoint sees identical masks.
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import numpy as np
 import torch
 from fairseq import utils
 from fairseq.logging import metrics
 
+from truneg_fairseq.checkpoints import CheckpointError
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
 
 logger = logging.getLogger(__name__)
+
+# --long-lines: what happens to blocks longer than the model's positions
+LONG_LINES = ("skip", "break")
+
+
+class _StepKeeper(CounterFalseNegativeLoss):
+    """The plain masked-LM objective (Eq. 1), keeping the last step (gold, prediction, synonym
+    flags at the masked positions) so that cases can be read from it."""
+
+    step = None
+
+    def objective(self, step):
+        self.step = step
+        return super().objective(step)
+
+
+def check_split(data: str, subset: str) -> None:
+    """:class:`CheckpointError` naming ``data`` when it holds no binarized ``subset``: a model
+    directory written by ``convert_hf.py import`` (dict.txt, model.pt, no data) is said to be one."""
+    from fairseq.data import indexed_dataset
+
+    first = str(data).split(os.pathsep)[0]  # the split of epoch 1, as the task loads it
+    if indexed_dataset.infer_dataset_impl(os.path.join(first, subset)) is not None:
+        return
+    if os.path.isfile(os.path.join(first, "import.json")) or os.path.isfile(os.path.join(first, "model.pt")):
+        raise CheckpointError(
+            f"--data {data} is a model directory written by convert_hf.py import (model.pt, dict.txt), not a "
+            f"data-bin: binarize text with its vocabulary (python scripts/prepare_corpus.py --input TEXT "
+            f"--output-dir OUT --tokenizer wordpiece --vocab {first}/vocab.txt --srcdict {first}/dict.txt) and "
+            "give --data OUT/data-bin, or evaluate raw text with --text FILE")
+    found = sorted(n[:-4] for n in os.listdir(first) if n.endswith(".idx"))
+    raise CheckpointError(
+        f"--data {data} has no binarized split '{subset}' ({subset}.bin/{subset}.idx; found: "
+        f"{', '.join(found) or 'none'}): pick one with --subset, or binarize the text with "
+        "scripts/prepare_corpus.py")
 
 
 @torch.no_grad()
 def evaluate_mlm(
     checkpoint: str, data: str, synonym_table: Optional[str] = None, subset: str = "valid",
-    batch_size: int = 32, max_batches: int = 0, seed: int = 1,
+    batch_size: int = 32, max_batches: int = 0, seed: int = 1, long_lines: str = "skip", show: int = 0,
+    cases: Optional[list] = None,
 ) -> Dict[str, float]:
     """Returns {"mlm_loss" (bits/token), "ppl", "mlm_acc" (%), "pred_corr_ratio" (%),
-    "iter_corr_ratio" (%), "masked_tokens", "sentences"}."""
-    from truneg_fairseq.checkpoints import load_for_inference
+    "iter_corr_ratio" (%), "masked_tokens", "sentences"}. The blocks are the checkpoint's task's
+    (its ``--tokens-per-sample`` and ``--sample-break-mode``); ``long_lines`` decides what happens
+    to blocks longer than the model's positions: ``skip`` leaves them out (counted in the log),
+    ``break`` cuts the split into blocks of at most that many tokens (break mode ``none``).
+    ``show`` > 0 (with a ``synonym_table``): up to that many Figure-3 cases
+    (:class:`~truneg_fairseq.false_negatives.Case`, one per distinct gold/prediction pair) are
+    appended to ``cases``."""
+    from omegaconf import open_dict
 
+    from truneg_fairseq.checkpoints import load_for_inference
+    from truneg_fairseq.false_negatives import make_case, pick_cases
+    from truneg_fairseq.lexicon.synonyms import SynonymTable
+
+    if long_lines not in LONG_LINES:
+        raise ValueError(f"long_lines must be one of {', '.join(LONG_LINES)}, got {long_lines!r}")
     models, cfg, task = load_for_inference(checkpoint, data, {"seed": seed})
     model = models[0].eval()
-    crit = CounterFalseNegativeLoss(SynonymCriterionConfig(synonym_table=synonym_table, arch=cfg.model._name), task)
+    check_split(cfg.task.data, subset)
+    crit = _StepKeeper(SynonymCriterionConfig(synonym_table=synonym_table, arch=cfg.model._name,
+                                              mlm_prediction_slots="dynamic"), task)
+    positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+    if long_lines == "break":
+        with open_dict(task.cfg):
+            task.cfg.sample_break_mode = "none"
+            task.cfg.tokens_per_sample = positions
+        logger.info(f"{subset}: cut into blocks of at most {positions} tokens (--long-lines break)")
     task.load_dataset(subset, combine=False, epoch=1)
+    dataset = task.dataset(subset)
+    _, too_long = dataset.filter_indices_by_size(np.arange(len(dataset)), positions)
+    if len(dataset) and len(too_long) == len(dataset):
+        raise CheckpointError(
+            f"every block of {subset} ({len(dataset)}) is longer than the {positions} tokens {checkpoint} takes: "
+            "cut them with --long-lines break")
+    if len(too_long):
+        logger.info(f"left out {len(too_long)} of {len(dataset)} blocks longer than {positions} tokens "
+                    "(--long-lines break cuts them instead)")
     itr = task.get_batch_iterator(
-        dataset=task.dataset(subset), max_sentences=batch_size, seed=seed, num_workers=0,
-        max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
+        dataset=dataset, max_sentences=batch_size, seed=seed, num_workers=0, max_positions=positions,
+        ignore_invalid_inputs=True,
     ).next_epoch_itr(shuffle=False)
+    table = SynonymTable.load(synonym_table) if show and synonym_table else None
+    cases = [] if cases is None else cases
+    seen: set = set()
+    d = task.source_dictionary
     logs = []
     for i, sample in enumerate(itr):
         if max_batches and i >= max_batches:
             break
         _, _, log = crit(model, sample)
         logs.append(log)
+        if table is not None and len(cases) < show:
+            step = crit.step
+            target, src = step.target, step.src_tokens  # B x T
+            original = torch.where(target.ne(d.pad()), target, src)  # B x T: the block before masking
+            where = step.sel.masked.nonzero()  # S x 2 (row, column), the order of the selection
+            pred = step.net["mlm_pred"]
+            for m in pick_cases(step.gold, pred, step.synonym, show - len(cases), seen):
+                row, col = where[m].tolist()
+                cases.append(make_case(d, table, original[row].tolist(), col, int(step.gold[m]), int(pred[m])))
     with metrics.aggregate(new_root=True) as agg:
         crit.reduce_metrics(logs)
         out = dict(agg.get_smoothed_values())
@@ -50,8 +131,8 @@ def evaluate_mlm(
     return out
 
 
-def masked_predictions(model, src_tokens, masked, targets):
-    """Argmax of the masked-LM network (ELECTRA: the generator) at the masked positions, M ids.
+def masked_lm_logits(model, src_tokens, masked, targets):
+    """Logits of the masked-LM network (ELECTRA: the generator) at the masked positions, M x V.
     src_tokens, targets: B x T (targets: gold ids at the masked positions, padding elsewhere);
     masked: B x T bool."""
     from fairseq.models.roberta import RobertaModel
@@ -59,19 +140,32 @@ def masked_predictions(model, src_tokens, masked, targets):
     from truneg_fairseq.models.objectives import MaskedLMObjectives
 
     if isinstance(model, MaskedLMObjectives):
-        return model(src_tokens, masked_tokens=masked, mlm_targets=targets)["mlm_pred"]  # M
+        return model(src_tokens, masked_tokens=masked, mlm_targets=targets)["mlm_logits"]  # M x V
     if isinstance(model, RobertaModel):  # fairseq's own: its masked-LM forward
-        return model(src_tokens, masked_tokens=masked)[0].argmax(dim=-1)  # M
-    raise ValueError(f"{type(model).__name__} is not a masked-LM model (RoBERTa, BERT or ELECTRA)")
+        return model(src_tokens, masked_tokens=masked)[0]  # M x V
+    raise CheckpointError(f"{type(model).__name__} is not a masked-LM model (RoBERTa, BERT or ELECTRA): evaluate a "
+                          "pre-training checkpoint, not a fine-tuned one")
 
 
 # ---------------------------------------------------------------------------------------------
 # raw text on an imported (or any WordPiece) model: Table 2's ratios and Figure 3's cases
 # ---------------------------------------------------------------------------------------------
 def resolve_checkpoint(path) -> str:
-    """A checkpoint file, or a directory written by ``convert_hf.py import`` (its model.pt)."""
+    """A checkpoint file, or a directory written by ``convert_hf.py import`` (its model.pt).
+    Any other directory is a :class:`CheckpointError` that says what it is: a HuggingFace model
+    directory (config.json and weights) gets the import command."""
+    from truneg_fairseq.hf_convert import WEIGHT_FILES
+
     p = Path(path)
-    return str(p / "model.pt") if p.is_dir() else str(p)
+    if not p.is_dir():
+        return str(p)
+    if (p / "model.pt").is_file():
+        return str(p / "model.pt")
+    if (p / "config.json").is_file() and any((p / name).is_file() for name in WEIGHT_FILES):
+        raise CheckpointError(f"{path} is a HuggingFace model directory: import it first with python "
+                              f"scripts/convert_hf.py import {path} OUT_DIR, then evaluate OUT_DIR")
+    raise CheckpointError(f"checkpoint {path} is a directory without model.pt: give a checkpoint file "
+                          "(e.g. checkpoint_last.pt) or a directory written by scripts/convert_hf.py import")
 
 
 def wordpiece_encoder(vocab_txt, lowercase: Optional[bool]):
@@ -90,17 +184,22 @@ def decode_wordpiece(pieces: List[str]) -> str:
 
 
 def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch.Tensor]:
-    """One sequence per non-empty line: <s> entries </s>, cut to ``max_len`` ids."""
+    """One sequence per non-empty line: <s> entries </s>, cut to ``max_len`` ids (counted in the log)."""
     seqs = []
+    cut = 0
     with open(text, encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue
-            ids = [d.index(t) for t in encode(line.strip())][: max_len - 2]
+            ids = [d.index(t) for t in encode(line.strip())]
+            cut += len(ids) > max_len - 2
+            ids = ids[: max_len - 2]
             if ids:
                 seqs.append(torch.tensor([d.bos()] + ids + [d.eos()]))
             if max_lines and len(seqs) >= max_lines:
                 break
+    if cut:
+        logger.info(f"cut {cut} of {len(seqs)} lines of {text} to {max_len} ids (<s> and </s> included)")
     return seqs
 
 
@@ -108,17 +207,24 @@ def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch
 def evaluate_text(
     checkpoint, text, synonym_table: Optional[str] = None, device: str = "cpu", batch_size: int = 32,
     max_len: int = 128, mask_prob: float = 0.15, seed: int = 1, max_lines: int = 0, show: int = 0,
-    vocab: Optional[str] = None, lowercase: Optional[bool] = None, print_fn=print, tokenizer=None,
+    vocab: Optional[str] = None, lowercase: Optional[bool] = None, tokenizer=None, cases: Optional[list] = None,
 ) -> Dict[str, float]:
     """Mask ``mask_prob`` of the entries of each line of ``text`` (seeded, all as ``<mask>``),
-    predict them with the model's masked-LM network and count, as the paper's Table 2:
-    ``pred_corr_ratio`` = synonym predictions / mispredicted masked entries (%),
-    ``iter_corr_ratio`` = sequences with >= 1 synonym prediction / sequences (%). Subword
-    pieces are never counted as corrections. ``show`` prints that many Figure-3 cases.
-    ``tokenizer`` (:mod:`truneg_fairseq.tokenizer`): the model's; default WordPiece over ``vocab``
-    or the vocab.txt beside the checkpoint."""
+    predict them with the model's masked-LM network and report ``mlm_loss`` (bits per masked
+    entry, as fairseq logs it) and ``mlm_acc`` (%); with a ``synonym_table`` also, as the paper's
+    Table 2, ``pred_corr_ratio`` = synonym predictions / mispredicted masked entries (%),
+    ``iter_corr_ratio`` = sequences with >= 1 synonym prediction / sequences (%) and ``syn_acc``
+    (a synonym prediction counts as right). Subword pieces are never counted as corrections.
+    ``show``: up to that many Figure-3 cases (:class:`~truneg_fairseq.false_negatives.Case`, one per
+    distinct gold/prediction pair) are appended to ``cases``. ``tokenizer``
+    (:mod:`truneg_fairseq.tokenizer`): the model's; default WordPiece over ``vocab`` or the
+    vocab.txt beside the checkpoint."""
+    import torch.nn.functional as F
     from fairseq.data import data_utils
 
+    from truneg_fairseq.false_negatives import (
+        add_counts, derive, make_case, pick_cases, position_counts, synonym_predictions,
+    )
     from truneg_fairseq.hf_convert import load_fairseq_checkpoint
     from truneg_fairseq.lexicon.lookup import SynonymLookup
     from truneg_fairseq.lexicon.synonyms import SynonymTable
@@ -127,20 +233,27 @@ def evaluate_text(
     model, task, _ = load_fairseq_checkpoint(checkpoint)
     model.to(device)
     d = task.source_dictionary
+    join = " ".join
     if tokenizer is None:
         vocab = Path(vocab) if vocab else Path(checkpoint).parent / "vocab.txt"
         if not vocab.is_file():
-            raise FileNotFoundError(f"no WordPiece vocabulary {vocab}: give the import's vocab.txt with --vocab")
+            raise CheckpointError(f"no WordPiece vocabulary {vocab}: give the import's vocab.txt with --vocab")
         if lowercase is None:
             info = Path(checkpoint).parent / "import.json"
             recorded = json.loads(info.read_text()).get("lowercase") if info.is_file() else None
             lowercase = True if recorded is None else bool(recorded)
         encode = wordpiece_encoder(vocab, lowercase)
+        join = decode_wordpiece
     else:
         encode = tokenizer.pieces
+    positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+    if positions is not None and max_len > positions:
+        logger.info(f"--max-len {max_len} is more than the {positions} positions of {checkpoint}: lines are cut to "
+                    f"{positions} ids")
+        max_len = positions
     seqs = _text_sequences(text, encode, d, max_len, max_lines)
     if not seqs:
-        raise ValueError(f"{text} has no non-empty lines")
+        raise CheckpointError(f"--text {text} has no non-empty lines")
     table = lookup = None
     if synonym_table:
         table = SynonymTable.load(synonym_table)
@@ -148,8 +261,9 @@ def evaluate_text(
         lookup = SynonymLookup(table, len(d)).to(device)
     gen = torch.Generator().manual_seed(seed)
     mask_idx = d.index("<mask>")
-    n = {"sentences": 0, "masked_tokens": 0, "n_wrong": 0, "n_synonym": 0, "n_seq_synonym": 0}
-    shown = 0
+    total: Dict[str, float] = {}
+    cases = [] if cases is None else cases
+    seen: set = set()
     for start in range(0, len(seqs), batch_size):
         tokens = data_utils.collate_tokens(seqs[start:start + batch_size], d.pad())  # B x T
         candidates = tokens.ge(d.nspecial) & tokens.ne(mask_idx)
@@ -160,37 +274,28 @@ def evaluate_text(
         tokens, sel = tokens[rows], sel[rows]
         src = tokens.masked_fill(sel, mask_idx).to(device)
         tokens, sel = tokens.to(device), sel.to(device)
-        pred = masked_predictions(model, src, sel, tokens.masked_fill(~sel, d.pad()))  # M
+        logits = masked_lm_logits(model, src, sel, tokens.masked_fill(~sel, d.pad())).float()  # M x V
         gold = tokens[sel]  # M
+        nll = F.cross_entropy(logits, gold, reduction="none")  # M (nats)
+        pred = logits.argmax(dim=-1)  # M
         if lookup is not None:
-            whole = lookup.ends_word(tokens)[sel]
-            synonym = whole & lookup.is_synonym(gold, pred)  # M
+            synonym = synonym_predictions(gold, pred, lookup.is_synonym(gold, pred), lookup.ends_word(tokens)[sel])
         else:
             synonym = torch.zeros_like(gold, dtype=torch.bool)
         where = sel.nonzero()  # M x 2 (row, column), in the order of tokens[sel]
-        per_row = torch.zeros(tokens.size(0), dtype=torch.long, device=device)
-        per_row.index_add_(0, where[:, 0], synonym.long())
-        n["sentences"] += tokens.size(0)
-        n["masked_tokens"] += gold.numel()
-        n["n_wrong"] += int(pred.ne(gold).sum())
-        n["n_synonym"] += int(synonym.sum())
-        n["n_seq_synonym"] += int(per_row.gt(0).sum())
-        for m in synonym.nonzero()[:, 0].tolist()[: max(show - shown, 0)]:
-            shown += 1
-            row, col = where[m].tolist()
-            print_fn(_case(d, tokens[row].tolist(), col, int(gold[m]), int(pred[m]), table, shown))
-    out = dict(n)
-    out["mlm_acc"] = 100.0 * (n["masked_tokens"] - n["n_wrong"]) / max(n["masked_tokens"], 1)
-    out["pred_corr_ratio"] = 100.0 * n["n_synonym"] / max(n["n_wrong"], 1)
-    out["iter_corr_ratio"] = 100.0 * n["n_seq_synonym"] / max(n["sentences"], 1)
+        no_content = torch.zeros_like(gold, dtype=torch.bool)  # content_pred is not reported here
+        add_counts(total, position_counts(gold, pred, nll, synonym, where[:, 0], tokens.size(0), no_content))
+        if table is not None and len(cases) < show:
+            for m in pick_cases(gold, pred, synonym, show - len(cases), seen):
+                row, col = where[m].tolist()
+                cases.append(make_case(d, table, tokens[row].tolist(), col, int(gold[m]), int(pred[m]), join))
+    if not total:
+        raise CheckpointError(f"no entry of {text} was masked (--mask-prob {mask_prob}): raise --mask-prob or give "
+                              "more text")
+    r = derive(total)
+    out = {"mlm_loss": r["mlm_loss"], "mlm_acc": r["mlm_acc"]}
+    if lookup is not None:
+        out.update({k: r[k] for k in ("pred_corr_ratio", "iter_corr_ratio", "syn_acc")})
+    out.update(masked_tokens=int(total["masked"]), sentences=int(total["blocks"]), n_wrong=int(total["wrong"]),
+               n_synonym=int(total["synonym"]), n_seq_synonym=int(total["blocks_synonym"]))
     return out
-
-
-def _case(d, tokens: List[int], col: int, gold: int, pred: int, table, number: int) -> str:
-    """Figure 3: the sentence with entry ``col`` shown as [MASK] (the other masked entries as
-    they were), the gold entry, the prediction and the gold's synonym list."""
-    pieces = ["[MASK]" if i == col else d[t] for i, t in enumerate(tokens) if t not in (d.bos(), d.eos(), d.pad())
-              or i == col]
-    syns = ", ".join(d[i] for i in table.synonyms_of(gold)) if table is not None else ""
-    return (f"case {number}\n  masked:     {decode_wordpiece(pieces)}\n  gold:       {d[gold]}\n"
-            f"  prediction: {d[pred]}\n  synonyms of '{d[gold]}': {syns}")

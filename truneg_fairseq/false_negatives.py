@@ -142,6 +142,16 @@ class Case:
                 f"WordNet synonyms of '{self.gold}' in the vocabulary: {', '.join(self.synonyms)}")
 
 
+def make_case(d, table, block: Sequence[int], col: int, gold: int, pred: int, join=" ".join) -> Case:
+    """The :class:`Case` of masked position ``col`` of ``block`` (the original ids, not the
+    masked input): the sentence around it (:func:`sentence_around`) with that position shown as
+    [MASK], its other entries as they were, joined by ``join`` (a list of dictionary entries ->
+    text); ``d``: the dictionary, ``table``: the synonym table (the gold's synonym list)."""
+    idx = sentence_around(block, col, d.eos(), (d.bos(), d.pad()))
+    words = ["[MASK]" if i == col else d[block[i]] for i in idx]
+    return Case(join(words), d[gold], d[pred], [d[i] for i in table.synonyms_of(gold)])
+
+
 # ---------------------------------------------------------------------------------------------
 # data and checkpoints
 # ---------------------------------------------------------------------------------------------
@@ -234,10 +244,7 @@ class CheckpointScorer:
         return total, cases
 
     def case(self, block: List[int], col: int, gold: int, pred: int) -> Case:
-        d = self.d
-        idx = sentence_around(block, col, d.eos(), (d.bos(), d.pad()))
-        words = ["[MASK]" if i == col else d[block[i]] for i in idx]
-        return Case(" ".join(words), d[gold], d[pred], [d[i] for i in self.table.synonyms_of(gold)])
+        return make_case(self.d, self.table, block, col, gold, pred)
 
     def score_checkpoint(self, checkpoint: str, num_cases: int = 0, seen: Optional[set] = None):
         """(counts, cases) of a fairseq checkpoint (RoBERTa ``masked_lm`` or the plugin's ELECTRA)."""
