@@ -193,3 +193,33 @@ def test_hydra_configs_warm_up_and_continue_with_sizes_from_the_import(published
     assert hc.returncode == 0, (hc.stdout + hc.stderr)[-3000:]
     cont = state(tmp_path / "hc" / "checkpoint_last.pt")
     assert not torch.equal(after["encoder.sentence_encoder.layers.2.fc1.weight"], cont["encoder.sentence_encoder.layers.2.fc1.weight"])
+
+
+@pytest.mark.slow
+def test_electra_pair_continues_with_sizes_and_epsilon_from_the_import(published, tmp_path):
+    """A 2 x 32 ELECTRA pair (16-d embeddings, 16-wide generator): no size flag and no
+    --electra-layernorm-eps; a model built with the defaults instead is refused on restore."""
+    from hf_fixtures import save_electra_pair
+
+    save_electra_pair(tmp_path / "disc", tmp_path / "gen", vocab=published["vocab"])
+    imported = hf_convert.import_hf(tmp_path / "disc", tmp_path / "electra", generator_dir=tmp_path / "gen")
+    sizes = json.loads((imported / "import.json").read_text())["model_args"]
+    assert sizes["electra_hidden_dim"] == 32 and sizes["electra_gen_hidden_dim"] == 16
+    common = ["--task", "electra", "--arch", "electra_base", "--criterion", "mlm_hard_correction",
+              "--synonym-table", str(published["data_bin"] / "synonyms.npz"), "--tokens-per-sample", "64",
+              "--sample-break-mode", "none", "--max-update", "2", "--disable-validation",
+              "--restore-file", str(imported / "model.pt"), "--reset-optimizer", "--reset-dataloader",
+              "--reset-meters", "--reset-lr-scheduler"]
+    out = fairseq_train(published["data_bin"], tmp_path / "ck", [*common, "--electra-sizes-from", str(imported)])
+    assert "num_updates=2" in out.stdout + out.stderr
+    cfg = torch.load(tmp_path / "ck" / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]["model"]
+    assert cfg["electra_layers"] == 2 and cfg["electra_layernorm_eps"] == 1e-12 and cfg["electra_sizes_from"] is None
+    plain = fairseq_train(published["data_bin"], tmp_path / "ck2", common, check=False)
+    assert plain.returncode != 0  # electra_base's 12 x 768 cannot take the 2 x 32 weights
+    rec = run_recipe("electra/pretrain.sh", [str(imported), str(published["data_bin"]), "mlm_hard_correction", "--cpu",
+                                             "--max-update", "2", "--log-interval", "1", "--disable-validation"],
+                     tmp_path, SAVE_DIR=str(tmp_path / "recipe"), MAX_SENTENCES="4", UPDATE_FREQ="1", PRECISION="fp32")
+    assert rec.returncode == 0, (rec.stdout + rec.stderr)[-3000:]
+    assert re.search(r"Loaded checkpoint .*electra/model\.pt", rec.stdout + rec.stderr)
+    cfg = torch.load(tmp_path / "recipe" / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]
+    assert cfg["model"]["electra_hidden_dim"] == 32 and cfg["task"]["tokens_per_sample"] == 64  # the pair's 64 positions

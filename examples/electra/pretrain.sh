@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # ELECTRA pre-training with fairseq-train (all visible GPUs through fairseq's DDP, fp16).
 #
-#   bash examples/electra/pretrain.sh small|base DATA_BIN CRITERION [extra fairseq-train flags]
+#   bash examples/electra/pretrain.sh small|base|IMPORTED_DIR DATA_BIN CRITERION [extra fairseq-train flags]
 #
-# small     ELECTRA-small from scratch: 1M updates, batch 128, seq 128, lr 5e-4 (the paper's
-#           ELECTRA-small; google-research/electra defaults)
-# base      ELECTRA-base continued pre-training: 200k updates, batch 128, seq 512, lr 5e-5;
-#           pass --restore-file electra_base.pt (a checkpoint of this plugin)
+# small        ELECTRA-small from scratch: 1M updates, batch 128, seq 128, lr 5e-4 (the paper's
+#              ELECTRA-small; google-research/electra defaults)
+# base         ELECTRA-base continued pre-training of a checkpoint of this plugin: 200k updates,
+#              batch 128, seq 512, lr 5e-5; pass --restore-file electra_base.pt
+# IMPORTED_DIR a published pair imported with scripts/convert_hf.py import --generator (any
+#              size: base, large, small): the same schedule as base, restored from its model.pt,
+#              sizes and LayerNorm epsilon (1e-12) read from its import.json (--electra-sizes-from)
 # CRITERION electra (baseline) | mlm_hard_correction (ELECTRA^HC) | mlm_soft_reg (ELECTRA^SR)
 #           | mlm_sent_kl (ELECTRA_Sent^SR); the last three need DATA_BIN/synonyms.npz
 #           (scripts/build_synonym_table.py) and act on the generator's MLM term.
@@ -22,20 +25,44 @@
 # The step uses static prediction slots and the fused AdamW optimizer (same losses and updates as
 # the dynamic path and fairseq's adam); COMPILE=1 adds torch.compile of the encoder stacks.
 set -euo pipefail
-SIZE=${1:?usage: pretrain.sh small|base DATA_BIN CRITERION [flags]}
-DATA_BIN=${2:?usage: pretrain.sh small|base DATA_BIN CRITERION [flags]}
-CRITERION=${3:?usage: pretrain.sh small|base DATA_BIN CRITERION [flags]}
+USAGE="usage: pretrain.sh small|base|IMPORTED_DIR DATA_BIN CRITERION [flags]"
+SIZE=${1:?$USAGE}
+DATA_BIN=${2:?$USAGE}
+CRITERION=${3:?$USAGE}
 shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+NAME=""
 case "$SIZE" in
   small) ARCH=electra_small; SEQ=128; LR=${LR:-5e-4}; MAX_UPDATE=${MAX_UPDATE:-1000000}
-         MAX_SENTENCES=${MAX_SENTENCES:-128}; UPDATE_FREQ=${UPDATE_FREQ:-1}; RESET=() ;;
+         MAX_SENTENCES=${MAX_SENTENCES:-128}; UPDATE_FREQ=${UPDATE_FREQ:-1}; RESET=()
+         MODEL=(--electra-max-positions 512) ;;
   base)  ARCH=electra_base; SEQ=512; LR=${LR:-5e-5}; MAX_UPDATE=${MAX_UPDATE:-200000}
          MAX_SENTENCES=${MAX_SENTENCES:-32}; UPDATE_FREQ=${UPDATE_FREQ:-4}
-         RESET=(--reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler) ;;
-  *) echo "error: size must be small or base, got '$SIZE'" >&2; exit 2 ;;
+         RESET=(--reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
+         MODEL=(--electra-max-positions 512) ;;
+  *) if [ ! -f "$SIZE/model.pt" ] || [ ! -f "$SIZE/import.json" ]; then
+       echo "error: the first argument is small, base or a directory written by scripts/convert_hf.py import" \
+            "(model.pt + import.json); got '$SIZE'" >&2; exit 2
+     fi
+     IMPORTED=$(cd "$SIZE" && pwd)
+     POSITIONS=$("${PYTHON:-python}" - "$IMPORTED/import.json" <<'EOF'
+import json, sys
+info = json.load(open(sys.argv[1]))
+args = info.get("model_args")
+if not isinstance(args, dict) or not isinstance(args.get("electra_max_positions"), int):
+    sys.exit(f"error: {sys.argv[1]} records no ELECTRA sizes: import the published pair (with --generator) again")
+if args.get("electra_discriminator_only"):
+    sys.exit(f"error: {sys.argv[1]}: imported without --generator; ELECTRA pre-training needs the generator")
+print(args["electra_max_positions"])
+EOF
+)
+     ARCH=electra_base; NAME=$(basename "$IMPORTED"); SEQ=${SEQ:-$(( POSITIONS < 512 ? POSITIONS : 512 ))}
+     LR=${LR:-5e-5}; MAX_UPDATE=${MAX_UPDATE:-200000}
+     MAX_SENTENCES=${MAX_SENTENCES:-32}; UPDATE_FREQ=${UPDATE_FREQ:-4}
+     RESET=(--restore-file "$IMPORTED/model.pt" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
+     MODEL=(--electra-sizes-from "$IMPORTED") ;;
 esac
-SAVE_DIR=${SAVE_DIR:-checkpoints/${ARCH}_${CRITERION}}
+SAVE_DIR=${SAVE_DIR:-checkpoints/${NAME:-$ARCH}_${CRITERION}}
 case "${PRECISION:-bf16}" in
   bf16) PREC=(--electra-bf16-autocast) ;;
   fp16) PREC=(--fp16 --mlm-loss-divisor "$(( MAX_SENTENCES * SEQ * 15 / 100 ))") ;;
@@ -46,11 +73,11 @@ esac
 FAST=(--mlm-prediction-slots static)
 if [ "${COMPILE:-0}" = 1 ]; then FAST+=(--electra-compile); fi
 TABLE=()
-if [ "$CRITERION" != electra ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-synonyms.npz}"); fi
+if [ "$CRITERION" != electra ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}"); fi
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --task electra --arch "$ARCH" --criterion "$CRITERION" "${TABLE[@]}" \
-  --tokens-per-sample "$SEQ" --sample-break-mode none --electra-max-positions 512 \
+  --tokens-per-sample "$SEQ" --sample-break-mode none "${MODEL[@]}" \
   --optimizer fused_adamw --fused-adamw-betas '(0.9,0.999)' --fused-adamw-eps 1e-6 \
   --fused-adamw-weight-decay 0.01 --clip-norm 1.0 "${FAST[@]}" \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \

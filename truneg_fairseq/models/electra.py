@@ -34,12 +34,17 @@ from fairseq.modules import LayerNorm, PositionalEmbedding
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
-from truneg_fairseq.models import embed_init
+from truneg_fairseq.models import embed_init, import_sizes
 from truneg_fairseq.models.objectives import ReplacedTokenDetection
 
 logger = logging.getLogger(__name__)
 
 GENERATOR_PREFIXES = ("generator.", "generator_head.", "generator_bias")
+# what --electra-sizes-from takes from an import (dropout and the discriminator-only switch stay
+# the command line's)
+IMPORTED_SIZES = ("electra_embed_dim", "electra_hidden_dim", "electra_layers", "electra_heads", "electra_ffn_dim",
+                  "electra_gen_hidden_dim", "electra_gen_layers", "electra_gen_heads", "electra_gen_ffn_dim",
+                  "electra_max_positions", "electra_layernorm_eps")
 
 
 @dataclass
@@ -69,15 +74,23 @@ class ElectraConfig(FairseqDataclass):
     electra_pooler_activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
         default="tanh", metadata={"help": "activation in classification heads"}
     )
-    electra_layernorm_eps: float = field(
-        default=1e-5,
-        metadata={"help": "epsilon of every LayerNorm (1e-12 in checkpoints imported from BERT/ELECTRA)"},
+    electra_layernorm_eps: Optional[float] = field(
+        default=None,
+        metadata={"help": "epsilon of every LayerNorm; default 1e-5, or the import's (1e-12 for published "
+                  "BERT/ELECTRA) with --electra-sizes-from"},
     )
     electra_discriminator_only: bool = field(
         default=False,
         metadata={"help": "build the discriminator alone (automatic for tasks that do not pre-train a generator)"},
     )
     electra_embed_init: Optional[str] = field(default=None, metadata={"help": embed_init.HELP})
+    electra_sizes_from: Optional[str] = field(
+        default=None,
+        metadata={"help": "take every size left unset (embedding, hidden, layers, heads, FFN of the discriminator "
+                  "and the generator, positions, LayerNorm eps) from DIR/import.json, written by "
+                  "scripts/convert_hf.py import; read when the model is configured, so checkpoints hold the sizes "
+                  "themselves"},
+    )
 
 
 def _layer_config(hidden, heads, ffn, cfg: ElectraConfig) -> TransformerConfig:
@@ -442,6 +455,7 @@ def electra_sizes(args, emb, hidden, layers, heads, ffn, g_hidden, g_heads, g_ff
         if getattr(args, name, None) is None:
             setattr(args, name, value)
 
+    import_sizes.apply(args, "electra_sizes_from", keys=IMPORTED_SIZES)
     fill("electra_embed_dim", emb)
     fill("electra_hidden_dim", hidden)
     fill("electra_layers", layers)
@@ -452,6 +466,7 @@ def electra_sizes(args, emb, hidden, layers, heads, ffn, g_hidden, g_heads, g_ff
     fill("electra_gen_heads", g_heads)
     fill("electra_gen_ffn_dim", g_ffn)
     fill("electra_max_positions", max_pos)
+    fill("electra_layernorm_eps", 1e-5)
 
 
 @register_model_architecture("electra", "electra_small")
