@@ -223,3 +223,33 @@ def test_electra_pair_continues_with_sizes_and_epsilon_from_the_import(published
     assert re.search(r"Loaded checkpoint .*electra/model\.pt", rec.stdout + rec.stderr)
     cfg = torch.load(tmp_path / "recipe" / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]
     assert cfg["model"]["electra_hidden_dim"] == 32 and cfg["task"]["tokens_per_sample"] == 64  # the pair's 64 positions
+
+
+@pytest.mark.slow
+def test_evaluate_the_odd_sized_model_on_over_long_lines(published, tmp_path):
+    """evaluate_mlm.py on the 40-position model trained on whole sentences (as the recipe
+    trains): --data skips (and counts) or breaks the over-long blocks; --text on the import
+    directory (it stands for its model.pt) cuts the lines and reports the MLM loss."""
+    imported, data_bin = published["imported"], published["data_bin"]
+    table = str(data_bin / "synonyms.npz")
+    fairseq_train(data_bin, tmp_path / "ck", [
+        "--arch", "bert_hf", "--bert-sizes-from", str(imported), "--restore-file", str(imported / "model.pt"),
+        "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler", "--bert-freeze-encoder",
+        "--tokens-per-sample", "40", "--sample-break-mode", "complete", "--skip-invalid-size-inputs-valid-test",
+        "--max-update", "1", "--disable-validation"])
+    ck = str(tmp_path / "ck" / "checkpoint_last.pt")
+    skip = run_script("evaluate_mlm.py", ["--data", str(data_bin), "--synonym-table", table, "--json", ck])
+    assert skip.returncode == 0, skip.stderr[-2000:]
+    assert re.search(r"left out 1 of \d+ blocks longer than 40 tokens", skip.stdout + skip.stderr)
+    res = json.loads(skip.stdout.strip().splitlines()[-1])
+    assert res["mlm_loss"] > 0 and "pred_corr_ratio" in res
+    broken = run_script("evaluate_mlm.py", ["--data", str(data_bin), "--long-lines", "break", "--json", ck])
+    assert broken.returncode == 0, broken.stderr[-2000:]
+    assert json.loads(broken.stdout.strip().splitlines()[-1])["masked_tokens"] > res["masked_tokens"]
+    raw = tmp_path / "long.txt"
+    raw.write_text(" ".join(tiny_corpus_lines(12, seed=7)) + "\n" + "\n".join(tiny_corpus_lines(20, seed=8)) + "\n")
+    text = run_script("evaluate_mlm.py", ["--text", str(raw), "--synonym-table", table, "--device", "cpu", "--json",
+                                          str(imported)])
+    assert text.returncode == 0, text.stderr[-2000:]
+    out = json.loads(text.stdout.strip().splitlines()[-1])
+    assert out["mlm_loss"] > 0 and "pred_corr_ratio" in out
