@@ -2,6 +2,7 @@
 Figure-3 cases, by hand on fixed tensors and on a real checkpoint whose predictions are known;
 the study end to end at a tiny size."""
 
+import json
 import math
 import os
 import subprocess
@@ -167,7 +168,7 @@ def test_study_tiny_end_to_end(tmp_path):
     continuation, scoring, tables, plots) on 2,000 lines in a few updates."""
     out = tmp_path / "results"
     cmd = [sys.executable, str(REPO / "examples" / "study" / "run_study.py"), "--scale", "tiny",
-           "--workdir", str(tmp_path / "work"), "--out", str(out), "--points", "2",
+           "--workdir", str(tmp_path / "work"), "--out", str(out), "--points", "2", "--jobs", "2",
            "--electra-criteria", "electra", "mlm_hard_correction"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -181,3 +182,35 @@ def test_study_tiny_end_to_end(tmp_path):
     commands = (out / "commands.sh").read_text()
     assert commands.count("fairseq_cli.train") == 8 and commands.count("--restore-file") == 6
     assert (out / "ratios.png").read_bytes()[:4] == b"\x89PNG"
+    assert "running 6 commands, 2 at a time, " in proc.stdout and "scoring 14 checkpoints, 2 at a time" in proc.stdout
+    # the checkpoints scored two at a time in worker processes give what one process gives
+    saved = json.loads((out / "results.json").read_text())
+    fields = saved["meta"]["setting"]
+    families = [study.Family(**f) for f in fields.pop("families")]
+    setting = study.Setting(**{**fields, "families": families, "jobs": 1})
+    work = tmp_path / "work"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each worker runs
+    try:
+        results, cases, _, _ = study.score_all(setting, str(work), str(work / "data-bin"),
+                                               str(work / "data-bin" / "synonyms.npz"), 5)
+    finally:
+        torch.set_num_threads(threads)
+    assert {rid: {str(u): v for u, v in r.items()} for rid, r in results.items()} == saved["results"]
+    assert [study.asdict(c) for c in cases] == saved["cases"]
+
+
+def test_side_by_side_commands_stop_at_the_first_failure(tmp_path):
+    """Runner.run_many: a failing command stops the one still running and names its log."""
+    import logging
+    import time
+
+    run = study.Runner(str(tmp_path), logging.getLogger("test"))
+    jobs = [([sys.executable, "-c", "import time; time.sleep(60)"], "slow"),
+            ([sys.executable, "-c", "import sys; print('broken'); sys.exit(3)"], "broken")]
+    t0 = time.time()
+    with pytest.raises(SystemExit, match=r"broken failed \(exit 3\).*logs/broken\.log"):
+        run.run_many(jobs, parallel=2)
+    assert time.time() - t0 < 30
+    assert (tmp_path / "logs" / "broken.log").read_text() == "broken\n"
+    assert len(run.commands) == 2 and study.thread_env(2)["OMP_NUM_THREADS"] == str(max(1, study.usable_cpus() // 2))
