@@ -16,10 +16,9 @@ import re
 import shutil
 
 import pytest
-import torch
 
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import REPO, TINY_ROBERTA, fairseq_train, run_script, tiny_corpus_lines
+from utils import REPO, TINY_ROBERTA, fairseq_train, force_prediction, run_script, tiny_corpus_lines, word_level_data
 
 SHORT = ["the big house is large .", "a small house .", "the large dog saw a big big cat ."]
 LONG = " ".join(["the big house near the lake"] * 12) + " ."  # 73 words: 75 ids with <s> and </s>
@@ -62,28 +61,13 @@ def words(tmp_path_factory, wn):
     """A whitespace-word data-bin (one block per line: --sample-break-mode eos), its WordNet
     table, and two checkpoints of one real training run: one always predicts "large" (a WordNet
     synonym of "big"), the other "house" (no synonym of any word here)."""
-    from fairseq.data import Dictionary
-
-    from truneg_fairseq import corpus
-    from truneg_fairseq.lexicon import build_table, vocab_view
-
     work = tmp_path_factory.mktemp("eval_words")
-    corpus.atomic_write_lines(work / "train.txt", TRAIN)
-    corpus.atomic_write_lines(work / "valid.txt", VALID)
-    data = corpus.binarize(work / "train.txt", work / "valid.txt", work / "data-bin")
-    table, _ = build_table(vocab_view(data / "dict.txt", "whitespace"), source="wordnet", wn=wn)
-    table.save(data / "synonyms.npz")
+    data = word_level_data(work, TRAIN, VALID, wn)
     fairseq_train(data, work / "run", ["--criterion", "masked_lm", *TINY_ROBERTA, "--sample-break-mode", "eos",
                                        "--max-update", "1", "--disable-validation"])
-    d = Dictionary.load(str(data / "dict.txt"))
-    state = torch.load(work / "run" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
     out = {"data": data, "table": data / "synonyms.npz", "valid": work / "valid.txt"}
     for word in ("large", "house"):
-        bias = state["model"]["encoder.lm_head.bias"]
-        bias.zero_()
-        bias[d.index(word)] = 1000.0  # dominates W.h (|W.h| < 10)
-        torch.save(state, work / f"{word}.pt")
-        out[word] = work / f"{word}.pt"
+        out[word] = force_prediction(work / "run" / "checkpoint_last.pt", data, word, work / f"{word}.pt")
     return out
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils import REPO, TINY_ROBERTA, fairseq_train
+from utils import REPO, TINY_ROBERTA, fairseq_train, force_prediction, word_level_data
 
 from truneg_fairseq import study
 from truneg_fairseq.false_negatives import (
@@ -103,31 +103,15 @@ TRAIN = (VALID + ["a little house near the lake .", "the small dog is little .",
 
 @pytest.fixture(scope="module")
 def word_data(tmp_path_factory, wn):
-    from truneg_fairseq import corpus
-    from truneg_fairseq.lexicon import build_table, vocab_view
-
-    work = tmp_path_factory.mktemp("words")
-    corpus.atomic_write_lines(work / "train.txt", TRAIN)
-    corpus.atomic_write_lines(work / "valid.txt", VALID)
-    data_bin = corpus.binarize(work / "train.txt", work / "valid.txt", work / "data-bin")
-    table, _ = build_table(vocab_view(data_bin / "dict.txt", "whitespace"), source="wordnet", wn=wn)
-    table.save(data_bin / "synonyms.npz")
-    return data_bin
+    return word_level_data(tmp_path_factory.mktemp("words"), TRAIN, VALID, wn)
 
 
 def _always_predicts(data_bin: Path, save: Path, word: str) -> Path:
     """A real fairseq-train checkpoint (1 update) whose masked-LM head always predicts ``word``."""
     fairseq_train(data_bin, save, ["--criterion", "masked_lm", *TINY_ROBERTA, "--max-update", "1",
                                    "--disable-validation"])
-    from fairseq.data import Dictionary
-
     ck = save / "checkpoint_last.pt"
-    state = torch.load(ck, map_location="cpu", weights_only=False)
-    bias = state["model"]["encoder.lm_head.bias"]
-    bias.zero_()
-    bias[Dictionary.load(str(data_bin / "dict.txt")).index(word)] = 1000.0  # dominates W.h (|W.h| < 10)
-    torch.save(state, ck)
-    return ck
+    return force_prediction(ck, data_bin, word, ck)
 
 
 def test_scorer_on_a_checkpoint_by_hand(word_data, tmp_path):

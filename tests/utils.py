@@ -170,3 +170,31 @@ def write_toy_gpt2_bpe(out_dir: Path, merges=(("\u0120", "t"), ("\u0120t", "h"),
     (out_dir / "vocab.bpe").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
     (out_dir / "dict.txt").write_text("".join(f"{i} 1\n" for i in range(len(vocab))))
     return out_dir
+
+
+def word_level_data(work: Path, train: Sequence[str], valid: Sequence[str], wn) -> Path:
+    """A whitespace-word data-bin of ``train``/``valid`` lines, with the WordNet synonym table of
+    its dictionary saved inside (``synonyms.npz``)."""
+    from truneg_fairseq import corpus
+    from truneg_fairseq.lexicon import build_table, vocab_view
+
+    corpus.atomic_write_lines(work / "train.txt", train)
+    corpus.atomic_write_lines(work / "valid.txt", valid)
+    data_bin = corpus.binarize(work / "train.txt", work / "valid.txt", work / "data-bin")
+    table, _ = build_table(vocab_view(data_bin / "dict.txt", "whitespace"), source="wordnet", wn=wn)
+    table.save(data_bin / "synonyms.npz")
+    return data_bin
+
+
+def force_prediction(checkpoint: Path, data_bin: Path, word: str, out: Path) -> Path:
+    """``out``: ``checkpoint`` with a masked-LM output bias that makes the head predict ``word``
+    everywhere (1000 on its row dominates W.h, |W.h| < 10 in the tiny models)."""
+    import torch
+    from fairseq.data import Dictionary
+
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    bias = state["model"]["encoder.lm_head.bias"]
+    bias.zero_()
+    bias[Dictionary.load(str(data_bin / "dict.txt")).index(word)] = 1000.0
+    torch.save(state, out)
+    return out
