@@ -46,7 +46,7 @@ study: install
 test: install
 	$(PY) -m pytest -q tests
 
-# Benchmarks print numbers (README, "Benchmarks"); transformers is installed for the HF baseline only.
+# Benchmarks print numbers (docs/benchmarks.md); transformers is installed for the HF baseline only.
 bench: install
 	$(PIP) install -q -r requirements-bench.txt
 	cd benchmarks && ../$(PY) criterion_overhead.py && ../$(PY) table_build.py && ../$(PY) electra_vs_hf.py --rounds 12 && ../$(PY) squad_throughput.py

@@ -10,7 +10,7 @@ tokenizer given here must be the one recorded there.
 
 Sources:
   wordnet    (default) all single-word lemma names of the word's WordNet synsets, lower-cased,
-             stopwords dropped; WordNet is found offline (see README, "WordNet").
+             stopwords dropped; WordNet is found offline (see docs/install.md, "WordNet").
   embedding  the top-k cosine neighbours in a GloVe / word2vec text file (--vectors).
 
 Examples:
