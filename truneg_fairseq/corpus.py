@@ -16,14 +16,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.io_utils import atomic_dir, atomic_open
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 logger = logging.getLogger(__name__)
-
-
-class CorpusError(ValueError):
-    pass
 
 
 def atomic_write_lines(path: os.PathLike, lines: Iterable[str]) -> int:

@@ -42,7 +42,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from fairseq.data.encoders import register_bpe
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
-from truneg_fairseq.corpus import CorpusError
+from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.io_utils import atomic_open
 
 logger = logging.getLogger(__name__)

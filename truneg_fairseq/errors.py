@@ -1,0 +1,7 @@
+"""Errors of the data side that the scripts turn into one-line messages (a leaf: it imports
+nothing of the package, so every module may raise them)."""
+
+
+class CorpusError(ValueError):
+    """A corpus, vocabulary or tokenizer file that cannot be used as given; the message names the
+    file and what to do."""
