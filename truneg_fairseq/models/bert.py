@@ -39,6 +39,7 @@ from fairseq.models.roberta.model import RobertaModel, base_architecture
 from fairseq.utils import safe_getattr
 
 from truneg_fairseq.models import import_sizes
+from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.roberta import RobertaObjectives, encoder_sizes
 
 logger = logging.getLogger(__name__)
@@ -51,11 +52,7 @@ class BertModel(RobertaObjectives, RobertaModel):
 
     def __init__(self, args, encoder):
         super().__init__(args, encoder)
-        eps = args.bert_layernorm_eps
-        # fairseq's LayerNorm is torch's (or apex's fused one on some GPUs): both read .eps
-        for m in self.modules():
-            if "LayerNorm" in type(m).__name__ and hasattr(m, "eps"):
-                m.eps = eps
+        set_layernorm_eps(self, args.bert_layernorm_eps)
         self.register_buffer(
             "bert_segment_offsets", torch.zeros(args.bert_type_vocab_size, args.encoder_embed_dim)
         )

@@ -35,6 +35,7 @@ from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
 from truneg_fairseq.models import embed_init, import_sizes
+from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.objectives import ReplacedTokenDetection
 
 logger = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
             self.generator = None
         self.classification_heads = nn.ModuleDict()
         self.apply(init_bert_params)
-        self._set_layernorm_eps(cfg.electra_layernorm_eps)
+        set_layernorm_eps(self, cfg.electra_layernorm_eps)
         # saved with the weights: fairseq builds the model from the command line, so a checkpoint
         # restored with another epsilon (1e-12 for imported published models) is caught on load
         self.register_buffer("layernorm_eps", torch.tensor(float(cfg.electra_layernorm_eps), dtype=torch.float64))
@@ -222,12 +223,6 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
             self._buffers["layernorm_eps"] = torch.tensor(
                 float(self.cfg.electra_layernorm_eps), dtype=torch.float64, device=eps.device)
         return self
-
-    def _set_layernorm_eps(self, eps: float) -> None:
-        # fairseq's LayerNorm is torch's, or apex's fused one on GPUs that have it: both read .eps
-        for m in self.modules():
-            if "LayerNorm" in type(m).__name__ and hasattr(m, "eps"):
-                m.eps = eps
 
     # ---- construction ------------------------------------------------------------------
     @classmethod
