@@ -19,7 +19,9 @@ The pipeline that ``scripts/demo.py`` and ``examples/study/run_study.py`` share:
 5. scoring  every checkpoint on the same masked valid blocks
             (:class:`truneg_fairseq.false_negatives.CheckpointScorer`).
 
-Every training goes through the real ``fairseq-train`` command line (``python -m
+Independent trainings (the families' stage 1s, then every continuation) and the scorings run
+side by side, ``Setting.jobs`` at a time (default: one per usable CPU core, one thread each; one
+at a time on a GPU). Every training goes through the real ``fairseq-train`` command line (``python -m
 fairseq_cli.train --user-dir truneg_fairseq``); the exact commands are written to
 ``commands.sh`` in the results folder. Steps whose outputs exist are reused.
 """
