@@ -39,7 +39,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
 from fairseq.models.roberta import RobertaModel
 from omegaconf import II
 
-from truneg_fairseq.criterions import losses, rtd
+from truneg_fairseq.criterions import logs, losses, rtd
 from truneg_fairseq.lexicon import SynonymLookup, SynonymTable
 from truneg_fairseq.models.objectives import MaskedLMObjectives, ReplacedTokenDetection
 from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count
@@ -324,14 +324,10 @@ class CounterFalseNegativeLoss(FairseqCriterion):
     # fairseq's unit for ``loss``), so the logged loss is the weighted sum of the logged terms
     TERMS = ("mlm_loss", "corrected_loss", "sr_loss", "kl_loss", "disc_loss")
 
-    @staticmethod
-    def total(logging_outputs, key):
-        return utils.item(sum(log.get(key, 0) for log in logging_outputs))
-
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         def total(key):
-            return cls.total(logging_outputs, key)
+            return logs.total(logging_outputs, key)
 
         sample_size = total("sample_size")
         nsent = total("nsentences")

@@ -36,7 +36,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
-from truneg_fairseq.criterions import losses
+from truneg_fairseq.criterions import logs, losses
 from truneg_fairseq.models.selection import MaskSelection
 
 TERMS = ("mlm", "rtd", "cts")
@@ -48,12 +48,6 @@ def contrastive_loss(h_ori: torch.Tensor, h_syn: torch.Tensor, h_ant: torch.Tens
     pos = (h_ori * h_syn).sum(-1)  # B
     neg = (h_ori * h_ant).sum(-1)  # B
     return F.softplus(neg - pos)
-
-
-def rtd_bce(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Eq. 2-3 per token: logits, labels (1 = replaced), weights (0 for padding), all N x T ->
-    N x T fp32 BCE values (0 where the weight is 0)."""
-    return F.binary_cross_entropy_with_logits(logits.float(), labels.float(), reduction="none") * weights
 
 
 @dataclass
@@ -104,7 +98,7 @@ class ClineCriterion(FairseqCriterion):
         pair_tokens = tokens[B:]  # 2B x T
         rtd_w = pair_tokens.ne(pad).float()  # 2B x T
         rtd_labels = torch.cat([c["syn_labels"], c["ant_labels"]], dim=0)  # 2B x T
-        bce = rtd_bce(rtd_logits, rtd_labels, rtd_w)  # 2B x T
+        bce = losses.rtd_loss(rtd_logits, rtd_labels.float(), rtd_w)  # 2B x T
 
         cts = contrastive_loss(cls[:B], cls[B:2 * B], cls[2 * B:])  # B
         has_neg = c["has_negative"].float()  # B
@@ -151,7 +145,7 @@ class ClineCriterion(FairseqCriterion):
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
         def total(key):
-            return utils.item(sum(log.get(key, 0) for log in logging_outputs))
+            return logs.total(logging_outputs, key)
 
         ln2 = math.log(2)
         n = total("sample_size")

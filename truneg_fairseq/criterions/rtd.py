@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
 import torch
-from fairseq import utils
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.logging import metrics
 from omegaconf import II
 
-from truneg_fairseq.criterions import losses
+from truneg_fairseq.criterions import logs, losses
 
 RTD_POLICIES = ChoiceEnum(["replaced", "original", "ignore"])
 
@@ -103,7 +102,7 @@ def reduce_rtd_metrics(logging_outputs) -> None:
         return
 
     def total(key):
-        return utils.item(sum(log.get(key, 0) for log in logging_outputs))
+        return logs.total(logging_outputs, key)
 
     n_disc = total("disc_tokens")
     n_rep = total("rtd_replaced")

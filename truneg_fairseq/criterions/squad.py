@@ -3,12 +3,12 @@
 import math
 
 import torch.nn.functional as F
-from fairseq import utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
 from truneg_fairseq import squad, squad_metrics
+from truneg_fairseq.criterions import logs
 
 
 @register_criterion("squad", dataclass=FairseqDataclass)
@@ -33,8 +33,8 @@ class SquadSpanLoss(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        def total(k):
-            return utils.item(sum(log.get(k, 0) for log in logging_outputs))
+        def total(key):
+            return logs.total(logging_outputs, key)
 
         n = total("sample_size")
         metrics.log_scalar("loss", total("loss") / max(n, 1) / math.log(2), n, round=3)
