@@ -394,16 +394,15 @@ def build_model(cfg, task):
     return task.build_model(cfg.model)
 
 
-def _fill(model, converted: Dict[str, torch.Tensor], fresh_prefixes=()) -> None:
-    """Load ``converted`` into ``model``: every tensor must be given, except buffers fairseq
-    keeps for itself and keys under ``fresh_prefixes`` (kept at their fresh initialisation)."""
+def _fill(model, converted: Dict[str, torch.Tensor]) -> None:
+    """Load ``converted`` into ``model``: every tensor must be given, except buffers the model
+    keeps for itself (kept as built: e.g. the pooler of a source without one)."""
     own = model.state_dict()
     unknown = sorted(set(converted) - set(own))
     if unknown:
         raise ConversionError(f"internal mapping produced keys the model lacks: {unknown[:5]}")
     buffers = {n for n, _ in model.named_buffers()}  # the model's own bookkeeping (e.g. its LayerNorm eps)
-    missing = [k for k in own if k not in converted and k not in buffers and not k.endswith(".version")
-               and not k.startswith(fresh_prefixes)]
+    missing = [k for k in own if k not in converted and k not in buffers and not k.endswith(".version")]
     if missing:
         raise ConversionError(f"the weights give no value for {len(missing)} tensors, e.g. {missing[:5]}")
     for k, v in converted.items():
