@@ -48,7 +48,7 @@ def main():
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     import truneg_fairseq  # noqa: F401
-    from truneg_fairseq import squad
+    from truneg_fairseq.data import squad
 
     data_bin = ensure_corpus(args.workdir, 8000)
     with open(os.path.join(args.workdir, "raw", "train.txt"), encoding="utf-8") as f:

@@ -30,7 +30,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
-from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
+from truneg_fairseq.text import add_tokenizer_args  # noqa: E402
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.build_synonym_table")
     from truneg_fairseq.lexicon import SynonymTableError, WordNetNotFoundError, build_table, vocab_view
-    from truneg_fairseq.tokenizer import TokenizerError, check_record, tokenizer_from_args
+    from truneg_fairseq.text import TokenizerError, check_record, tokenizer_from_args
 
     if args.source == "embedding" and not args.vectors:
         fail("--source embedding needs --vectors FILE (GloVe or word2vec text format)")

@@ -29,8 +29,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
-from truneg_fairseq.cline import TOKENIZERS, tokenizer_settings  # noqa: E402
-from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
+from truneg_fairseq.data.cline import TOKENIZERS  # noqa: E402
+from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args  # noqa: E402
 
 
 def get_parser():
@@ -67,7 +67,8 @@ def read_triplets(path):
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.cline_hits")
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
+    from truneg_fairseq.evaluation import hits as hits_eval
     from truneg_fairseq.io_utils import atomic_open
 
     for ck in args.checkpoints:
@@ -80,7 +81,7 @@ def main(argv=None) -> int:
     except CheckpointError as e:
         fail(str(e))
     try:
-        encoder = cline.PieceEncoder.from_settings(cline.Settings(**tokenizer_settings(args)))
+        encoder = cline.PieceEncoder(TokenizerSpec.from_args(args))
     except cline.ClineDataError as e:
         fail(str(e))
     if args.triplets:
@@ -114,16 +115,16 @@ def main(argv=None) -> int:
             fail(str(e))
         model = models[0]
         try:
-            res = cline.hits(model, task.source_dictionary, encoder, triplets, args.batch_size,
+            res = hits_eval.hits(model, task.source_dictionary, encoder, triplets, args.batch_size,
                              max_positions=model.max_positions() or 512)
         except ValueError as e:
             fail(f"{ck}: {e}")
         results[ck] = res
         print(f"\n{ck}: Hits (%) on {len(triplets)} triplets")
-        print(f"{'layer':>6}  " + "  ".join(f"{m:>9}" for m in cline.HITS_METHODS))
+        print(f"{'layer':>6}  " + "  ".join(f"{m:>9}" for m in hits_eval.HITS_METHODS))
         for li in range(len(res["cls"])):
-            print(f"{li:>6}  " + "  ".join(f"{res[m][li]:9.2f}" for m in cline.HITS_METHODS))
-        print(f"{'max':>6}  " + "  ".join(f"{max(res[m]):9.2f}" for m in cline.HITS_METHODS))
+            print(f"{li:>6}  " + "  ".join(f"{res[m][li]:9.2f}" for m in hits_eval.HITS_METHODS))
+        print(f"{'max':>6}  " + "  ".join(f"{max(res[m]):9.2f}" for m in hits_eval.HITS_METHODS))
     if args.json:
         with atomic_open(args.json, "w", encoding="utf-8") as f:
             json.dump({"triplets": len(triplets), "results": results}, f, indent=1)

@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     setup_logging("truneg_fairseq.convert_hf")
     from truneg_fairseq.compat import UnsafeCheckpointError
     from truneg_fairseq.io_utils import OutputDirError
-    from truneg_fairseq.hf_convert import ConversionError, export_hf, import_hf
+    from truneg_fairseq.convert.hf import ConversionError, export_hf, import_hf
 
     try:
         if args.command == "import":

@@ -66,7 +66,7 @@ def get_parser():
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.demo")
-    from truneg_fairseq import study
+    from truneg_fairseq.pipelines import study
 
     t_start = time.time()
     work = os.path.abspath(args.workdir)

@@ -31,7 +31,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import count_arg, fail, setup_logging  # noqa: E402
-from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
+from truneg_fairseq.text import add_tokenizer_args  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     setup_logging("truneg_fairseq.evaluate_mlm")
     from truneg_fairseq.checkpoints import CheckpointError, describe_load_error
-    from truneg_fairseq.evaluate import evaluate_mlm, evaluate_text, resolve_checkpoint
+    from truneg_fairseq.pipelines.evaluate_mlm import evaluate_mlm, evaluate_text, resolve_checkpoint
     from truneg_fairseq.lexicon.synonyms import SynonymTableError
 
     if bool(args.data) == bool(args.text):
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
             fail(f"{flag} {path} not found")
     tokenizer = None  # default: WordPiece over the vocab.txt beside each checkpoint
     if args.text and (args.tokenizer != "wordpiece" or args.vocab):
-        from truneg_fairseq.tokenizer import TokenizerError, tokenizer_from_args
+        from truneg_fairseq.text import TokenizerError, tokenizer_from_args
 
         try:
             tokenizer = tokenizer_from_args(args)

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
         fail(f"--data {args.data} has no input0/: give the folder scripts/prepare_glue.py wrote for the task")
     import torch
 
-    from truneg_fairseq.contrast import predict_labels
+    from truneg_fairseq.evaluation.contrast import predict_labels
     from truneg_fairseq.checkpoints import CheckpointError
     from truneg_fairseq.io_utils import atomic_open
 

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from truneg_fairseq.glue import parse_validation_log  # noqa: E402
+from truneg_fairseq.data.glue import parse_validation_log  # noqa: E402
 
 # task -> (selection metric, reported metric, extra metric shown in parentheses)
 REPORT = {

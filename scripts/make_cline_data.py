@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
 from truneg_fairseq.io_utils import OutputDirError  # noqa: E402
-from truneg_fairseq.cline import TOKENIZERS, tokenizer_settings  # noqa: E402
-from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
+from truneg_fairseq.data.cline import TOKENIZERS  # noqa: E402
+from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args  # noqa: E402
 
 
 def get_parser():
@@ -64,7 +64,8 @@ def get_parser():
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.make_cline_data")
-    from truneg_fairseq import cline, corpus
+    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import corpus
 
     if args.valid and not args.train:
         fail("--valid goes with --train (with --input the valid split is drawn by --valid-fraction)")
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
             log.info(f"split: {n_train} train, {n_valid} valid sentences")
             splits = {s: os.path.join(args.output_dir, "raw", f"{s}.txt") for s in ("train", "valid")}
         settings = cline.Settings(
-            seed=args.seed, syn_rate=args.syn_rate, ant_rate=args.ant_rate, **tokenizer_settings(args))
+            seed=args.seed, syn_rate=args.syn_rate, ant_rate=args.ant_rate, tokenizer=TokenizerSpec.from_args(args))
         cline.make_cline_data(splits, args.output_dir, settings, srcdict=args.srcdict,
                               workers=max(1, args.workers), log_every=args.log_every)
     except (cline.ClineDataError, corpus.CorpusError, OutputDirError) as e:

@@ -23,7 +23,7 @@ from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
 
 
 def main(argv=None) -> int:
-    from truneg_fairseq.glue import TASKS
+    from truneg_fairseq.data.glue import TASKS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="kind", required=True)
@@ -40,8 +40,8 @@ def main(argv=None) -> int:
         s.add_argument("--prob", type=float, default=0.1)
         s.add_argument("--max-swaps", type=int, default=10)
     args = p.parse_args(argv)
-    log = setup_logging("truneg_fairseq.perturb")
-    from truneg_fairseq import perturb
+    log = setup_logging("truneg_fairseq.data.perturb")
+    from truneg_fairseq.data import perturb
     from truneg_fairseq.io_utils import OutputDirError, atomic_open
     from truneg_fairseq.lexicon import WordNetNotFoundError, load_wordnet
 
@@ -52,8 +52,8 @@ def main(argv=None) -> int:
     if os.path.abspath(args.output) == os.path.abspath(args.input):
         fail(f"--output {args.output} is the input: write the perturbed copy somewhere else")
     if args.kind == "squad":
-        from truneg_fairseq.corpus import CorpusError
-        from truneg_fairseq.squad import read_squad_file
+        from truneg_fairseq.data.corpus import CorpusError
+        from truneg_fairseq.data.squad import read_squad_file
 
         try:  # validated and repaired as the SQuAD task reads it (skips counted and logged)
             data, skipped = read_squad_file(args.input)
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
 
 def _write_glue(args, task, log, wn) -> None:
     """The perturbed copy of a GLUE task folder (train copied, the evaluation splits changed)."""
-    from truneg_fairseq import perturb
+    from truneg_fairseq.data import perturb
     from truneg_fairseq.io_utils import atomic_dir
 
     with atomic_dir(args.output, f"perturb.py {args.kind}") as tmp:

@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
 from truneg_fairseq.io_utils import OutputDirError, output_lock, staged_entries  # noqa: E402
-from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
+from truneg_fairseq.text import add_tokenizer_args  # noqa: E402
 
 
 def get_parser():
@@ -82,8 +82,8 @@ OUTPUTS = ("raw", "spm.model", "spm.vocab", "tok", "data-bin")
 def _prepare(args, log) -> int:
     """Everything is built in a staging directory inside --output-dir and moved in as one set at
     the end: a failed or interrupted run leaves the earlier outputs as they were."""
-    from truneg_fairseq import corpus
-    from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer, wordpiece_dict_lines
+    from truneg_fairseq.data import corpus
+    from truneg_fairseq.text import TokenizerSpec, build_tokenizer, wordpiece_dict_lines
 
     if args.srcdict and not os.path.isfile(args.srcdict):
         fail(f"--srcdict {args.srcdict} not found")
@@ -105,7 +105,7 @@ def _prepare(args, log) -> int:
 
 
 def _read_lines(args, log):
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
 
     if args.wordnet_glosses:
         lines = list(corpus.wordnet_gloss_lines())
@@ -124,8 +124,8 @@ def _read_lines(args, log):
 
 def _build(args, log, stage, lines, tokenizer, lines_wp) -> str:
     """raw/, spm.*, tok/ and data-bin/ under ``stage``; returns the staged data-bin."""
-    from truneg_fairseq import corpus
-    from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer, write_record
+    from truneg_fairseq.data import corpus
+    from truneg_fairseq.text import TokenizerSpec, build_tokenizer, write_record
 
     train, valid, n_train, n_valid = corpus.write_split_corpus(lines, os.path.join(stage, "raw"), args.valid_fraction, args.seed)
     log.info(f"split: {n_train} train, {n_valid} valid lines (duplicates removed: {len(lines) - n_train - n_valid})")

@@ -22,11 +22,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
 from truneg_fairseq.io_utils import OutputDirError  # noqa: E402
-from truneg_fairseq.tokenizer import add_tokenizer_args  # noqa: E402
+from truneg_fairseq.text import add_tokenizer_args  # noqa: E402
 
 
 def main(argv=None) -> int:
-    from truneg_fairseq.glue import MAX_SKIP_FLOOR, MAX_SKIP_FRACTION, TASKS
+    from truneg_fairseq.data.glue import MAX_SKIP_FLOOR, MAX_SKIP_FRACTION, TASKS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--glue-dir", required=True, help="folder holding the GLUE task folders")
@@ -40,9 +40,9 @@ def main(argv=None) -> int:
                         f"a file's rows (and more than {MAX_SKIP_FLOOR}) is an error (default: %(default)s)")
     args = p.parse_args(argv)
     log = setup_logging("truneg_fairseq.prepare_glue")
-    from truneg_fairseq.corpus import CorpusError
-    from truneg_fairseq.glue import prepare_task
-    from truneg_fairseq.tokenizer import check_record, tokenizer_from_args
+    from truneg_fairseq.data.corpus import CorpusError
+    from truneg_fairseq.data.glue import prepare_task
+    from truneg_fairseq.text import check_record, tokenizer_from_args
 
     if not os.path.isfile(args.dict):
         fail(f"--dict {args.dict} not found (the dict.txt of the pre-training data-bin)")

@@ -26,7 +26,7 @@ from truneg_fairseq.cli_utils import fail  # noqa: E402
 
 
 def squad_scores(dev, pred):
-    from truneg_fairseq.squad_metrics import evaluate
+    from truneg_fairseq.evaluation.squad_metrics import evaluate
 
     try:
         with open(dev, encoding="utf-8") as f:
@@ -40,7 +40,7 @@ def squad_scores(dev, pred):
 
 
 def glue_scores(log):
-    from truneg_fairseq.glue import parse_validation_log
+    from truneg_fairseq.data.glue import parse_validation_log
 
     if not os.path.isfile(log):
         fail(f"{log} not found")
@@ -51,7 +51,7 @@ def glue_scores(log):
 
 
 def contrast_report(args) -> int:
-    from truneg_fairseq.contrast import contrast_consistency, read_contrast_tsv
+    from truneg_fairseq.evaluation.contrast import contrast_consistency, read_contrast_tsv
 
     try:
         rows = read_contrast_tsv(args.tsv, args.pair_column, args.label_column)

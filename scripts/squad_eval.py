@@ -22,10 +22,10 @@ def main(argv=None) -> int:
     p.add_argument("dataset", help="SQuAD v1.1 JSON (dev-v1.1.json)")
     p.add_argument("predictions", help="JSON: question id -> answer text")
     args = p.parse_args(argv)
-    from truneg_fairseq.squad_metrics import evaluate
+    from truneg_fairseq.evaluation.squad_metrics import evaluate
 
-    from truneg_fairseq.corpus import CorpusError
-    from truneg_fairseq.squad import read_squad_file
+    from truneg_fairseq.data.corpus import CorpusError
+    from truneg_fairseq.data.squad import read_squad_file
 
     try:  # the answers are scored by text: their offsets are not checked here
         data = read_squad_file(args.dataset, check_answers=False)[0]["data"]

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     import torch
 
     import truneg_fairseq  # noqa: F401
-    from truneg_fairseq import squad
+    from truneg_fairseq.data import squad
     from truneg_fairseq.io_utils import atomic_open
 
     from truneg_fairseq.checkpoints import CheckpointError, load_for_inference

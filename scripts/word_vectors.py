@@ -31,13 +31,13 @@ def main(argv=None) -> int:
     p.add_argument("--dim", type=int, default=128, help="vector size = the model's --encoder-embed-dim (default 128)")
     p.add_argument("--window", type=int, default=5, help="words on each side counted as context (default 5)")
     args = p.parse_args(argv)
-    setup_logging("truneg_fairseq.word_vectors")
+    setup_logging("truneg_fairseq.data.word_vectors")
     for flag, path in (("--dict", args.dict), ("--text", args.text)):
         if not os.path.isfile(path):
             fail(f"{flag} {path} not found")
     if args.dim < 1 or args.window < 1:
         fail("--dim and --window must be >= 1")
-    from truneg_fairseq.word_vectors import write_vectors
+    from truneg_fairseq.data.word_vectors import write_vectors
 
     try:
         write_vectors(args.dict, args.text, args.output, args.dim, args.window)

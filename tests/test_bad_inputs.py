@@ -8,8 +8,8 @@ import stat
 import pytest
 
 from glue_fixtures import write_glue
-from truneg_fairseq.corpus import CorpusError
-from truneg_fairseq.glue import TASKS, read_split, read_split_counted
+from truneg_fairseq.data.corpus import CorpusError
+from truneg_fairseq.data.glue import TASKS, read_split_counted
 from utils import run_script
 
 
@@ -34,16 +34,16 @@ def test_glue_malformed_rows_counted_per_reason(tmp_path):
     assert why == {"too_many_columns": 1} and {e.label for e in exs} == {"entailment", "not_entailment"}
     exs, why = read_split_counted(TASKS["CoLA"], glue / "CoLA" / "train.tsv")
     assert why == {"too_many_columns": 1} and all(e.text1.endswith(".") for e in exs)
-    assert read_split(TASKS["STS-B"], glue / "STS-B" / "train.tsv")[1] == 1  # score outside [0, 5]
+    assert sum(read_split_counted(TASKS["STS-B"], glue / "STS-B" / "train.tsv")[1].values()) == 1  # score outside [0, 5]
 
 
 def test_glue_too_many_malformed_rows_is_an_error(tmp_path):
     glue = write_glue(tmp_path, n_train=40)
     _append(glue / "MNLI" / "train.tsv", [f"{i}\t1\t1e\tfiction\tx\ty\tx\ty\ta\tb\tmaybe\tmaybe" for i in range(12)])
     with pytest.raises(CorpusError, match=r"train.tsv: 12 of 52 rows are malformed \(unknown label: 12\)"):
-        read_split(TASKS["MNLI"], glue / "MNLI" / "train.tsv")
-    exs, n = read_split(TASKS["MNLI"], glue / "MNLI" / "train.tsv", max_skip_fraction=0.5)
-    assert (len(exs), n) == (40, 12)
+        read_split_counted(TASKS["MNLI"], glue / "MNLI" / "train.tsv")
+    exs, n = read_split_counted(TASKS["MNLI"], glue / "MNLI" / "train.tsv", max_skip_fraction=0.5)
+    assert (len(exs), sum(n.values())) == (40, 12)
 
 
 def test_prepare_glue_logs_reasons_and_honours_threshold(tmp_path, corpus_dir, data_bin):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from truneg_fairseq.text import TokenizerSpec
 from utils import build_components, run_script, tiny_corpus_lines, valid_batch
 
 TINY_CLINE = ["--arch", "cline_roberta_tiny", "--tokens-per-sample", "64"]
@@ -27,13 +28,13 @@ def lex(wn):
 def cline_dir(corpus_dir, tmp_path_factory, wn):
     """CLINE triples of the tiny corpus (plus sentences without an eligible word), binarized
     with the corpus's own dictionary."""
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
 
     work = tmp_path_factory.mktemp("cline")
     train = (corpus_dir / "raw" / "train.txt").read_text().splitlines()[:400] + NO_ELIGIBLE
     (work / "train.txt").write_text("\n".join(train) + "\n")
     shutil.copy(corpus_dir / "raw" / "valid.txt", work / "valid.txt")
-    settings = cline.Settings(seed=5, spm_model=str(corpus_dir / "spm.model"))
+    settings = cline.Settings(seed=5, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
     summary = cline.make_cline_data({"train": work / "train.txt", "valid": work / "valid.txt"}, work / "out",
                                     settings, srcdict=corpus_dir / "data-bin" / "dict.txt", wn=wn)
     return work, summary
@@ -43,7 +44,7 @@ def cline_dir(corpus_dir, tmp_path_factory, wn):
 
 
 def test_replacements_are_wordnet_words_of_the_same_part_of_speech(lex, wn):
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
 
     lines = tiny_corpus_lines(300, seed=3)
     vocab = cline.collect_vocabulary(lines, lex)
@@ -94,9 +95,9 @@ def test_part_of_speech_and_candidates_from_wordnet(lex):
 def test_labels_mark_exactly_the_replaced_pieces(corpus_dir, lex):
     import sentencepiece as spm
 
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
 
-    enc = cline.PieceEncoder("sentencepiece", spm_model=corpus_dir / "spm.model")
+    enc = cline.PieceEncoder(TokenizerSpec("sentencepiece", spm_model=corpus_dir / "spm.model"))
     sp = spm.SentencePieceProcessor(model_file=str(corpus_dir / "spm.model"))
     lines = tiny_corpus_lines(60, seed=4) + ["The primary reason, surely, is (quick)."]
     vocab = cline.collect_vocabulary(lines, lex)
@@ -122,11 +123,11 @@ def test_labels_mark_exactly_the_replaced_pieces(corpus_dir, lex):
 def test_gpt2_pieces_and_labels(tmp_path, lex):
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
 
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
     from utils import write_toy_gpt2_bpe
 
     d = write_toy_gpt2_bpe(tmp_path)
-    enc = cline.PieceEncoder("gpt2", gpt2_encoder_json=d / "encoder.json", gpt2_vocab_bpe=d / "vocab.bpe")
+    enc = cline.PieceEncoder(TokenizerSpec("gpt2", gpt2_encoder_json=d / "encoder.json", gpt2_vocab_bpe=d / "vocab.bpe"))
     bpe = get_encoder(str(d / "encoder.json"), str(d / "vocab.bpe"))
     words = ["The", "primary", "reason,", "surely."]
     cores = [None, (0, 4), (0, 6), None]  # "main" replaced "primary"; "reason" replaced
@@ -144,10 +145,10 @@ def test_wordpiece_pieces_and_labels(tmp_path, lex):
     from tokenizers import BertWordPieceTokenizer
 
     from test_tokenizer import VOCAB, write_vocab
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
 
     vocab = write_vocab(tmp_path / "vocab.txt", VOCAB)
-    enc = cline.PieceEncoder("wordpiece", vocab=str(vocab))
+    enc = cline.PieceEncoder(TokenizerSpec("wordpiece", vocab=str(vocab)))
     hf = BertWordPieceTokenizer(str(vocab), lowercase=True)
     words = ["The", "farmer", "plays", "near", "the", "big", "lake."]
     cores = [None, None, (0, 5), None, None, (0, 3), None]  # "plays" and "big" were put in
@@ -159,7 +160,7 @@ def test_wordpiece_pieces_and_labels(tmp_path, lex):
 def test_data_bin_summary_and_determinism(cline_dir, corpus_dir, wn, tmp_path):
     from fairseq.data import Dictionary, data_utils
 
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
 
     work, summary = cline_dir
     out = work / "out"
@@ -186,7 +187,7 @@ def test_data_bin_summary_and_determinism(cline_dir, corpus_dir, wn, tmp_path):
     assert (out / "tok" / "train.ant").read_text().splitlines()[-2:] == lines[-2:]  # no eligible word: unchanged
 
     # the same seed gives the same bytes with 2 worker processes; another seed differs
-    settings = cline.Settings(seed=5, spm_model=str(corpus_dir / "spm.model"))
+    settings = cline.Settings(seed=5, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
     splits = {"train": work / "train.txt", "valid": work / "valid.txt"}
     cline.make_cline_data(splits, tmp_path / "w2", settings, srcdict=corpus_dir / "data-bin" / "dict.txt", workers=2)
     for n in cline.SPLIT_FILES:
@@ -374,23 +375,24 @@ def test_checkpoint_with_another_dictionary_is_refused(components):
 
 
 def test_similarities_and_hits_on_known_triplets(components, corpus_dir, lex):
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
+    from truneg_fairseq.evaluation import hits as hits_eval
 
     task, model, _ = components
     x = torch.randn(2, 5, 8)
     m = torch.ones(2, 5, dtype=torch.bool)
-    sims = cline.sentence_similarities(x, x, m, m)
+    sims = hits_eval.sentence_similarities(x, x, m, m)
     for v in sims.values():
         assert torch.allclose(v, torch.ones(2), atol=1e-5)
-    enc = cline.PieceEncoder("sentencepiece", spm_model=corpus_dir / "spm.model")
+    enc = cline.PieceEncoder(TokenizerSpec("sentencepiece", spm_model=corpus_dir / "spm.model"))
     sents = ["the farmer will stay at home .", "the main road of the pilot is the big river .", "the small lake is quick ."]
     other = ["a child chose to remain near the small lake .", "my friend is little .", "the teacher had to stay in the town ."]
     # syn identical to ori, ant a different sentence: every method wins on every layer past the
     # embeddings' <s> (identical there, a tie, which is not a hit)
-    res = cline.hits(model, task.source_dictionary, enc, [(s, s, o) for s, o in zip(sents, other)])
+    res = hits_eval.hits(model, task.source_dictionary, enc, [(s, s, o) for s, o in zip(sents, other)])
     assert res["mean"] == [100.0] * 3 and res["bertscore"] == [100.0] * 3
     assert res["cls"][0] == 0.0 and res["cls"][1:] == [100.0, 100.0]
-    rev = cline.hits(model, task.source_dictionary, enc, [(s, o, s) for s, o in zip(sents, other)])
+    rev = hits_eval.hits(model, task.source_dictionary, enc, [(s, o, s) for s, o in zip(sents, other)])
     assert all(v == 0.0 for vs in rev.values() for v in vs)
     trip, skipped = cline.make_hits_triplets(["the primary reason is quick .", "it is 42 ."], lex)
     assert skipped == 1 and len(trip) == 1
@@ -435,7 +437,8 @@ def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
     the discriminator reading x_ori unmasked; every parameter trained; exact under sharding; a
     plain ELECTRA checkpoint continues (log-variances fresh), another vocabulary is refused, a
     discriminator-only build drops the generator and the log-variances; Hits reads its layers."""
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
+    from truneg_fairseq.evaluation import hits as hits_eval
     from truneg_fairseq.models.cline import ClineElectraModel
     from truneg_fairseq.models.electra import ElectraModel
 
@@ -498,8 +501,8 @@ def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
 
     # Hits on the discriminator's layers (embeddings + 2)
     model.eval()
-    enc = cline.PieceEncoder("sentencepiece", spm_model=corpus_dir / "spm.model")
+    enc = cline.PieceEncoder(TokenizerSpec("sentencepiece", spm_model=corpus_dir / "spm.model"))
     sents = ["the farmer will stay at home .", "the main road of the pilot is the big river ."]
     other = ["a child chose to remain near the small lake .", "my friend is little ."]
-    res = cline.hits(model, task.source_dictionary, enc, [(s, s, o) for s, o in zip(sents, other)])
+    res = hits_eval.hits(model, task.source_dictionary, enc, [(s, s, o) for s, o in zip(sents, other)])
     assert res["mean"] == [100.0] * 3 and res["bertscore"] == [100.0] * 3

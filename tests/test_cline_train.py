@@ -8,6 +8,7 @@ import shutil
 import pytest
 import torch
 
+from truneg_fairseq.text import TokenizerSpec
 from utils import TINY_ROBERTA, fairseq_train, make_classification_data, run_script
 
 # the tiny RoBERTa of the other tests, as a cline_roberta_tiny (same sizes)
@@ -21,10 +22,10 @@ def updates(log):
 
 @pytest.mark.slow
 def test_continue_resume_finetune_and_hits(corpus_dir, data_bin, tmp_path, wn):
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
 
     work = tmp_path / "cline"
-    settings = cline.Settings(seed=1, spm_model=str(corpus_dir / "spm.model"))
+    settings = cline.Settings(seed=1, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
     cline.make_cline_data({"train": corpus_dir / "raw" / "train.txt", "valid": corpus_dir / "raw" / "valid.txt"},
                           work, settings, srcdict=data_bin / "dict.txt", wn=wn)
     cdata = work / "data-bin"
@@ -77,10 +78,10 @@ def test_continue_resume_finetune_and_hits(corpus_dir, data_bin, tmp_path, wn):
 @pytest.mark.slow
 def test_recipes_run(corpus_dir, data_bin, tmp_path, wn):
     """The fairseq-hydra-train config and the shell recipe, shrunk to a tiny model on the CPU."""
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
     from utils import REPO, hydra_train, run_recipe
 
-    settings = cline.Settings(seed=1, spm_model=str(corpus_dir / "spm.model"))
+    settings = cline.Settings(seed=1, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
     cline.make_cline_data({"train": corpus_dir / "raw" / "valid.txt", "valid": corpus_dir / "raw" / "valid.txt"},
                           tmp_path / "c", settings, srcdict=data_bin / "dict.txt", wn=wn)
     cdata = tmp_path / "c" / "data-bin"
@@ -105,10 +106,10 @@ def test_cline_on_electra_end_to_end(corpus_dir, data_bin, tmp_path, wn):
     """An ELECTRA pre-training checkpoint continued with CLINE through the shell recipe and the
     ELECTRA-base hydra config (shrunk), fine-tuned as a plain ELECTRA discriminator, and Hits of
     the CLINE checkpoint's discriminator."""
-    from truneg_fairseq import cline
+    from truneg_fairseq.data import cline
     from utils import REPO, TINY_ELECTRA, TINY_ELECTRA_MODEL, hydra_train, run_recipe
 
-    settings = cline.Settings(seed=1, spm_model=str(corpus_dir / "spm.model"))
+    settings = cline.Settings(seed=1, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
     cline.make_cline_data({"train": corpus_dir / "raw" / "valid.txt", "valid": corpus_dir / "raw" / "valid.txt"},
                           tmp_path / "c", settings, srcdict=data_bin / "dict.txt", wn=wn)
     cdata = tmp_path / "c" / "data-bin"

@@ -3,7 +3,7 @@ from a real fine-tuned sentence_prediction checkpoint."""
 
 import pytest
 
-from truneg_fairseq.contrast import contrast_consistency
+from truneg_fairseq.evaluation.contrast import contrast_consistency
 from utils import REPO, TINY_ROBERTA, fairseq_train, make_classification_data, run_script
 
 

@@ -75,7 +75,7 @@ def words(tmp_path_factory, wn):
 def imported(tmp_path_factory):
     """A tiny random BERT saved by transformers and imported by the real convert_hf.py in a
     subprocess (its stderr kept), and a data-bin binarized with the import's dict.txt."""
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
 
     root = tmp_path_factory.mktemp("eval_import")
     save_bert(root / "hf", vocab=wordpiece_vocab())

@@ -14,8 +14,8 @@ import torch
 
 from utils import REPO, TINY_ROBERTA, fairseq_train, force_prediction, word_level_data
 
-from truneg_fairseq import study
-from truneg_fairseq.false_negatives import (
+from truneg_fairseq.pipelines import study
+from truneg_fairseq.evaluation.false_negatives import (
     CheckpointScorer, derive, pick_cases, position_counts, sentence_around, synonym_predictions,
 )
 
@@ -88,7 +88,7 @@ def test_corpus_lines_leave_out_long_lines_and_unknown_words_with_counts(caplog)
 
 
 def test_dictionary_entries_start_with_their_synset_words():
-    from truneg_fairseq.corpus import wordnet_gloss_lines
+    from truneg_fairseq.data.corpus import wordnet_gloss_lines
 
     entries = [l for l in wordnet_gloss_lines(headwords=True) if l.startswith("chief, main, primary")]
     assert entries == ["chief, main, primary, principal, master: most important element"]

@@ -8,8 +8,8 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import matthews_corrcoef
 
 from glue_fixtures import write_glue
-from truneg_fairseq.corpus import CorpusError
-from truneg_fairseq.glue import TASKS, read_split
+from truneg_fairseq.data.corpus import CorpusError
+from truneg_fairseq.data.glue import TASKS, read_split_counted
 from utils import run_script
 
 
@@ -21,9 +21,9 @@ def glue_dir(tmp_path_factory):
 @pytest.mark.parametrize("name", list(TASKS))
 def test_read_every_task_layout(glue_dir, name):
     task = TASKS[name]
-    exs, skipped = read_split(task, glue_dir / task.folder / task.splits[0][1])
+    exs, skipped = read_split_counted(task, glue_dir / task.folder / task.splits[0][1])
     assert len(exs) == 24
-    assert skipped == (1 if name == "QQP" else 0)  # the malformed QQP row is counted, not kept
+    assert sum(skipped.values()) == (1 if name == "QQP" else 0)  # the malformed QQP row is counted, not kept
     assert exs[0].text1.startswith("the farmer")
     assert (exs[0].text2 is None) == (task.sentence2 is None)
     if name == "MNLI":
@@ -36,7 +36,7 @@ def test_read_every_task_layout(glue_dir, name):
 
 def test_missing_split_is_a_clear_error(tmp_path):
     with pytest.raises(CorpusError, match="RTE.*dev.tsv not found"):
-        read_split(TASKS["RTE"], tmp_path / "RTE" / "dev.tsv")
+        read_split_counted(TASKS["RTE"], tmp_path / "RTE" / "dev.tsv")
 
 
 def test_prepare_all_tasks_cli(glue_dir, corpus_dir, data_bin, tmp_path):

@@ -12,8 +12,8 @@ import torch
 from hf_fixtures import padded_batch, save_bert, save_electra_pair, to_fairseq_ids, wordpiece_vocab
 from utils import run_script
 
-from truneg_fairseq import hf_convert
-from truneg_fairseq.hf_convert import ConversionError
+from truneg_fairseq.convert import hf as hf_convert
+from truneg_fairseq.convert.hf import ConversionError
 from truneg_fairseq.io_utils import MARKER
 
 TOL = 1e-4

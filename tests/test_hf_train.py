@@ -12,7 +12,7 @@ import torch
 from hf_fixtures import save_bert, save_electra_pair, wordpiece_vocab
 from utils import TINY_ELECTRA_MODEL, fairseq_train, run_script, tiny_corpus_lines
 
-from truneg_fairseq import hf_convert
+from truneg_fairseq.convert import hf as hf_convert
 
 RESET = ["--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
 TINY_BERT = ["--arch", "bert_hf_tiny", "--tokens-per-sample", "64"]
@@ -36,7 +36,7 @@ def imported(tmp_path_factory, wn):
     """A tiny BERT whose MLM head favours "main", an ELECTRA pair, both imported; the tiny corpus
     tokenized with their WordPiece vocabulary and binarized with the imported dict.txt; a WordNet
     synonym table for that dictionary."""
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
     from truneg_fairseq.lexicon import build_table, vocab_view
 
     root = tmp_path_factory.mktemp("hf_train")
@@ -98,7 +98,7 @@ def test_continue_imported_electra_pair_with_soft_reg_and_resume(imported, tmp_p
 
 @pytest.mark.slow
 def test_finetune_imported_electra_discriminator_with_sentence_prediction(imported, tmp_path):
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
 
     lines = tiny_corpus_lines(240, seed=7)
     labels = ["1" if (" stay " in l or " remain " in l) else "0" for l in lines]

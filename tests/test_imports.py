@@ -67,10 +67,63 @@ def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 def test_the_import_graph_has_no_circle():
     modules = module_files()
     graph = {name: imported_modules(name, path, modules) for name, path in modules.items()}
-    assert "truneg_fairseq.errors" in graph["truneg_fairseq.tokenizer"]  # the graph sees imports
+    assert "truneg_fairseq.errors" in graph["truneg_fairseq.text.spec"]  # the graph sees imports
     found = cycles(graph)
     assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 def test_the_circle_detector_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+
+
+# The layers, lowest first (docs/architecture.md): a module may import modules of its own layer
+# and of the layers below it, never above. The package root registers the plugin with fairseq
+# (loaders import it before reading a checkpoint) and is the only module any layer may import.
+LAYERS = (
+    ("leaves", ("errors", "io_utils", "compat", "cli_utils", "checkpoints", "train_help")),
+    ("text", ("text",)),
+    ("lexicon", ("lexicon",)),
+    ("data", ("data",)),
+    ("models", ("models", "optim")),
+    ("evaluation", ("evaluation",)),
+    ("tasks", ("tasks",)),
+    ("criterions", ("criterions",)),
+    ("convert", ("convert",)),
+    ("pipelines", ("pipelines",)),
+)
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return len(LAYERS)  # the root
+    for i, (_, tops) in enumerate(LAYERS):
+        if parts[1] in tops:
+            return i
+    raise AssertionError(f"{module} is in no layer: add its package to LAYERS and docs/architecture.md")
+
+
+def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
+    out = []
+    for src, targets in sorted(graph.items()):
+        if src == "truneg_fairseq":
+            continue
+        for dst in sorted(targets):
+            if dst != "truneg_fairseq" and layer_of(dst) > layer_of(src):
+                out.append(f"{src} ({LAYERS[layer_of(src)][0]}) imports {dst} ({LAYERS[layer_of(dst)][0]})")
+    return out
+
+
+def test_imports_go_down_the_layers():
+    modules = module_files()
+    graph = {name: imported_modules(name, path, modules) for name, path in modules.items()}
+    assert "truneg_fairseq.data.corpus" in graph["truneg_fairseq.data.cline"]  # the graph sees imports
+    bad = upward_imports(graph)
+    assert not bad, "imports against the layers (docs/architecture.md):\n" + "\n".join(bad)
+
+
+def test_the_direction_check_finds_an_upward_import():
+    graph = {"truneg_fairseq.data.corpus": {"truneg_fairseq.models.electra", "truneg_fairseq.text.spec",
+                                            "truneg_fairseq"}}
+    assert upward_imports(graph) == [
+        "truneg_fairseq.data.corpus (data) imports truneg_fairseq.models.electra (models)"]

@@ -182,7 +182,7 @@ def test_cli_bad_input(data_bin, tmp_path, args, message):
 
 
 def test_sentencepiece_model_mismatch(corpus_dir, data_bin, tmp_path):
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
 
     other_txt = tmp_path / "other.txt"
     other_txt.write_text("\n".join(f"zq{i} xv{i} wk{i}" for i in range(300)) + "\n")

@@ -5,8 +5,8 @@ import random
 
 from glue_fixtures import write_glue
 from squad_fixtures import squad_json
-from truneg_fairseq import perturb
-from truneg_fairseq.glue import TASKS, read_split
+from truneg_fairseq.data import perturb
+from truneg_fairseq.data.glue import TASKS, read_split_counted
 from utils import run_script
 
 
@@ -50,9 +50,9 @@ def test_cli_squad_and_glue_and_report(tmp_path, wn):
     glue = write_glue(tmp_path / "glue")
     proc = run_script("perturb.py", ["glue", "--task", "MNLI", "--prob", "0.5", str(glue / "MNLI"), str(tmp_path / "swap" / "MNLI")])
     assert proc.returncode == 0, proc.stderr
-    exs, skipped = read_split(TASKS["MNLI"], tmp_path / "swap" / "MNLI" / "dev_matched.tsv")
-    orig, _ = read_split(TASKS["MNLI"], glue / "MNLI" / "dev_matched.tsv")
-    assert skipped == 0 and [e.label for e in exs] == [e.label for e in orig]
+    exs, skipped = read_split_counted(TASKS["MNLI"], tmp_path / "swap" / "MNLI" / "dev_matched.tsv")
+    orig, _ = read_split_counted(TASKS["MNLI"], glue / "MNLI" / "dev_matched.tsv")
+    assert not skipped and [e.label for e in exs] == [e.label for e in orig]
     assert any(e.text1 != o.text1 for e, o in zip(exs, orig))
     assert (tmp_path / "swap" / "MNLI" / "train.tsv").read_text() == (glue / "MNLI" / "train.tsv").read_text()
 

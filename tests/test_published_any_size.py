@@ -16,7 +16,7 @@ import torch
 from hf_fixtures import _randomize, bert_config, wordpiece_vocab
 from utils import USER_DIR, fairseq_train, run_recipe, run_script, tiny_corpus_lines
 
-from truneg_fairseq import hf_convert
+from truneg_fairseq.convert import hf as hf_convert
 
 # 3 layers x 48, 3 heads, FFN 80, 40 positions: no arch of the plugin has these sizes
 ODD = dict(hidden_size=48, num_hidden_layers=3, num_attention_heads=3, intermediate_size=80, max_position_embeddings=40)
@@ -46,7 +46,7 @@ def state(path):
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory, wn):
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
     from truneg_fairseq.lexicon import build_table, vocab_view
     from tokenizers import BertWordPieceTokenizer
 

@@ -8,8 +8,8 @@ import torch
 from fairseq.data import Dictionary
 
 from squad_fixtures import CONTEXTS, QA, squad_json, write_squad_dir
-from truneg_fairseq import squad
-from utils import TINY_ELECTRA, TINY_ELECTRA_MODEL, fairseq_train, run_script
+from truneg_fairseq.data import squad
+from utils import TINY_ELECTRA, TINY_ELECTRA_MODEL, fairseq_train, run_script, squad_span_text
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_windows_keep_every_answer_span_equal_to_its_text(wt, tmp_path):
     for f in data.features:
         ex = data.examples[f.example]
         if f.start:  # the window holds the answer: decoding the gold span gives the answer text
-            assert squad.span_text(ex, data.words[f.example], f, f.start, f.end) == ex.answers[0]
+            assert squad_span_text(ex, data.words[f.example], f, f.start, f.end) == ex.answers[0]
     assert all(any(f.start for f in data.features if f.example == e) for e in range(len(data.examples)))
 
 
@@ -114,5 +114,5 @@ def test_gpt2_bpe_offsets(tmp_path, wn):
     for f in data.features:
         if f.start:
             ex = data.examples[f.example]
-            assert squad.span_text(ex, data.words[f.example], f, f.start, f.end) == ex.answers[0]
+            assert squad_span_text(ex, data.words[f.example], f, f.start, f.end) == ex.answers[0]
     assert sum(1 for f in data.features if f.start) >= len(QA)

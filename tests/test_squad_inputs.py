@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from squad_fixtures import CONTEXTS, squad_json, write_squad_dir
-from truneg_fairseq import squad, squad_metrics
-from truneg_fairseq.corpus import CorpusError
+from truneg_fairseq.data import squad
+from truneg_fairseq.evaluation import squad_metrics
+from truneg_fairseq.data.corpus import CorpusError
 from utils import TINY_ROBERTA, build_components, run_script
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from truneg_fairseq.squad_metrics import evaluate, exact_match, f1, normalize_answer
+from truneg_fairseq.evaluation.squad_metrics import evaluate, exact_match, f1, normalize_answer
 from utils import run_script
 
 

@@ -10,9 +10,10 @@ import torch
 from fairseq.data import Dictionary, data_utils
 
 from squad_fixtures import squad_json
-from truneg_fairseq import squad, tokenizer as T
+from truneg_fairseq.data import squad
+from truneg_fairseq import text as T
 from truneg_fairseq.lexicon import SynonymTable, build_table, vocab_view
-from utils import build_components, run_script, tiny_corpus_lines, valid_batch
+from utils import build_components, run_script, squad_span_text, tiny_corpus_lines, valid_batch
 
 SPECIALS = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = (
@@ -236,7 +237,7 @@ def test_squad_offsets_with_wordpiece(wp, tmp_path):
     for f in data.features:
         if f.start:
             ex = data.examples[f.example]
-            assert squad.span_text(ex, data.words[f.example], f, f.start, f.end) == ex.answers[0]
+            assert squad_span_text(ex, data.words[f.example], f, f.start, f.end) == ex.answers[0]
             hits += 1
     assert hits >= len(data.examples)
 
@@ -254,9 +255,9 @@ def test_glue_preparation_with_wordpiece(wp, tmp_path):
     assert d.symbols == Dictionary.load(str(wp["data_bin"] / "dict.txt")).symbols
     ds = data_utils.load_indexed_dataset(str(out / "RTE" / "input0" / "train"), d)
     tok = T.build_tokenizer(T.TokenizerSpec("wordpiece", vocab=str(wp["vocab"])))
-    from truneg_fairseq.glue import TASKS, read_split
+    from truneg_fairseq.data.glue import TASKS, read_split_counted
 
-    first = read_split(TASKS["RTE"], glue / "RTE" / "train.tsv")[0][0].text1
+    first = read_split_counted(TASKS["RTE"], glue / "RTE" / "train.tsv")[0][0].text1
     assert ds[0].tolist() == tok.encode_ids(first, d) + [d.eos()]
     # a tokenizer other than the recorded one is refused before anything is written
     proc = run_script("prepare_glue.py", ["--glue-dir", str(glue), "--output-dir", str(tmp_path / "x"), "--tasks", "RTE",

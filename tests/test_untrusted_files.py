@@ -252,7 +252,7 @@ def test_the_next_run_recovers_every_moment_of_a_killed_replacement(tmp_path, st
 
 
 def test_weights_with_more_layers_than_the_config_are_refused(tmp_path):
-    from truneg_fairseq.hf_convert import ConversionError, import_hf
+    from truneg_fairseq.convert.hf import ConversionError, import_hf
 
     save_bert(tmp_path / "hf", vocab=wordpiece_vocab())  # 2 layers
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
@@ -267,7 +267,7 @@ def test_generator_with_other_embedding_values_is_refused_unless_allowed(tmp_pat
     from safetensors.torch import load_file, save_file
 
     from hf_fixtures import save_electra_pair
-    from truneg_fairseq.hf_convert import ConversionError, import_hf
+    from truneg_fairseq.convert.hf import ConversionError, import_hf
 
     save_electra_pair(tmp_path / "disc", tmp_path / "gen")
     weights = tmp_path / "gen" / "model.safetensors"
@@ -286,7 +286,7 @@ def test_export_of_a_cased_vocabulary_without_tokenizer_config_stays_cased(tmp_p
     the vocabulary (upper-case entries: cased), as the plugin's own WordPiece does."""
     from transformers import AutoTokenizer
 
-    from truneg_fairseq.hf_convert import export_hf, import_hf
+    from truneg_fairseq.convert.hf import export_hf, import_hf
 
     vocab = wordpiece_vocab() + ["The", "Paris", "P"]
     save_bert(tmp_path / "hf", vocab=vocab)
@@ -301,8 +301,8 @@ def test_export_of_a_cased_vocabulary_without_tokenizer_config_stays_cased(tmp_p
 
 
 def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path):
-    from truneg_fairseq import corpus
-    from truneg_fairseq.tokenizer import TokenizerSpec, TokenizerError, build_tokenizer, check_record, write_record
+    from truneg_fairseq.data import corpus
+    from truneg_fairseq.text import TokenizerSpec, TokenizerError, build_tokenizer, check_record, write_record
     from utils import tiny_corpus_lines
 
     text = tmp_path / "text.txt"
@@ -583,7 +583,7 @@ def test_a_full_disk_during_conversion_is_one_error_and_replaces_nothing(importe
 def test_squad_windows_report_their_unknown_rate(caplog):
     import logging
 
-    from truneg_fairseq.squad import Feature
+    from truneg_fairseq.data.squad import Feature
     from truneg_fairseq.tasks.squad import _report_unknown
 
     features = [Feature(0, [0, 5, 3, 2, 7, 3, 2], 4, []), Feature(1, [0, 5, 2, 7, 8, 9, 2], 3, [])]

@@ -14,7 +14,7 @@ LINES = (["the big house stood there", "the large house stood there", "a big tre
 
 @pytest.fixture(scope="module")
 def words(tmp_path_factory):
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
 
     work = tmp_path_factory.mktemp("vectors")
     corpus.atomic_write_lines(work / "train.txt", LINES)

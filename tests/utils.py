@@ -39,7 +39,7 @@ def tiny_corpus_lines(n: int = 1500, seed: int = 0) -> List[str]:
 
 def make_corpus(workdir: Path, lines: Sequence[str] = None, vocab_size: int = 200) -> Path:
     """raw text -> sentencepiece -> fairseq-preprocess; returns the data-bin directory."""
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
 
     workdir = Path(workdir)
     lines = list(lines) if lines is not None else tiny_corpus_lines()
@@ -123,7 +123,7 @@ TINY_ELECTRA = [*TINY_ELECTRA_MODEL, "--tokens-per-sample", "64"]
 def make_classification_data(corpus_dir: Path, out_dir: Path) -> Path:
     """A two-class sentence_prediction data set (input0/, label/) binarized with the
     pre-training dictionary: label 1 for sentences about staying/remaining."""
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
 
     corpus_dir, out_dir = Path(corpus_dir), Path(out_dir)
     lines = tiny_corpus_lines(240, seed=7)
@@ -175,7 +175,7 @@ def write_toy_gpt2_bpe(out_dir: Path, merges=(("\u0120", "t"), ("\u0120t", "h"),
 def word_level_data(work: Path, train: Sequence[str], valid: Sequence[str], wn) -> Path:
     """A whitespace-word data-bin of ``train``/``valid`` lines, with the WordNet synonym table of
     its dictionary saved inside (``synonyms.npz``)."""
-    from truneg_fairseq import corpus
+    from truneg_fairseq.data import corpus
     from truneg_fairseq.lexicon import build_table, vocab_view
 
     corpus.atomic_write_lines(work / "train.txt", train)
@@ -198,3 +198,11 @@ def force_prediction(checkpoint: Path, data_bin: Path, word: str, out: Path) -> 
     bias[Dictionary.load(str(data_bin / "dict.txt")).index(word)] = 1000.0
     torch.save(state, out)
     return out
+
+
+def squad_span_text(example, words, feature, start: int, end: int) -> str:
+    """The context text that window tokens ``start``..``end`` of ``feature`` cover (through the
+    word offsets ``words``): what a decoded span answers."""
+    w0 = feature.token_word[start - feature.ctx_offset]
+    w1 = feature.token_word[end - feature.ctx_offset]
+    return example.context[words[w0][0]: words[w1][1]]

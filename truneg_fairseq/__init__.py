@@ -15,7 +15,7 @@ compat.stop_prefetch_at_exit()
 compat.quiet_config_composition()
 
 from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
-from .tokenizer import give_masked_lm_whole_words  # noqa: E402  (and the ``wordpiece`` BPE)
+from .text import give_masked_lm_whole_words  # noqa: E402  (and the ``wordpiece`` BPE)
 
 give_masked_lm_whole_words()
 

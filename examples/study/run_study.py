@@ -104,8 +104,8 @@ def get_parser():
 
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
-    log = setup_logging("truneg_fairseq.study")
-    from truneg_fairseq import study
+    log = setup_logging("truneg_fairseq.pipelines.study")
+    from truneg_fairseq.pipelines import study
 
     s1, s2, bsz, lr, warm, max_lines, vocab = SCALES[args.scale]
     roberta_arch, electra_arch = STUDY_ARCHS[args.scale]

@@ -7,7 +7,8 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
-from truneg_fairseq import squad, squad_metrics
+from truneg_fairseq.data import squad
+from truneg_fairseq.evaluation import squad_metrics
 from truneg_fairseq.criterions import logs
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .synonyms import KEY_SHIFT, SynonymTable
+from truneg_fairseq.lexicon.synonyms import KEY_SHIFT, SynonymTable
 
 
 class SynonymLookup(nn.Module):

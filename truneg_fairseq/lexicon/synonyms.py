@@ -6,7 +6,7 @@ A table belongs to one fairseq dictionary. It stores
   dictionary and ``pred`` a synonym of ``gold`` (never the same id);
 * ``continuation_ids``: ids of entries that continue a word (sentencepiece pieces without the
   ``▁`` word-start mark, GPT-2 tokens without ``Ġ``, WordPiece ``##`` pieces; the tokenizer layer,
-  :mod:`truneg_fairseq.tokenizer`, decides): a gold token followed by one of them is a subword
+  :mod:`truneg_fairseq.text`, decides): a gold token followed by one of them is a subword
   piece and is never corrected;
 * the dictionary's fingerprint (sha256 of its first ``num_symbols`` symbols), so a table cannot be
   used with another dictionary by mistake.
@@ -28,9 +28,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from truneg_fairseq.io_utils import atomic_open
-from truneg_fairseq.tokenizer import KINDS, Tokenizer, TokenizerError, TokenizerSpec, VocabView
-from truneg_fairseq.tokenizer import build_tokenizer, load_dictionary_view
-from truneg_fairseq.tokenizer import is_word as _is_word
+from truneg_fairseq.text import KINDS, Tokenizer, TokenizerError, TokenizerSpec, VocabView
+from truneg_fairseq.text import build_tokenizer, load_dictionary_view
+from truneg_fairseq.text import is_word as _is_word
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def vocab_view(
     lowercase: Optional[bool] = None,
 ) -> VocabView:
     """Load ``dict.txt`` as fairseq does and classify each entry with ``tokenizer`` (a
-    :class:`~truneg_fairseq.tokenizer.Tokenizer`, or its kind with the files named here)."""
+    :class:`~truneg_fairseq.text.Tokenizer`, or its kind with the files named here)."""
     try:
         if not isinstance(tokenizer, Tokenizer):
             spec = TokenizerSpec(tokenizer, spm_model=spm_model and str(spm_model),
@@ -302,7 +302,7 @@ def build_table(
 
     if source == "wordnet":
         if wn is None:
-            from .wordnet import load_wordnet
+            from truneg_fairseq.lexicon.wordnet import load_wordnet
 
             wn = load_wordnet()
         syn_of = {w: wordnet_synonyms(w, wn, stop) for w in candidates}

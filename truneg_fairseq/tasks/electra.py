@@ -7,24 +7,23 @@ they are; none is replaced by a random token (google-research/electra ``pretrain
 tokenizer named by ``--electra-tokenizer`` and its file (``--electra-spm-model``,
 ``--electra-gpt2-encoder-json``/``--electra-gpt2-vocab-bpe``, ``--electra-vocab``), or, without
 ``--electra-tokenizer``, from the ``tokenizer_fingerprint.json`` that ``prepare_corpus.py`` writes
-next to DATA/dict.txt (:mod:`truneg_fairseq.tokenizer`).
+next to DATA/dict.txt (:mod:`truneg_fairseq.text`).
 """
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import torch
-from fairseq.dataclass import ChoiceEnum
 from omegaconf import II
 
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
-from truneg_fairseq.tokenizer import KINDS, TokenizerSpec, whole_word_args
+from truneg_fairseq.text import TokenizerSpec, tokenizer_fields, whole_word_args
 
 
 @dataclass
-class ElectraTaskConfig(MaskedLMConfig):
+class ElectraTaskConfig(MaskedLMConfig, tokenizer_fields(
+        "electra", ", for --mask-whole-words (default: the tokenizer recorded in DATA/tokenizer_fingerprint.json)")):
     mask_prob: float = field(default=0.15, metadata={"help": "share of tokens selected for prediction"})
     leave_unmasked_prob: float = field(
         default=0.15, metadata={"help": "share of the selected tokens left unchanged (ELECTRA: 0.15)"}
@@ -50,24 +49,6 @@ class ElectraTaskConfig(MaskedLMConfig):
     # mixed-precision choices of the run (the same flags), checked against --electra-bf16-autocast
     fp16: bool = II("common.fp16")
     amp: bool = II("common.amp")
-    # the data's tokenizer, for --mask-whole-words (truneg_fairseq.tokenizer's flag set)
-    electra_tokenizer: Optional[ChoiceEnum(list(KINDS))] = field(
-        default=None,
-        metadata={"help": "tokenizer of the data, for --mask-whole-words (default: the one recorded in "
-                          "DATA/tokenizer_fingerprint.json)"},
-    )
-    electra_spm_model: Optional[str] = field(
-        default=None, metadata={"help": "sentencepiece .model, for --mask-whole-words"}
-    )
-    electra_gpt2_encoder_json: Optional[str] = field(
-        default=None, metadata={"help": "GPT-2 encoder.json, for --mask-whole-words --electra-tokenizer gpt2"}
-    )
-    electra_gpt2_vocab_bpe: Optional[str] = field(
-        default=None, metadata={"help": "GPT-2 vocab.bpe, for --mask-whole-words --electra-tokenizer gpt2"}
-    )
-    electra_vocab: Optional[str] = field(
-        default=None, metadata={"help": "WordPiece vocab.txt, for --mask-whole-words --electra-tokenizer wordpiece"}
-    )
 
 
 @register_task("electra", dataclass=ElectraTaskConfig)

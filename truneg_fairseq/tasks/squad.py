@@ -1,7 +1,7 @@
 """``--task squad``: SQuAD v1.1 extractive QA on an ELECTRA discriminator or a RoBERTa encoder.
 
 DATA holds ``dict.txt`` (the pre-training dictionary) and ``train.json`` / ``valid.json`` in the
-SQuAD v1.1 format. Windows are built at load time (see :mod:`truneg_fairseq.squad`); a span head
+SQuAD v1.1 format. Windows are built at load time (see :mod:`truneg_fairseq.data.squad`); a span head
 (``classification_heads.squad_span``: dense + out_proj to start/end logits per token) is added to
 the model, so ``--restore-file`` from a pre-training checkpoint starts it fresh. Validation
 batches hold whole questions (all of their windows), so EM/F1 are computed per question.
@@ -10,18 +10,16 @@ batches hold whole questions (all of their windows), so EM/F1 are computed per q
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
 from fairseq import utils
 from fairseq.data import Dictionary, FairseqDataset, data_utils
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 
-from truneg_fairseq import squad
-from truneg_fairseq.tokenizer import KINDS, TokenizerSpec, build_tokenizer
+from truneg_fairseq.data import squad
+from truneg_fairseq.text import TokenizerSpec, build_tokenizer, tokenizer_fields
 
 logger = logging.getLogger(__name__)
 HEAD = squad.SPAN_HEAD
@@ -29,8 +27,8 @@ HEAD = squad.SPAN_HEAD
 
 def _report_unknown(features, unk: int, where: str) -> float:
     """Log the share of ``<unk>`` among the windows' tokens, as a warning above
-    :data:`truneg_fairseq.corpus.UNKNOWN_WARNING` % (the tokenizer does not fit the vocabulary)."""
-    from truneg_fairseq.corpus import UNKNOWN_WARNING
+    :data:`truneg_fairseq.data.corpus.UNKNOWN_WARNING` % (the tokenizer does not fit the vocabulary)."""
+    from truneg_fairseq.data.corpus import UNKNOWN_WARNING
 
     n = sum(len(f.tokens) for f in features)
     n_unk = sum(f.tokens.count(unk) for f in features)  # once per split, at load time
@@ -45,16 +43,8 @@ def _report_unknown(features, unk: int, where: str) -> float:
 
 
 @dataclass
-class SquadConfig(FairseqDataclass):
+class SquadConfig(tokenizer_fields("squad", " of the pre-training data", default="sentencepiece")):
     data: str = field(default="???", metadata={"help": "folder with dict.txt, train.json, valid.json"})
-    # the pre-training tokenizer (truneg_fairseq.tokenizer; the scripts' --tokenizer flag set)
-    squad_tokenizer: ChoiceEnum(list(KINDS)) = field(
-        default="sentencepiece", metadata={"help": "tokenizer of the pre-training data"}
-    )
-    squad_spm_model: Optional[str] = field(default=None, metadata={"help": "sentencepiece .model of the pre-training data"})
-    squad_gpt2_encoder_json: Optional[str] = field(default=None, metadata={"help": "GPT-2 BPE encoder.json"})
-    squad_gpt2_vocab_bpe: Optional[str] = field(default=None, metadata={"help": "GPT-2 BPE vocab.bpe"})
-    squad_vocab: Optional[str] = field(default=None, metadata={"help": "WordPiece vocab.txt (--squad-tokenizer wordpiece)"})
     squad_max_len: int = field(default=384, metadata={"help": "tokens per window"})
     squad_doc_stride: int = field(default=128, metadata={"help": "tokens between window starts"})
     squad_max_query: int = field(default=64, metadata={"help": "question tokens kept"})

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from truneg_fairseq.corpus import CorpusError, atomic_write_lines, binarize
+from truneg_fairseq.data.corpus import CorpusError, atomic_write_lines, binarize
 from truneg_fairseq.io_utils import atomic_dir
-from truneg_fairseq.tokenizer import Tokenizer
+from truneg_fairseq.text import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -75,14 +75,6 @@ class Example:
 
 MAX_SKIP_FRACTION = 0.01  # default share of malformed rows tolerated per file
 MAX_SKIP_FLOOR = 10  # a few malformed rows are always tolerated (small files)
-
-
-def read_split(task: GlueTask, path: Path, max_skip_fraction: float = MAX_SKIP_FRACTION) -> Tuple[List[Example], int]:
-    """Read one TSV file; returns (examples, number of rows skipped as malformed).
-
-    See :func:`read_split_counted` for the rules and the per-reason counts."""
-    out, skipped = read_split_counted(task, path, max_skip_fraction)
-    return out, sum(skipped.values())
 
 
 def read_split_counted(

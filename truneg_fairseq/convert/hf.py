@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from truneg_fairseq.io_utils import atomic_dir
-from truneg_fairseq.tokenizer import BERT_MASK, BERT_SPECIALS, wordpiece_row_order
+from truneg_fairseq.text import BERT_MASK, BERT_SPECIALS, wordpiece_row_order
 
 logger = logging.getLogger(__name__)
 
@@ -916,7 +916,7 @@ def _recorded_lowercase(checkpoint, vocab_file, symbols) -> bool:
     """Whether the exported tokenizer lower-cases: as the import recorded it, else as the
     vocabulary shows (lower-case only when no entry has an upper-case letter), the rule the
     plugin's own WordPiece applies (``--lowercase auto``)."""
-    from truneg_fairseq.tokenizer import uncased
+    from truneg_fairseq.text import uncased
 
     for d in (Path(checkpoint).parent, Path(vocab_file).parent if vocab_file else None):
         if d is not None and (d / "import.json").is_file() and _read_json(d / "import.json").get("lowercase") is not None:

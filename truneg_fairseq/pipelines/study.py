@@ -17,7 +17,7 @@ The pipeline that ``scripts/demo.py`` and ``examples/study/run_study.py`` share:
             --reset-lr-scheduler``), the learning rate going on from where stage 1 left it and
             decaying to 0, checkpoints at ``--save-interval-updates``;
 5. scoring  every checkpoint on the same masked valid blocks
-            (:class:`truneg_fairseq.false_negatives.CheckpointScorer`).
+            (:class:`truneg_fairseq.evaluation.false_negatives.CheckpointScorer`).
 
 Independent trainings (the families' stage 1s, then every continuation) and the scorings run
 side by side, ``Setting.jobs`` at a time (default: one per usable CPU core, one thread each; one
@@ -215,7 +215,7 @@ def prepare_data(work: str, setting: Setting, run: Runner, inputs: Optional[Sequ
     text = os.path.join(work, "corpus.txt")
     if not os.path.isfile(os.path.join(data_bin, "dict.txt")):
         if not os.path.isfile(text):
-            from truneg_fairseq.corpus import read_text_lines, wordnet_gloss_lines
+            from truneg_fairseq.data.corpus import read_text_lines, wordnet_gloss_lines
 
             raw = (l for p in inputs for l in read_text_lines(p)) if inputs else \
                 wordnet_gloss_lines(headwords=setting.corpus == "entries")
@@ -356,7 +356,7 @@ def run_id(family: Family, criterion: str) -> str:
 def train_all(setting: Setting, work: str, data_bin: str, table: str, run: Runner) -> Dict[str, float]:
     """Stage 1 of every family (side by side), then every continuation (side by side, slowest
     first); returns the training seconds per run."""
-    from truneg_fairseq.false_negatives import interval_checkpoints
+    from truneg_fairseq.evaluation.false_negatives import interval_checkpoints
 
     ck = os.path.join(work, "checkpoints")
     jobs = setting.jobs or default_jobs(setting)
@@ -394,7 +394,7 @@ _SCORER = None  # the CheckpointScorer of a scoring worker process
 def _start_scorer(kwargs: dict, threads: int) -> None:
     import torch
 
-    from truneg_fairseq.false_negatives import CheckpointScorer
+    from truneg_fairseq.evaluation.false_negatives import CheckpointScorer
 
     global _SCORER
     torch.set_num_threads(threads)
@@ -413,7 +413,7 @@ def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases:
     scored ``jobs`` at a time, each worker with the same fixed masks."""
     import torch
 
-    from truneg_fairseq.false_negatives import derive, interval_checkpoints
+    from truneg_fairseq.evaluation.false_negatives import derive, interval_checkpoints
 
     device = "cpu" if setting.cpu or not torch.cuda.is_available() else "cuda"
     kwargs = dict(data_bin=data_bin, synonym_table=table, tokens_per_sample=setting.tokens_per_sample,
@@ -437,7 +437,7 @@ def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases:
                                    initargs=(kwargs, max(1, usable_cpus() // jobs)))
         scored = pool.map(_score_task, tasks)
     else:
-        from truneg_fairseq.false_negatives import CheckpointScorer
+        from truneg_fairseq.evaluation.false_negatives import CheckpointScorer
 
         pool = None
         scorer = CheckpointScorer(**kwargs)

@@ -1,7 +1,7 @@
 """SQuAD v1.1 for extractive span prediction: windows, token-to-character offsets, decoding.
 
 Tokenization follows the words of the context: the pre-training tokenizer
-(:mod:`truneg_fairseq.tokenizer`) gives the words with their character spans (whitespace words
+(:mod:`truneg_fairseq.text`) gives the words with their character spans (whitespace words
 for sentencepiece and GPT-2 BPE, each tokenized on its own with the leading space both use to
 mark a word start; BERT's words for WordPiece, punctuation split off), and every sub-token
 points back to its word. Answer character spans therefore map to sub-token spans
@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from truneg_fairseq.corpus import CorpusError
-from truneg_fairseq.tokenizer import Tokenizer, TokenizerSpec, build_tokenizer
+from truneg_fairseq.data.corpus import CorpusError
+from truneg_fairseq.text import Tokenizer, TokenizerSpec, build_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -171,10 +171,10 @@ def load_squad_json(path) -> SquadExamples:
 
 
 class WordTokenizer:
-    """The pre-training tokenizer (:mod:`truneg_fairseq.tokenizer`) over a fairseq dictionary:
+    """The pre-training tokenizer (:mod:`truneg_fairseq.text`) over a fairseq dictionary:
     words of a text with their character spans, and their fairseq ids.
 
-    ``tokenizer``: a :class:`~truneg_fairseq.tokenizer.Tokenizer`, or its kind with the files."""
+    ``tokenizer``: a :class:`~truneg_fairseq.text.Tokenizer`, or its kind with the files."""
 
     def __init__(self, dictionary, tokenizer, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None,
                  vocab=None):
@@ -273,12 +273,6 @@ def best_span(start_logits, end_logits, ctx_offset: int, n_ctx: int, n_best: int
     if not bool(ok.view(-1)[flat]):
         return float("-inf"), lo, lo
     return float(cand.view(-1)[flat]), lo + int(top_s.indices[a]), lo + int(top_e.indices[b])
-
-
-def span_text(ex: SquadExample, words, feature: Feature, start: int, end: int) -> str:
-    w0 = feature.token_word[start - feature.ctx_offset]
-    w1 = feature.token_word[end - feature.ctx_offset]
-    return ex.context[words[w0][0]: words[w1][1]]
 
 
 SPAN_HEAD = "squad_span"  # the model's classification head giving start/end logits per token

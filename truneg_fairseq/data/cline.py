@@ -43,14 +43,15 @@ import os
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from truneg_fairseq.corpus import CorpusError, read_text_lines
+from truneg_fairseq.data.corpus import CorpusError, read_text_lines
 from truneg_fairseq.io_utils import atomic_dir, atomic_open
+from truneg_fairseq.text import TokenizerSpec, build_tokenizer
 from truneg_fairseq.lexicon.replace import Lexicon, match_case, single_word, split_token
 
 logger = logging.getLogger(__name__)
@@ -222,15 +223,12 @@ class PieceEncoder:
     pieces, GPT-2 BPE ids as decimal strings, or WordPiece entries) with each piece's span inside
     its word."""
 
-    def __init__(self, kind: str, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None, vocab=None,
-                 lowercase: Optional[bool] = None):
-        from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer
-
+    def __init__(self, spec: TokenizerSpec):
+        kind = spec.kind
         if kind not in TOKENIZERS:
             raise ClineDataError(f"--tokenizer {kind!r}: use one of {', '.join(TOKENIZERS)}")
         try:
-            tok = build_tokenizer(TokenizerSpec(kind, spm_model=spm_model, gpt2_encoder_json=gpt2_encoder_json,
-                                                gpt2_vocab_bpe=gpt2_vocab_bpe, vocab=vocab, lowercase=lowercase))
+            tok = build_tokenizer(spec)
             if kind == "gpt2":
                 tok.bpe  # loads vocab.bpe now, so a missing file is reported here
         except CorpusError as e:
@@ -239,11 +237,6 @@ class PieceEncoder:
         self.tok = tok
         self.sp = getattr(tok, "sp", None)
         self.bpe = getattr(tok, "bpe", None)
-
-    @classmethod
-    def from_settings(cls, settings: "Settings") -> "PieceEncoder":
-        return cls(settings.tokenizer, settings.spm_model, settings.gpt2_encoder_json, settings.gpt2_vocab_bpe,
-                   settings.vocab, settings.lowercase)
 
     def encode_words(self, words: Sequence[str]) -> List[List[Tuple[str, int, int]]]:
         """For each word, its pieces as (symbol, start, end); start/end index the word's
@@ -304,21 +297,7 @@ class Settings:
     seed: int = 1
     syn_rate: float = SYN_RATE
     ant_rate: float = ANT_RATE
-    tokenizer: str = "sentencepiece"
-    spm_model: Optional[str] = None
-    gpt2_encoder_json: Optional[str] = None
-    gpt2_vocab_bpe: Optional[str] = None
-    vocab: Optional[str] = None
-    lowercase: Optional[bool] = None
-
-
-def tokenizer_settings(args) -> dict:
-    """The :class:`Settings` fields given by the shared tokenizer flags (``add_tokenizer_args``)."""
-    from truneg_fairseq.tokenizer import TokenizerSpec
-
-    spec = TokenizerSpec.from_args(args)
-    return dict(tokenizer=spec.kind, spm_model=spec.spm_model, gpt2_encoder_json=spec.gpt2_encoder_json,
-                gpt2_vocab_bpe=spec.gpt2_vocab_bpe, vocab=spec.vocab, lowercase=spec.lowercase)
+    tokenizer: TokenizerSpec = field(default_factory=lambda: TokenizerSpec("sentencepiece"))
 
 
 _WORKER: dict = {}
@@ -339,7 +318,7 @@ def _init_worker(settings: Settings, vocab: CorpusVocabulary, wn=None) -> None:
     _WORKER["settings"] = settings
     _WORKER["vocab"] = vocab
     _WORKER["lex"] = Lexicon(wn)
-    _WORKER["encoder"] = PieceEncoder.from_settings(settings)
+    _WORKER["encoder"] = PieceEncoder(settings.tokenizer)
 
 
 def _process_chunk(job: Tuple[str, int, List[str]]) -> List[tuple]:
@@ -473,7 +452,7 @@ def make_cline_data(
             raise ClineDataError(f"{name} {rate}: give a share of the eligible words in (0, 1]")
     if srcdict is not None and not Path(srcdict).is_file():
         raise ClineDataError(f"--srcdict {srcdict} not found (the dict.txt of the model to continue)")
-    PieceEncoder.from_settings(settings)  # checks files
+    PieceEncoder(settings.tokenizer)  # checks files
     out = Path(out_dir)
     texts, empty = {}, {}
     for split, path in splits.items():
@@ -542,7 +521,7 @@ def make_cline_data(
             "version": META_VERSION,
             "dictionary_fingerprint": fingerprint,
             "dictionary_size": len(dictionary),
-            "settings": settings.__dict__,
+            "settings": json.loads(json.dumps(asdict(settings), default=str)),
             "splits": sorted(texts),
             "summary": summaries,
         }
@@ -565,17 +544,7 @@ def make_cline_data(
     return summaries
 
 
-# ---- Hits (the paper's Table 7) -----------------------------------------------------------------
-#
-# A triplet (ori, syn, ant) differs in one word: syn swaps it for a WordNet synonym, ant for a
-# WordNet antonym, both single words of the word's part of speech. Hits = the share of triplets
-# with sim(ori, syn) > sim(ori, ant), for three sentence similarities on each layer's hidden
-# states (layer 0 = the embeddings): cosine of the <s> vectors ("cls"), cosine of the mean of the
-# token vectors ("mean"), and BERTScore F1 (greedy token matching by cosine, "bertscore"). <s>,
-# </s> and padding are left out of "mean" and "bertscore".
-
-HITS_METHODS = ("cls", "mean", "bertscore")
-
+# ---- Hits triplets (the paper's Table 7; scored by truneg_fairseq.evaluation.hits) ------------
 
 def make_hits_triplets(lines: Iterable[str], lex: Lexicon, seed: int = 1) -> Tuple[List[Tuple[str, str, str]], int]:
     """One triplet per sentence that has a word with both a synonym and an antonym (a base form,
@@ -607,84 +576,3 @@ def make_hits_triplets(lines: Iterable[str], lex: Lexicon, seed: int = 1) -> Tup
             versions.append(" ".join(w))
         out.append((" ".join(words), versions[0], versions[1]))
     return out, skipped
-
-
-def _cos(a, b):
-    import torch.nn.functional as F
-
-    return F.cosine_similarity(a.float(), b.float(), dim=-1)
-
-
-def sentence_similarities(x, y, mx, my):
-    """Similarities of row pairs for one layer. x: B x Tx x C, y: B x Ty x C hidden states;
-    mx, my: B x T bool content-token masks. Returns {method: B similarities}."""
-    import torch
-
-    def mean(h, m):
-        m = m.unsqueeze(-1).float()
-        return (h.float() * m).sum(1) / m.sum(1).clamp(min=1)
-
-    xn = torch.nn.functional.normalize(x.float(), dim=-1)
-    yn = torch.nn.functional.normalize(y.float(), dim=-1)
-    sim = torch.einsum("bic,bjc->bij", xn, yn)  # B x Tx x Ty
-    big = torch.finfo(sim.dtype).max
-    sim = sim.masked_fill(~my.unsqueeze(1), -big).masked_fill(~mx.unsqueeze(2), -big)
-    prec = (sim.max(dim=2).values * mx).sum(1) / mx.sum(1).clamp(min=1)  # each x token's best match
-    rec = (sim.max(dim=1).values * my).sum(1) / my.sum(1).clamp(min=1)
-    f1 = 2 * prec * rec / (prec + rec).clamp(min=1e-12)
-    return {"cls": _cos(x[:, 0], y[:, 0]), "mean": _cos(mean(x, mx), mean(y, my)), "bertscore": f1}
-
-
-def hidden_layers(model, tokens):
-    """Hidden states of every layer of a RoBERTa-family model (fairseq's roberta, the plugin's
-    bert and cline) or of the plugin's ELECTRA discriminator: a list of L + 1 tensors B x T x C,
-    the embeddings first."""
-    from fairseq.models.roberta import RobertaModel
-
-    if callable(getattr(model, "discriminator_hidden_states", None)):  # electra_*, cline_electra_*
-        return model.discriminator_hidden_states(tokens)
-    if not isinstance(model, RobertaModel):
-        raise ValueError(
-            f"Hits reads the layers of RoBERTa-family checkpoints (roberta_*, bert_hf_*, cline_roberta_*) "
-            f"and of ELECTRA discriminators (electra_*, cline_electra_*); got {type(model).__name__}"
-        )
-    _, extra = model.encoder.extract_features(tokens, return_all_hiddens=True)
-    return [h.transpose(0, 1) for h in extra["inner_states"]]  # each T x B x C -> B x T x C
-
-
-def hits(model, dictionary, encoder: "PieceEncoder", triplets: Sequence[Tuple[str, str, str]],
-         batch_size: int = 32, max_positions: int = 512) -> Dict[str, List[float]]:
-    """{method: [Hits % per layer]} of ``model`` (eval mode, no gradient) on ``triplets``."""
-    import torch
-    from fairseq.data import data_utils
-
-    def encode(texts):
-        rows = []
-        for t in texts:
-            symbols = [s for spans in encoder.encode_words(t.split()) for s, _, _ in spans]
-            ids = dictionary.encode_line(" ".join(symbols), add_if_not_exist=False, append_eos=True).long()
-            rows.append(torch.cat([ids.new([dictionary.bos()]), ids])[:max_positions])
-        toks = data_utils.collate_tokens(rows, dictionary.pad())
-        content = toks.ne(dictionary.pad()) & toks.ne(dictionary.bos()) & toks.ne(dictionary.eos())
-        return toks, content
-
-    model.eval()
-    device = next(model.parameters()).device
-    wins = None
-    with torch.no_grad():
-        for s in range(0, len(triplets), batch_size):
-            chunk = triplets[s: s + batch_size]
-            layers, masks = [], []
-            for k in range(3):
-                toks, content = encode([t[k] for t in chunk])
-                layers.append(hidden_layers(model, toks.to(device)))
-                masks.append(content.to(device))
-            if wins is None:
-                wins = {m: [0] * len(layers[0]) for m in HITS_METHODS}
-            for li in range(len(layers[0])):
-                syn = sentence_similarities(layers[0][li], layers[1][li], masks[0], masks[1])
-                ant = sentence_similarities(layers[0][li], layers[2][li], masks[0], masks[2])
-                for m in HITS_METHODS:
-                    wins[m][li] += int((syn[m] > ant[m]).sum())
-    n = max(len(triplets), 1)
-    return {m: [100.0 * w / n for w in ws] for m, ws in (wins or {m: [] for m in HITS_METHODS}).items()}

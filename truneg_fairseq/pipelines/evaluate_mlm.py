@@ -69,12 +69,12 @@ def evaluate_mlm(
     to blocks longer than the model's positions: ``skip`` leaves them out (counted in the log),
     ``break`` cuts the split into blocks of at most that many tokens (break mode ``none``).
     ``show`` > 0 (with a ``synonym_table``): up to that many Figure-3 cases
-    (:class:`~truneg_fairseq.false_negatives.Case`, one per distinct gold/prediction pair) are
+    (:class:`~truneg_fairseq.evaluation.false_negatives.Case`, one per distinct gold/prediction pair) are
     appended to ``cases``."""
     from omegaconf import open_dict
 
     from truneg_fairseq.checkpoints import load_for_inference
-    from truneg_fairseq.false_negatives import make_case, pick_cases
+    from truneg_fairseq.evaluation.false_negatives import make_case, pick_cases
     from truneg_fairseq.lexicon.synonyms import SynonymTable
 
     if long_lines not in LONG_LINES:
@@ -154,7 +154,7 @@ def resolve_checkpoint(path) -> str:
     """A checkpoint file, or a directory written by ``convert_hf.py import`` (its model.pt).
     Any other directory is a :class:`CheckpointError` that says what it is: a HuggingFace model
     directory (config.json and weights) gets the import command."""
-    from truneg_fairseq.hf_convert import WEIGHT_FILES
+    from truneg_fairseq.convert.hf import WEIGHT_FILES
 
     p = Path(path)
     if not p.is_dir():
@@ -166,21 +166,6 @@ def resolve_checkpoint(path) -> str:
                               f"scripts/convert_hf.py import {path} OUT_DIR, then evaluate OUT_DIR")
     raise CheckpointError(f"checkpoint {path} is a directory without model.pt: give a checkpoint file "
                           "(e.g. checkpoint_last.pt) or a directory written by scripts/convert_hf.py import")
-
-
-def wordpiece_encoder(vocab_txt, lowercase: Optional[bool]):
-    """WordPiece over ``vocab_txt`` (:mod:`truneg_fairseq.tokenizer`): str -> dict.txt symbols."""
-    from truneg_fairseq.tokenizer import TokenizerSpec, build_tokenizer
-
-    return build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab_txt), lowercase=lowercase)).pieces
-
-
-def decode_wordpiece(pieces: List[str]) -> str:
-    """Entries back to text: ``##`` pieces join the previous one."""
-    out = ""
-    for p in pieces:
-        out += p[2:] if p.startswith("##") and out else (" " + p if out else p)
-    return out
 
 
 def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch.Tensor]:
@@ -215,19 +200,20 @@ def evaluate_text(
     Table 2, ``pred_corr_ratio`` = synonym predictions / mispredicted masked entries (%),
     ``iter_corr_ratio`` = sequences with >= 1 synonym prediction / sequences (%) and ``syn_acc``
     (a synonym prediction counts as right). Subword pieces are never counted as corrections.
-    ``show``: up to that many Figure-3 cases (:class:`~truneg_fairseq.false_negatives.Case`, one per
+    ``show``: up to that many Figure-3 cases (:class:`~truneg_fairseq.evaluation.false_negatives.Case`, one per
     distinct gold/prediction pair) are appended to ``cases``. ``tokenizer``
-    (:mod:`truneg_fairseq.tokenizer`): the model's; default WordPiece over ``vocab`` or the
+    (:mod:`truneg_fairseq.text`): the model's; default WordPiece over ``vocab`` or the
     vocab.txt beside the checkpoint."""
     import torch.nn.functional as F
     from fairseq.data import data_utils
 
-    from truneg_fairseq.false_negatives import (
+    from truneg_fairseq.evaluation.false_negatives import (
         add_counts, derive, make_case, pick_cases, position_counts, synonym_predictions,
     )
-    from truneg_fairseq.hf_convert import load_fairseq_checkpoint
+    from truneg_fairseq.convert.hf import load_fairseq_checkpoint
     from truneg_fairseq.lexicon.lookup import SynonymLookup
     from truneg_fairseq.lexicon.synonyms import SynonymTable
+    from truneg_fairseq.text import TokenizerSpec, build_tokenizer, join_wordpieces
 
     checkpoint = resolve_checkpoint(checkpoint)
     model, task, _ = load_fairseq_checkpoint(checkpoint)
@@ -242,8 +228,8 @@ def evaluate_text(
             info = Path(checkpoint).parent / "import.json"
             recorded = json.loads(info.read_text()).get("lowercase") if info.is_file() else None
             lowercase = True if recorded is None else bool(recorded)
-        encode = wordpiece_encoder(vocab, lowercase)
-        join = decode_wordpiece
+        encode = build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=lowercase)).pieces
+        join = join_wordpieces
     else:
         encode = tokenizer.pieces
     positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())

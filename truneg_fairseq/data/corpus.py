@@ -1,6 +1,6 @@
 """Corpus preparation: the built-in WordNet-gloss corpus, sentencepiece, fairseq binarization.
 
-The pipeline is raw text -> a tokenizer (:mod:`truneg_fairseq.tokenizer`; by default a
+The pipeline is raw text -> a tokenizer (:mod:`truneg_fairseq.text`; by default a
 sentencepiece model trained on the corpus) -> ``fairseq-preprocess
 --only-source`` -> data-bin/ (dict.txt + mmap shards). Every output is written atomically (to a
 temporary name, then renamed), so an interrupted run never leaves a half-written file behind.
@@ -186,9 +186,9 @@ def train_sentencepiece(
 
 def encode_file(tokenizer, src: os.PathLike, dst: os.PathLike) -> int:
     """Tokenize ``src`` into space-separated dict.txt symbols (the input format of
-    fairseq-preprocess). ``tokenizer``: a :class:`truneg_fairseq.tokenizer.Tokenizer`, or the path
+    fairseq-preprocess). ``tokenizer``: a :class:`truneg_fairseq.text.Tokenizer`, or the path
     of a sentencepiece model."""
-    from truneg_fairseq.tokenizer import Tokenizer, TokenizerSpec, build_tokenizer
+    from truneg_fairseq.text import Tokenizer, TokenizerSpec, build_tokenizer
 
     if not isinstance(tokenizer, Tokenizer):
         tokenizer = build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(tokenizer)))
@@ -219,7 +219,7 @@ def binarize(
     dictionary built from the training text (the rest become ``<unk>``); -1 keeps them all.
     ``name_as``: the path the log names (where a staged ``destdir`` will be moved)."""
     destdir = Path(destdir)
-    with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.corpus.binarize)") as tmp:
+    with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.data.corpus.binarize)") as tmp:
         cmd = [
             sys.executable, "-m", "fairseq_cli.preprocess", "--only-source",
             "--trainpref", str(trainpref), "--validpref", str(validpref),
