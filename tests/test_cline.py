@@ -493,7 +493,7 @@ def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
         fresh.upgrade_state_dict_named(bad, "")
     # fine-tuning builds the discriminator alone (electra_* or cline_electra_*): CLINE's
     # log-variances and the generator are dropped on load
-    disc = ElectraModel(model.cfg, task.source_dictionary, with_generator=False)
+    disc = ElectraModel(model.cfg, task.source_dictionary)
     disc.load_state_dict(model.state_dict(), strict=True)
     assert torch.equal(disc.discriminator_head.out_proj.weight, model.discriminator_head.out_proj.weight)
     with pytest.raises(ValueError, match="drop --electra-discriminator-only"):

@@ -39,7 +39,9 @@ def build_arch(arch, vocab_size):
     cfg = arch_cfg(arch)
     task = ElectraTask(cfg.task, d)
     assert len(task.source_dictionary) == vocab_size
-    return ElectraModel.build_model(cfg.model, task)
+    model = ElectraModel.build_model(cfg.model, task)
+    model.add_generator()  # as --task electra does
+    return model
 
 
 def disc_params(m):
@@ -169,8 +171,10 @@ def test_electra_sharding_and_all_parameters_used(data_bin, synonym_table, crite
 def test_bad_configurations(data_bin, synonym_table):
     with pytest.raises(ValueError, match="needs an ELECTRA model"):
         build_components(data_bin, ["--criterion", "electra"], task="electra")  # roberta arch
+    task, model, crit = build_components(data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="masked_lm")
+    assert model.generator is None  # only the pre-training tasks add it
     with pytest.raises(ValueError, match="not --task masked_lm"):
-        build_components(data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="masked_lm")
+        crit(model, valid_batch(task))
     with pytest.raises(ValueError, match="must not be larger than the discriminator"):
         electra(data_bin, ["--criterion", "electra", "--electra-gen-hidden-dim", "64"])
     with pytest.raises(ValueError, match="--electra-rtd-synonym-policy ignore needs --synonym-table"):

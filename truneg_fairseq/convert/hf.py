@@ -384,13 +384,14 @@ def _discriminator_only(cfg) -> bool:
 
 
 def build_model(cfg, task):
-    """The checkpoint's model. An ELECTRA discriminator alone is built directly: ``--task
+    """The checkpoint's model. An ELECTRA discriminator alone is built directly (the model
+    without :meth:`~truneg_fairseq.models.electra.ElectraModel.add_generator`): ``--task
     electra`` pre-trains a generator and refuses a model without one, while the fine-tuning
     tasks that build it need their own data directories."""
     if _discriminator_only(cfg):
         from truneg_fairseq.models.electra import ElectraModel
 
-        return ElectraModel(cfg.model, task.source_dictionary, with_generator=False)
+        return ElectraModel(cfg.model, task.source_dictionary)
     return task.build_model(cfg.model)
 
 

@@ -68,7 +68,9 @@ class ClineCriterionConfig(FairseqDataclass):
 class ClineCriterion(FairseqCriterion):
     def __init__(self, cfg: ClineCriterionConfig, task):
         super().__init__(task)
-        if not getattr(task, "cline_pretraining", False):
+        from truneg_fairseq.tasks.cline import ClineTask
+
+        if not isinstance(task, ClineTask):
             raise ValueError(
                 f"--criterion cline needs --task cline (aligned x_ori/x_syn/x_ant triples from "
                 f"scripts/make_cline_data.py); got --task {type(task).__name__}"

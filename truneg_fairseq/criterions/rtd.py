@@ -13,7 +13,7 @@ becomes (in expectation) the per-token mean BCE that ELECTRA weights by 50; it i
 ``disc_loss`` (in the loss's unit), and the plain per-token mean as ``disc_bce``.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -24,14 +24,6 @@ from omegaconf import II
 from truneg_fairseq.criterions import logs, losses
 
 RTD_POLICIES = ChoiceEnum(["replaced", "original", "ignore"])
-
-# flags that only mean something when the model has a discriminator: flag -> default
-ELECTRA_ONLY = {
-    "electra_gen_weight": 1.0,
-    "electra_disc_weight": 50.0,
-    "electra_rtd_synonym_policy": "replaced",
-}
-
 
 @dataclass
 class ReplacedTokenDetectionConfig(FairseqDataclass):
@@ -52,6 +44,10 @@ class ReplacedTokenDetectionConfig(FairseqDataclass):
     # the task's masking rate (the same --mask-prob flag; None for tasks without one): scales the
     # RTD sum to a per-token mean
     mask_prob: Optional[float] = II("oc.select:task.mask_prob,null")
+
+
+# flags that only mean something when the model has a discriminator, with their defaults
+ELECTRA_ONLY = {f.name: f.default for f in fields(ReplacedTokenDetectionConfig) if f.name.startswith("electra_")}
 
 
 def changed_electra_flags(cfg) -> list:

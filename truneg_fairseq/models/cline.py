@@ -6,8 +6,8 @@ weights, three log-variances.
 * ``cline_log_vars`` (3: MLM, RTD, contrastive): the log-variances of homoscedastic uncertainty
   weighting (``--cline-learned-weights``); kept at zero otherwise.
 
-Both exist only when the task pre-trains CLINE (a task attribute ``cline_pretraining``, set by
-``--task cline``). Built for any other task (``sentence_prediction`` fine-tuning) the model is
+Both exist only when the task pre-trains CLINE: ``--task cline`` builds the model, then calls
+:meth:`ClineMixin.add_cline_pretraining`. Built for any other task (``sentence_prediction`` fine-tuning) the model is
 exactly RoBERTa: loading a CLINE checkpoint drops these tensors. Loading a checkpoint without
 them (fairseq's ``roberta.base``) into a CLINE pre-training model starts them fresh. Archs:
 ``cline_roberta_base``, ``cline_roberta_large`` and ``cline_roberta_tiny`` (tests); on the plugin's
@@ -16,8 +16,8 @@ BERT (an imported published checkpoint): ``cline_bert_hf_base``, ``cline_bert_hf
 
 On the plugin's ELECTRA (``cline_electra_small/base/large/tiny``, :class:`ClineElectraModel`) no
 head is added: the generator gives the MLM term, the discriminator's own RTD head the
-replaced-token term and its ``<s>`` vectors the contrastive term; only ``cline_log_vars`` is
-added for pre-training.
+replaced-token term and its ``<s>`` vectors the contrastive term; for pre-training only the
+generator and ``cline_log_vars`` are added.
 """
 
 import logging
@@ -25,10 +25,8 @@ from typing import Dict, Optional
 
 import torch
 import torch.nn as nn
-from fairseq import utils
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaModel, base_architecture, roberta_large_architecture
-from fairseq.modules import LayerNorm
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr
 
@@ -36,6 +34,7 @@ from truneg_fairseq.models.roberta import encoder_sizes
 from truneg_fairseq.models.bert import BertModel, bert_base_architecture, bert_large_architecture, bert_tiny_architecture
 from truneg_fairseq.models.electra import (
     ElectraConfig,
+    ElectraDiscriminatorHead,
     ElectraModel,
     electra_base_architecture,
     electra_large_architecture,
@@ -68,22 +67,6 @@ def cline_outputs(mlm_logits, rtd_logits, cls, log_vars) -> Dict[str, torch.Tens
     return {"mlm_logits": mlm_logits, "rtd_logits": rtd_logits, "cls": cls, "log_vars": log_vars}
 
 
-class ClineRTDHead(nn.Module):
-    """Per-token replaced/original logit (ELECTRA's discriminator head shape)."""
-
-    def __init__(self, dim: int, activation_fn: str = "gelu"):
-        super().__init__()
-        self.dense = nn.Linear(dim, dim)
-        self.activation_fn = utils.get_activation_fn(activation_fn)
-        self.layer_norm = LayerNorm(dim)
-        self.out_proj = nn.Linear(dim, 1)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        """features ... x C -> logits ... (one per token)."""
-        x = self.layer_norm(self.activation_fn(self.dense(features)))
-        return self.out_proj(x).squeeze(-1)
-
-
 class ClineMixin:
     """The CLINE heads and pass, for any RoBERTa-family model (fairseq's RoBERTa, the plugin's
     BERT): put it first among the bases."""
@@ -93,15 +76,13 @@ class ClineMixin:
     @classmethod
     def build_model(cls, args, task):
         cls.default_architecture(args)
-        model = super().build_model(args, task)
-        if getattr(task, "cline_pretraining", False):
-            model.add_cline_heads()
-        return model
+        return super().build_model(args, task)
 
-    def add_cline_heads(self) -> None:
-        """The pre-training-only parameters (see the module docstring)."""
+    def add_cline_pretraining(self) -> None:
+        """The pre-training-only parameters (see the module docstring); ``--task cline`` calls
+        this after building the model."""
         self.cline_pretraining = True
-        self.rtd_head = ClineRTDHead(self.args.encoder_embed_dim, self.args.activation_fn)
+        self.rtd_head = ElectraDiscriminatorHead(self.args.encoder_embed_dim, self.args.activation_fn, layer_norm=True)
         self.rtd_head.apply(init_bert_params)
         eps = getattr(self.args, "bert_layernorm_eps", None)
         if eps:  # the plugin's BERT: every LayerNorm has BERT's epsilon
@@ -221,17 +202,14 @@ class ClineElectraModel(ElectraModel):
 
     cline_pretraining = False
 
-    @classmethod
-    def build_model(cls, cfg, task):
-        model = super().build_model(cfg, task)
-        if getattr(task, "cline_pretraining", False):
-            if model.generator is None:
-                raise ValueError(
-                    "--task cline on ELECTRA trains the generator's MLM term: drop --electra-discriminator-only"
-                )
-            model.cline_pretraining = True
-            model.cline_log_vars = nn.Parameter(torch.zeros(3))
-        return model
+    def add_cline_pretraining(self) -> None:
+        """The generator (its MLM term) and the task weights; ``--task cline`` calls this after
+        building the model."""
+        self.add_generator()
+        if self.generator is None:
+            raise ValueError("--task cline on ELECTRA trains the generator's MLM term: drop --electra-discriminator-only")
+        self.cline_pretraining = True
+        self.cline_log_vars = nn.Parameter(torch.zeros(3, device=self.embed_tokens.weight.device))
 
     def forward(self, src_tokens, masked_tokens=None, features_only=False, classification_head_name=None,
                 cline_n_ori=None, cline_targets=None, **kwargs):

@@ -8,9 +8,9 @@ discriminator, built from fairseq's own transformer encoder layers.
 * Replacements are sampled from the generator softmax (Gumbel-max, temperature configurable)
   under ``no_grad``: no gradient reaches the generator through the sample.
 * ``register_classification_head`` works as in RoBERTa, so fairseq's ``sentence_prediction``
-  fine-tunes the discriminator. The generator is built only when the task asks for it (a task
-  attribute ``pretrains_generator``, set by ``--task electra``); loading a pre-training
-  checkpoint into a discriminator-only model drops the generator's weights.
+  fine-tunes the discriminator. The model is built as a discriminator; a pre-training task
+  (``--task electra``, ``--task cline``) adds the generator with :meth:`ElectraModel.add_generator`.
+  Loading a pre-training checkpoint into a discriminator-only model drops the generator's weights.
 * Heads are named modules (``discriminator_head.{dense,out_proj}``,
   ``generator_head.{dense,layer_norm}``); checkpoints written with the earlier positional keys
   (``.0``/``.2``) are renamed on load.
@@ -124,16 +124,22 @@ class ElectraEmbeddings(nn.Module):
 
 
 class ElectraDiscriminatorHead(nn.Module):
-    """Replaced-token detection: dense -> activation -> one logit per token (B x T x H -> B x T)."""
+    """Replaced-token detection: dense -> activation (-> LayerNorm) -> one logit per token
+    (... x H -> ...). ELECTRA's head has no LayerNorm; CLINE's RTD head on a RoBERTa/BERT encoder
+    has one (``layer_norm=True``)."""
 
-    def __init__(self, hidden: int, activation_fn: str):
+    def __init__(self, hidden: int, activation_fn: str, layer_norm: bool = False):
         super().__init__()
         self.dense = nn.Linear(hidden, hidden)
         self.activation_fn = utils.get_activation_fn(activation_fn)
+        self.layer_norm = LayerNorm(hidden) if layer_norm else None
         self.out_proj = nn.Linear(hidden, 1)
 
     def forward(self, x):
-        return self.out_proj(self.activation_fn(self.dense(x))).squeeze(-1)
+        x = self.activation_fn(self.dense(x))
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return self.out_proj(x).squeeze(-1)
 
 
 class ElectraGeneratorHead(nn.Module):
@@ -189,7 +195,7 @@ class ElectraStack(nn.Module):
 
 @register_model("electra", dataclass=ElectraConfig)
 class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
-    def __init__(self, cfg: ElectraConfig, dictionary, with_generator: bool = True):
+    def __init__(self, cfg: ElectraConfig, dictionary):
         super().__init__()
         self.cfg = cfg
         self.padding_idx = dictionary.pad()
@@ -200,19 +206,32 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         self.discriminator = ElectraStack(cfg.electra_embed_dim, cfg.electra_hidden_dim, cfg.electra_layers,
                                           cfg.electra_heads, cfg.electra_ffn_dim, cfg)
         self.discriminator_head = ElectraDiscriminatorHead(cfg.electra_hidden_dim, act)
-        if with_generator:
-            self.generator = ElectraStack(cfg.electra_embed_dim, cfg.electra_gen_hidden_dim, cfg.electra_gen_layers,
-                                          cfg.electra_gen_heads, cfg.electra_gen_ffn_dim, cfg)
-            self.generator_head = ElectraGeneratorHead(cfg.electra_gen_hidden_dim, cfg.electra_embed_dim, act)
-            self.generator_bias = nn.Parameter(torch.zeros(vocab))
-        else:
-            self.generator = None
+        self.generator = None
         self.classification_heads = nn.ModuleDict()
         self.apply(init_bert_params)
         set_layernorm_eps(self, cfg.electra_layernorm_eps)
         # saved with the weights: fairseq builds the model from the command line, so a checkpoint
         # restored with another epsilon (1e-12 for imported published models) is caught on load
         self.register_buffer("layernorm_eps", torch.tensor(float(cfg.electra_layernorm_eps), dtype=torch.float64))
+
+    def add_generator(self) -> None:
+        """Build the generator (stack, head, output bias) for pre-training; the pre-training tasks
+        call this (unless ``--electra-discriminator-only``). A model already holding one is left
+        as it is."""
+        cfg = self.cfg
+        if self.generator is not None or cfg.electra_discriminator_only:
+            return
+        ref = self.embed_tokens.weight
+        self.generator = ElectraStack(cfg.electra_embed_dim, cfg.electra_gen_hidden_dim, cfg.electra_gen_layers,
+                                      cfg.electra_gen_heads, cfg.electra_gen_ffn_dim, cfg)
+        self.generator_head = ElectraGeneratorHead(cfg.electra_gen_hidden_dim, cfg.electra_embed_dim,
+                                                   cfg.electra_activation_fn)
+        self.generator_bias = nn.Parameter(torch.zeros(ref.size(0)))
+        for module in (self.generator, self.generator_head):
+            module.apply(init_bert_params)
+            set_layernorm_eps(module, cfg.electra_layernorm_eps)
+            module.to(device=ref.device, dtype=ref.dtype)
+        self.generator_bias.data = self.generator_bias.data.to(device=ref.device, dtype=ref.dtype)
 
     def _apply(self, fn, *args, **kwargs):
         # .half()/.bfloat16() (fairseq's --fp16/--bf16) would cast the epsilon buffer too, and
@@ -227,7 +246,6 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     # ---- construction ------------------------------------------------------------------
     @classmethod
     def build_model(cls, cfg: ElectraConfig, task):
-        from fairseq.tasks.masked_lm import MaskedLMTask
         from omegaconf import DictConfig, OmegaConf
 
         given_cfg, init_path = cfg, getattr(cfg, "electra_embed_init", None)
@@ -241,12 +259,6 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         # sizes no arch function set (--arch electra, or a config naming the model): ELECTRA-base's
         electra_base_architecture(cfg)
 
-        pretrains_generator = bool(getattr(task, "pretrains_generator", False))
-        if isinstance(task, MaskedLMTask) and not pretrains_generator:
-            raise ValueError(
-                "--arch electra_* pre-trains with --task electra (generator + discriminator), "
-                "not --task masked_lm; for masked-LM pre-training use --arch roberta_*"
-            )
         if cfg.electra_gen_hidden_dim > cfg.electra_hidden_dim or cfg.electra_gen_layers > cfg.electra_layers:
             raise ValueError(
                 f"the ELECTRA generator ({cfg.electra_gen_layers} layers x {cfg.electra_gen_hidden_dim}) must not be "
@@ -257,8 +269,7 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
                                     (cfg.electra_gen_hidden_dim, cfg.electra_gen_heads, "--electra-gen-heads")):
             if hidden % heads:
                 raise ValueError(f"{flag} {heads} does not divide the hidden size {hidden}")
-        with_generator = pretrains_generator and not cfg.electra_discriminator_only
-        model = cls(cfg, task.source_dictionary, with_generator=with_generator)
+        model = cls(cfg, task.source_dictionary)
         if init_path:  # the shared token embeddings of generator and discriminator
             embed_init.load_rows(model.embed_tokens.weight, init_path, "--electra-embed-init")
             embed_init.forget(given_cfg, "electra_embed_init")
@@ -352,6 +363,8 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         if mlm_targets is not None:
             self._need_generator()
             return self.objectives_forward(src_tokens, mlm_targets, masked_tokens, mlm_positions, mlm_outputs)
+        if masked_tokens is not None and classification_head_name is None and not features_only:
+            self._need_generator()
         if classification_head_name is not None or features_only or self.generator is None:
             x = self.discriminator_features(src_tokens)
             if classification_head_name is not None:
@@ -375,7 +388,10 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
 
     def _need_generator(self):
         if self.generator is None:
-            raise RuntimeError("this ELECTRA model was built without a generator (discriminator only)")
+            raise ValueError(
+                "this ELECTRA model has no generator: --arch electra_* pre-trains with --task electra (generator + "
+                "discriminator), not --task masked_lm (use --arch roberta_* there); a discriminator-only model "
+                "(--electra-discriminator-only, or built for fine-tuning) does not predict masked tokens")
 
     def upgrade_state_dict_named(self, state_dict, name):
         prefix = name + "." if name else ""

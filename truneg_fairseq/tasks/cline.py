@@ -124,8 +124,6 @@ class ClineTask(MaskedLMTask):
     """CLINE pre-training on binarized triples (the model adds its RTD head for this task)."""
 
     cfg: ClineTaskConfig
-    cline_pretraining = True  # read by the model: build the RTD head and the task weights
-    pretrains_generator = True  # read by ELECTRA (cline_electra_*): its generator does the MLM term
 
     def __init__(self, cfg: ClineTaskConfig, dictionary=None):
         super().__init__(cfg, dictionary)
@@ -201,9 +199,10 @@ class ClineTask(MaskedLMTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
-        if not callable(getattr(model, "cline_forward", None)):
+        if not callable(getattr(model, "add_cline_pretraining", None)):
             raise ValueError(
                 f"--task cline needs a CLINE model (--arch cline_roberta_base/large, cline_bert_hf_base/large, "
                 f"cline_electra_small/base/large, or a *_tiny one); got {type(model).__name__}"
             )
+        model.add_cline_pretraining()  # the pre-training-only heads and task weights
         return model

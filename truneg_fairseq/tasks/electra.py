@@ -54,8 +54,6 @@ class ElectraTaskConfig(MaskedLMConfig, tokenizer_fields(
 @register_task("electra", dataclass=ElectraTaskConfig)
 class ElectraTask(MaskedLMTask):
     cfg: ElectraTaskConfig
-    # models read this to decide whether to build a generator next to the discriminator
-    pretrains_generator = True
 
     def __init__(self, cfg: ElectraTaskConfig, dictionary=None):
         super().__init__(cfg, dictionary)
@@ -87,6 +85,8 @@ class ElectraTask(MaskedLMTask):
         from truneg_fairseq.models.objectives import ReplacedTokenDetection
 
         model = super().build_model(cfg, from_checkpoint)
+        if callable(getattr(model, "add_generator", None)):
+            model.add_generator()  # ELECTRA is built as a discriminator; pre-training adds the generator
         if not isinstance(model, ReplacedTokenDetection) or getattr(model, "generator", None) is None:
             raise ValueError(
                 f"--task electra needs an ELECTRA model (--arch electra_small, electra_base, electra_large); "
