@@ -136,6 +136,33 @@ def _fallback_pool(lex: Lexicon, pos: str) -> List[str]:
     return lex.__dict__[key]
 
 
+def _syn_candidates(lex: Lexicon, vocab: CorpusVocabulary, core: str, pos: str, base: str) -> Dict[str, List[str]]:
+    """{kind: replacements} for x_syn: an inflected word gets other forms of its base found in
+    the training text (``variant``); a base form also its WordNet synonyms and hypernyms."""
+    low = core.lower()
+    variants = [w for w in vocab.forms.get((pos, base), ()) if w != low]
+    if base not in variants and base != low:
+        variants.append(base)
+    if low != base:
+        return {"variant": sorted(variants)} if variants else {}
+    kinds = {"synonym": lex.synonyms(low, pos, base), "hypernym": lex.hypernyms(low, pos, base),
+             "variant": sorted(variants)}
+    return {k: v for k, v in kinds.items() if v}
+
+
+def _random_word(lex: Lexicon, vocab: CorpusVocabulary, rng: random.Random, low: str, pos: str, base: str) -> str:
+    """x_ant's replacement for a word without an antonym: a training-text word of the same part
+    of speech that is neither the word nor one of its synonyms."""
+    avoid = {low, base, *lex.synonyms(low, pos, base)}
+    pool = vocab.pools.get(pos) or _fallback_pool(lex, pos)
+    for _ in range(8):
+        cand = rng.choice(pool)
+        if cand not in avoid:
+            return cand
+    rest = [w for w in pool if w not in avoid] or [w for w in _fallback_pool(lex, pos) if w not in avoid]
+    return rng.choice(rest)
+
+
 def build_triple(
     line: str, lex: Lexicon, vocab: CorpusVocabulary, rng: random.Random,
     syn_rate: float = SYN_RATE, ant_rate: float = ANT_RATE,
@@ -153,17 +180,6 @@ def build_triple(
     if not eligible:
         return t
 
-    def syn_candidates(core, pos, base):
-        low = core.lower()
-        variants = [w for w in vocab.forms.get((pos, base), ()) if w != low]
-        if base not in variants and base != low:
-            variants.append(base)
-        if low != base:
-            return {"variant": sorted(variants)} if variants else {}
-        kinds = {"synonym": lex.synonyms(low, pos, base), "hypernym": lex.hypernyms(low, pos, base),
-                 "variant": sorted(variants)}
-        return {k: v for k, v in kinds.items() if v}
-
     def replace(target, cores, i, pre, core, new):
         new = match_case(core, new)
         target[i] = pre + new + words[i][len(pre) + len(core):]
@@ -178,7 +194,7 @@ def build_triple(
         if done == k_syn:
             break
         i, pre, core, pos, base = eligible[j]
-        cands = syn_candidates(core, pos, base)
+        cands = _syn_candidates(lex, vocab, core, pos, base)
         if not cands:
             continue
         kind = rng.choice(sorted(cands))
@@ -197,18 +213,7 @@ def build_triple(
             new, kind = rng.choice(ants), "antonym"
             t.ant_antonyms += 1
         else:
-            avoid = {low, base, *lex.synonyms(low, pos, base)}
-            pool = vocab.pools.get(pos) or _fallback_pool(lex, pos)
-            new = None
-            for _ in range(8):  # a pool word that is neither the word nor a synonym of it
-                cand = rng.choice(pool)
-                if cand not in avoid:
-                    new = cand
-                    break
-            if new is None:
-                rest = [w for w in pool if w not in avoid] or [w for w in _fallback_pool(lex, pos) if w not in avoid]
-                new = rng.choice(rest)
-            kind = "random"
+            new, kind = _random_word(lex, vocab, rng, low, pos, base), "random"
             t.ant_random += 1
         new = replace(t.ant, t.ant_cores, i, pre, core, new)
         t.ant_edits.append((i, core, new, kind))
@@ -433,18 +438,8 @@ def _build_split(split, lines, n_empty, tok_dir, pool, chunk_size, log_every):
     return counts, kinds
 
 
-def make_cline_data(
-    splits: Dict[str, os.PathLike], out_dir: os.PathLike, settings: Settings,
-    srcdict: Optional[os.PathLike] = None, workers: int = 1, chunk_size: int = 500,
-    log_every: int = 10000, wn=None,
-) -> dict:
-    """Build the aligned triples for each split (``{"train": path, "valid": path}``) under
-    ``out_dir`` (see the module docstring); returns the summary (also saved and logged)."""
-    from fairseq.data import Dictionary
-
-    from truneg_fairseq.lexicon import load_wordnet
-    from truneg_fairseq.lexicon.synonyms import dictionary_fingerprint
-
+def _read_inputs(splits: Dict[str, os.PathLike], settings: Settings, srcdict) -> Tuple[dict, dict]:
+    """Check the settings and files; (sentences per split, empty lines per split)."""
     if "train" not in splits:
         raise ClineDataError("a train split is needed (its words are the random replacements of x_ant)")
     for name, rate in (("--syn-rate", settings.syn_rate), ("--ant-rate", settings.ant_rate)):
@@ -453,25 +448,18 @@ def make_cline_data(
     if srcdict is not None and not Path(srcdict).is_file():
         raise ClineDataError(f"--srcdict {srcdict} not found (the dict.txt of the model to continue)")
     PieceEncoder(settings.tokenizer)  # checks files
-    out = Path(out_dir)
     texts, empty = {}, {}
     for split, path in splits.items():
         texts[split], empty[split] = read_sentences(path)
         if not texts[split]:
             raise ClineDataError(f"{path} ({split}): no text (all lines empty); give one sentence per line")
         logger.info(f"{split}: {len(texts[split])} sentences from {path} ({empty[split]} empty lines skipped)")
+    return texts, empty
 
-    wn = wn or load_wordnet()
-    lex = Lexicon(wn)
-    t0 = time.time()
-    vocab = collect_vocabulary(texts["train"], lex)
-    logger.info(
-        f"training-text vocabulary: {sum(map(len, vocab.pools.values()))} content words "
-        f"({', '.join(f'{p}: {len(w)}' for p, w in sorted(vocab.pools.items()))}) in {time.time() - t0:.1f}s"
-    )
 
-    tok_dir = out / "tok"
-    summaries, counts_by_split = {}, {}
+def _tokenize_splits(texts, empty, settings: Settings, vocab: CorpusVocabulary, wn, tok_dir: Path, workers: int,
+                     chunk_size: int, log_every: int) -> dict:
+    """Build and tokenize every split's triples into ``tok_dir``; {split: (counts, kinds)}."""
     pool = None
     if workers > 1:
         ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
@@ -479,47 +467,93 @@ def make_cline_data(
     else:
         _init_worker(settings, vocab, wn)
     try:
-        for split, lines in texts.items():
-            counts_by_split[split] = _build_split(split, lines, empty[split], tok_dir, pool, chunk_size, log_every)
+        return {split: _build_split(split, lines, empty[split], tok_dir, pool, chunk_size, log_every)
+                for split, lines in texts.items()}
     finally:
         if pool is not None:
             pool.terminate()
 
-    if srcdict is not None:
-        dictionary = Dictionary.load(str(srcdict))
-    else:
-        dictionary = Dictionary()
-        for n in ("ori", "syn", "ant"):
-            for toks in _read_tok(tok_dir / f"train.{n}"):
-                for s in toks:
-                    dictionary.add_symbol(s)
-        dictionary.finalize(padding_factor=8)
-    fingerprint = dictionary_fingerprint(dictionary.symbols)
 
+def _dictionary(srcdict, tok_dir: Path):
+    """The model's dict.txt when given, else one built from the training triples' symbols."""
+    from fairseq.data import Dictionary
+
+    if srcdict is not None:
+        return Dictionary.load(str(srcdict))
+    dictionary = Dictionary()
+    for n in ("ori", "syn", "ant"):
+        for toks in _read_tok(tok_dir / f"train.{n}"):
+            for s in toks:
+                dictionary.add_symbol(s)
+    dictionary.finalize(padding_factor=8)
+    return dictionary
+
+
+def _binarize_split(split: str, dictionary, tok_dir: Path, out: Path) -> int:
+    """Binarize one split's x_ori/x_syn/x_ant and their labels into ``out``; the number of
+    ``<unk>`` tokens."""
+    unk = 0
+    sizes = {}
+    for n in ("ori", "syn", "ant"):
+        def ids(n=n):
+            nonlocal unk
+            for toks in _read_tok(tok_dir / f"{split}.{n}"):
+                t = dictionary.encode_line(" ".join(toks), add_if_not_exist=False, append_eos=True)
+                unk += int((t == dictionary.unk()).sum())
+                yield t.tolist()
+        sizes[n] = _binarize(ids(), out / f"{split}.{n}", np.uint16 if len(dictionary) < 65500 else np.int32)
+    for n in ("syn_label", "ant_label"):
+        labels = ([int(x) for x in toks] + [0] for toks in _read_tok(tok_dir / f"{split}.{n}"))
+        if _binarize(labels, out / f"{split}.{n}", np.uint8) != sizes[n[:3]]:
+            raise ClineDataError(f"internal: {split}.{n} is not aligned with {split}.{n[:3]}")
+    return unk
+
+
+def _log_summary(split: str, s: dict) -> None:
+    logger.info(
+        f"{split}: {s['sentences']} sentences, {s['eligible_words']} eligible words "
+        f"({s['eligible_per_sentence']}/sentence), no eligible word: {s['no_eligible']} "
+        f"({100 * s['no_eligible_share']:.2f}%, kept without a negative); x_syn replaced "
+        f"{100 * s['syn_rate']:.1f}% ({s['syn_kinds']}), x_ant replaced {100 * s['ant_rate']:.1f}% "
+        f"({s['ant_antonyms']} antonyms, {s['ant_random']} random words; "
+        f"{100 * s['without_antonym_share']:.1f}% of sentences without any antonym); "
+        f"unknown tokens: {s['unknown_tokens']}"
+    )
+
+
+def make_cline_data(
+    splits: Dict[str, os.PathLike], out_dir: os.PathLike, settings: Settings,
+    srcdict: Optional[os.PathLike] = None, workers: int = 1, chunk_size: int = 500,
+    log_every: int = 10000, wn=None,
+) -> dict:
+    """Build the aligned triples for each split (``{"train": path, "valid": path}``) under
+    ``out_dir`` (see the module docstring); returns the summary (also saved and logged)."""
+    from truneg_fairseq.lexicon import load_wordnet
+    from truneg_fairseq.lexicon.synonyms import dictionary_fingerprint
+
+    texts, empty = _read_inputs(splits, settings, srcdict)
+    out = Path(out_dir)
+    wn = wn or load_wordnet()
+    t0 = time.time()
+    vocab = collect_vocabulary(texts["train"], Lexicon(wn))
+    logger.info(
+        f"training-text vocabulary: {sum(map(len, vocab.pools.values()))} content words "
+        f"({', '.join(f'{p}: {len(w)}' for p, w in sorted(vocab.pools.items()))}) in {time.time() - t0:.1f}s"
+    )
+    tok_dir = out / "tok"
+    counts_by_split = _tokenize_splits(texts, empty, settings, vocab, wn, tok_dir, workers, chunk_size, log_every)
+    dictionary = _dictionary(srcdict, tok_dir)
+
+    summaries = {}
     with atomic_dir(out / "data-bin", "make_cline_data.py") as tmp:
         dictionary.save(str(tmp / "dict.txt"))
         for split in texts:
             counts, kinds = counts_by_split[split]
-            unk = 0
-            sizes = {}
-            for n in ("ori", "syn", "ant"):
-                def ids(n=n):
-                    nonlocal unk
-                    for toks in _read_tok(tok_dir / f"{split}.{n}"):
-                        t = dictionary.encode_line(" ".join(toks), add_if_not_exist=False, append_eos=True)
-                        unk += int((t == dictionary.unk()).sum())
-                        yield t.tolist()
-                sizes[n] = _binarize(ids(), tmp / f"{split}.{n}", np.uint16 if len(dictionary) < 65500 else np.int32)
-            for n in ("syn_label", "ant_label"):
-                labels = ([int(x) for x in toks] + [0] for toks in _read_tok(tok_dir / f"{split}.{n}"))
-                lab_sizes = _binarize(labels, tmp / f"{split}.{n}", np.uint8)
-                if lab_sizes != sizes[n[:3]]:
-                    raise ClineDataError(f"internal: {split}.{n} is not aligned with {split}.{n[:3]}")
-            counts["unk"] = unk
+            counts["unk"] = _binarize_split(split, dictionary, tok_dir, tmp)
             summaries[split] = _summary(counts, kinds)
         meta = {
             "version": META_VERSION,
-            "dictionary_fingerprint": fingerprint,
+            "dictionary_fingerprint": dictionary_fingerprint(dictionary.symbols),
             "dictionary_size": len(dictionary),
             "settings": json.loads(json.dumps(asdict(settings), default=str)),
             "splits": sorted(texts),
@@ -531,16 +565,8 @@ def make_cline_data(
     with atomic_open(out / "cline_summary.json", "w", encoding="utf-8") as f:
         json.dump(summaries, f, indent=1)
         f.write("\n")
-    for split, s in summaries.items():
-        logger.info(
-            f"{split}: {s['sentences']} sentences, {s['eligible_words']} eligible words "
-            f"({s['eligible_per_sentence']}/sentence), no eligible word: {s['no_eligible']} "
-            f"({100 * s['no_eligible_share']:.2f}%, kept without a negative); x_syn replaced "
-            f"{100 * s['syn_rate']:.1f}% ({s['syn_kinds']}), x_ant replaced {100 * s['ant_rate']:.1f}% "
-            f"({s['ant_antonyms']} antonyms, {s['ant_random']} random words; "
-            f"{100 * s['without_antonym_share']:.1f}% of sentences without any antonym); "
-            f"unknown tokens: {s['unknown_tokens']}"
-        )
+    for split, summary in summaries.items():
+        _log_summary(split, summary)
     return summaries
 
 

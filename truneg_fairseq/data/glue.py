@@ -77,6 +77,24 @@ MAX_SKIP_FRACTION = 0.01  # default share of malformed rows tolerated per file
 MAX_SKIP_FLOOR = 10  # a few malformed rows are always tolerated (small files)
 
 
+def _columns(task: GlueTask, path: Path, lines: List[str]):
+    """(data rows, (first text, second text or None, label) column indices, columns per row)."""
+    if not task.header:
+        return lines, (task.sentence1, task.sentence2, task.label), 4  # CoLA: source, label, original label, sentence
+    if not lines:
+        raise CorpusError(f"{path} is empty")
+    header = lines[0].split("\t")
+    cols = {}
+    for key in (task.sentence1, task.sentence2, task.label):
+        if key is None:
+            continue
+        if key not in header:
+            raise CorpusError(f"{path}: column {key!r} not in the header ({', '.join(header)}); is this the {task.name} file?")
+        # MNLI's gold_label is the last column; label1..label5 come before it
+        cols[key] = len(header) - 1 - header[::-1].index(key)
+    return lines[1:], (cols[task.sentence1], cols.get(task.sentence2), cols[task.label]), len(header)
+
+
 def read_split_counted(
     task: GlueTask, path: Path, max_skip_fraction: float = MAX_SKIP_FRACTION
 ) -> Tuple[List[Example], Dict[str, int]]:
@@ -95,25 +113,7 @@ def read_split_counted(
         )
     with open(path, encoding="utf-8", newline="\n") as f:
         lines = [l.rstrip("\r\n") for l in f]
-    if task.header:
-        if not lines:
-            raise CorpusError(f"{path} is empty")
-        header = lines[0].split("\t")
-        cols = {}
-        for key in (task.sentence1, task.sentence2, task.label):
-            if key is None:
-                continue
-            if key not in header:
-                raise CorpusError(f"{path}: column {key!r} not in the header ({', '.join(header)}); is this the {task.name} file?")
-            # MNLI's gold_label is the last column; label1..label5 come before it
-            cols[key] = len(header) - 1 - header[::-1].index(key)
-        rows = lines[1:]
-        i1, i2, il = cols[task.sentence1], cols.get(task.sentence2), cols[task.label]
-        width = len(header)
-    else:
-        rows = lines
-        i1, i2, il = task.sentence1, task.sentence2, task.label
-        width = 4  # CoLA: source, label, original label, sentence
+    rows, (i1, i2, il), width = _columns(task, path, lines)
     labels = set(task.labels)
     lo, hi = task.score_range
     out = []

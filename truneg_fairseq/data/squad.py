@@ -72,18 +72,8 @@ def read_squad_file(path, check_answers: bool = True) -> Tuple[dict, Dict[str, i
     of its text nearest ``answer_start`` (``answer_repaired``); an answer whose text is not in
     the context is dropped, and a question left without answers is skipped
     (``answer_mismatch``). The returned object holds only the kept questions."""
-    if not os.path.isfile(path):
-        raise CorpusError(f"{path} not found (a SQuAD v1.1 JSON file: train-v1.1.json / dev-v1.1.json)")
-    try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CorpusError(f"{path} is not JSON ({e}); expected a SQuAD v1.1 file") from None
-    articles = obj.get("data") if isinstance(obj, dict) else None
-    if not isinstance(articles, list):
-        raise CorpusError(f'{path} is not a SQuAD v1.1 file: no "data" list of articles at the top level')
-    if not articles:
-        raise CorpusError(f'{path}: "data" is empty (no articles, so no questions)')
+    obj = _load_squad_json(path)
+    articles = obj["data"]
     counts = {"answer_mismatch": 0, "answer_repaired": 0, "no_question": 0}
     no_question: List[str] = []
     out_articles = []
@@ -112,15 +102,7 @@ def read_squad_file(path, check_answers: bool = True) -> Tuple[dict, Dict[str, i
                 ):
                     raise CorpusError(f'{path}: question {qid}: "answers" must be a list of {{"text", "answer_start"}}')
                 if check_answers and answers:
-                    kept = []
-                    for a in answers:
-                        start = nearest_occurrence(ctx, a["text"], a["answer_start"])
-                        if start < 0:
-                            continue
-                        if start != a["answer_start"]:
-                            counts["answer_repaired"] += 1
-                            a = dict(a, answer_start=start)
-                        kept.append(a)
+                    kept = _answers_in_context(ctx, answers, counts)
                     if not kept:
                         counts["answer_mismatch"] += 1
                         continue
@@ -138,6 +120,38 @@ def read_squad_file(path, check_answers: bool = True) -> Tuple[dict, Dict[str, i
     if not any(para["qas"] for article in out_articles for para in article["paragraphs"]):
         raise CorpusError(f"{path}: no usable questions ({', '.join(f'{k}: {v}' for k, v in counts.items() if v) or 'none given'})")
     return dict(obj, data=out_articles), counts
+
+
+def _load_squad_json(path) -> dict:
+    """The JSON object of a SQuAD file with a non-empty ``data`` list (else a CorpusError)."""
+    if not os.path.isfile(path):
+        raise CorpusError(f"{path} not found (a SQuAD v1.1 JSON file: train-v1.1.json / dev-v1.1.json)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorpusError(f"{path} is not JSON ({e}); expected a SQuAD v1.1 file") from None
+    articles = obj.get("data") if isinstance(obj, dict) else None
+    if not isinstance(articles, list):
+        raise CorpusError(f'{path} is not a SQuAD v1.1 file: no "data" list of articles at the top level')
+    if not articles:
+        raise CorpusError(f'{path}: "data" is empty (no articles, so no questions)')
+    return obj
+
+
+def _answers_in_context(context: str, answers: List[dict], counts: Dict[str, int]) -> List[dict]:
+    """The answers whose text is in ``context``, each moved to the occurrence nearest its
+    ``answer_start`` (counted as ``answer_repaired`` when it moves)."""
+    kept = []
+    for a in answers:
+        start = nearest_occurrence(context, a["text"], a["answer_start"])
+        if start < 0:
+            continue
+        if start != a["answer_start"]:
+            counts["answer_repaired"] += 1
+            a = dict(a, answer_start=start)
+        kept.append(a)
+    return kept
 
 
 def nearest_occurrence(context: str, text: str, answer_start: int) -> int:

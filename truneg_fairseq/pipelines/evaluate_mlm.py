@@ -188,6 +188,24 @@ def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch
     return seqs
 
 
+def _text_tokenizer(checkpoint: str, tokenizer, vocab: Optional[str], lowercase: Optional[bool]):
+    """(text -> dict.txt symbols, symbols -> text) for raw-text evaluation: ``tokenizer``'s, else
+    WordPiece over ``vocab`` or the vocab.txt beside the checkpoint, lower-cased as given, as the
+    import recorded, or (neither) lower-cased."""
+    from truneg_fairseq.text import TokenizerSpec, build_tokenizer, join_wordpieces
+
+    if tokenizer is not None:
+        return tokenizer.pieces, " ".join
+    vocab = Path(vocab) if vocab else Path(checkpoint).parent / "vocab.txt"
+    if not vocab.is_file():
+        raise CheckpointError(f"no WordPiece vocabulary {vocab}: give the import's vocab.txt with --vocab")
+    if lowercase is None:
+        info = Path(checkpoint).parent / "import.json"
+        recorded = json.loads(info.read_text()).get("lowercase") if info.is_file() else None
+        lowercase = True if recorded is None else bool(recorded)
+    return build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=lowercase)).pieces, join_wordpieces
+
+
 @torch.no_grad()
 def evaluate_text(
     checkpoint, text, synonym_table: Optional[str] = None, device: str = "cpu", batch_size: int = 32,
@@ -204,34 +222,20 @@ def evaluate_text(
     distinct gold/prediction pair) are appended to ``cases``. ``tokenizer``
     (:mod:`truneg_fairseq.text`): the model's; default WordPiece over ``vocab`` or the
     vocab.txt beside the checkpoint."""
-    import torch.nn.functional as F
     from fairseq.data import data_utils
 
-    from truneg_fairseq.evaluation.false_negatives import (
-        add_counts, derive, make_case, pick_cases, position_counts, synonym_predictions,
-    )
     from truneg_fairseq.convert.hf import load_fairseq_checkpoint
+    from truneg_fairseq.evaluation.false_negatives import (
+        add_counts, make_case, pick_cases, position_counts, synonym_predictions,
+    )
     from truneg_fairseq.lexicon.lookup import SynonymLookup
     from truneg_fairseq.lexicon.synonyms import SynonymTable
-    from truneg_fairseq.text import TokenizerSpec, build_tokenizer, join_wordpieces
 
     checkpoint = resolve_checkpoint(checkpoint)
     model, task, _ = load_fairseq_checkpoint(checkpoint)
     model.to(device)
     d = task.source_dictionary
-    join = " ".join
-    if tokenizer is None:
-        vocab = Path(vocab) if vocab else Path(checkpoint).parent / "vocab.txt"
-        if not vocab.is_file():
-            raise CheckpointError(f"no WordPiece vocabulary {vocab}: give the import's vocab.txt with --vocab")
-        if lowercase is None:
-            info = Path(checkpoint).parent / "import.json"
-            recorded = json.loads(info.read_text()).get("lowercase") if info.is_file() else None
-            lowercase = True if recorded is None else bool(recorded)
-        encode = build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=lowercase)).pieces
-        join = join_wordpieces
-    else:
-        encode = tokenizer.pieces
+    encode, join = _text_tokenizer(checkpoint, tokenizer, vocab, lowercase)
     positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
     if positions is not None and max_len > positions:
         logger.info(f"--max-len {max_len} is more than the {positions} positions of {checkpoint}: lines are cut to "
@@ -246,24 +250,16 @@ def evaluate_text(
         table.check_dictionary(d.symbols, synonym_table)
         lookup = SynonymLookup(table, len(d)).to(device)
     gen = torch.Generator().manual_seed(seed)
-    mask_idx = d.index("<mask>")
     total: Dict[str, float] = {}
     cases = [] if cases is None else cases
     seen: set = set()
     for start in range(0, len(seqs), batch_size):
         tokens = data_utils.collate_tokens(seqs[start:start + batch_size], d.pad())  # B x T
-        candidates = tokens.ge(d.nspecial) & tokens.ne(mask_idx)
-        sel = (torch.rand(tokens.shape, generator=gen) < mask_prob) & candidates  # B x T
-        rows = sel.any(dim=1)
-        if not rows.any():
+        tokens, sel = _mask_rows(tokens, d, mask_prob, gen)
+        if not len(tokens):
             continue
-        tokens, sel = tokens[rows], sel[rows]
-        src = tokens.masked_fill(sel, mask_idx).to(device)
         tokens, sel = tokens.to(device), sel.to(device)
-        logits = masked_lm_logits(model, src, sel, tokens.masked_fill(~sel, d.pad())).float()  # M x V
-        gold = tokens[sel]  # M
-        nll = F.cross_entropy(logits, gold, reduction="none")  # M (nats)
-        pred = logits.argmax(dim=-1)  # M
+        gold, pred, nll = _predict_masked(model, tokens, sel, d)
         if lookup is not None:
             synonym = synonym_predictions(gold, pred, lookup.is_synonym(gold, pred), lookup.ends_word(tokens)[sel])
         else:
@@ -278,9 +274,35 @@ def evaluate_text(
     if not total:
         raise CheckpointError(f"no entry of {text} was masked (--mask-prob {mask_prob}): raise --mask-prob or give "
                               "more text")
+    return _text_result(total, with_synonyms=lookup is not None)
+
+
+def _mask_rows(tokens, d, mask_prob: float, gen):
+    """Select ``mask_prob`` of the non-special entries of B x T ``tokens`` (seeded ``gen``);
+    (the rows with a selected entry, their B' x T selection)."""
+    candidates = tokens.ge(d.nspecial) & tokens.ne(d.index("<mask>"))
+    sel = (torch.rand(tokens.shape, generator=gen) < mask_prob) & candidates  # B x T
+    rows = sel.any(dim=1)
+    return tokens[rows], sel[rows]
+
+
+def _predict_masked(model, tokens, sel, d):
+    """The model's predictions at the selected entries with them masked: (gold, argmax, nll in
+    nats), each M."""
+    import torch.nn.functional as F
+
+    src = tokens.masked_fill(sel, d.index("<mask>"))
+    logits = masked_lm_logits(model, src, sel, tokens.masked_fill(~sel, d.pad())).float()  # M x V
+    gold = tokens[sel]  # M
+    return gold, logits.argmax(dim=-1), F.cross_entropy(logits, gold, reduction="none")
+
+
+def _text_result(total: Dict[str, float], with_synonyms: bool) -> Dict[str, float]:
+    from truneg_fairseq.evaluation.false_negatives import derive
+
     r = derive(total)
     out = {"mlm_loss": r["mlm_loss"], "mlm_acc": r["mlm_acc"]}
-    if lookup is not None:
+    if with_synonyms:
         out.update({k: r[k] for k in ("pred_corr_ratio", "iter_corr_ratio", "syn_acc")})
     out.update(masked_tokens=int(total["masked"]), sentences=int(total["blocks"]), n_wrong=int(total["wrong"]),
                n_synonym=int(total["synonym"]), n_seq_synonym=int(total["blocks_synonym"]))
