@@ -43,7 +43,7 @@ from truneg_fairseq.io_utils import atomic_open
 
 logger = logging.getLogger(__name__)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 USER_DIR = os.path.join(REPO, "truneg_fairseq")
 
 # lower-cased words (with an inner apostrophe), numbers, and every other character on its own
