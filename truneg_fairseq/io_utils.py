@@ -160,18 +160,8 @@ def atomic_dir(path: os.PathLike, owner: str, log=None):
             tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.new-{os.getpid()}-", dir=path.parent))
         except OSError as e:
             raise OutputDirError(f"{path}: cannot write there ({e.strerror or e}); choose a writable directory") from None
-        try:
+        with _write_errors(path):
             yield tmp
-        except OSError as e:
-            if e.errno in _WRITE_ERRNOS:
-                raise OutputDirError(f"{path}: writing failed ({e.strerror}): free space or choose another "
-                                     "directory; nothing was replaced") from None
-            raise
-        except Exception as e:  # torch.save and safetensors report a full disk in their own errors
-            if _write_failure(e):
-                raise OutputDirError(f"{path}: writing failed (disk full or a file-size limit): "
-                                     "free space or choose another directory; nothing was replaced") from None
-            raise
         with open(tmp / MARKER, "w") as f:
             json.dump({"command": owner}, f)
         # mkdtemp makes the directory private (0700), and some writers (safetensors) their files
@@ -196,6 +186,24 @@ def atomic_dir(path: os.PathLike, owner: str, log=None):
 
 
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG)
+
+
+@contextlib.contextmanager
+def _write_errors(path: Path):
+    """A write that fails for lack of space or permission inside the block becomes one
+    :class:`OutputDirError` naming ``path``."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in _WRITE_ERRNOS:
+            raise OutputDirError(f"{path}: writing failed ({e.strerror}): free space or choose another "
+                                 "directory; nothing was replaced") from None
+        raise
+    except Exception as e:  # torch.save and safetensors report a full disk in their own errors
+        if _write_failure(e):
+            raise OutputDirError(f"{path}: writing failed (disk full or a file-size limit): "
+                                 "free space or choose another directory; nothing was replaced") from None
+        raise
 _WRITE_FAILURE_TEXTS = ("inline_container", "No space left", "File too large", "Disk quota", "os error 28",
                         "os error 27", "os error 122")
 
@@ -282,13 +290,8 @@ def staged_entries(out_dir: os.PathLike, owner: str, names, log=None):
     except OSError as e:
         raise OutputDirError(f"{out}: cannot write there ({e.strerror or e}); choose a writable directory") from None
     try:
-        try:
+        with _write_errors(out):
             yield stage
-        except OSError as e:
-            if e.errno in _WRITE_ERRNOS:
-                raise OutputDirError(f"{out}: writing failed ({e.strerror}): free space or choose another "
-                                     "directory; nothing was replaced") from None
-            raise
         with atomic_open(out / MARKER, "w") as f:  # before the swap: both sets are this owner's
             json.dump({"command": owner, "entries": list(names)}, f)
         aside = out / f".{tag}.old-{os.getpid()}"
