@@ -7,9 +7,10 @@ weights, three log-variances.
   weighting (``--cline-learned-weights``); kept at zero otherwise.
 
 Both exist only when the task pre-trains CLINE: ``--task cline`` builds the model, then calls
-:meth:`ClineMixin.add_cline_pretraining`. Built for any other task (``sentence_prediction`` fine-tuning) the model is
-exactly RoBERTa: loading a CLINE checkpoint drops these tensors. Loading a checkpoint without
-them (fairseq's ``roberta.base``) into a CLINE pre-training model starts them fresh. Archs:
+:meth:`ClineMixin.add_cline_pretraining`. Built for any other task (``sentence_prediction``
+fine-tuning) the model is exactly RoBERTa: loading a CLINE checkpoint drops these tensors.
+Loading a checkpoint without them (fairseq's ``roberta.base``) into a CLINE pre-training model
+starts them fresh. Archs:
 ``cline_roberta_base``, ``cline_roberta_large`` and ``cline_roberta_tiny`` (tests); on the plugin's
 BERT (an imported published checkpoint): ``cline_bert_hf_base``, ``cline_bert_hf_large``,
 ``cline_bert_hf_tiny``.
