@@ -100,9 +100,9 @@ def padded_batch(vocab: List[str], lengths=(20, 13, 6), seed: int = 0):
 
 def to_fairseq_ids(ids: torch.Tensor, vocab: List[str]) -> torch.Tensor:
     """HF ids -> fairseq rows of the imported dictionary."""
-    from truneg_fairseq.convert.hf import fairseq_row_order
+    from truneg_fairseq.text import wordpiece_row_order
 
-    order = torch.tensor(fairseq_row_order(vocab))
+    order = torch.tensor(wordpiece_row_order(vocab))
     inv = torch.empty_like(order)
     inv[order] = torch.arange(len(order))
     return inv[ids]

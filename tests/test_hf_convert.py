@@ -48,7 +48,9 @@ def load(path):
 
 
 def hf_order(vocab):
-    return torch.tensor(hf_convert.fairseq_row_order(vocab))
+    from truneg_fairseq.text import wordpiece_row_order
+
+    return torch.tensor(wordpiece_row_order(vocab))
 
 
 @pytest.mark.parametrize("cls_name,safe", [("BertForMaskedLM", True), ("BertForMaskedLM", False), ("BertForPreTraining", True)])

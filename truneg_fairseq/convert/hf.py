@@ -36,7 +36,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from truneg_fairseq.io_utils import atomic_dir
-from truneg_fairseq.text import BERT_MASK, BERT_SPECIALS, wordpiece_row_order
+from truneg_fairseq.text import BERT_MASK, BERT_SPECIALS, TokenizerError, dict_lines_of, wordpiece_row_order
+from truneg_fairseq.text import read_wordpiece_vocab as text_vocab
 
 logger = logging.getLogger(__name__)
 
@@ -171,45 +172,19 @@ def load_weights(hf_dir: Path) -> Dict[str, torch.Tensor]:
     )
 
 
-def read_wordpiece_vocab(hf_dir: Path) -> Tuple[Optional[List[str]], Optional[bool]]:
-    """(entries in id order, lowercase) from ``vocab.txt`` or a WordPiece ``tokenizer.json``;
-    (None, None) when the directory has neither."""
-    lowercase = None
-    tok_cfg = hf_dir / "tokenizer_config.json"
-    if tok_cfg.is_file():
-        lowercase = _read_json(tok_cfg).get("do_lower_case")
-    tok_json = hf_dir / "tokenizer.json"
-    spec = _read_json(tok_json) if tok_json.is_file() else None
-    if spec is not None:
-        model = spec.get("model") or {}
-        if model.get("type") != "WordPiece":
-            raise ConversionError(
-                f"{tok_json} describes a {model.get('type')} tokenizer, not WordPiece; BERT/ELECTRA "
-                "checkpoints use WordPiece (vocab.txt)"
-            )
-        norm = spec.get("normalizer") or {}
-        if lowercase is None and "lowercase" in norm:
-            lowercase = bool(norm["lowercase"])
-    vocab_txt = hf_dir / "vocab.txt"
-    if vocab_txt.is_file():
-        try:
-            with open(vocab_txt, encoding="utf-8") as f:
-                vocab = [line.rstrip("\r\n") for line in f]
-        except UnicodeDecodeError as e:
-            raise ConversionError(f"{vocab_txt} is not UTF-8 text (byte {e.start}): not a WordPiece vocabulary "
-                                  "as transformers writes it") from None
-        while vocab and vocab[-1] == "":
-            vocab.pop()
-        return vocab, lowercase
-    if spec is not None:
-        ids = spec["model"]["vocab"]
-        vocab = [None] * len(ids)
-        for tok, i in ids.items():
-            if not 0 <= i < len(ids) or vocab[i] is not None:
-                raise ConversionError(f"{tok_json}: WordPiece ids are not 0..{len(ids) - 1} without gaps")
-            vocab[i] = tok
-        return vocab, lowercase
-    return None, None
+def read_wordpiece_vocab(hf_dir: Path, what: str = "HF_DIR") -> Tuple[Optional[List[str]], Optional[bool]]:
+    """(entries in id order, lowercase) of the directory's ``vocab.txt``, else its WordPiece
+    ``tokenizer.json``, read and checked by the one WordPiece reader
+    (:func:`truneg_fairseq.text.read_wordpiece_vocab`); lowercase as either file or the configs
+    beside them say. (None, None) when the directory has neither file."""
+    files = [hf_dir / name for name in ("vocab.txt", "tokenizer.json") if (hf_dir / name).is_file()]
+    if not files:
+        return None, None
+    try:
+        read = [text_vocab(path, what) for path in files]
+    except TokenizerError as e:
+        raise ConversionError(str(e)) from None
+    return read[0][0], next((lower for _, lower in read if lower is not None), None)
 
 
 # the config.json values the converter builds a model from, and their types: checked before
@@ -268,7 +243,7 @@ def read_hf_dir(path, what: str = "HF_DIR", archs=SUPPORTED_ARCHS, need_vocab: b
         raise ConversionError(
             f"{cfg_path}: hidden_act {config['hidden_act']!r} is not supported ({', '.join(HF_TO_FAIRSEQ_ACT)})"
         )
-    vocab, lowercase = read_wordpiece_vocab(hf_dir)
+    vocab, lowercase = read_wordpiece_vocab(hf_dir, what)
     if vocab is None and need_vocab:
         raise ConversionError(f"no vocabulary in {hf_dir}: expected vocab.txt or a WordPiece tokenizer.json")
     state = load_weights(hf_dir)
@@ -278,30 +253,6 @@ def read_hf_dir(path, what: str = "HF_DIR", archs=SUPPORTED_ARCHS, need_vocab: b
 # ---------------------------------------------------------------------------------------------
 # vocabulary
 # ---------------------------------------------------------------------------------------------
-def fairseq_row_order(vocab: List[str], where: str = "vocabulary") -> List[int]:
-    """HF ids in fairseq's row order: [CLS] [PAD] [SEP] [UNK], the rest in HF order, [MASK]."""
-    index = {}
-    for i, tok in enumerate(vocab):
-        if tok in index:
-            raise ConversionError(f"{where}: entry {tok!r} appears twice (ids {index[tok]} and {i})")
-        if not tok or any(c.isspace() for c in tok):
-            raise ConversionError(f"{where}: entry {i} ({tok!r}) is empty or holds whitespace")
-        index[tok] = i
-    specials = [hf for hf, _ in SPECIALS] + [MASK[0]]
-    missing = [s for s in specials if s not in index]
-    if missing:
-        raise ConversionError(f"{where} lacks the special entries {', '.join(missing)} BERT's WordPiece has")
-    clash = [fs for _, fs in SPECIALS + (MASK,) if fs in index]
-    if clash:
-        raise ConversionError(f"{where} holds fairseq's own symbols {', '.join(clash)}: they cannot be mapped")
-    return wordpiece_row_order(vocab)
-
-
-def dict_lines(vocab: List[str], order: List[int]) -> List[str]:
-    """fairseq dict.txt lines: the entries between fairseq's four specials and <mask>."""
-    return [f"{vocab[i]} 1" for i in order[len(SPECIALS):-1]]
-
-
 def hf_vocab_from_dictionary(symbols: List[str]) -> List[str]:
     """fairseq dictionary symbols (row order) -> WordPiece entries with BERT's special names."""
     to_hf = {fs: hf for hf, fs in SPECIALS + (MASK,)}
@@ -450,7 +401,7 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
     base = "bert." if any(k.startswith("bert.") for k in s) else ""
     rows = _take(s, base + "embeddings.word_embeddings.weight", where).size(0)
     _check_vocab_size(ck, rows)
-    order = fairseq_row_order(ck.vocab, str(ck.path / "vocab.txt"))
+    order = wordpiece_row_order(ck.vocab)
     max_positions = _take(s, base + "embeddings.position_embeddings.weight", where).size(0)
     cfg, task, model = _build("masked_lm", "bert_hf", _bert_sizes(c, max_positions), work)
     pad = task.source_dictionary.pad()
@@ -540,7 +491,7 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, a
             raise ConversionError(f"ELECTRA with hidden_act {cfg_['hidden_act']!r}: only 'gelu' (erf) is supported")
     words = _take(s, "electra.embeddings.word_embeddings.weight", where)
     _check_vocab_size(ck, words.size(0))
-    order = fairseq_row_order(ck.vocab, str(ck.path / "vocab.txt"))
+    order = wordpiece_row_order(ck.vocab)
     pos = _take(s, "electra.embeddings.position_embeddings.weight", where)
     if gen is not None:
         gw = _take(gen.state, "electra.embeddings.word_embeddings.weight", str(gen.path))
@@ -632,9 +583,8 @@ def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bo
         gen = read_hf_dir(generator_dir, "--generator", GENERATOR_ARCHS, need_vocab=False)
     out_dir = Path(out_dir).resolve()
     with atomic_dir(out_dir, "convert_hf.py import") as work:
-        order = fairseq_row_order(ck.vocab, str(ck.path / "vocab.txt"))
         with open(work / "dict.txt", "w", encoding="utf-8") as f:
-            f.write("".join(line + "\n" for line in dict_lines(ck.vocab, order)))
+            f.write("".join(line + "\n" for line in dict_lines_of(ck.vocab)))
         with open(work / "vocab.txt", "w", encoding="utf-8") as f:
             f.write("".join(t + "\n" for t in ck.vocab))
         for name in TOKENIZER_FILES:

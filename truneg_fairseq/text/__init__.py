@@ -34,7 +34,7 @@ from truneg_fairseq.text.record import (  # noqa: F401
     check_record, content_digest, read_record, spec_from_record, write_record,
 )
 from truneg_fairseq.text.wordpiece import (  # noqa: F401
-    join_wordpieces, read_wordpiece_vocab, uncased, wordpiece_dict_lines, wordpiece_row_order,
+    dict_lines_of, join_wordpieces, read_wordpiece_vocab, uncased, wordpiece_dict_lines, wordpiece_row_order,
 )
 from truneg_fairseq.text.tokenizers import (  # noqa: F401
     CLASSES, CONTINUATION, CONTROL, START, UNKNOWN, GPT2Tokenizer, SentencePieceTokenizer, Tokenizer, VocabView,

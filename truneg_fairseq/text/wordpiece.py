@@ -114,7 +114,11 @@ def wordpiece_dict_lines(vocab_path) -> List[str]:
     five specials, in vocabulary id order. fairseq's Dictionary adds ``<s> <pad> </s> <unk>``
     before them and the masked-LM tasks add ``<mask>`` after, so the dictionary has exactly the
     vocabulary's size and fairseq row ``r`` is vocabulary id ``wordpiece_row_order(vocab)[r]``."""
-    vocab, _ = read_wordpiece_vocab(vocab_path)
+    return dict_lines_of(read_wordpiece_vocab(vocab_path)[0])
+
+
+def dict_lines_of(vocab: Sequence[str]) -> List[str]:
+    """The ``dict.txt`` lines of a checked WordPiece vocabulary (see :func:`wordpiece_dict_lines`)."""
     return [f"{vocab[i]} 1" for i in wordpiece_row_order(vocab)[len(BERT_SPECIALS):-1]]
 
 
