@@ -29,7 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from truneg_fairseq.cli_utils import fail, setup_logging  # noqa: E402
+from truneg_fairseq.cli.common import fail, setup_logging  # noqa: E402
 from truneg_fairseq.text import add_tokenizer_args  # noqa: E402
 
 

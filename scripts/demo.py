@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from truneg_fairseq.cli_utils import count_arg, setup_logging  # noqa: E402
+from truneg_fairseq.cli.common import count_arg, setup_logging  # noqa: E402
 
 # The demo's model, in one place: fairseq's RoBERTa with pre-LayerNorm (post-LN at this size and
 # budget stays in the unigram plateau, predicting separators), 4 layers x 128.

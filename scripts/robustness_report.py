@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from truneg_fairseq.cli_utils import fail  # noqa: E402
+from truneg_fairseq.cli.common import fail  # noqa: E402
 
 
 def squad_scores(dev, pred):

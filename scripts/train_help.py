@@ -18,7 +18,7 @@ def main(argv=None) -> int:
     if argv in ([], ["-h"], ["--help"]):
         print(__doc__)
         return 0
-    from truneg_fairseq.train_help import training_help
+    from truneg_fairseq.cli.train_help import training_help
 
     print(training_help(argv))
     return 0

@@ -91,7 +91,7 @@ def test_every_plugin_field_has_its_owner_prefix():
 
 
 def _help(args):
-    from truneg_fairseq.train_help import training_help
+    from truneg_fairseq.cli.train_help import training_help
 
     return training_help(args)
 

@@ -79,7 +79,8 @@ def load_for_inference(checkpoint, data: Optional[str] = None, overrides: Option
 
     from fairseq import checkpoint_utils
 
-    import truneg_fairseq  # noqa: F401  (registration and the loading shims)
+    # importing this module ran the package root: the plugin's names are registered and the
+    # loading shims installed before fairseq reads the checkpoint
     from truneg_fairseq.compat import UnsafeCheckpointError
 
     if not os.path.isfile(str(checkpoint)):

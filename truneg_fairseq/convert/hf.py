@@ -67,6 +67,39 @@ LAYER_MAP = (
 )
 
 
+# (HuggingFace prefix, fairseq prefix) pairs, each naming a ``weight`` and a ``bias``: one table per
+# part, read in both directions (import: HF -> fairseq, export: fairseq -> HF)
+KeyTable = Tuple[Tuple[str, str], ...]
+DISCRIMINATOR_HEAD: KeyTable = (("discriminator_predictions.dense.", "discriminator_head.dense."),
+                                ("discriminator_predictions.dense_prediction.", "discriminator_head.out_proj."))
+GENERATOR_HEAD: KeyTable = (("generator_predictions.dense.", "generator_head.dense."),
+                            ("generator_predictions.LayerNorm.", "generator_head.layer_norm."))
+BERT_MLM_HEAD: KeyTable = (("cls.predictions.transform.dense.", "encoder.lm_head.dense."),
+                           ("cls.predictions.transform.LayerNorm.", "encoder.lm_head.layer_norm."))
+ROBERTA_MLM_HEAD: KeyTable = (("lm_head.dense.", "encoder.lm_head.dense."),
+                              ("lm_head.layer_norm.", "encoder.lm_head.layer_norm."))
+BERT_POOLER: KeyTable = (("pooler.dense.", "bert_pooler_"),)  # HF side under the model's base prefix
+ELECTRA_PROJECTION: KeyTable = (("electra.embeddings_project.", "project."),)  # fairseq side under the stack's prefix
+
+
+def _hf_to_fairseq(state, table: KeyTable, where: str, hf_base: str = "", fs_base: str = "") -> Dict[str, torch.Tensor]:
+    return {fs_base + fs + p: _take(state, hf_base + hf + p, where) for hf, fs in table for p in ("weight", "bias")}
+
+
+def _fairseq_to_hf(state, table: KeyTable, hf_base: str = "", fs_base: str = "") -> Dict[str, torch.Tensor]:
+    return {hf_base + hf + p: state[fs_base + fs + p] for hf, fs in table for p in ("weight", "bias")}
+
+
+def _has(state, table: KeyTable, hf_base: str = "") -> bool:
+    """``state`` (HF keys) holds the part that ``table`` maps."""
+    return hf_base + table[0][0] + "weight" in state
+
+
+def _layer_table(hf_prefix: str, fs_prefix: str, n: int) -> KeyTable:
+    """(HF prefix, fairseq prefix) of every tensor of ``n`` transformer layers."""
+    return tuple((f"{hf_prefix}{i}.{hf}", f"{fs_prefix}{i}.{fs}") for i in range(n) for hf, fs in LAYER_MAP)
+
+
 class ConversionError(ValueError):
     """A directory or checkpoint that cannot be converted; the message says what to do."""
 
@@ -172,7 +205,7 @@ def load_weights(hf_dir: Path) -> Dict[str, torch.Tensor]:
     )
 
 
-def read_wordpiece_vocab(hf_dir: Path, what: str = "HF_DIR") -> Tuple[Optional[List[str]], Optional[bool]]:
+def read_hf_vocab(hf_dir: Path, what: str = "HF_DIR") -> Tuple[Optional[List[str]], Optional[bool]]:
     """(entries in id order, lowercase) of the directory's ``vocab.txt``, else its WordPiece
     ``tokenizer.json``, read and checked by the one WordPiece reader
     (:func:`truneg_fairseq.text.read_wordpiece_vocab`); lowercase as either file or the configs
@@ -243,7 +276,7 @@ def read_hf_dir(path, what: str = "HF_DIR", archs=SUPPORTED_ARCHS, need_vocab: b
         raise ConversionError(
             f"{cfg_path}: hidden_act {config['hidden_act']!r} is not supported ({', '.join(HF_TO_FAIRSEQ_ACT)})"
         )
-    vocab, lowercase = read_wordpiece_vocab(hf_dir, what)
+    vocab, lowercase = read_hf_vocab(hf_dir, what)
     if vocab is None and need_vocab:
         raise ConversionError(f"no vocabulary in {hf_dir}: expected vocab.txt or a WordPiece tokenizer.json")
     state = load_weights(hf_dir)
@@ -276,12 +309,7 @@ def _layers(state, hf_prefix: str, fs_prefix: str, n: int, where: str) -> Dict[s
             f"num_hidden_layers {n}: the config does not belong to these weights (importing would drop layers). "
             "Use the config.json published with them"
         )
-    out = {}
-    for i in range(n):
-        for hf_sfx, fs_sfx in LAYER_MAP:
-            for p in ("weight", "bias"):
-                out[f"{fs_prefix}{i}.{fs_sfx}{p}"] = _take(state, f"{hf_prefix}{i}.{hf_sfx}{p}", where)
-    return out
+    return _hf_to_fairseq(state, _layer_table(hf_prefix, fs_prefix, n), where)
 
 
 def _positions(pos: torch.Tensor, type0: torch.Tensor, padding_idx: int) -> torch.Tensor:
@@ -416,16 +444,11 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
         "encoder.lm_head.weight": emb["tokens"],
     }
     out.update(_layers(s, base + "encoder.layer.", enc + "layers.", c["num_hidden_layers"], where))
-    if "cls.predictions.transform.dense.weight" in s:
+    if _has(s, BERT_MLM_HEAD):
         head = "cls.predictions."
         bias_key = head + "bias" if head + "bias" in s else head + "decoder.bias"
-        out.update({
-            "encoder.lm_head.dense.weight": _take(s, head + "transform.dense.weight", where),
-            "encoder.lm_head.dense.bias": _take(s, head + "transform.dense.bias", where),
-            "encoder.lm_head.layer_norm.weight": _take(s, head + "transform.LayerNorm.weight", where),
-            "encoder.lm_head.layer_norm.bias": _take(s, head + "transform.LayerNorm.bias", where),
-            "encoder.lm_head.bias": _take(s, bias_key, where)[order],
-        })
+        out.update(_hf_to_fairseq(s, BERT_MLM_HEAD, where))
+        out["encoder.lm_head.bias"] = _take(s, bias_key, where)[order]
         _warn_untied(s, head + "decoder.weight", _take(s, base + "embeddings.word_embeddings.weight", where), "MLM decoder")
     else:
         out.update(fresh_mlm_head(model.args.encoder_embed_dim, len(task.source_dictionary),
@@ -436,9 +459,8 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
             "output projection is tied to the imported word embeddings. Warm the head up with the encoder frozen "
             "before continued pre-training (--bert-freeze-encoder; examples/bert/pretrain.sh does it)"
         )
-    if base + "pooler.dense.weight" in s:
-        out["bert_pooler_weight"] = _take(s, base + "pooler.dense.weight", where)
-        out["bert_pooler_bias"] = _take(s, base + "pooler.dense.bias", where)
+    if _has(s, BERT_POOLER, base):
+        out.update(_hf_to_fairseq(s, BERT_POOLER, where, hf_base=base))
     dropped = sorted({k.rsplit(".", 1)[0] for k in s if k.startswith("cls.seq_relationship.")})
     if dropped:
         logger.info(f"not imported (no counterpart in the fairseq model): {', '.join(dropped)}")
@@ -451,11 +473,12 @@ def fresh_mlm_head(dim: int, vocab: int, std: float, seed: int) -> Dict[str, tor
     weight ~ N(0, initializer_range), zero biases, LayerNorm 1/0), from ``seed`` alone: two
     imports of the same model give the same head."""
     gen = torch.Generator().manual_seed(seed)
+    (_, dense), (_, norm) = BERT_MLM_HEAD
     return {
-        "encoder.lm_head.dense.weight": torch.randn(dim, dim, generator=gen) * std,
-        "encoder.lm_head.dense.bias": torch.zeros(dim),
-        "encoder.lm_head.layer_norm.weight": torch.ones(dim),
-        "encoder.lm_head.layer_norm.bias": torch.zeros(dim),
+        dense + "weight": torch.randn(dim, dim, generator=gen) * std,
+        dense + "bias": torch.zeros(dim),
+        norm + "weight": torch.ones(dim),
+        norm + "bias": torch.zeros(dim),
         "encoder.lm_head.bias": torch.zeros(vocab),
     }
 
@@ -484,6 +507,39 @@ def _electra_sizes(d: dict, g: Optional[dict], max_positions: int) -> Dict[str, 
     }
 
 
+def _check_pair(ck: HFCheckpoint, gen: HFCheckpoint, words: torch.Tensor, pos: torch.Tensor, allow_unshared: bool) -> None:
+    """A generator and a discriminator that ELECTRA can share embeddings between: the same
+    embedding and position sizes, the same vocabulary and (unless ``allow_unshared``) the same
+    embedding values."""
+    gw = _take(gen.state, "electra.embeddings.word_embeddings.weight", str(gen.path))
+    gp = _take(gen.state, "electra.embeddings.position_embeddings.weight", str(gen.path))
+    if gw.shape != words.shape or gp.shape != pos.shape:
+        raise ConversionError(
+            f"the generator in {gen.path} has embeddings {tuple(gw.shape)} / positions {tuple(gp.shape)}, the "
+            f"discriminator in {ck.path} {tuple(words.shape)} / {tuple(pos.shape)}: ELECTRA shares them, so "
+            "the sizes (embedding_size, vocab_size, max_position_embeddings) must match; give the generator "
+            "published with this discriminator"
+        )
+    if gen.vocab is not None and gen.vocab != ck.vocab:
+        raise ConversionError(f"the generator's vocabulary in {gen.path} differs from the discriminator's in {ck.path}")
+    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings", "LayerNorm"):
+        for p in ("weight",) if name != "LayerNorm" else ("weight", "bias"):
+            key = f"electra.embeddings.{name}.{p}"
+            if key in gen.state and gen.state[key].shape == ck.state[key].shape:
+                diff = (gen.state[key].float() - ck.state[key].float()).abs().max().item()
+                if diff > 0 and not allow_unshared:
+                    raise ConversionError(
+                        f"the generator in {gen.path} and the discriminator in {ck.path} differ in {key} (max "
+                        f"{diff:.3g}): ELECTRA shares its embeddings, so these are not a published pair. Give the "
+                        "generator released with this discriminator, or pass --allow-unshared-embeddings to "
+                        "import anyway with the discriminator's embeddings (the generator is then not the "
+                        "published one)"
+                    )
+                if diff > 0:
+                    logger.warning(f"generator and discriminator differ in {key} (max {diff:.3g}); the "
+                                   "imported model shares the discriminator's embeddings")
+
+
 def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, allow_unshared: bool = False):
     d, s, where = ck.config, ck.state, str(ck.path)
     for cfg_ in (d, gen.config if gen else {}):
@@ -494,33 +550,7 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, a
     order = wordpiece_row_order(ck.vocab)
     pos = _take(s, "electra.embeddings.position_embeddings.weight", where)
     if gen is not None:
-        gw = _take(gen.state, "electra.embeddings.word_embeddings.weight", str(gen.path))
-        gp = _take(gen.state, "electra.embeddings.position_embeddings.weight", str(gen.path))
-        if gw.shape != words.shape or gp.shape != pos.shape:
-            raise ConversionError(
-                f"the generator in {gen.path} has embeddings {tuple(gw.shape)} / positions {tuple(gp.shape)}, the "
-                f"discriminator in {ck.path} {tuple(words.shape)} / {tuple(pos.shape)}: ELECTRA shares them, so "
-                "the sizes (embedding_size, vocab_size, max_position_embeddings) must match; give the generator "
-                "published with this discriminator"
-            )
-        if gen.vocab is not None and gen.vocab != ck.vocab:
-            raise ConversionError(f"the generator's vocabulary in {gen.path} differs from the discriminator's in {ck.path}")
-        for name in ("word_embeddings", "position_embeddings", "token_type_embeddings", "LayerNorm"):
-            for p in ("weight",) if name != "LayerNorm" else ("weight", "bias"):
-                key = f"electra.embeddings.{name}.{p}"
-                if key in gen.state and gen.state[key].shape == s[key].shape:
-                    diff = (gen.state[key].float() - s[key].float()).abs().max().item()
-                    if diff > 0 and not allow_unshared:
-                        raise ConversionError(
-                            f"the generator in {gen.path} and the discriminator in {ck.path} differ in {key} (max "
-                            f"{diff:.3g}): ELECTRA shares its embeddings, so these are not a published pair. Give the "
-                            "generator released with this discriminator, or pass --allow-unshared-embeddings to "
-                            "import anyway with the discriminator's embeddings (the generator is then not the "
-                            "published one)"
-                        )
-                    if diff > 0:
-                        logger.warning(f"generator and discriminator differ in {key} (max {diff:.3g}); the "
-                                       "imported model shares the discriminator's embeddings")
+        _check_pair(ck, gen, words, pos, allow_unshared)
     cfg, task, model = _build("electra", "electra_base", _electra_sizes(d, gen.config if gen else None, pos.size(0)), work)
     pad = task.source_dictionary.pad()
     emb = _embeddings(s, "electra.embeddings.", order, pad, where)
@@ -529,10 +559,7 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, a
         "embeddings.embed_positions.weight": emb["positions"],
         "embeddings.layer_norm.weight": emb["ln_w"],
         "embeddings.layer_norm.bias": emb["ln_b"],
-        "discriminator_head.dense.weight": _take(s, "discriminator_predictions.dense.weight", where),
-        "discriminator_head.dense.bias": _take(s, "discriminator_predictions.dense.bias", where),
-        "discriminator_head.out_proj.weight": _take(s, "discriminator_predictions.dense_prediction.weight", where),
-        "discriminator_head.out_proj.bias": _take(s, "discriminator_predictions.dense_prediction.bias", where),
+        **_hf_to_fairseq(s, DISCRIMINATOR_HEAD, where),
     }
     if emb["segment_offsets"].abs().max() > 0:
         logger.info("ELECTRA in the plugin feeds one segment: token-type row 0 is folded into the positions, "
@@ -541,13 +568,8 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, a
     if gen is not None:
         gs, gwhere = gen.state, str(gen.path)
         out.update(_stack(gs, "generator.", gen.config, gwhere))
-        out.update({
-            "generator_head.dense.weight": _take(gs, "generator_predictions.dense.weight", gwhere),
-            "generator_head.dense.bias": _take(gs, "generator_predictions.dense.bias", gwhere),
-            "generator_head.layer_norm.weight": _take(gs, "generator_predictions.LayerNorm.weight", gwhere),
-            "generator_head.layer_norm.bias": _take(gs, "generator_predictions.LayerNorm.bias", gwhere),
-            "generator_bias": _take(gs, "generator_lm_head.bias", gwhere)[order],
-        })
+        out.update(_hf_to_fairseq(gs, GENERATOR_HEAD, gwhere))
+        out["generator_bias"] = _take(gs, "generator_lm_head.bias", gwhere)[order]
         _warn_untied(gs, "generator_lm_head.weight", words, "generator output")
     else:
         logger.warning(
@@ -560,9 +582,8 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, a
 
 def _stack(state, fs_prefix: str, config: dict, where: str) -> Dict[str, torch.Tensor]:
     out = _layers(state, "electra.encoder.layer.", fs_prefix + "layers.", config["num_hidden_layers"], where)
-    if "electra.embeddings_project.weight" in state:
-        out[fs_prefix + "project.weight"] = _take(state, "electra.embeddings_project.weight", where)
-        out[fs_prefix + "project.bias"] = _take(state, "electra.embeddings_project.bias", where)
+    if _has(state, ELECTRA_PROJECTION):
+        out.update(_hf_to_fairseq(state, ELECTRA_PROJECTION, where, fs_base=fs_prefix))
     return out
 
 
@@ -593,7 +614,7 @@ def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bo
         with torch.no_grad():
             if ck.arch in BERT_ARCHS:
                 cfg, model = _import_bert(ck, work, seed)
-                head = "imported" if "cls.predictions.transform.dense.weight" in ck.state else f"fresh (seed {seed})"
+                head = "imported" if _has(ck.state, BERT_MLM_HEAD) else f"fresh (seed {seed})"
                 sizes = _bert_sizes(ck.config, cfg.model.max_positions)
             else:
                 cfg, model = _import_electra(ck, gen, work, allow_unshared_embeddings)
@@ -691,15 +712,6 @@ def _write_wordpiece(out: Path, vocab: List[str], lowercase: bool, max_length: i
         json.dump(tok_cfg, f, indent=2)
 
 
-def _hf_layers(state, fs_prefix: str, hf_prefix: str, n: int) -> Dict[str, torch.Tensor]:
-    out = {}
-    for i in range(n):
-        for hf_sfx, fs_sfx in LAYER_MAP:
-            for p in ("weight", "bias"):
-                out[f"{hf_prefix}{i}.{hf_sfx}{p}"] = state[f"{fs_prefix}{i}.{fs_sfx}{p}"]
-    return out
-
-
 def _common_config(arch, model_type, vocab, hidden, layers, heads, ffn, act, eps, max_pos, dropout, attn_dropout, pad):
     if act not in FAIRSEQ_TO_HF_ACT:
         raise ConversionError(f"activation {act!r} has no HuggingFace counterpart ({', '.join(FAIRSEQ_TO_HF_ACT)})")
@@ -734,10 +746,9 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
 
     def stack(prefix, hidden, layers, heads, ffn, arch):
         t = dict(emb)
-        t.update(_hf_layers(s, prefix + "layers.", "electra.encoder.layer.", layers))
+        t.update(_fairseq_to_hf(s, _layer_table("electra.encoder.layer.", prefix + "layers.", layers)))
         if prefix + "project.weight" in s:
-            t["electra.embeddings_project.weight"] = s[prefix + "project.weight"]
-            t["electra.embeddings_project.bias"] = s[prefix + "project.bias"]
+            t.update(_fairseq_to_hf(s, ELECTRA_PROJECTION, fs_base=prefix))
         conf = _common_config(arch, "electra", len(vocab), hidden, layers, heads, ffn, act, c.electra_layernorm_eps,
                               max_pos, c.electra_dropout, c.electra_attention_dropout, hf_pad)
         conf.update({"embedding_size": E, "type_vocab_size": 2, "summary_type": "first", "summary_use_proj": True,
@@ -745,12 +756,7 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
         return t, conf
 
     t, conf = stack("discriminator.", H, c.electra_layers, c.electra_heads, c.electra_ffn_dim, "ElectraForPreTraining")
-    t.update({
-        "discriminator_predictions.dense.weight": s["discriminator_head.dense.weight"],
-        "discriminator_predictions.dense.bias": s["discriminator_head.dense.bias"],
-        "discriminator_predictions.dense_prediction.weight": s["discriminator_head.out_proj.weight"],
-        "discriminator_predictions.dense_prediction.bias": s["discriminator_head.out_proj.bias"],
-    })
+    t.update(_fairseq_to_hf(s, DISCRIMINATOR_HEAD))
     _write_hf(out, conf, t)
     _write_wordpiece(out, vocab, lowercase, max_pos)
     written = ["ElectraForPreTraining"]
@@ -759,13 +765,8 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
         g.mkdir()
         t, conf = stack("generator.", c.electra_gen_hidden_dim, c.electra_gen_layers, c.electra_gen_heads,
                         c.electra_gen_ffn_dim, "ElectraForMaskedLM")
-        t.update({
-            "generator_predictions.dense.weight": s["generator_head.dense.weight"],
-            "generator_predictions.dense.bias": s["generator_head.dense.bias"],
-            "generator_predictions.LayerNorm.weight": s["generator_head.layer_norm.weight"],
-            "generator_predictions.LayerNorm.bias": s["generator_head.layer_norm.bias"],
-            "generator_lm_head.bias": s["generator_bias"][rows_t],
-        })
+        t.update(_fairseq_to_hf(s, GENERATOR_HEAD))
+        t["generator_lm_head.bias"] = s["generator_bias"][rows_t]
         _write_hf(g, conf, t)
         _write_wordpiece(g, vocab, lowercase, max_pos)
         written.append("ElectraForMaskedLM (generator/)")
@@ -804,15 +805,9 @@ def _export_roberta_family(model, symbols, vocab_file, out: Path, lowercase: boo
         prefix + "embeddings.LayerNorm.weight": s[enc + "layernorm_embedding.weight"],
         prefix + "embeddings.LayerNorm.bias": s[enc + "layernorm_embedding.bias"],
     }
-    t.update(_hf_layers(s, enc + "layers.", prefix + "encoder.layer.", a.encoder_layers))
-    head = "cls.predictions." if is_bert else "lm_head."
-    t.update({
-        head + ("transform.dense.weight" if is_bert else "dense.weight"): s["encoder.lm_head.dense.weight"],
-        head + ("transform.dense.bias" if is_bert else "dense.bias"): s["encoder.lm_head.dense.bias"],
-        head + ("transform.LayerNorm.weight" if is_bert else "layer_norm.weight"): s["encoder.lm_head.layer_norm.weight"],
-        head + ("transform.LayerNorm.bias" if is_bert else "layer_norm.bias"): s["encoder.lm_head.layer_norm.bias"],
-        head + "bias": s["encoder.lm_head.bias"][rows_t],
-    })
+    t.update(_fairseq_to_hf(s, _layer_table(prefix + "encoder.layer.", enc + "layers.", a.encoder_layers)))
+    t.update(_fairseq_to_hf(s, BERT_MLM_HEAD if is_bert else ROBERTA_MLM_HEAD))
+    t[("cls.predictions." if is_bert else "lm_head.") + "bias"] = s["encoder.lm_head.bias"][rows_t]
     untied = (s["encoder.lm_head.weight"] - s[enc + "embed_tokens.weight"]).abs().max().item() if (
         s["encoder.lm_head.weight"].shape == s[enc + "embed_tokens.weight"].shape) else 1.0
     if untied > 0:
@@ -825,8 +820,7 @@ def _export_roberta_family(model, symbols, vocab_file, out: Path, lowercase: boo
     if not is_bert:
         conf.update({"bos_token_id": 0, "eos_token_id": 2})
     elif s["bert_pooler_weight"].abs().max() > 0:  # the source had a pooler (BertModel's pooled output)
-        t["bert.pooler.dense.weight"] = s["bert_pooler_weight"]
-        t["bert.pooler.dense.bias"] = s["bert_pooler_bias"]
+        t.update(_fairseq_to_hf(s, BERT_POOLER, hf_base="bert."))
     _write_hf(out, conf, t)
     if is_bert:
         _write_wordpiece(out, vocab, lowercase, positions.size(0))

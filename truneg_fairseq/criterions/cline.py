@@ -91,7 +91,7 @@ class ClineCriterion(FairseqCriterion):
         tokens = torch.cat([ori, c["syn_tokens"], c["ant_tokens"]], dim=0)  # 3B x T
         # the one call of the model's forward: DistributedDataParallel synchronises what runs there
         net = model(tokens, cline_n_ori=B, masked_tokens=sel.masked, cline_targets=target)
-        mlm_logits, rtd_logits, cls, log_vars = net["mlm_logits"], net["rtd_logits"], net["cls"], net["log_vars"]
+        mlm_logits, rtd_logits, cls = net["mlm_logits"], net["rtd_logits"], net["cls"]
 
         gold = sel.take(target)  # M
         nll = losses.masked_nll(mlm_logits, gold, pad)  # M
@@ -107,20 +107,10 @@ class ClineCriterion(FairseqCriterion):
         cts_coef = self.mask_prob * ori.ne(pad).sum(dim=1).float() * has_neg  # B
 
         terms = (nll.sum(), self.mask_prob * bce.sum(), (cts * cts_coef).sum())
-        log_vars = log_vars.float()  # 3
-        if self.cfg.cline_learned_weights:
-            weights = torch.exp(-log_vars)  # 3
-            logvar_sum = log_vars.sum() * sample_size
-            loss = sum(weights[i] * terms[i] for i in range(3)) + logvar_sum
-        else:
-            # the log-variances still join the graph (with zero gradient): data-parallel training
-            # then needs no --find-unused-parameters
-            loss = sum(w * t for w, t in zip(self.weights, terms)) + 0.0 * log_vars.sum()
-
+        loss, weights, logvar_sum = self._weigh(terms, net["log_vars"].float(), sample_size)
         with torch.no_grad():
-            rtd_pred = rtd_logits.detach().gt(0)
-            pos = torch.einsum("bc,bc->b", cls[:B].float(), cls[B:2 * B].float())
-            neg = torch.einsum("bc,bc->b", cls[:B].float(), cls[2 * B:].float())
+            pos = torch.einsum("bc,bc->b", cls[:B].float(), cls[B:2 * B].float())  # B
+            neg = torch.einsum("bc,bc->b", cls[:B].float(), cls[2 * B:].float())  # B
             logging_output = {
                 "loss": loss.detach(),
                 "mlm_loss": terms[0].detach(),
@@ -128,7 +118,7 @@ class ClineCriterion(FairseqCriterion):
                 "cts_loss": terms[2].detach(),
                 "rtd_bce_sum": bce.sum().detach(),
                 "rtd_tokens": rtd_w.sum(),
-                "rtd_correct": (rtd_pred.eq(rtd_labels.gt(0)).float() * rtd_w).sum(),
+                "rtd_correct": (rtd_logits.detach().gt(0).eq(rtd_labels.gt(0)).float() * rtd_w).sum(),
                 "rtd_replaced": (rtd_labels.gt(0).float() * rtd_w).sum(),
                 "cts_nll_sum": (cts.detach() * has_neg).sum(),
                 "cts_pairs": has_neg.sum(),
@@ -137,12 +127,23 @@ class ClineCriterion(FairseqCriterion):
                 "nsentences": B,
                 "sample_size": sample_size,
             }
-            if self.cfg.cline_learned_weights:
+            if weights is not None:
                 logging_output["logvar_loss"] = logvar_sum.detach()
-                for i, name in enumerate(TERMS):
-                    logging_output[f"w_{name}"] = weights[i].detach()
+                logging_output.update({f"w_{name}": weights[i].detach() for i, name in enumerate(TERMS)})
                 logging_output["w_count"] = 1
         return loss, sample_size, logging_output
+
+    def _weigh(self, terms, log_vars: torch.Tensor, sample_size: torch.Tensor):
+        """(loss, the learned weights or None, the log-variance term or None) of the three terms:
+        fixed weights, or with ``--cline-learned-weights`` exp(-log_var) per term plus
+        sum(log_vars) per masked token. ``log_vars``: 3."""
+        if self.cfg.cline_learned_weights:
+            weights = torch.exp(-log_vars)  # 3
+            logvar_sum = log_vars.sum() * sample_size
+            return sum(weights[i] * terms[i] for i in range(3)) + logvar_sum, weights, logvar_sum
+        # the log-variances still join the graph (with zero gradient): data-parallel training then
+        # needs no --find-unused-parameters
+        return sum(w * t for w, t in zip(self.weights, terms)) + 0.0 * log_vars.sum(), None, None
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:

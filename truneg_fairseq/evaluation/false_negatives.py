@@ -41,8 +41,17 @@ COUNT_KEYS = ("masked", "correct", "wrong", "synonym", "blocks", "blocks_synonym
 # ---------------------------------------------------------------------------------------------
 def masked_logits(model, src_tokens: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
     """Masked-LM logits at the masked positions: src_tokens B x T, masked B x T bool -> M x V
-    (rows in the order of ``src_tokens[masked]``). fairseq's RoBERTa and the plugin's ELECTRA
-    (its generator) both answer ``model(src_tokens, masked_tokens=...)`` with (logits, extra)."""
+    (rows in the order of ``src_tokens[masked]``). fairseq's RoBERTa, the plugin's RoBERTa and
+    BERT, and the plugin's ELECTRA (its generator) all answer ``model(src_tokens,
+    masked_tokens=...)`` with (logits, extra); any other model (a fine-tuned one) is a
+    ``TypeError`` that says so."""
+    from fairseq.models.roberta import RobertaModel
+
+    from truneg_fairseq.models.objectives import MaskedLMObjectives
+
+    if not isinstance(model, (MaskedLMObjectives, RobertaModel)):
+        raise TypeError(f"{type(model).__name__} is not a masked-LM model (RoBERTa, BERT or ELECTRA): evaluate a "
+                        "pre-training checkpoint, not a fine-tuned one")
     return model(src_tokens, masked_tokens=masked)[0]
 
 
@@ -52,6 +61,16 @@ def masked_logits(model, src_tokens: torch.Tensor, masked: torch.Tensor) -> torc
 def draw_masks(tokens: torch.Tensor, eligible: torch.Tensor, mask_prob: float, generator: torch.Generator) -> torch.Tensor:
     """B x T bool: each eligible position is masked with probability ``mask_prob`` (seeded)."""
     return (torch.rand(tokens.shape, generator=generator) < mask_prob) & eligible
+
+
+def mask_rows(tokens: torch.Tensor, nspecial: int, mask_idx: int, mask_prob: float, generator: torch.Generator):
+    """Draw masks over the ordinary entries of B x T ``tokens`` (not the specials ``<s> <pad> </s>
+    <unk>``, not ``<mask>``; :func:`draw_masks`); returns (tokens, selection) of the B' rows that
+    hold at least one masked position, each B' x T."""
+    eligible = tokens.ge(nspecial) & tokens.ne(mask_idx)
+    sel = draw_masks(tokens, eligible, mask_prob, generator)
+    rows = sel.any(dim=1)
+    return tokens[rows], sel[rows]
 
 
 def synonym_predictions(gold: torch.Tensor, pred: torch.Tensor, is_pair: torch.Tensor, ends_word: torch.Tensor) -> torch.Tensor:
@@ -213,11 +232,9 @@ class CheckpointScorer:
             from fairseq.data import data_utils
 
             tokens = data_utils.collate_tokens(blocks[start:start + batch_size], self.d.pad())  # B x T
-            eligible = tokens.ge(self.d.nspecial) & tokens.ne(mask_idx)  # not <s> <pad> </s> <unk>
-            sel = draw_masks(tokens, eligible, mask_prob, gen)
-            rows = sel.any(dim=1)
-            if rows.any():  # masks drawn on the CPU: the same on every device
-                self.batches.append((tokens[rows].to(self.device), sel[rows].to(self.device)))
+            tokens, sel = mask_rows(tokens, self.d.nspecial, mask_idx, mask_prob, gen)
+            if len(tokens):  # masks drawn on the CPU: the same on every device
+                self.batches.append((tokens.to(self.device), sel.to(self.device)))
         self.mask_idx = mask_idx
 
     @torch.no_grad()

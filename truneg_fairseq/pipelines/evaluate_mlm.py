@@ -71,10 +71,7 @@ def evaluate_mlm(
     ``show`` > 0 (with a ``synonym_table``): up to that many Figure-3 cases
     (:class:`~truneg_fairseq.evaluation.false_negatives.Case`, one per distinct gold/prediction pair) are
     appended to ``cases``."""
-    from omegaconf import open_dict
-
     from truneg_fairseq.checkpoints import load_for_inference
-    from truneg_fairseq.evaluation.false_negatives import make_case, pick_cases
     from truneg_fairseq.lexicon.synonyms import SynonymTable
 
     if long_lines not in LONG_LINES:
@@ -85,6 +82,36 @@ def evaluate_mlm(
     crit = _StepKeeper(SynonymCriterionConfig(synonym_table=synonym_table, arch=cfg.model._name,
                                               mlm_prediction_slots="dynamic"), task)
     positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+    dataset = _load_split(task, subset, positions, long_lines, checkpoint)
+    itr = task.get_batch_iterator(
+        dataset=dataset, max_sentences=batch_size, seed=seed, num_workers=0, max_positions=positions,
+        ignore_invalid_inputs=True,
+    ).next_epoch_itr(shuffle=False)
+    table = SynonymTable.load(synonym_table) if show and synonym_table else None
+    cases = [] if cases is None else cases
+    seen: set = set()
+    logs = []
+    for i, sample in enumerate(itr):
+        if max_batches and i >= max_batches:
+            break
+        _, _, log = crit(model, sample)
+        logs.append(log)
+        if table is not None and len(cases) < show:
+            cases += _step_cases(crit.step, task.source_dictionary, table, show - len(cases), seen)
+    with metrics.aggregate(new_root=True) as agg:
+        crit.reduce_metrics(logs)
+        out = dict(agg.get_smoothed_values())
+    out["masked_tokens"] = int(sum(int(l["sample_size"]) for l in logs))
+    out["sentences"] = int(sum(int(l["nsentences"]) for l in logs))
+    return out
+
+
+def _load_split(task, subset: str, positions: int, long_lines: str, checkpoint: str):
+    """``subset`` as the checkpoint's task builds it, its over-long blocks cut (``break``) or
+    counted in the log and left to the batch iterator to skip (``skip``; all of them over-long is
+    a :class:`CheckpointError`)."""
+    from omegaconf import open_dict
+
     if long_lines == "break":
         with open_dict(task.cfg):
             task.cfg.sample_break_mode = "none"
@@ -100,51 +127,22 @@ def evaluate_mlm(
     if len(too_long):
         logger.info(f"left out {len(too_long)} of {len(dataset)} blocks longer than {positions} tokens "
                     "(--long-lines break cuts them instead)")
-    itr = task.get_batch_iterator(
-        dataset=dataset, max_sentences=batch_size, seed=seed, num_workers=0, max_positions=positions,
-        ignore_invalid_inputs=True,
-    ).next_epoch_itr(shuffle=False)
-    table = SynonymTable.load(synonym_table) if show and synonym_table else None
-    cases = [] if cases is None else cases
-    seen: set = set()
-    d = task.source_dictionary
-    logs = []
-    for i, sample in enumerate(itr):
-        if max_batches and i >= max_batches:
-            break
-        _, _, log = crit(model, sample)
-        logs.append(log)
-        if table is not None and len(cases) < show:
-            step = crit.step
-            target, src = step.target, step.src_tokens  # B x T
-            original = torch.where(target.ne(d.pad()), target, src)  # B x T: the block before masking
-            where = step.sel.masked.nonzero()  # S x 2 (row, column), the order of the selection
-            pred = step.net["mlm_pred"]
-            for m in pick_cases(step.gold, pred, step.synonym, show - len(cases), seen):
-                row, col = where[m].tolist()
-                cases.append(make_case(d, table, original[row].tolist(), col, int(step.gold[m]), int(pred[m])))
-    with metrics.aggregate(new_root=True) as agg:
-        crit.reduce_metrics(logs)
-        out = dict(agg.get_smoothed_values())
-    out["masked_tokens"] = int(sum(int(l["sample_size"]) for l in logs))
-    out["sentences"] = int(sum(int(l["nsentences"]) for l in logs))
+    return dataset
+
+
+def _step_cases(step, d, table, k: int, seen: set) -> list:
+    """Up to ``k`` Figure-3 cases (one per (gold, prediction) pair not in ``seen``) from the
+    synonym predictions of a criterion step (:class:`_StepKeeper`)."""
+    from truneg_fairseq.evaluation.false_negatives import make_case, pick_cases
+
+    original = torch.where(step.target.ne(d.pad()), step.target, step.src_tokens)  # B x T: before masking
+    where = step.sel.masked.nonzero()  # S x 2 (row, column), the order of the selection
+    pred = step.net["mlm_pred"]
+    out = []
+    for m in pick_cases(step.gold, pred, step.synonym, k, seen):
+        row, col = where[m].tolist()
+        out.append(make_case(d, table, original[row].tolist(), col, int(step.gold[m]), int(pred[m])))
     return out
-
-
-def masked_lm_logits(model, src_tokens, masked, targets):
-    """Logits of the masked-LM network (ELECTRA: the generator) at the masked positions, M x V.
-    src_tokens, targets: B x T (targets: gold ids at the masked positions, padding elsewhere);
-    masked: B x T bool."""
-    from fairseq.models.roberta import RobertaModel
-
-    from truneg_fairseq.models.objectives import MaskedLMObjectives
-
-    if isinstance(model, MaskedLMObjectives):
-        return model(src_tokens, masked_tokens=masked, mlm_targets=targets)["mlm_logits"]  # M x V
-    if isinstance(model, RobertaModel):  # fairseq's own: its masked-LM forward
-        return model(src_tokens, masked_tokens=masked)[0]  # M x V
-    raise CheckpointError(f"{type(model).__name__} is not a masked-LM model (RoBERTa, BERT or ELECTRA): evaluate a "
-                          "pre-training checkpoint, not a fine-tuned one")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,11 +224,8 @@ def evaluate_text(
 
     from truneg_fairseq.convert.hf import load_fairseq_checkpoint
     from truneg_fairseq.evaluation.false_negatives import (
-        add_counts, make_case, pick_cases, position_counts, synonym_predictions,
+        add_counts, make_case, mask_rows, pick_cases, position_counts, synonym_predictions,
     )
-    from truneg_fairseq.lexicon.lookup import SynonymLookup
-    from truneg_fairseq.lexicon.synonyms import SynonymTable
-
     checkpoint = resolve_checkpoint(checkpoint)
     model, task, _ = load_fairseq_checkpoint(checkpoint)
     model.to(device)
@@ -244,18 +239,14 @@ def evaluate_text(
     seqs = _text_sequences(text, encode, d, max_len, max_lines)
     if not seqs:
         raise CheckpointError(f"--text {text} has no non-empty lines")
-    table = lookup = None
-    if synonym_table:
-        table = SynonymTable.load(synonym_table)
-        table.check_dictionary(d.symbols, synonym_table)
-        lookup = SynonymLookup(table, len(d)).to(device)
+    table, lookup = _synonyms_for(synonym_table, d, device)
     gen = torch.Generator().manual_seed(seed)
     total: Dict[str, float] = {}
     cases = [] if cases is None else cases
     seen: set = set()
     for start in range(0, len(seqs), batch_size):
         tokens = data_utils.collate_tokens(seqs[start:start + batch_size], d.pad())  # B x T
-        tokens, sel = _mask_rows(tokens, d, mask_prob, gen)
+        tokens, sel = mask_rows(tokens, d.nspecial, d.index("<mask>"), mask_prob, gen)
         if not len(tokens):
             continue
         tokens, sel = tokens.to(device), sel.to(device)
@@ -277,13 +268,17 @@ def evaluate_text(
     return _text_result(total, with_synonyms=lookup is not None)
 
 
-def _mask_rows(tokens, d, mask_prob: float, gen):
-    """Select ``mask_prob`` of the non-special entries of B x T ``tokens`` (seeded ``gen``);
-    (the rows with a selected entry, their B' x T selection)."""
-    candidates = tokens.ge(d.nspecial) & tokens.ne(d.index("<mask>"))
-    sel = (torch.rand(tokens.shape, generator=gen) < mask_prob) & candidates  # B x T
-    rows = sel.any(dim=1)
-    return tokens[rows], sel[rows]
+def _synonyms_for(synonym_table: Optional[str], d, device):
+    """(table, on-device lookup) of ``synonym_table`` checked against dictionary ``d``; (None,
+    None) without one."""
+    from truneg_fairseq.lexicon.lookup import SynonymLookup
+    from truneg_fairseq.lexicon.synonyms import SynonymTable
+
+    if not synonym_table:
+        return None, None
+    table = SynonymTable.load(synonym_table)
+    table.check_dictionary(d.symbols, synonym_table)
+    return table, SynonymLookup(table, len(d)).to(device)
 
 
 def _predict_masked(model, tokens, sel, d):
@@ -291,8 +286,13 @@ def _predict_masked(model, tokens, sel, d):
     nats), each M."""
     import torch.nn.functional as F
 
+    from truneg_fairseq.evaluation.false_negatives import masked_logits
+
     src = tokens.masked_fill(sel, d.index("<mask>"))
-    logits = masked_lm_logits(model, src, sel, tokens.masked_fill(~sel, d.pad())).float()  # M x V
+    try:
+        logits = masked_logits(model, src, sel).float()  # M x V
+    except TypeError as e:
+        raise CheckpointError(str(e)) from None
     gold = tokens[sel]  # M
     return gold, logits.argmax(dim=-1), F.cross_entropy(logits, gold, reduction="none")
 

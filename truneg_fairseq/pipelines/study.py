@@ -427,21 +427,7 @@ def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases:
             saved = interval_checkpoints(os.path.join(ck, run_id(fam, crit)))
             tasks += [(run_id(fam, crit), upd, path, num_cases if upd == max(saved) else 0) for upd, path in saved.items()]
     jobs = min(setting.jobs or default_jobs(setting), len(tasks)) if device == "cpu" else 1
-    if jobs > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        if log:
-            log.info(f"scoring {len(tasks)} checkpoints, {jobs} at a time")
-        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_scorer,
-                                   initargs=(kwargs, max(1, usable_cpus() // jobs)))
-        scored = pool.map(_score_task, tasks)
-    else:
-        from truneg_fairseq.evaluation.false_negatives import CheckpointScorer
-
-        pool = None
-        scorer = CheckpointScorer(**kwargs)
-        scored = (scorer.score_checkpoint(t[2], t[3]) for t in tasks)
+    pool, scored = _score_in_workers(tasks, kwargs, jobs, log)
     family_of = {run_id(fam, crit): fam.name for fam in setting.families for crit in fam.criteria}
     results: Dict[str, Dict[int, Dict[str, float]]] = {}
     counts_info, cases, seen = {}, [], set()
@@ -469,6 +455,25 @@ def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases:
     first = next(iter(counts_info.values()))
     meta = {"valid_blocks": first["blocks"], "valid_masked": first["masked"]}
     return results, cases, counts_info, meta
+
+
+def _score_in_workers(tasks, kwargs: dict, jobs: int, log: Optional[logging.Logger]):
+    """(pool or None, an iterator of (counts, cases) in the order of ``tasks``): ``jobs`` worker
+    processes, each with its own :class:`CheckpointScorer` (the same fixed masks), or this
+    process when ``jobs`` is 1."""
+    if jobs <= 1:
+        from truneg_fairseq.evaluation.false_negatives import CheckpointScorer
+
+        scorer = CheckpointScorer(**kwargs)
+        return None, (scorer.score_checkpoint(t[2], t[3]) for t in tasks)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if log:
+        log.info(f"scoring {len(tasks)} checkpoints, {jobs} at a time")
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_scorer,
+                               initargs=(kwargs, max(1, usable_cpus() // jobs)))
+    return pool, pool.map(_score_task, tasks)
 
 
 COLUMNS = [("mlm_loss", "valid loss (bits)", "{:.3f}"), ("mlm_acc", "MLM acc %", "{:.2f}"),

@@ -32,40 +32,10 @@ def read_wordpiece_vocab(path, flag: str = "--vocab") -> Tuple[List[str], Option
         raise _not_wordpiece(path, f"not UTF-8 text{hint}", flag) from None
     lowercase = _config_lowercase(path.parent)
     if text.lstrip().startswith("{"):
-        try:
-            spec = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise _not_wordpiece(path, f"JSON that cannot be read ({e})", flag) from None
-        model = spec.get("model") if isinstance(spec, dict) else None
-        if not isinstance(model, dict):
-            raise _not_wordpiece(path, "a JSON file without a tokenizer model (GPT-2's encoder.json? use "
-                                       "--tokenizer gpt2 --gpt2-encoder-json)", flag)
-        if model.get("type") != "WordPiece":
-            raise _not_wordpiece(path, f"tokenizer.json of a {model.get('type')} tokenizer", flag)
-        ids = model.get("vocab") or {}
-        vocab: List[Optional[str]] = [None] * len(ids)
-        for tok, i in ids.items():
-            if not isinstance(i, int) or not 0 <= i < len(ids) or vocab[i] is not None:
-                raise _not_wordpiece(path, f"its ids are not 0..{len(ids) - 1} without gaps", flag)
-            vocab[i] = tok
-        norm = spec.get("normalizer") or {}
-        if lowercase is None and isinstance(norm, dict) and "lowercase" in norm:
-            lowercase = bool(norm["lowercase"])
+        vocab, json_lowercase = _tokenizer_json_vocab(path, text, flag)
+        lowercase = json_lowercase if lowercase is None else lowercase
     else:
-        vocab = [line.rstrip("\r") for line in text.split("\n")]
-        while vocab and vocab[-1] == "":
-            vocab.pop()
-        if vocab and vocab[0].startswith("#version"):
-            raise _not_wordpiece(path, "GPT-2 merges (vocab.bpe); use --tokenizer gpt2", flag)
-        bad = next((i for i, t in enumerate(vocab) if not t or any(c.isspace() for c in t)), None)
-        if bad is not None:
-            line = vocab[bad]
-            why = f"line {bad + 1} ({line[:40]!r}) is empty or holds whitespace"
-            if "\t" in line:
-                why += " (a sentencepiece .vocab? use --tokenizer sentencepiece --spm-model X.model)"
-            elif line.rsplit(" ", 1)[-1].isdigit():
-                why += " (a fairseq dict.txt? give the vocabulary it was made from)"
-            raise _not_wordpiece(path, why, flag)
+        vocab = _vocab_txt_entries(path, text, flag)
     seen: Dict[str, int] = {}
     for i, tok in enumerate(vocab):
         if tok in seen:
@@ -78,6 +48,47 @@ def read_wordpiece_vocab(path, flag: str = "--vocab") -> Tuple[List[str], Option
     if clash:
         raise _not_wordpiece(path, f"it holds fairseq's own symbols {' '.join(clash)}, which cannot be mapped", flag)
     return list(vocab), lowercase
+
+
+def _tokenizer_json_vocab(path: Path, text: str, flag: str) -> Tuple[List[str], Optional[bool]]:
+    """(entries in id order, the normalizer's lowercase or None) of a WordPiece tokenizer.json."""
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _not_wordpiece(path, f"JSON that cannot be read ({e})", flag) from None
+    model = spec.get("model") if isinstance(spec, dict) else None
+    if not isinstance(model, dict):
+        raise _not_wordpiece(path, "a JSON file without a tokenizer model (GPT-2's encoder.json? use "
+                                   "--tokenizer gpt2 --gpt2-encoder-json)", flag)
+    if model.get("type") != "WordPiece":
+        raise _not_wordpiece(path, f"tokenizer.json of a {model.get('type')} tokenizer", flag)
+    ids = model.get("vocab") or {}
+    vocab: List[Optional[str]] = [None] * len(ids)
+    for tok, i in ids.items():
+        if not isinstance(i, int) or not 0 <= i < len(ids) or vocab[i] is not None:
+            raise _not_wordpiece(path, f"its ids are not 0..{len(ids) - 1} without gaps", flag)
+        vocab[i] = tok
+    norm = spec.get("normalizer") or {}
+    return vocab, (bool(norm["lowercase"]) if isinstance(norm, dict) and "lowercase" in norm else None)
+
+
+def _vocab_txt_entries(path: Path, text: str, flag: str) -> List[str]:
+    """The entries of a vocab.txt (one per line); other text formats are named in the error."""
+    vocab = [line.rstrip("\r") for line in text.split("\n")]
+    while vocab and vocab[-1] == "":
+        vocab.pop()
+    if vocab and vocab[0].startswith("#version"):
+        raise _not_wordpiece(path, "GPT-2 merges (vocab.bpe); use --tokenizer gpt2", flag)
+    bad = next((i for i, t in enumerate(vocab) if not t or any(c.isspace() for c in t)), None)
+    if bad is not None:
+        line = vocab[bad]
+        why = f"line {bad + 1} ({line[:40]!r}) is empty or holds whitespace"
+        if "\t" in line:
+            why += " (a sentencepiece .vocab? use --tokenizer sentencepiece --spm-model X.model)"
+        elif line.rsplit(" ", 1)[-1].isdigit():
+            why += " (a fairseq dict.txt? give the vocabulary it was made from)"
+        raise _not_wordpiece(path, why, flag)
+    return vocab
 
 
 def _config_lowercase(folder: Path) -> Optional[bool]:
