@@ -137,16 +137,27 @@ def test_recipe_warms_up_then_continues_with_hc_and_exports(published, tmp_path)
     tiny = ["--max-update", "3", "--batch-size", "4", "--update-freq", "1", "--warmup-updates", "1", "--cpu",
             "--log-interval", "1"]
     env = dict(SAVE_DIR=str(tmp_path / "hc"), HEAD_DIR=str(tmp_path / "head"), HEAD_UPDATES="4")
-    out = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "mlm_hard_correction", *tiny], tmp_path, **env)
+    # an HC-only flag: the warm-up (masked_lm) must not get it
+    hc_flags = [*tiny, "--mlm-prediction-slots", "dynamic"]
+    out = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "mlm_hard_correction", *hc_flags], tmp_path, **env)
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-3000:]
     assert "warming it up for 4 updates" in log and "invalid sizes and will be skipped" in log
-    assert re.search(r"Loaded checkpoint .*head/checkpoint_last\.pt", log)
+    assert re.search(r"Loaded checkpoint .*head/checkpoint_1_4\.pt", log)
     assert (tmp_path / "head" / "checkpoint_last.pt").is_file() and (tmp_path / "hc" / "checkpoint_last.pt").is_file()
     # a second criterion reuses the same warmed-up head
     env["SAVE_DIR"] = str(tmp_path / "mlm")
     again = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "masked_lm", *tiny], tmp_path, **env)
-    assert again.returncode == 0 and "exists: continuing from it" in again.stderr
+    assert again.returncode == 0 and "is complete (checkpoint_1_4.pt): continuing from it" in again.stderr
+    # a warm-up that did not reach its last update is run again, not continued from; SR's flag
+    # reaches SR only
+    (tmp_path / "head" / "checkpoint_1_4.pt").unlink()
+    env["SAVE_DIR"] = str(tmp_path / "sr")
+    sr = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "mlm_soft_reg", *tiny,
+                                         "--synonym-sr-weight", "0.5"], tmp_path, **env)
+    assert sr.returncode == 0, (sr.stdout + sr.stderr)[-3000:]
+    assert "holds an unfinished warm-up" in sr.stderr and (tmp_path / "head" / "checkpoint_1_4.pt").is_file()
+    assert (tmp_path / "sr" / "checkpoint_last.pt").is_file()
     old = run_recipe("bert/pretrain.sh", ["base", str(imported), str(data_bin), "masked_lm"], tmp_path)
     assert old.returncode == 2 and "import directory first" in old.stderr
 

@@ -41,6 +41,7 @@ import argparse
 import ast
 import os
 import shutil
+import sys
 
 import numpy as np
 import torch
@@ -287,7 +288,7 @@ def quiet_config_composition() -> None:
     import functools
     import warnings
 
-    from fairseq import checkpoint_utils
+    from fairseq import checkpoint_utils  # noqa: F401  (imported, so that it is in sys.modules)
     from fairseq.dataclass import utils as dataclass_utils
 
     original = dataclass_utils.convert_namespace_to_omegaconf
@@ -303,5 +304,11 @@ def quiet_config_composition() -> None:
 
     convert_namespace_to_omegaconf.truneg_quiet = True
     dataclass_utils.convert_namespace_to_omegaconf = convert_namespace_to_omegaconf
-    if checkpoint_utils.convert_namespace_to_omegaconf is original:  # bound there by name at import
-        checkpoint_utils.convert_namespace_to_omegaconf = convert_namespace_to_omegaconf
+    # modules that bound the function by name at import: fairseq's checkpoint loading, and the
+    # command line that imported the plugin (fairseq_cli.train, run as fairseq-train or as
+    # ``python -m fairseq_cli.train``, i.e. __main__), which converts its arguments after
+    # importing the --user-dir
+    for name in ("fairseq.checkpoint_utils", "fairseq_cli.train", "fairseq_cli.validate", "__main__"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "convert_namespace_to_omegaconf", None) is original:
+            module.convert_namespace_to_omegaconf = convert_namespace_to_omegaconf
