@@ -49,6 +49,9 @@ def get_parser():
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", nargs="+", help="raw text files")
     src.add_argument("--wordnet-glosses", action="store_true", help="use the built-in WordNet-gloss corpus")
+    p.add_argument("--wordnet-headwords", action="store_true",
+                   help="with --wordnet-glosses: start each definition line with its synset's words, as a dictionary "
+                        "entry does (\"chief, main, primary, principal: most important element\")")
     p.add_argument("--output-dir", required=True)
     add_tokenizer_args(p, default="sentencepiece")
     p.add_argument("--srcdict", help="binarize with this dict.txt instead of one built from the data")
@@ -66,7 +69,10 @@ def get_parser():
 
 
 def main(argv=None) -> int:
-    args = get_parser().parse_args(argv)
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    if args.wordnet_headwords and not args.wordnet_glosses:
+        parser.error("--wordnet-headwords goes with --wordnet-glosses (the built-in corpus), not with --input")
     log = setup_logging("truneg_fairseq.prepare_corpus")
     try:
         # one run at a time per output directory
@@ -108,8 +114,8 @@ def _read_lines(args, log):
     from truneg_fairseq.data import corpus
 
     if args.wordnet_glosses:
-        lines = list(corpus.wordnet_gloss_lines())
-        log.info(f"WordNet glosses: {len(lines)} lines")
+        lines = list(corpus.wordnet_gloss_lines(headwords=args.wordnet_headwords))
+        log.info(f"WordNet glosses{' with their headwords' if args.wordnet_headwords else ''}: {len(lines)} lines")
     else:
         lines = []
         for path in args.input:  # checked before anything is written

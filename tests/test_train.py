@@ -86,6 +86,21 @@ def test_prepare_corpus_rejects_empty_input(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_prepare_corpus_wordnet_entries(tmp_path):
+    """--wordnet-headwords: each definition line starts with its synset's words, as in a dictionary."""
+    out = tmp_path / "out"
+    proc = run_script("prepare_corpus.py", ["--wordnet-glosses", "--wordnet-headwords", "--max-lines", "3000",
+                                            "--tokenizer", "whitespace", "--vocab-size", "2000", "--output-dir", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    assert "WordNet glosses with their headwords" in proc.stdout
+    lines = (out / "raw" / "train.txt").read_text().splitlines() + (out / "raw" / "valid.txt").read_text().splitlines()
+    # WordNet's noun file starts with "entity: that which is perceived ..."
+    assert any(l.startswith("entity: that which is perceived") for l in lines)
+    assert sum(bool(re.match(r"^[\w' -]+(, [\w' -]+)*: ", l)) for l in lines) > len(lines) / 2
+    bad = run_script("prepare_corpus.py", ["--input", str(tmp_path / "x.txt"), "--wordnet-headwords", "--output-dir", str(out)])
+    assert bad.returncode == 2 and "--wordnet-headwords goes with --wordnet-glosses" in bad.stderr
+
+
 def test_prepare_corpus_end_to_end(tmp_path):
     from utils import tiny_corpus_lines
 
