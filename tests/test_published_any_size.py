@@ -264,3 +264,38 @@ def test_evaluate_the_odd_sized_model_on_over_long_lines(published, tmp_path):
     assert text.returncode == 0, text.stderr[-2000:]
     out = json.loads(text.stdout.strip().splitlines()[-1])
     assert out["mlm_loss"] > 0 and "pred_corr_ratio" in out
+
+
+@pytest.mark.slow
+def test_electra_discriminator_alone_gets_a_warmed_up_generator(published, tmp_path):
+    """A discriminator imported without its generator: the recipe adds a fresh generator (a
+    quarter of the discriminator's width), trains it alone with the discriminator and the shared
+    embeddings bit-identical, then continues with HC from that warm-up."""
+    from hf_fixtures import save_electra_pair
+
+    save_electra_pair(tmp_path / "disc", tmp_path / "gen", vocab=published["vocab"])
+    imported = hf_convert.import_hf(tmp_path / "disc", tmp_path / "electra-disc")
+    info = json.loads((imported / "import.json").read_text())
+    assert info["model_args"]["electra_discriminator_only"] is True
+    assert info["model_args"]["electra_gen_hidden_dim"] == 8 and info["model_args"]["electra_gen_heads"] == 1
+    data_bin = published["data_bin"]
+    env = dict(SAVE_DIR=str(tmp_path / "hc"), HEAD_DIR=str(tmp_path / "gen_warm"), HEAD_UPDATES="3",
+               MAX_SENTENCES="4", UPDATE_FREQ="1", PRECISION="fp32")
+    flags = ["--cpu", "--max-update", "2", "--log-interval", "1", "--disable-validation", "--synonym-kl-weight", "0.5"]
+    rec = run_recipe("electra/pretrain.sh", [str(imported), str(data_bin), "mlm_sent_kl", *flags], tmp_path, **env)
+    log = rec.stdout + rec.stderr
+    assert rec.returncode == 0, log[-3000:]
+    assert "has no generator: warming a fresh one up for 3 updates" in log
+    assert "the checkpoint has no generator: a fresh one (2 x 8" in log
+    assert re.search(r"--electra-freeze-discriminator: \d+ discriminator and embedding parameters fixed, \d+ of the "
+                     r"generator trained", log)
+    assert re.search(r"Loaded checkpoint .*gen_warm/checkpoint_1_3\.pt", log)
+    before, warm = state(imported / "model.pt"), state(tmp_path / "gen_warm" / "checkpoint_1_3.pt")
+    shared = [k for k in before if not k.startswith(("generator", "layernorm_eps"))]
+    assert shared and all(torch.equal(before[k], warm[k]) for k in shared)  # discriminator and embeddings kept
+    assert {"generator_head.dense.weight", "generator_bias"} <= set(warm)
+    cont = state(tmp_path / "hc" / "checkpoint_last.pt")
+    assert not torch.equal(warm["discriminator.layers.0.fc1.weight"], cont["discriminator.layers.0.fc1.weight"])
+    again = run_recipe("electra/pretrain.sh", [str(imported), str(data_bin), "electra", *flags[:-2]], tmp_path,
+                       **dict(env, SAVE_DIR=str(tmp_path / "base")))
+    assert again.returncode == 0 and "is complete (checkpoint_1_3.pt)" in again.stderr

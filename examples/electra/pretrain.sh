@@ -9,7 +9,14 @@
 #              batch 128, seq 512, lr 5e-5; pass --restore-file electra_base.pt
 # IMPORTED_DIR a published pair imported with scripts/convert_hf.py import --generator (any
 #              size: base, large, small): the same schedule as base, restored from its model.pt,
-#              sizes and LayerNorm epsilon (1e-12) read from its import.json (--electra-sizes-from)
+#              sizes and LayerNorm epsilon (1e-12) read from its import.json (--electra-sizes-from).
+#              A discriminator imported alone (no --generator) gets a fresh generator (a quarter of
+#              its width, a third for 768; seeded), first trained alone with the discriminator and
+#              the shared embeddings frozen (--electra-freeze-discriminator, criterion electra):
+#              HEAD_UPDATES (default 2000; 0 skips it) at HEAD_LR (default 1e-3) into HEAD_DIR
+#              (default checkpoints/<import name>_generator_warmup), once; every criterion then
+#              continues from that checkpoint. The continued criterion's own flags (--synonym-*)
+#              stay out of the warm-up.
 # CRITERION electra (baseline) | mlm_hard_correction (ELECTRA^HC) | mlm_soft_reg (ELECTRA^SR)
 #           | mlm_sent_kl (ELECTRA_Sent^SR); the last three need DATA_BIN/synonyms.npz
 #           (scripts/build_synonym_table.py) and act on the generator's MLM term.
@@ -51,11 +58,10 @@ info = json.load(open(sys.argv[1]))
 args = info.get("model_args")
 if not isinstance(args, dict) or not isinstance(args.get("electra_max_positions"), int):
     sys.exit(f"error: {sys.argv[1]} records no ELECTRA sizes: import the published pair (with --generator) again")
-if args.get("electra_discriminator_only"):
-    sys.exit(f"error: {sys.argv[1]}: imported without --generator; ELECTRA pre-training needs the generator")
-print(args["electra_max_positions"])
+print(args["electra_max_positions"], "fresh" if args.get("electra_discriminator_only") else "imported")
 EOF
 )
+     read -r POSITIONS GENERATOR <<< "$POSITIONS"
      ARCH=electra_base; NAME=$(basename "$IMPORTED"); SEQ=${SEQ:-$(( POSITIONS < 512 ? POSITIONS : 512 ))}
      LR=${LR:-5e-5}; MAX_UPDATE=${MAX_UPDATE:-200000}
      MAX_SENTENCES=${MAX_SENTENCES:-32}; UPDATE_FREQ=${UPDATE_FREQ:-4}
@@ -74,6 +80,51 @@ FAST=(--mlm-prediction-slots static)
 if [ "${COMPILE:-0}" = 1 ]; then FAST+=(--electra-compile); fi
 TABLE=()
 if [ "$CRITERION" != electra ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}"); fi
+
+if [ "${GENERATOR:-imported}" = fresh ] && [ "${HEAD_UPDATES:-2000}" -gt 0 ]; then
+  HEAD_UPDATES=${HEAD_UPDATES:-2000}
+  HEAD_DIR=${HEAD_DIR:-checkpoints/${NAME}_generator_warmup}
+  HEAD_FLAGS=()
+  skip_value=0
+  for a in "$@"; do  # the continued criterion's flags are not the warm-up's (criterion electra)
+    if [ "$skip_value" = 1 ]; then skip_value=0; case "$a" in --*) ;; *) continue ;; esac; fi
+    case "$a" in
+      --synonym-*=*) continue ;;
+      --synonym-*) skip_value=1; continue ;;
+    esac
+    HEAD_FLAGS+=("$a")
+  done
+  DONE=$(ls "$HEAD_DIR"/checkpoint_*_"$HEAD_UPDATES".pt 2>/dev/null | head -n 1 || true)
+  if [ -n "$DONE" ]; then
+    echo "pretrain.sh: the generator warm-up in $HEAD_DIR is complete ($(basename "$DONE")): continuing from it" \
+         "(remove $HEAD_DIR to warm up again)" >&2
+  else
+    if [ -f "$HEAD_DIR/checkpoint_last.pt" ]; then
+      echo "pretrain.sh: $HEAD_DIR holds an unfinished warm-up (no checkpoint at update $HEAD_UPDATES): warming up" \
+           "again from the import" >&2
+    fi
+    echo "pretrain.sh: $NAME has no generator: warming a fresh one up for $HEAD_UPDATES updates with the" \
+         "discriminator frozen (criterion electra, lr ${HEAD_LR:-1e-3}) into $HEAD_DIR" >&2
+    fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
+      --task electra --arch "$ARCH" --criterion electra \
+      --tokens-per-sample "$SEQ" --sample-break-mode none "${MODEL[@]}" \
+      --optimizer fused_adamw --fused-adamw-betas '(0.9,0.999)' --fused-adamw-eps 1e-6 \
+      --fused-adamw-weight-decay 0.01 --clip-norm 1.0 "${FAST[@]}" \
+      --lr-scheduler polynomial_decay --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
+      "${PREC[@]}" --num-workers "${NUM_WORKERS:-2}" "${RESET[@]}" \
+      --save-dir "$HEAD_DIR" --no-epoch-checkpoints --log-format simple --log-interval 100 \
+      --tensorboard-logdir "$HEAD_DIR/tb" ${HEAD_FLAGS[@]+"${HEAD_FLAGS[@]}"} \
+      --electra-freeze-discriminator --lr "${HEAD_LR:-1e-3}" --warmup-updates "$(( HEAD_UPDATES / 10 ))" \
+      --total-num-update "$HEAD_UPDATES" --max-update "$HEAD_UPDATES" --save-interval-updates "$HEAD_UPDATES"
+    DONE=$(ls "$HEAD_DIR"/checkpoint_*_"$HEAD_UPDATES".pt 2>/dev/null | head -n 1 || true)
+    if [ -z "$DONE" ]; then
+      echo "error: the generator warm-up stopped before update $HEAD_UPDATES (no" \
+           "$HEAD_DIR/checkpoint_*_$HEAD_UPDATES.pt): see its log above" >&2
+      exit 1
+    fi
+  fi
+  RESET=(--restore-file "$DONE" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
+fi
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --task electra --arch "$ARCH" --criterion "$CRITERION" "${TABLE[@]}" \

@@ -491,8 +491,17 @@ def _warn_untied(state, key, embeddings, what):
                            "the fairseq model ties them and keeps the word embeddings")
 
 
+def generator_sizes(hidden: int) -> Dict[str, int]:
+    """The generator of a discriminator published without one, sized as the published pairs are:
+    a quarter of the discriminator's width (a third for width 768, as ELECTRA-base), heads of
+    64, FFN 4 x hidden; as many layers as the discriminator."""
+    gen_hidden = max(hidden // 3 if hidden == 768 else hidden // 4, 1)
+    return {"hidden_size": gen_hidden, "num_attention_heads": max(gen_hidden // 64, 1), "intermediate_size": 4 * gen_hidden}
+
+
 def _electra_sizes(d: dict, g: Optional[dict], max_positions: int) -> Dict[str, object]:
-    gen = g or d  # discriminator-only: generator sizes that pass the model's checks, never built
+    # a discriminator alone: the generator that pre-training adds (fresh, warmed up first)
+    gen = g or dict(generator_sizes(int(d["hidden_size"])), num_hidden_layers=d["num_hidden_layers"])
     return {
         "electra_embed_dim": int(d.get("embedding_size", d["hidden_size"])),
         "electra_hidden_dim": int(d["hidden_size"]), "electra_layers": int(d["num_hidden_layers"]),
@@ -574,7 +583,8 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, a
     else:
         logger.warning(
             f"no --generator given: {ck.path} is imported as a discriminator alone; it fine-tunes "
-            "(sentence_prediction, squad) but cannot continue ELECTRA pre-training"
+            "(sentence_prediction, squad) as it is, and ELECTRA pre-training adds a fresh generator, warmed up "
+            "first with the discriminator frozen (--electra-freeze-discriminator; examples/electra/pretrain.sh does it)"
         )
     _fill(model, out)
     return cfg, model
@@ -618,7 +628,7 @@ def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bo
                 sizes = _bert_sizes(ck.config, cfg.model.max_positions)
             else:
                 cfg, model = _import_electra(ck, gen, work, allow_unshared_embeddings)
-                head = "imported" if gen is not None else "none (discriminator only)"
+                head = "imported" if gen is not None else "none (discriminator only: pre-training adds a fresh generator)"
                 sizes = _electra_sizes(ck.config, gen.config if gen else None, cfg.model.electra_max_positions)
         cfg.task.data = str(out_dir)  # where dict.txt will be once the directory is in place
         _save_checkpoint(work / "model.pt", cfg, model)

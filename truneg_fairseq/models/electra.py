@@ -84,6 +84,11 @@ class ElectraConfig(FairseqDataclass):
         default=False,
         metadata={"help": "build the discriminator alone (automatic for tasks that do not pre-train a generator)"},
     )
+    electra_freeze_discriminator: bool = field(
+        default=False,
+        metadata={"help": "train the generator alone: the discriminator, its head and the shared embeddings keep "
+                  "their values (the warm-up of a fresh generator for a discriminator published without one)"},
+    )
     electra_embed_init: Optional[str] = field(default=None, metadata={"help": embed_init.HELP})
     electra_sizes_from: Optional[str] = field(
         default=None,
@@ -232,6 +237,20 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
             set_layernorm_eps(module, cfg.electra_layernorm_eps)
             module.to(device=ref.device, dtype=ref.dtype)
         self.generator_bias.data = self.generator_bias.data.to(device=ref.device, dtype=ref.dtype)
+        if getattr(cfg, "electra_freeze_discriminator", False):
+            self._freeze_discriminator()
+
+    def _freeze_discriminator(self) -> None:
+        """Only the generator (stack, head, output bias) trains; the embeddings it shares with
+        the discriminator stay as they are."""
+        frozen = 0
+        for module in (self.embeddings, self.discriminator, self.discriminator_head):
+            for p in module.parameters():
+                p.requires_grad_(False)
+                frozen += p.numel()
+        trained = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        logger.info(f"--electra-freeze-discriminator: {frozen} discriminator and embedding parameters fixed, "
+                    f"{trained} of the generator trained")
 
     def _apply(self, fn, *args, **kwargs):
         # .half()/.bfloat16() (fairseq's --fp16/--bf16) would cast the epsilon buffer too, and
@@ -430,6 +449,16 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
                 del state_dict[k]
             if dropped:
                 logger.info(f"loading the discriminator only: dropped {len(dropped)} generator tensors")
+        elif not any(k[len(prefix):].startswith(GENERATOR_PREFIXES) for k in keys):
+            # a discriminator published (or imported) without its generator: pre-training goes on
+            # with the generator this model was built with (initialised from --seed)
+            fresh = {prefix + k: v.detach().clone() for k, v in self.state_dict().items() if k.startswith(GENERATOR_PREFIXES)}
+            state_dict.update(fresh)
+            logger.warning(
+                f"the checkpoint has no generator: a fresh one ({self.cfg.electra_gen_layers} x "
+                f"{self.cfg.electra_gen_hidden_dim}, {len(fresh)} tensors, initialised from --seed) starts; warm it up "
+                "with the discriminator frozen (--electra-freeze-discriminator; examples/electra/pretrain.sh does it) "
+                "before continued pre-training")
         self._upgrade_classification_heads(state_dict, prefix)
         super().upgrade_state_dict_named(state_dict, name)
 
