@@ -74,41 +74,16 @@ RESET=(--reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
 START="$IMPORTED/model.pt"
 
 if [ "$HEAD_UPDATES" -gt 0 ]; then
-  # the flags of the continued criterion (--synonym-*, --mlm-*) are not the warm-up's: it runs masked_lm
-  HEAD_FLAGS=()
-  skip_value=0
-  for a in "$@"; do
-    if [ "$skip_value" = 1 ]; then skip_value=0; case "$a" in --*) ;; *) continue ;; esac; fi
-    case "$a" in
-      --synonym-*=*|--mlm-*=*) continue ;;
-      --synonym-*|--mlm-*) skip_value=1; continue ;;
-    esac
-    HEAD_FLAGS+=("$a")
-  done
-  DONE=$(ls "$HEAD_DIR"/checkpoint_*_"$HEAD_UPDATES".pt 2>/dev/null | head -n 1 || true)
-  if [ -n "$DONE" ]; then
-    echo "pretrain.sh: the head warm-up in $HEAD_DIR is complete ($(basename "$DONE")): continuing from it" \
-         "(remove $HEAD_DIR to warm up again)" >&2
-  else
-    if [ -f "$HEAD_DIR/checkpoint_last.pt" ]; then
-      echo "pretrain.sh: $HEAD_DIR holds an unfinished warm-up (no checkpoint at update $HEAD_UPDATES): warming up" \
-           "again from the import" >&2
-    fi
-    echo "pretrain.sh: $NAME's masked-LM head is $HEAD: warming it up for $HEAD_UPDATES updates with the encoder" \
-         "frozen (masked_lm, lr ${HEAD_LR:-1e-3}) into $HEAD_DIR" >&2
+  source "$REPO/examples/warmup.sh"
+  warmup_flags "--synonym- --mlm-" "$@"  # the warm-up runs masked_lm
+  WHAT="$NAME's masked-LM head is $HEAD: warming it up for $HEAD_UPDATES updates with the encoder frozen"
+  warm_up "$HEAD_DIR" "$HEAD_UPDATES" "$WHAT (masked_lm, lr ${HEAD_LR:-1e-3}) into $HEAD_DIR" \
     fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion masked_lm \
       --restore-file "$START" "${RESET[@]}" --save-dir "$HEAD_DIR" --tensorboard-logdir "$HEAD_DIR/tb" \
-      ${HEAD_FLAGS[@]+"${HEAD_FLAGS[@]}"} \
+      ${WARMUP_FLAGS[@]+"${WARMUP_FLAGS[@]}"} \
       --bert-freeze-encoder --lr "${HEAD_LR:-1e-3}" --warmup-updates "$(( HEAD_UPDATES / 10 ))" \
       --total-num-update "$HEAD_UPDATES" --max-update "$HEAD_UPDATES" --save-interval-updates "$HEAD_UPDATES"
-    DONE=$(ls "$HEAD_DIR"/checkpoint_*_"$HEAD_UPDATES".pt 2>/dev/null | head -n 1 || true)
-    if [ -z "$DONE" ]; then
-      echo "error: the head warm-up stopped before update $HEAD_UPDATES (no $HEAD_DIR/checkpoint_*_$HEAD_UPDATES.pt):" \
-           "see its log above" >&2
-      exit 1
-    fi
-  fi
-  START="$DONE"
+  START="$WARM_CHECKPOINT"
 fi
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion "$CRITERION" "${TABLE[@]}" \

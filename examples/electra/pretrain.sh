@@ -84,27 +84,10 @@ if [ "$CRITERION" != electra ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-$D
 if [ "${GENERATOR:-imported}" = fresh ] && [ "${HEAD_UPDATES:-2000}" -gt 0 ]; then
   HEAD_UPDATES=${HEAD_UPDATES:-2000}
   HEAD_DIR=${HEAD_DIR:-checkpoints/${NAME}_generator_warmup}
-  HEAD_FLAGS=()
-  skip_value=0
-  for a in "$@"; do  # the continued criterion's flags are not the warm-up's (criterion electra)
-    if [ "$skip_value" = 1 ]; then skip_value=0; case "$a" in --*) ;; *) continue ;; esac; fi
-    case "$a" in
-      --synonym-*=*) continue ;;
-      --synonym-*) skip_value=1; continue ;;
-    esac
-    HEAD_FLAGS+=("$a")
-  done
-  DONE=$(ls "$HEAD_DIR"/checkpoint_*_"$HEAD_UPDATES".pt 2>/dev/null | head -n 1 || true)
-  if [ -n "$DONE" ]; then
-    echo "pretrain.sh: the generator warm-up in $HEAD_DIR is complete ($(basename "$DONE")): continuing from it" \
-         "(remove $HEAD_DIR to warm up again)" >&2
-  else
-    if [ -f "$HEAD_DIR/checkpoint_last.pt" ]; then
-      echo "pretrain.sh: $HEAD_DIR holds an unfinished warm-up (no checkpoint at update $HEAD_UPDATES): warming up" \
-           "again from the import" >&2
-    fi
-    echo "pretrain.sh: $NAME has no generator: warming a fresh one up for $HEAD_UPDATES updates with the" \
-         "discriminator frozen (criterion electra, lr ${HEAD_LR:-1e-3}) into $HEAD_DIR" >&2
+  source "$REPO/examples/warmup.sh"
+  warmup_flags "--synonym-" "$@"  # the warm-up runs the electra criterion
+  WHAT="$NAME has no generator: warming a fresh one up for $HEAD_UPDATES updates with the discriminator frozen"
+  warm_up "$HEAD_DIR" "$HEAD_UPDATES" "$WHAT (criterion electra, lr ${HEAD_LR:-1e-3}) into $HEAD_DIR" \
     fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
       --task electra --arch "$ARCH" --criterion electra \
       --tokens-per-sample "$SEQ" --sample-break-mode none "${MODEL[@]}" \
@@ -113,17 +96,10 @@ if [ "${GENERATOR:-imported}" = fresh ] && [ "${HEAD_UPDATES:-2000}" -gt 0 ]; th
       --lr-scheduler polynomial_decay --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
       "${PREC[@]}" --num-workers "${NUM_WORKERS:-2}" "${RESET[@]}" \
       --save-dir "$HEAD_DIR" --no-epoch-checkpoints --log-format simple --log-interval 100 \
-      --tensorboard-logdir "$HEAD_DIR/tb" ${HEAD_FLAGS[@]+"${HEAD_FLAGS[@]}"} \
+      --tensorboard-logdir "$HEAD_DIR/tb" ${WARMUP_FLAGS[@]+"${WARMUP_FLAGS[@]}"} \
       --electra-freeze-discriminator --lr "${HEAD_LR:-1e-3}" --warmup-updates "$(( HEAD_UPDATES / 10 ))" \
       --total-num-update "$HEAD_UPDATES" --max-update "$HEAD_UPDATES" --save-interval-updates "$HEAD_UPDATES"
-    DONE=$(ls "$HEAD_DIR"/checkpoint_*_"$HEAD_UPDATES".pt 2>/dev/null | head -n 1 || true)
-    if [ -z "$DONE" ]; then
-      echo "error: the generator warm-up stopped before update $HEAD_UPDATES (no" \
-           "$HEAD_DIR/checkpoint_*_$HEAD_UPDATES.pt): see its log above" >&2
-      exit 1
-    fi
-  fi
-  RESET=(--restore-file "$DONE" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
+  RESET=(--restore-file "$WARM_CHECKPOINT" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
 fi
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
