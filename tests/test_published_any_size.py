@@ -299,3 +299,23 @@ def test_electra_discriminator_alone_gets_a_warmed_up_generator(published, tmp_p
     again = run_recipe("electra/pretrain.sh", [str(imported), str(data_bin), "electra", *flags[:-2]], tmp_path,
                        **dict(env, SAVE_DIR=str(tmp_path / "base")))
     assert again.returncode == 0 and "is complete (checkpoint_1_3.pt)" in again.stderr
+
+
+@pytest.mark.slow
+def test_hydra_generator_warmup_keeps_the_discriminator(published, tmp_path):
+    """examples/electra/config/generator_warmup.yaml on a discriminator imported alone."""
+    from hf_fixtures import save_electra_pair
+    from utils import REPO, hydra_train
+
+    save_electra_pair(tmp_path / "disc", tmp_path / "gen", vocab=published["vocab"])
+    imported = hf_convert.import_hf(tmp_path / "disc", tmp_path / "electra-disc")
+    warm = hydra_train(REPO / "examples" / "electra" / "config", "generator_warmup", [
+        f"task.data={published['data_bin']}", f"model.electra_sizes_from={imported}", "task.tokens_per_sample=64",
+        "task.electra_bf16_autocast=false", "dataset.batch_size=4", "optimization.update_freq=[1]",
+        "dataset.disable_validation=true", f"checkpoint.restore_file={imported / 'model.pt'}",
+        f"checkpoint.save_dir={tmp_path / 'warm'}", "optimization.max_update=2", "lr_scheduler.total_num_update=2",
+        ], tmp_path / "run")
+    assert warm.returncode == 0, (warm.stdout + warm.stderr)[-3000:]
+    before, after = state(imported / "model.pt"), state(tmp_path / "warm" / "checkpoint_last.pt")
+    assert all(torch.equal(before[k], after[k]) for k in before if not k.startswith("generator"))
+    assert "generator_head.dense.weight" in after
