@@ -43,7 +43,7 @@ def model_args(backbone, layers, dim, ffn, heads, seq):
 def build(data_dir, backbone, layers, dim, ffn, heads, seq, seed=1):
     import torch
     from fairseq import options, tasks, utils
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.dataclass import utils as dataclass_utils  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401  (registration)
 
@@ -53,7 +53,7 @@ def build(data_dir, backbone, layers, dim, ffn, heads, seq, seed=1):
     for criterion in (BASELINE[backbone], "cline"):
         args = options.parse_args_and_arch(options.get_training_parser(), [
             data_dir, "--task", "cline", "--criterion", criterion, "--cpu", "--seed", str(seed), *arch])
-        cfg = convert_namespace_to_omegaconf(args)
+        cfg = dataclass_utils.convert_namespace_to_omegaconf(args)
         if task is None:
             utils.set_torch_seed(seed)
             task = tasks.setup_task(cfg.task)

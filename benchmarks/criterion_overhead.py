@@ -29,7 +29,7 @@ def build(data_bin, table, seed=1):
     returns (task, {criterion: training-step function})."""
     import torch
     from fairseq import options, tasks, utils
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.dataclass import utils as dataclass_utils  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401
 
@@ -39,7 +39,7 @@ def build(data_bin, table, seed=1):
         extra = [] if criterion == "masked_lm" else ["--synonym-table", table]
         args = options.parse_args_and_arch(options.get_training_parser(), [
             data_bin, "--task", "masked_lm", "--criterion", criterion, "--cpu", "--seed", str(seed), *ARCH, *extra])
-        cfg = convert_namespace_to_omegaconf(args)
+        cfg = dataclass_utils.convert_namespace_to_omegaconf(args)
         if task is None:
             utils.set_torch_seed(seed)
             task = tasks.setup_task(cfg.task)

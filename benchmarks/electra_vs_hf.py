@@ -36,7 +36,7 @@ def build_plugin(criteria, table_path, dict_dir):
     criteria share the model so that they are timed on the same memory)."""
     import torch
     from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.dataclass import utils as dataclass_utils  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401
 
@@ -47,7 +47,7 @@ def build_plugin(criteria, table_path, dict_dir):
         args = options.parse_args_and_arch(options.get_training_parser(), [
             dict_dir, "--task", "electra", "--arch", "electra_small", "--criterion", criterion,
             "--electra-max-positions", "128", "--tokens-per-sample", "128", "--cpu", *extra])
-        cfg = convert_namespace_to_omegaconf(args)
+        cfg = dataclass_utils.convert_namespace_to_omegaconf(args)
         if task is None:
             task = tasks.setup_task(cfg.task)
             model = task.build_model(cfg.model).train()

@@ -64,7 +64,7 @@ def step_flops(size: str, mask_prob: float = 0.15) -> float:
 def plugin_setup(size, criterion, slots, compiled, work, table, device):
     import torch
     from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.dataclass import utils as dataclass_utils  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401
     from truneg_fairseq.optim.fused_adamw import FusedAdamW, FusedAdamWConfig
@@ -78,7 +78,7 @@ def plugin_setup(size, criterion, slots, compiled, work, table, device):
             "--mlm-prediction-slots", slots]
     if criterion != "electra":
         args += ["--synonym-table", table]
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), args))
+    cfg = dataclass_utils.convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), args))
     task = tasks.setup_task(cfg.task)
     model = task.build_model(cfg.model).to(device).train()
     crit = task.build_criterion(cfg.criterion).to(device)

@@ -45,7 +45,7 @@ def main():
 
     import torch
     from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.dataclass import utils as dataclass_utils  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401
     from truneg_fairseq.data import squad
@@ -61,7 +61,7 @@ def main():
 
     argv = [work, "--task", "squad", "--criterion", "squad", "--arch", "electra_small", "--cpu",
             "--squad-spm-model", os.path.join(args.workdir, "spm.model"), "--electra-max-positions", "512"]
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    cfg = dataclass_utils.convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
     task = tasks.setup_task(cfg.task)
     examples = squad.load_squad_json(os.path.join(work, "train.json"))
     t0 = time.perf_counter()
