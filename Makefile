@@ -1,7 +1,10 @@
 # truneg-fairseq: set-up, demo and tests.
 #   make demo   install everything, then run the built-in demo (WordNet-gloss corpus, 3 criterions)
 #   make study  RoBERTa and ELECTRA, 4 criterions each, scored at 20/40/60/80/100% of training, with plots
-#   make test   install everything, then run the test suite
+#   make test   install everything, then run the test suite (one worker per core, the 15 slowest
+#               tests listed at the end)
+#   make test-quick  the tests that train nothing end to end (losses, lookup, selection,
+#               statistics, tokenizers, config checks, bad inputs): the edit-run loop
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -10,7 +13,7 @@ PIP := $(PY) -m pip
 WORDNET_DIR ?= /usr/share/wordnet
 STAMP := $(VENV)/.installed
 
-.PHONY: install wordnet demo study test bench lint clean
+.PHONY: install wordnet demo study test test-quick bench lint clean
 
 install: $(STAMP) wordnet
 
@@ -43,8 +46,16 @@ demo: install
 study: install
 	$(PY) examples/study/run_study.py --scale cpu --workdir study_work
 
+# pytest-xdist: one worker per core (TEST_WORKERS=0 runs the tests in this process); --dist
+# loadfile keeps each test file's module fixtures in one worker
+TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -q tests -n $(TEST_WORKERS) --dist loadfile
+
 test: install
-	$(PY) -m pytest -q tests
+	$(PYTEST) --durations=15
+
+test-quick: install
+	$(PYTEST) -m "not slow" --durations=5
 
 # Benchmarks print numbers (docs/benchmarks.md); transformers is installed for the HF baseline only.
 bench: install

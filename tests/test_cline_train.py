@@ -3,7 +3,6 @@
 (the CLINE-only tensors are dropped), and Hits of the checkpoints."""
 
 import re
-import shutil
 
 import pytest
 import torch
@@ -18,6 +17,18 @@ assert TINY_ROBERTA[-2] == "--tokens-per-sample"
 
 def updates(log):
     return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
+
+
+@pytest.fixture(scope="module")
+def cline_valid_data(corpus_dir, data_bin, wn, tmp_path_factory):
+    """CLINE data of the corpus's valid lines (as train and valid split), read by the recipes."""
+    from truneg_fairseq.data import cline
+
+    work = tmp_path_factory.mktemp("cline_valid")
+    settings = cline.Settings(seed=1, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
+    cline.make_cline_data({"train": corpus_dir / "raw" / "valid.txt", "valid": corpus_dir / "raw" / "valid.txt"},
+                          work, settings, srcdict=data_bin / "dict.txt", wn=wn)
+    return work / "data-bin"
 
 
 @pytest.mark.slow
@@ -76,15 +87,12 @@ def test_continue_resume_finetune_and_hits(corpus_dir, data_bin, tmp_path, wn):
 
 
 @pytest.mark.slow
-def test_recipes_run(corpus_dir, data_bin, tmp_path, wn):
+def test_recipes_run(data_bin, cline_valid_data, tmp_path):
     """The fairseq-hydra-train config and the shell recipe, shrunk to a tiny model on the CPU."""
-    from truneg_fairseq.data import cline
     from utils import REPO, hydra_train, run_recipe
 
-    settings = cline.Settings(seed=1, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
-    cline.make_cline_data({"train": corpus_dir / "raw" / "valid.txt", "valid": corpus_dir / "raw" / "valid.txt"},
-                          tmp_path / "c", settings, srcdict=data_bin / "dict.txt", wn=wn)
-    cdata = tmp_path / "c" / "data-bin"
+    cdata = cline_valid_data
+
     fairseq_train(data_bin, tmp_path / "mlm", [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"])
     p = hydra_train(REPO / "examples" / "cline" / "config", "roberta_base_cline", [
         f"task.data={cdata}", f"checkpoint.restore_file={tmp_path / 'mlm' / 'checkpoint_last.pt'}",
@@ -102,17 +110,14 @@ def test_recipes_run(corpus_dir, data_bin, tmp_path, wn):
 
 
 @pytest.mark.slow
-def test_cline_on_electra_end_to_end(corpus_dir, data_bin, tmp_path, wn):
+def test_cline_on_electra_end_to_end(corpus_dir, data_bin, cline_valid_data, tmp_path):
     """An ELECTRA pre-training checkpoint continued with CLINE through the shell recipe and the
     ELECTRA-base hydra config (shrunk), fine-tuned as a plain ELECTRA discriminator, and Hits of
     the CLINE checkpoint's discriminator."""
-    from truneg_fairseq.data import cline
     from utils import REPO, TINY_ELECTRA, TINY_ELECTRA_MODEL, hydra_train, run_recipe
 
-    settings = cline.Settings(seed=1, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
-    cline.make_cline_data({"train": corpus_dir / "raw" / "valid.txt", "valid": corpus_dir / "raw" / "valid.txt"},
-                          tmp_path / "c", settings, srcdict=data_bin / "dict.txt", wn=wn)
-    cdata = tmp_path / "c" / "data-bin"
+    cdata = cline_valid_data
+
     fairseq_train(data_bin, tmp_path / "el", [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra",
                                               "--max-update", "1"])
     start = tmp_path / "el" / "checkpoint_last.pt"

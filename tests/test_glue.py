@@ -76,47 +76,80 @@ def predict_valid(checkpoint, data):
     return logits.argmax(-1).numpy(), sample["target"].view(-1).numpy()
 
 
-@pytest.mark.slow
-def test_finetune_recipes_and_table(glue_dir, corpus_dir, data_bin, synonym_table, tmp_path):
-    """Pre-train a tiny ELECTRA, prepare all eight tasks, fine-tune each with its recipe config
-    through examples/glue/finetune.sh (fp32, CPU), and gather the Table-3 row."""
-    from utils import TINY_ELECTRA, fairseq_train, run_recipe
+TINY_ELECTRA_OVERRIDES = [
+    "+model.electra_layers=2", "+model.electra_gen_layers=2", "+model.electra_embed_dim=16",
+    "+model.electra_hidden_dim=32", "+model.electra_heads=2", "+model.electra_ffn_dim=64",
+    "+model.electra_gen_hidden_dim=16", "+model.electra_gen_heads=1", "+model.electra_gen_ffn_dim=32",
+    "+model.electra_max_positions=64", "task.max_positions=64", "common.cpu=true", "dataset.num_workers=0",
+    "optimization.max_epoch=2", "common.log_interval=1"]
+METRIC = {"CoLA": r"\| mcc -?[\d.]+", "STS-B": r"\| pearson_and_spearman -?[\d.]+", "MRPC": r"\| acc_and_f1 [\d.]+",
+          "QQP": r"\| acc_and_f1 [\d.]+"}
 
-    fairseq_train(data_bin, tmp_path / "pre", [*TINY_ELECTRA, "--task", "electra", "--criterion", "mlm_hard_correction",
-                                                "--synonym-table", "synonyms.npz", "--max-update", "2"])
-    out = tmp_path / "glue-bin"
-    tasks = list(TASKS)  # every recipe config
-    proc = run_script("prepare_glue.py", ["--glue-dir", str(glue_dir), "--output-dir", str(out), "--tasks", *tasks,
-                                          "--dict", str(data_bin / "dict.txt"), "--tokenizer", "sentencepiece",
-                                          "--spm-model", str(corpus_dir / "spm.model")])
-    assert proc.returncode == 0, proc.stderr
-    tiny = ["+model.electra_layers=2", "+model.electra_gen_layers=2", "+model.electra_embed_dim=16",
-            "+model.electra_hidden_dim=32", "+model.electra_heads=2", "+model.electra_ffn_dim=64",
-            "+model.electra_gen_hidden_dim=16", "+model.electra_gen_heads=1", "+model.electra_gen_ffn_dim=32",
-            "+model.electra_max_positions=64", "task.max_positions=64", "common.cpu=true", "dataset.num_workers=0",
-            "optimization.max_epoch=2", "common.log_interval=1"]
-    runs = tmp_path / "runs"
-    for task in tasks:
-        r = run_recipe("glue/finetune.sh", [task, "small", str(out), str(tmp_path / "pre" / "checkpoint_last.pt"), *tiny],
-                       tmp_path, SAVE_DIR=str(runs / task), BSZ="8")
-        log = r.stdout + r.stderr
-        assert r.returncode == 0, log[-3000:]
-        text = (runs / task / "train.log").read_text()
-        metric = {"CoLA": r"\| mcc -?[\d.]+", "STS-B": r"\| pearson_and_spearman -?[\d.]+", "MRPC": r"\| acc_and_f1 [\d.]+",
-                  "QQP": r"\| acc_and_f1 [\d.]+"}.get(task, r"\| accuracy [\d.]+")
-        assert re.search(metric, text), text[-2000:]
-        if task == "MNLI":
-            assert "valid on 'valid1' subset" in text  # dev_mismatched
-    # the logged metrics equal scikit-learn / scipy on the best checkpoint's predictions
-    for task, metric in (("CoLA", "mcc"), ("STS-B", "pearson_and_spearman")):
-        preds, targets = predict_valid(runs / task / "checkpoint_best.pt", out / task)
-        if task == "CoLA":
-            expect = 100 * matthews_corrcoef(targets, preds)
-        else:
-            expect = 100 * (pearsonr(preds, targets)[0] + spearmanr(preds, targets)[0]) / 2
-        logged = [float(m) for m in re.findall(rf"\| {metric} (-?[\d.]+)", (runs / task / "train.log").read_text())]
-        assert round(expect, 1) == pytest.approx(max(logged), abs=0.051), (task, expect, logged)
-    table = run_script("glue_table.py", [str(runs), "--name", "tiny"])
+
+class FineTunes:
+    """Each GLUE task fine-tuned once per module through examples/glue/finetune.sh (fp32, CPU)
+    from a tiny pre-trained ELECTRA, on all eight tasks prepared by prepare_glue.py: a test asks
+    for the runs it reads, in any order, and a run already made is not made again."""
+
+    def __init__(self, root, glue_dir, corpus_dir, data_bin):
+        from utils import TINY_ELECTRA, fairseq_train
+
+        self.root = root
+        fairseq_train(data_bin, root / "pre", [*TINY_ELECTRA, "--task", "electra", "--criterion",
+                                               "mlm_hard_correction", "--synonym-table", "synonyms.npz",
+                                               "--max-update", "2"])
+        self.bin = root / "glue-bin"
+        proc = run_script("prepare_glue.py", ["--glue-dir", str(glue_dir), "--output-dir", str(self.bin), "--tasks",
+                                              *TASKS, "--dict", str(data_bin / "dict.txt"), "--tokenizer",
+                                              "sentencepiece", "--spm-model", str(corpus_dir / "spm.model")])
+        assert proc.returncode == 0, proc.stderr
+        self.runs = root / "runs"
+        self.done = set()
+
+    def run(self, task):
+        """SAVE_DIR of ``task``'s fine-tuning (its train.log, checkpoint_best.pt)."""
+        from utils import run_recipe
+
+        if task not in self.done:
+            r = run_recipe("glue/finetune.sh", [task, "small", str(self.bin), str(self.root / "pre" / "checkpoint_last.pt"),
+                                                *TINY_ELECTRA_OVERRIDES], self.root, SAVE_DIR=str(self.runs / task), BSZ="8")
+            assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+            self.done.add(task)
+        return self.runs / task
+
+
+@pytest.fixture(scope="module")
+def finetunes(glue_dir, corpus_dir, data_bin, synonym_table, tmp_path_factory):
+    return FineTunes(tmp_path_factory.mktemp("finetunes"), glue_dir, corpus_dir, data_bin)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", list(TASKS))
+def test_finetune_recipe(finetunes, task):
+    """Every task's recipe config fine-tunes and logs its metric; MNLI validates on both dev
+    sets; the logged CoLA MCC and STS-B Pearson/Spearman equal scikit-learn's / scipy's on the
+    best checkpoint's predictions."""
+    text = (finetunes.run(task) / "train.log").read_text()
+    assert re.search(METRIC.get(task, r"\| accuracy [\d.]+"), text), text[-2000:]
+    if task == "MNLI":
+        assert "valid on 'valid1' subset" in text  # dev_mismatched
+    if task not in ("CoLA", "STS-B"):
+        return
+    preds, targets = predict_valid(finetunes.runs / task / "checkpoint_best.pt", finetunes.bin / task)
+    if task == "CoLA":
+        metric, expect = "mcc", 100 * matthews_corrcoef(targets, preds)
+    else:
+        metric, expect = "pearson_and_spearman", 100 * (pearsonr(preds, targets)[0] + spearmanr(preds, targets)[0]) / 2
+    logged = [float(m) for m in re.findall(rf"\| {metric} (-?[\d.]+)", text)]
+    assert round(expect, 1) == pytest.approx(max(logged), abs=0.051), (task, expect, logged)
+
+
+@pytest.mark.slow
+def test_glue_table_of_the_eight_runs(finetunes):
+    """glue_table.py gathers the Table-3 row from the eight fine-tuning logs."""
+    for task in TASKS:
+        finetunes.run(task)
+    table = run_script("glue_table.py", [str(finetunes.runs), "--name", "tiny"])
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.strip().splitlines()
     cols = [c.strip() for c in header.split("|")]

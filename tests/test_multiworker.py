@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils import REPO, TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, USER_DIR
+from utils import REPO, TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, USER_DIR, train_in_process
 
 WORKER = str(REPO / "tests" / "cpu_worker.py")
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0"]
@@ -88,8 +88,8 @@ def wait_all(procs, tmp_path, name, timeout=300):
 
 
 def one_worker(args, tmp_path, name):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "fairseq_cli.train", *args], capture_output=True, text=True, env=env)
+    """The reference: one fairseq-train worker (in this process, one thread)."""
+    proc = train_in_process(args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stdout + proc.stderr
 
@@ -195,9 +195,9 @@ def _trainer_worker(rank, world, init_file, data_bin, task_name, arch, crit, bac
     import fairseq.models.distributed_fairseq_model as distributed_fairseq_model
     import truneg_fairseq  # noqa: F401  (registration, as --user-dir does)
 
-    distributed_fairseq_model.DistributedDataParallel = cpu_worker.CpuDistributedDataParallel
     torch.set_num_threads(1)
     if world > 1:
+        distributed_fairseq_model.DistributedDataParallel = cpu_worker.CpuDistributedDataParallel
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     cfg = _trainer_cfg(data_bin, task_name, arch, crit, world, rank, backend, Path(out).parent / "save")
     utils.set_torch_seed(cfg.common.seed)
@@ -222,8 +222,15 @@ def _spawn(tmp_path, key, world, data_bin, case):
 
     task_name, arch, crit, backend = case
     out = tmp_path / f"{key.replace('/', '_')}_{world}.pt"
-    mp.spawn(_trainer_worker, args=(world, str(tmp_path / f"init_{out.name}"), str(data_bin), task_name, arch, crit,
-                                    backend, str(out)), nprocs=world, join=True)
+    args = (world, str(tmp_path / f"init_{out.name}"), str(data_bin), task_name, arch, crit, backend, str(out))
+    if world == 1:  # the reference needs no process group: it runs here
+        threads = torch.get_num_threads()
+        try:
+            _trainer_worker(0, *args)
+        finally:
+            torch.set_num_threads(threads)
+    else:
+        mp.spawn(_trainer_worker, args=args, nprocs=world, join=True)
     return [torch.load(f"{out}.rank{r}") for r in range(world)]
 
 

@@ -7,6 +7,7 @@ frozen, continued HC through the recipe with no size flags, export and reload in
 import json
 import os
 import re
+import shutil
 import stat
 from pathlib import Path
 
@@ -129,31 +130,44 @@ def test_head_warmup_changes_only_the_head(published, tmp_path):
     assert cfg.encoder_layers == 3 and cfg.bert_sizes_from is None  # the checkpoint holds the sizes itself
 
 
-@pytest.mark.slow
-def test_recipe_warms_up_then_continues_with_hc_and_exports(published, tmp_path):
-    from transformers import AutoModel, AutoTokenizer, BertForMaskedLM, pipeline
+RECIPE_TINY = ["--max-update", "3", "--batch-size", "4", "--update-freq", "1", "--warmup-updates", "1", "--cpu",
+               "--log-interval", "1"]
 
-    imported, data_bin = published["imported"], published["data_bin"]
-    tiny = ["--max-update", "3", "--batch-size", "4", "--update-freq", "1", "--warmup-updates", "1", "--cpu",
-            "--log-interval", "1"]
-    env = dict(SAVE_DIR=str(tmp_path / "hc"), HEAD_DIR=str(tmp_path / "head"), HEAD_UPDATES="4")
-    # an HC-only flag: the warm-up (masked_lm) must not get it
-    hc_flags = [*tiny, "--mlm-prediction-slots", "dynamic"]
-    out = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "mlm_hard_correction", *hc_flags], tmp_path, **env)
+
+@pytest.fixture(scope="module")
+def recipe_hc(published, tmp_path_factory):
+    """examples/bert/pretrain.sh on the import: the head warmed up for 4 updates (HEAD_DIR), then
+    HC continued from it (SAVE_DIR), with an HC-only flag the warm-up (masked_lm) must not get."""
+    root = tmp_path_factory.mktemp("recipe_hc")
+    env = dict(SAVE_DIR=str(root / "hc"), HEAD_DIR=str(root / "head"), HEAD_UPDATES="4")
+    out = run_recipe("bert/pretrain.sh", [str(published["imported"]), str(published["data_bin"]), "mlm_hard_correction",
+                                          *RECIPE_TINY, "--mlm-prediction-slots", "dynamic"], root, **env)
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-3000:]
+    return {"root": root, "log": log, "env": env}
+
+
+@pytest.mark.slow
+def test_recipe_warms_up_then_continues_with_hc(recipe_hc):
+    log, root = recipe_hc["log"], recipe_hc["root"]
     assert "warming it up for 4 updates" in log and "invalid sizes and will be skipped" in log
     assert re.search(r"Loaded checkpoint .*head/checkpoint_1_4\.pt", log)
-    assert (tmp_path / "head" / "checkpoint_last.pt").is_file() and (tmp_path / "hc" / "checkpoint_last.pt").is_file()
+    assert (root / "head" / "checkpoint_last.pt").is_file() and (root / "hc" / "checkpoint_last.pt").is_file()
+
+
+@pytest.mark.slow
+def test_recipe_reuses_a_finished_warm_up_and_reruns_an_unfinished_one(published, recipe_hc, tmp_path):
+    imported, data_bin = published["imported"], published["data_bin"]
+    shutil.copytree(recipe_hc["root"] / "head", tmp_path / "head")  # this test changes it
     # a second criterion reuses the same warmed-up head
-    env["SAVE_DIR"] = str(tmp_path / "mlm")
-    again = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "masked_lm", *tiny], tmp_path, **env)
+    env = dict(recipe_hc["env"], SAVE_DIR=str(tmp_path / "mlm"), HEAD_DIR=str(tmp_path / "head"))
+    again = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "masked_lm", *RECIPE_TINY], tmp_path, **env)
     assert again.returncode == 0 and "is complete (checkpoint_1_4.pt): continuing from it" in again.stderr
     # a warm-up that did not reach its last update is run again, not continued from; SR's flag
     # reaches SR only
     (tmp_path / "head" / "checkpoint_1_4.pt").unlink()
     env["SAVE_DIR"] = str(tmp_path / "sr")
-    sr = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "mlm_soft_reg", *tiny,
+    sr = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "mlm_soft_reg", *RECIPE_TINY,
                                          "--synonym-sr-weight", "0.5"], tmp_path, **env)
     assert sr.returncode == 0, (sr.stdout + sr.stderr)[-3000:]
     assert "holds an unfinished warm-up" in sr.stderr and (tmp_path / "head" / "checkpoint_1_4.pt").is_file()
@@ -161,8 +175,14 @@ def test_recipe_warms_up_then_continues_with_hc_and_exports(published, tmp_path)
     old = run_recipe("bert/pretrain.sh", ["base", str(imported), str(data_bin), "masked_lm"], tmp_path)
     assert old.returncode == 2 and "import directory first" in old.stderr
 
+
+@pytest.mark.slow
+def test_export_of_the_recipes_checkpoint_reloads_in_transformers(published, recipe_hc, tmp_path):
+    from transformers import AutoModel, AutoTokenizer, BertForMaskedLM, pipeline
+
+    imported = published["imported"]
     hf_out = tmp_path / "hf_out"
-    exp = run_script("convert_hf.py", ["export", str(tmp_path / "hc" / "checkpoint_last.pt"), str(hf_out),
+    exp = run_script("convert_hf.py", ["export", str(recipe_hc["root"] / "hc" / "checkpoint_last.pt"), str(hf_out),
                                        "--vocab", str(imported / "vocab.txt")])
     assert exp.returncode == 0, exp.stderr
     umask = os.umask(0)

@@ -52,7 +52,7 @@ def test_one_sentence_per_sample_trains_under_numpy_2(data_bin, synonym_table, t
     """--sample-break-mode eos: fairseq's eos-mode block index used numpy.compat (gone in NumPy 2)."""
     proc = fairseq_train(data_bin, tmp_path / "eos", [*TINY_TN_ROBERTA, "--criterion", "mlm_hard_correction",
                                                        "--synonym-table", str(synonym_table),
-                                                       "--sample-break-mode", "eos", "--max-update", "2"])
+                                                       "--sample-break-mode", "eos", "--max-update", "2"], cli=True)
     assert last_num_updates(proc.stdout + proc.stderr) == 2
     assert (tmp_path / "eos" / "checkpoint_last.pt").is_file()
     # fairseq-train converts its arguments through hydra's compose API after importing the

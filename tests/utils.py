@@ -1,12 +1,18 @@
 """Test helpers: a tiny real corpus (sentencepiece + fairseq-preprocess), tiny fairseq models,
 and fairseq-train runs in subprocesses."""
 
+import contextlib
+import io
+import logging
 import os
 import random
+import runpy
 import subprocess
 import sys
+import traceback
+import warnings
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "truneg_fairseq")
@@ -91,24 +97,142 @@ def valid_batch(task, n: int = 8):
     return ds.collater([ds[i] for i in range(min(n, len(ds)))])
 
 
-def fairseq_train(data_bin: Path, save_dir: Path, args: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
-    """Run the real fairseq-train entry point with the plugin in a subprocess."""
-    cmd = [
-        sys.executable, "-m", "fairseq_cli.train", str(data_bin), "--user-dir", USER_DIR,
-        "--task", "masked_lm", "--cpu", "--num-workers", "0", "--save-dir", str(save_dir),
-        "--optimizer", "adam", "--lr", "5e-4", "--batch-size", "8", "--log-format", "simple",
-        "--log-interval", "1", "--seed", "1", "--no-epoch-checkpoints", *args,
+def _train_argv(data_bin: Path, save_dir: Path, args: Sequence[str]) -> List[str]:
+    return [
+        str(data_bin), "--user-dir", USER_DIR, "--task", "masked_lm", "--cpu", "--num-workers", "0",
+        "--save-dir", str(save_dir), "--optimizer", "adam", "--lr", "5e-4", "--batch-size", "8",
+        "--log-format", "simple", "--log-interval", "1", "--seed", "1", "--no-epoch-checkpoints", *args,
     ]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(save_dir.parent))
+
+
+def fairseq_train(data_bin: Path, save_dir: Path, args: Sequence[str], check: bool = True, cli: bool = False) -> subprocess.CompletedProcess:
+    """Run fairseq-train with the plugin: fairseq's own training entry point (parse, convert,
+    ``fairseq_cli.train.main``) in this process, or with ``cli=True`` the ``fairseq-train``
+    command in a subprocess, for tests about the command itself (its exit, its stderr, signals).
+    Both give a CompletedProcess: the log in ``stdout`` (fairseq logs to stdout), warnings and
+    errors in ``stderr``, exit status 1 for an exception, argparse's status for a bad flag."""
+    argv = _train_argv(data_bin, save_dir, args)
+    if cli:
+        cmd = [sys.executable, "-m", "fairseq_cli.train", *argv]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(save_dir.parent))
+    else:
+        proc = train_in_process(argv, cwd=save_dir.parent)
     if check and proc.returncode != 0:
         raise AssertionError(f"fairseq-train failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return proc
 
 
-def run_script(name: str, args: Sequence[str], **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, **kw.pop("env", {}))
-    return subprocess.run([sys.executable, str(REPO / "scripts" / name), *args], capture_output=True, text=True, env=env, **kw)
+class _Exit:
+    code = 0
+
+
+@contextlib.contextmanager
+def as_a_process(argv: Sequence[str], cwd: Optional[Path] = None, log_level: int = logging.WARNING,
+                 log_format: Optional[str] = None):
+    """Run a command's ``main`` in this process the way a new interpreter would run it: in
+    ``cwd``, with ``sys.argv`` = ``argv``, one torch thread (``OMP_NUM_THREADS=1``), nothing in the
+    root logger but a handler to the command's stdout (``log_format``; none: the logging
+    configuration the command makes itself), every warning shown on its stderr. Yields
+    ``(stdout, stderr, exit)`` (``io.StringIO``, ``io.StringIO``, an object whose ``code`` is
+    the exit status): ``SystemExit`` gives its status, any other exception status 1 and its
+    traceback on stderr, as the interpreter would. Everything is put back afterwards, the
+    handlers a command added to its loggers closed."""
+    import torch
+
+    out, err, status = io.StringIO(), io.StringIO(), _Exit()
+    root = logging.getLogger()
+    loggers = [root] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    saved_handlers = {lg: list(lg.handlers) for lg in loggers}
+    saved = root.level, sys.argv, list(sys.path), torch.get_num_threads(), os.getcwd()
+    root.handlers = []
+    if log_format:
+        handler = logging.StreamHandler(out)
+        handler.setFormatter(logging.Formatter(log_format, "%Y-%m-%d %H:%M:%S"))
+        root.handlers = [handler]
+    root.setLevel(log_level)
+    sys.argv = list(argv)
+    torch.set_num_threads(1)
+    if cwd is not None:
+        os.makedirs(cwd, exist_ok=True)
+        os.chdir(cwd)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            warnings.simplefilter("default")
+            warnings.showwarning = lambda m, c, f, n, file=None, line=None: err.write(warnings.formatwarning(m, c, f, n, line))
+            try:
+                yield out, err, status
+            except SystemExit as e:
+                if e.code is None or isinstance(e.code, int):
+                    status.code = e.code or 0
+                else:
+                    status.code = 1
+                    err.write(f"{e.code}\n")
+            except Exception:
+                status.code = 1
+                err.write(traceback.format_exc())
+    finally:
+        os.chdir(saved[4])
+        torch.set_num_threads(saved[3])
+        sys.argv, sys.path[:] = saved[1], saved[2]
+        for lg in [root] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]:
+            before = saved_handlers.get(lg, [])
+            for h in lg.handlers:
+                if h not in before:
+                    h.close()
+            lg.handlers = before
+        root.setLevel(saved[0])
+
+
+FAIRSEQ_LOG_FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"
+
+
+def train_in_process(argv: Sequence[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``fairseq-train ARGV`` run by fairseq's own entry point (parse, convert,
+    ``fairseq_cli.train.main``) in this process, as the command runs it in ``cwd`` (logging to
+    stdout at INFO in fairseq's format). fairseq keeps a few values across runs in function
+    attributes (the best validation loss, early-stopping counts); they are cleared first, as a new
+    process would have them."""
+    from fairseq import checkpoint_utils, options
+    from fairseq.dataclass import utils as dataclass_utils
+    from fairseq.distributed import utils as distributed_utils
+    from fairseq.logging import progress_bar
+    from fairseq_cli import train as fairseq_train_cli
+
+    from truneg_fairseq.compat import _stop_prefetch_threads
+
+    for fn, attrs in ((checkpoint_utils.save_checkpoint, ("best",)),
+                      (fairseq_train_cli.should_stop_early, ("best", "num_runs"))):
+        for attr in attrs:
+            if hasattr(fn, attr):
+                delattr(fn, attr)
+    try:
+        with as_a_process(["fairseq-train", *argv], cwd, logging.INFO, FAIRSEQ_LOG_FORMAT) as (out, err, status):
+            args = options.parse_args_and_arch(options.get_training_parser(), input_args=list(argv))
+            cfg = dataclass_utils.convert_namespace_to_omegaconf(args)  # the plugin's (quiet) conversion
+            distributed_utils.call_main(cfg, fairseq_train_cli.main)
+    finally:
+        # what the end of the process does: fairseq's tensorboard writers (one per split name for
+        # the whole process) closed and forgotten, its prefetching threads stopped
+        progress_bar._close_writers()
+        progress_bar._tensorboard_writers.clear()
+        _stop_prefetch_threads()
+    return subprocess.CompletedProcess(["fairseq-train", *argv], status.code, out.getvalue(), err.getvalue())
+
+
+def run_script(name: str, args: Sequence[str], cli: bool = False, **kw) -> subprocess.CompletedProcess:
+    """``python scripts/NAME ARGS``: the script's ``main(ARGS)`` in this process (see
+    :func:`as_a_process`; ``cwd=`` is honoured), or a real subprocess with ``cli=True`` or any
+    other ``subprocess.run`` keyword (``env``, ``preexec_fn``): a test about the process itself
+    (environment variables read at import, resource limits, the interpreter's exit)."""
+    path = REPO / "scripts" / name
+    if cli or set(kw) - {"cwd"}:
+        env = dict(os.environ, **kw.pop("env", {}))
+        return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, env=env, **kw)
+    cwd = kw.get("cwd")
+    with as_a_process([str(path), *args], Path(cwd) if cwd else None) as (out, err, status):
+        status.code = runpy.run_path(str(path), run_name="__script__")["main"](list(args)) or 0
+    return subprocess.CompletedProcess([str(path), *args], status.code, out.getvalue(), err.getvalue())
 
 
 TINY_ELECTRA_MODEL = [

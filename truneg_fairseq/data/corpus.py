@@ -8,13 +8,12 @@ temporary name, then renamed), so an interrupted run never leaves a half-written
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.io_utils import atomic_dir, atomic_open
@@ -220,20 +219,46 @@ def binarize(
     ``name_as``: the path the log names (where a staged ``destdir`` will be moved)."""
     destdir = Path(destdir)
     with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.data.corpus.binarize)") as tmp:
-        cmd = [
-            sys.executable, "-m", "fairseq_cli.preprocess", "--only-source",
-            "--trainpref", str(trainpref), "--validpref", str(validpref),
+        argv = [
+            "--only-source", "--trainpref", str(trainpref), "--validpref", str(validpref),
             "--destdir", str(tmp), "--workers", str(workers), "--dataset-impl", "mmap",
         ]
         if srcdict:
-            cmd += ["--srcdict", str(srcdict)]
+            argv += ["--srcdict", str(srcdict)]
         elif nwords > 0:
-            cmd += ["--nwordssrc", str(nwords)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise CorpusError(f"fairseq-preprocess failed:\n{proc.stderr[-2000:]}")
+            argv += ["--nwordssrc", str(nwords)]
+        run_preprocess(argv)
         report_unknown_rates(tmp, name_as or destdir)
     return destdir
+
+
+def run_preprocess(argv: Sequence[str]) -> None:
+    """``fairseq-preprocess ARGV`` in this process (a new interpreter would spend seconds
+    importing torch and fairseq again for every split a pipeline binarizes). Its log goes where
+    the command's does, to ``preprocess.log`` in the destination directory, and not into the
+    caller's log; the file handler it adds is closed afterwards. A failure is a
+    :class:`CorpusError`; a full disk stays an ``OSError`` for the caller's write check."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    args = options.get_preprocessing_parser().parse_args(list(argv))
+    log = logging.getLogger(preprocess.__name__)
+    saved = list(log.handlers), log.propagate, log.level
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    try:
+        preprocess.main(args)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        raise CorpusError(f"fairseq-preprocess failed: {e}") from e
+    except (Exception, SystemExit) as e:
+        raise CorpusError(f"fairseq-preprocess failed: {type(e).__name__}: {e}") from e
+    finally:
+        for handler in log.handlers[len(saved[0]):]:
+            handler.close()
+        log.handlers, log.propagate = saved[0], saved[1]
+        log.setLevel(saved[2])
 
 
 UNKNOWN_WARNING = 5.0  # % of tokens that are <unk> above which the tokenizer or vocabulary is suspect
