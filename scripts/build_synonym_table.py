@@ -45,19 +45,6 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
-def coverage_line(report, num_entries: int, source: str, topk: int, tokenizer: str) -> str:
-    """What the coverage counts, in words (the rules of truneg_fairseq.lexicon.build_table)."""
-    found = "WordNet synonym" if source == "wordnet" else f"embedding neighbour (of the top {topk})"
-    line = (f"coverage {100 * report.coverage:.2f}%: {report.num_covered} of {report.num_candidates} candidate "
-            f"entries have at least one {found} that is itself a candidate entry with the same capitalisation "
-            f"(candidates: word-start entries, not continuation pieces, of ASCII letters only, not an English "
-            f"stopword, not mixed-case; {num_entries} entries in all)")
-    if tokenizer == "wordpiece":
-        line += ("; the paper's 62.51% for BERT's WordPiece vocabulary was counted with other rules and is "
-                 "not comparable")
-    return line
-
-
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.build_synonym_table")
@@ -79,7 +66,7 @@ def main(argv=None) -> int:
         fail(str(e))
     size_kb = os.path.getsize(args.output) / 1024
     log.info(f"source {args.source}: {report.num_pairs} synonym pairs")
-    log.info(coverage_line(report, len(view.symbols), args.source, args.topk, args.tokenizer))
+    log.info(report.describe(len(view.symbols), args.source, args.topk, args.tokenizer))
     log.info(f"wrote {args.output} ({size_kb:.1f} KiB) in {report.seconds:.1f}s")
     return 0
 

@@ -5,6 +5,7 @@ the study end to end at a tiny size."""
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -146,33 +147,69 @@ def test_scorer_on_a_checkpoint_by_hand(word_data, tmp_path):
 
 
 # ---- the study end to end ---------------------------------------------------------------------------
-@pytest.mark.slow
-def test_study_tiny_end_to_end(tmp_path):
-    """examples/study/run_study.py --scale tiny: the real pipeline (corpus, table, stage 1, every
-    continuation, scoring, tables, plots) on 2,000 lines in a few updates."""
-    out = tmp_path / "results"
-    cmd = [sys.executable, str(REPO / "examples" / "study" / "run_study.py"), "--scale", "tiny",
-           "--workdir", str(tmp_path / "work"), "--out", str(out), "--points", "2", "--jobs", "2",
-           "--electra-criteria", "electra", "mlm_hard_correction"]
+STUDY_FILES = ("table2_pred_level.tsv", "table2_iter_level.tsv", "progress.tsv", "results.json", "cases.txt",
+               "commands.sh", "summary.md", "ratios.png", "losses.png")
+ROBERTA_RUNS = ["roberta_masked_lm", "roberta_mlm_hard_correction", "roberta_mlm_soft_reg", "roberta_mlm_sent_kl"]
+ELECTRA_RUNS = ["electra_electra", "electra_mlm_hard_correction"]
+
+
+def run_study(work: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(REPO / "examples" / "study" / "run_study.py"), "--scale", "tiny", "--workdir", str(work),
+           "--out", str(out), "--points", "2", "--jobs", "2", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for name in ("table2_pred_level.tsv", "table2_iter_level.tsv", "progress.tsv", "results.json", "cases.txt",
-                 "commands.sh", "summary.md", "ratios.png", "losses.png"):
+    return proc
+
+
+def assert_study_outputs(out: Path, runs):
+    for name in STUDY_FILES:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     rows = [l.split("\t") for l in (out / "table2_pred_level.tsv").read_text().splitlines()]
     assert rows[0] == ["run", "50%", "100%"]
-    assert [r[0] for r in rows[1:]] == ["roberta_masked_lm", "roberta_mlm_hard_correction", "roberta_mlm_soft_reg",
-                                        "roberta_mlm_sent_kl", "electra_electra", "electra_mlm_hard_correction"]
-    commands = (out / "commands.sh").read_text()
-    assert commands.count("fairseq_cli.train") == 8 and commands.count("--restore-file") == 6
+    assert [r[0] for r in rows[1:]] == runs
     assert (out / "ratios.png").read_bytes()[:4] == b"\x89PNG"
-    assert "running 6 commands, 2 at a time, " in proc.stdout and "scoring 14 checkpoints, 2 at a time" in proc.stdout
-    # the checkpoints scored two at a time in worker processes give what one process gives
+
+
+@pytest.fixture(scope="module")
+def roberta_study(tmp_path_factory):
+    """examples/study/run_study.py --scale tiny for RoBERTa alone with two criteria (corpus, table,
+    word vectors, stage 1, both continuations side by side, scores, tables, plots): what a user
+    who starts small has in the work directory."""
+    root = tmp_path_factory.mktemp("study")
+    proc = run_study(root / "work", root / "results", "--families", "roberta", "--roberta-criteria", "masked_lm", "mlm_hard_correction")
+    return {"work": root / "work", "out": root / "results", "log": proc.stdout}
+
+
+@pytest.mark.slow
+def test_study_tiny_one_family(roberta_study):
+    out, log = roberta_study["out"], roberta_study["log"]
+    assert_study_outputs(out, ROBERTA_RUNS[:2])
+    commands = (out / "commands.sh").read_text()
+    for script in ("prepare_corpus.py", "build_synonym_table.py", "word_vectors.py"):
+        assert f"scripts/{script} " in commands, script
+    assert commands.count("fairseq_cli.train") == 3 and commands.count("--restore-file") == 2
+    assert "running 2 commands, 2 at a time, " in log and "scoring 5 checkpoints, 2 at a time" in log
+
+
+@pytest.mark.slow
+def test_study_tiny_end_to_end(roberta_study, tmp_path):
+    """The whole tiny study (RoBERTa's four criteria, ELECTRA's two) in the work directory of
+    the smaller run: every step done there is reused, the other runs are trained (ELECTRA's stage
+    1 and RoBERTa's and ELECTRA's continuations side by side), all 14 checkpoints scored; the
+    checkpoints scored two at a time in worker processes give exactly what one process gives."""
+    work, out = tmp_path / "work", tmp_path / "results"
+    shutil.copytree(roberta_study["work"], work)
+    log = run_study(work, out, "--electra-criteria", "electra", "mlm_hard_correction").stdout
+    assert_study_outputs(out, [*ROBERTA_RUNS, *ELECTRA_RUNS])
+    commands = (out / "commands.sh").read_text()
+    # with the smaller run's 3: 8 training commands, 6 of them continuations
+    assert commands.count("fairseq_cli.train") == 5 and commands.count("--restore-file") == 4
+    assert commands.count("# reused") == 3 + 3  # data-bin, table, word vectors; RoBERTa's stage 1, 2 runs
+    assert "running 4 commands, 2 at a time, " in log and "scoring 14 checkpoints, 2 at a time" in log
     saved = json.loads((out / "results.json").read_text())
     fields = saved["meta"]["setting"]
     families = [study.Family(**f) for f in fields.pop("families")]
     setting = study.Setting(**{**fields, "families": families, "jobs": 1})
-    work = tmp_path / "work"
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each worker runs
     try:

@@ -284,6 +284,18 @@ class BuildReport:
     def coverage(self) -> float:
         return self.num_covered / max(self.num_candidates, 1)
 
+    def describe(self, num_entries: int, source: str = "wordnet", topk: int = 10, tokenizer: str = "") -> str:
+        """The coverage line, saying in words what it counts (the rules of :func:`build_table`)."""
+        found = "WordNet synonym" if source == "wordnet" else f"embedding neighbour (of the top {topk})"
+        line = (f"coverage {100 * self.coverage:.2f}%: {self.num_covered} of {self.num_candidates} candidate "
+                f"entries have at least one {found} that is itself a candidate entry with the same capitalisation "
+                f"(candidates: word-start entries, not continuation pieces, of ASCII letters only, not an English "
+                f"stopword, not mixed-case; {num_entries} entries in all)")
+        if tokenizer == "wordpiece":
+            line += ("; the paper's 62.51% for BERT's WordPiece vocabulary was counted with other rules and is "
+                     "not comparable")
+        return line
+
 
 def build_table(
     view: VocabView,

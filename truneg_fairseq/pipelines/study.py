@@ -9,7 +9,8 @@ The pipeline that ``scripts/demo.py`` and ``examples/study/run_study.py`` share:
             one entry, so every mispredicted masked word can be a synonym prediction. Lines with
             a word outside the dictionary are left out (counted in the log): the model never
             learns ``<unk>`` as an answer, which would otherwise be its most frequent prediction;
-2. table    the WordNet synonym table of that dictionary (``build_synonym_table.py``);
+2. table    the WordNet synonym table of that dictionary (what ``build_synonym_table.py`` builds,
+            built in this process: WordNet is loaded here already for the corpus);
 3. stage 1  one plain pre-training per model family (``masked_lm`` for RoBERTa, ``electra``
             for ELECTRA) from scratch: the shared start, as the paper continues its base models;
 4. stage 2  each criterion continued from that same checkpoint for the same number of updates
@@ -23,7 +24,8 @@ Independent trainings (the families' stage 1s, then every continuation) and the 
 side by side, ``Setting.jobs`` at a time (default: one per usable CPU core, one thread each; one
 at a time on a GPU). Every training goes through the real ``fairseq-train`` command line (``python -m
 fairseq_cli.train --user-dir truneg_fairseq``); the exact commands are written to
-``commands.sh`` in the results folder. Steps whose outputs exist are reused.
+``commands.sh`` in the results folder (the synonym table and the word vectors, built in this
+process, as the script commands that build the same files). Steps whose outputs exist are reused.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from truneg_fairseq.io_utils import atomic_open
 
@@ -127,6 +129,16 @@ class Runner:
     def __call__(self, cmd: Sequence[str], name: str, env: Optional[dict] = None) -> float:
         self.commands.append(" ".join(shlex.quote(c) for c in cmd))
         return self._run(cmd, name, env)
+
+    def here(self, step: Callable[[], None], cmd: Sequence[str], name: str) -> float:
+        """Run ``step`` in this process (the library call behind the script ``cmd``: a new
+        interpreter would spend seconds importing torch and fairseq, and WordNet is loaded here
+        already); ``cmd`` is recorded, so ``commands.sh`` still rebuilds the same file."""
+        self.commands.append(" ".join(shlex.quote(c) for c in cmd))
+        t0 = time.time()
+        step()
+        self.seconds[name] = time.time() - t0
+        return self.seconds[name]
 
     def run_many(self, jobs: Sequence[Tuple[Sequence[str], str]], parallel: int = 1) -> None:
         """Runs the (command, name) pairs, ``parallel`` at a time, in the given order of starting;
@@ -229,11 +241,23 @@ def prepare_data(work: str, setting: Setting, run: Runner, inputs: Optional[Sequ
     else:
         run.commands.append(f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)")
     if not os.path.isfile(table):
-        run([sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict",
-             os.path.join(data_bin, "dict.txt"), "--tokenizer", "whitespace", "--output", table], "synonym_table")
+        run.here(lambda: build_synonym_table(data_bin, table, run.log),
+                 [sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict",
+                  os.path.join(data_bin, "dict.txt"), "--tokenizer", "whitespace", "--output", table], "synonym_table")
     else:
         run.commands.append(f"# reused {table} (scripts/build_synonym_table.py --tokenizer whitespace)")
     return data_bin, table
+
+
+def build_synonym_table(data_bin: str, table: str, log: logging.Logger) -> None:
+    """The WordNet synonym table of the word-level dictionary (what ``scripts/build_synonym_table.py
+    --tokenizer whitespace`` writes)."""
+    from truneg_fairseq.lexicon import build_table, vocab_view
+
+    view = vocab_view(os.path.join(data_bin, "dict.txt"), "whitespace")
+    built, report = build_table(view, source="wordnet")
+    built.save(table)
+    log.info(f"{table}: {report.num_pairs} synonym pairs; {report.describe(len(view.symbols))}")
 
 
 def corpus_lines(raw, setting: Setting, log: logging.Logger) -> List[str]:
@@ -345,8 +369,12 @@ def write_word_vectors(setting: Setting, work: str, data_bin: str, run: Runner) 
         if os.path.isfile(out):
             run.commands.append(f"# reused {out} (scripts/word_vectors.py)")
             continue
-        run([sys.executable, os.path.join(REPO, "scripts", "word_vectors.py"), "--dict", os.path.join(data_bin, "dict.txt"),
-             "--text", os.path.join(work, "raw", "train.txt"), "--dim", str(dim), "--output", out], f"word_vectors_{dim}")
+        from truneg_fairseq.data.word_vectors import write_vectors
+
+        dict_txt, text = os.path.join(data_bin, "dict.txt"), os.path.join(work, "raw", "train.txt")
+        run.here(lambda: write_vectors(dict_txt, text, out, dim, 5),
+                 [sys.executable, os.path.join(REPO, "scripts", "word_vectors.py"), "--dict", dict_txt, "--text", text,
+                  "--dim", str(dim), "--output", out], f"word_vectors_{dim}")
 
 
 def run_id(family: Family, criterion: str) -> str:
