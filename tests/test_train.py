@@ -97,8 +97,10 @@ def test_prepare_corpus_wordnet_entries(tmp_path):
     # WordNet's noun file starts with "entity: that which is perceived ..."
     assert any(l.startswith("entity: that which is perceived") for l in lines)
     assert sum(bool(re.match(r"^[\w' -]+(, [\w' -]+)*: ", l)) for l in lines) > len(lines) / 2
+    before = (out / "raw" / "train.txt").read_bytes()
     bad = run_script("prepare_corpus.py", ["--input", str(tmp_path / "x.txt"), "--wordnet-headwords", "--output-dir", str(out)])
-    assert bad.returncode == 2 and "--wordnet-headwords goes with --wordnet-glosses" in bad.stderr
+    assert bad.returncode == 2 and "--wordnet-headwords" in bad.stderr and "--wordnet-glosses" in bad.stderr
+    assert (out / "raw" / "train.txt").read_bytes() == before  # the refused run wrote nothing
 
 
 def test_prepare_corpus_end_to_end(tmp_path):

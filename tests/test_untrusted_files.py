@@ -405,7 +405,7 @@ def test_prepare_corpus_never_replaces_entries_it_did_not_write(tmp_path):
     (out / "raw" / "mine.txt").write_text("my own data")
     (out / "notes.txt").write_text("kept")
     proc = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
-    assert proc.returncode == 2 and f"{out} already holds raw, not written by prepare_corpus.py" in proc.stderr
+    assert proc.returncode == 2 and str(out) in proc.stderr and "raw" in proc.stderr
     assert (out / "raw" / "mine.txt").read_text() == "my own data"
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "raw"]
     # other files beside the outputs are fine, and stay
