@@ -191,21 +191,42 @@ def test_study_tiny_one_family(roberta_study):
     assert "running 2 commands, 2 at a time, " in log and "scoring 5 checkpoints, 2 at a time" in log
 
 
+@pytest.fixture(scope="module")
+def roberta_study_all(roberta_study, tmp_path_factory):
+    """The RoBERTa study completed with its other two criteria, in a copy of the smaller run's
+    work directory."""
+    root = tmp_path_factory.mktemp("study_all")
+    shutil.copytree(roberta_study["work"], root / "work")
+    proc = run_study(root / "work", root / "results", "--families", "roberta")
+    return {"work": root / "work", "out": root / "results", "log": proc.stdout}
+
+
 @pytest.mark.slow
-def test_study_tiny_end_to_end(roberta_study, tmp_path):
+def test_study_tiny_goes_on_from_an_earlier_run(roberta_study_all):
+    """Every step the earlier run did is reused; the two other continuations are trained."""
+    out, log = roberta_study_all["out"], roberta_study_all["log"]
+    assert_study_outputs(out, ROBERTA_RUNS)
+    commands = (out / "commands.sh").read_text()
+    assert commands.count("fairseq_cli.train") == 2 and commands.count("--restore-file") == 2
+    assert commands.count("# reused") == 3 + 3  # data-bin, table, word vectors; stage 1 and 2 runs
+    assert "running 2 commands, 2 at a time, " in log and "scoring 9 checkpoints, 2 at a time" in log
+
+
+@pytest.mark.slow
+def test_study_tiny_end_to_end(roberta_study_all, tmp_path):
     """The whole tiny study (RoBERTa's four criteria, ELECTRA's two) in the work directory of
-    the smaller run: every step done there is reused, the other runs are trained (ELECTRA's stage
-    1 and RoBERTa's and ELECTRA's continuations side by side), all 14 checkpoints scored; the
-    checkpoints scored two at a time in worker processes give exactly what one process gives."""
+    the RoBERTa runs: ELECTRA's stage 1 and continuations are trained, all 14 checkpoints
+    scored; the checkpoints scored two at a time in worker processes give exactly what one
+    process gives."""
     work, out = tmp_path / "work", tmp_path / "results"
-    shutil.copytree(roberta_study["work"], work)
+    shutil.copytree(roberta_study_all["work"], work)
     log = run_study(work, out, "--electra-criteria", "electra", "mlm_hard_correction").stdout
     assert_study_outputs(out, [*ROBERTA_RUNS, *ELECTRA_RUNS])
     commands = (out / "commands.sh").read_text()
-    # with the smaller run's 3: 8 training commands, 6 of them continuations
-    assert commands.count("fairseq_cli.train") == 5 and commands.count("--restore-file") == 4
-    assert commands.count("# reused") == 3 + 3  # data-bin, table, word vectors; RoBERTa's stage 1, 2 runs
-    assert "running 4 commands, 2 at a time, " in log and "scoring 14 checkpoints, 2 at a time" in log
+    # with the earlier runs' 3 + 2: 8 training commands, 6 of them continuations
+    assert commands.count("fairseq_cli.train") == 3 and commands.count("--restore-file") == 2
+    assert commands.count("# reused") == 3 + 5  # data-bin, table, word vectors; RoBERTa's 5 runs
+    assert "running 2 commands, 2 at a time, " in log and "scoring 14 checkpoints, 2 at a time" in log
     saved = json.loads((out / "results.json").read_text())
     fields = saved["meta"]["setting"]
     families = [study.Family(**f) for f in fields.pop("families")]
