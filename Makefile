@@ -47,9 +47,9 @@ study: install
 	$(PY) examples/study/run_study.py --scale cpu --workdir study_work
 
 # pytest-xdist: one worker per core (TEST_WORKERS=0 runs the tests in this process); --dist
-# loadgroup keeps each test file on one worker (tests/conftest.py), its module fixtures built once
+# loadfile keeps each test file on one worker, its module fixtures built once
 TEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -q tests -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := $(PY) -m pytest -q tests -n $(TEST_WORKERS) --dist loadfile
 
 test: install
 	$(PYTEST) --durations=15

@@ -48,15 +48,3 @@ def synonym_table(corpus_dir, data_bin, wn):
     table.save(path)
     return path
 
-
-# Tests that start several processes of their own (the study's side-by-side trainings and
-# scoring workers, multi-worker training): one pytest-xdist worker runs them, so that they never
-# compete with each other for the cores. Every other file stays whole on one worker (its module
-# fixtures are built once), as with --dist loadfile.
-SELF_PARALLEL = {"test_false_negatives.py", "test_multiworker.py"}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("self-parallel" if name in SELF_PARALLEL else name))
