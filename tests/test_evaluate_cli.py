@@ -8,9 +8,7 @@ The word-level checkpoints are real fairseq-train runs whose masked-LM head is t
 always predict one word (a bias of 1000 on it), so their predictions, cases and losses are
 known in advance."""
 
-import importlib.util
 import json
-import logging
 import math
 import re
 import shutil
@@ -18,7 +16,7 @@ import shutil
 import pytest
 
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import REPO, TINY_ROBERTA, fairseq_train, force_prediction, run_script, tiny_corpus_lines, word_level_data
+from utils import TINY_ROBERTA, fairseq_train, force_prediction, run_script, tiny_corpus_lines, word_level_data
 
 SHORT = ["the big house is large .", "a small house .", "the large dog saw a big big cat ."]
 LONG = " ".join(["the big house near the lake"] * 12) + " ."  # 73 words: 75 ids with <s> and </s>
@@ -27,31 +25,14 @@ TRAIN = (SHORT + ["a little house near the lake .", "the small dog is little .",
 POSITIONS = 64  # TINY_ROBERTA's --max-positions and --tokens-per-sample
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(f"script_{name}", REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture()
-def run_main(capsys):
-    """Run a script's main() in this process (the scripts load no state that outlives a call):
-    (exit code, stdout, stderr). The root logger the script sets up is put back afterwards."""
+def run_main():
+    """Run a script's main() in this process (tests/utils.py's run_script): (exit code, stdout,
+    stderr)."""
 
     def run(name, argv):
-        root = logging.getLogger()
-        handlers, level = root.handlers[:], root.level
-        try:
-            try:
-                code = _script(name).main([str(a) for a in argv])
-            except SystemExit as e:
-                code = e.code
-            out, err = capsys.readouterr()
-        finally:
-            root.handlers[:] = handlers
-            root.setLevel(level)
-        return code, out, err
+        proc = run_script(f"{name}.py", [str(a) for a in argv])
+        return proc.returncode, proc.stdout, proc.stderr
 
     return run
 

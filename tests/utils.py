@@ -127,6 +127,11 @@ class _Exit:
     code = 0
 
 
+def _loggers() -> List[logging.Logger]:
+    return [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
+                                    if isinstance(lg, logging.Logger)]
+
+
 @contextlib.contextmanager
 def as_a_process(argv: Sequence[str], cwd: Optional[Path] = None, log_level: int = logging.WARNING,
                  log_format: Optional[str] = None):
@@ -142,8 +147,7 @@ def as_a_process(argv: Sequence[str], cwd: Optional[Path] = None, log_level: int
 
     out, err, status = io.StringIO(), io.StringIO(), _Exit()
     root = logging.getLogger()
-    loggers = [root] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
-    saved_handlers = {lg: list(lg.handlers) for lg in loggers}
+    saved_handlers = {lg: list(lg.handlers) for lg in _loggers()}
     saved = root.level, sys.argv, list(sys.path), torch.get_num_threads(), os.getcwd()
     root.handlers = []
     if log_format:
@@ -175,7 +179,7 @@ def as_a_process(argv: Sequence[str], cwd: Optional[Path] = None, log_level: int
         os.chdir(saved[4])
         torch.set_num_threads(saved[3])
         sys.argv, sys.path[:] = saved[1], saved[2]
-        for lg in [root] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]:
+        for lg in _loggers():
             before = saved_handlers.get(lg, [])
             for h in lg.handlers:
                 if h not in before:

@@ -185,7 +185,7 @@ def atomic_dir(path: os.PathLike, owner: str, log=None):
         lock.unlink(missing_ok=True)
 
 
-_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG)
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EFBIG)
 
 
 @contextlib.contextmanager
@@ -195,7 +195,7 @@ def _write_errors(path: Path):
     try:
         yield
     except OSError as e:
-        if e.errno in _WRITE_ERRNOS:
+        if e.errno in WRITE_ERRNOS:
             raise OutputDirError(f"{path}: writing failed ({e.strerror}): free space or choose another "
                                  "directory; nothing was replaced") from None
         raise

@@ -8,7 +8,6 @@ temporary name, then renamed), so an interrupted run never leaves a half-written
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import random
@@ -16,7 +15,7 @@ import re
 import shutil
 from pathlib import Path
 from truneg_fairseq.errors import CorpusError
-from truneg_fairseq.io_utils import atomic_dir, atomic_open
+from truneg_fairseq.io_utils import WRITE_ERRNOS, atomic_dir, atomic_open
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 logger = logging.getLogger(__name__)
@@ -249,7 +248,7 @@ def run_preprocess(argv: Sequence[str]) -> None:
     try:
         preprocess.main(args)
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        if e.errno in WRITE_ERRNOS:
             raise
         raise CorpusError(f"fairseq-preprocess failed: {e}") from e
     except (Exception, SystemExit) as e:
