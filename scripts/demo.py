@@ -85,7 +85,8 @@ def main(argv=None) -> int:
     log.info("[3/5] stage 1 + [4/5] stage 2")
     study.train_all(setting, work, data_bin, table, run)
     log.info("[5/5] scoring every checkpoint on the same masked valid blocks")
-    results, cases, _, meta = study.score_all(setting, work, data_bin, table, args.cases, log)
+    scores = study.score_all(setting, work, data_bin, table, args.cases, log)
+    results, cases, meta = scores.reports, scores.cases, scores.meta()
     out = os.path.join(work, "results")
     meta.update(unk_rate=unk, setting=study.asdict(setting), train_seconds=run.seconds)
     study.write_results(out, results, cases, meta)
@@ -101,7 +102,8 @@ def main(argv=None) -> int:
           f"{meta['valid_blocks']} masked lines), the same masks for every checkpoint.\n")
     print(study.format_rows(study.progress_table(results)))
     print("\npred-level: % of mispredicted masked words whose prediction is a WordNet synonym of the gold word; "
-          "iter-level: % of masked lines with at least one; syn-aware acc: a synonym prediction counted as right; "
+          "iter-level: % of masked lines with at least one (512: the lines packed into 512-token units, the paper's "
+          "sequence length); syn-aware acc: a synonym prediction counted as right; "
           "content preds: % of predictions that are content words (not stopwords or punctuation).")
     print(f"\nFigure-3-style cases from the last checkpoints ({len(cases)}):")
     for i, c in enumerate(cases):

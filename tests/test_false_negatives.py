@@ -17,31 +17,81 @@ from utils import REPO, TINY_ROBERTA, fairseq_train, force_prediction, word_leve
 
 from truneg_fairseq.pipelines import study
 from truneg_fairseq.evaluation.false_negatives import (
-    CheckpointScorer, derive, pick_cases, position_counts, sentence_around, synonym_predictions,
+    Counts, Report, derive, ordinary_positions, pack_units, pick_cases, sentence_around, step_counts,
+    synonym_predictions,
 )
+from truneg_fairseq.evaluation.scorer import FixedMaskScorer
+from truneg_fairseq.models.selection import MaskSelection
 
 
 # ---- pure functions on a fixed batch ------------------------------------------------------------
-def test_counts_by_hand():
-    gold = torch.tensor([5, 6, 7, 8, 9, 5])
-    pred = torch.tensor([5, 10, 11, 8, 12, 13])
-    is_pair = torch.tensor([True, True, True, False, False, True])  # position 0: gold == pred
-    ends_word = torch.tensor([True, True, False, True, True, True])  # position 2: a subword piece
+def _counts(tokens, masked, pred, is_pair, ends_word, content_ids=(), nspecial=4, mask_idx=99):
+    """The criterion's counting on a B x T batch (``masked`` B x T bool, ``pred`` the M
+    predictions in the order of tokens[masked])."""
+    sel = MaskSelection(masked)
+    gold = sel.take(tokens)
     syn = synonym_predictions(gold, pred, is_pair, ends_word)
-    assert syn.tolist() == [False, True, False, False, False, True]
-    nll = torch.tensor([0.5, 1.0, 2.0, 0.25, 3.0, 1.25])
-    row = torch.tensor([0, 0, 1, 1, 2, 2])
-    content = torch.tensor([True, False, True, True, False, False])
-    c = position_counts(gold, pred, nll, syn, row, 3, content)
-    assert c == {"masked": 6, "correct": 2, "wrong": 4, "synonym": 2, "blocks": 3, "blocks_synonym": 2,
-                 "nll": 8.0, "content_pred": 3}
+    word = ordinary_positions(gold, nspecial, mask_idx)
+    content = torch.zeros(100, dtype=torch.bool)
+    content[list(content_ids)] = True
+    log = step_counts(sel.rows_any, word, pred.eq(gold), ~word, tokens.size(0), syn, content[pred])
+    return Counts.from_logs([log])
+
+
+def test_counts_by_hand():
+    # 3 sequences: <s> = 0, </s> = 2; row 0 masks its <s> too (fairseq's masked_lm can)
+    tokens = torch.tensor([[0, 5, 6, 2], [0, 7, 8, 2], [0, 9, 5, 2]])
+    masked = torch.tensor([[True, True, True, False], [False, True, True, False], [False, True, True, False]])
+    pred = torch.tensor([0, 5, 10, 11, 8, 12, 13])  # gold: 0 5 6 | 7 8 | 9 5
+    is_pair = torch.tensor([False, True, True, True, False, False, True])
+    ends_word = torch.tensor([True, True, True, False, True, True, True])  # gold 7 is a subword piece
+    c = _counts(tokens, masked, pred, is_pair, ends_word, content_ids=(10, 12, 5))
+    assert (c.sequences, c.masked_sequences, c.synonym_sequences) == (3, 3, 2)
+    assert (c.masked, c.correct, c.synonym, c.content, c.special_masked) == (6, 2, 2, 3, 1)
     r = derive(c)
-    assert r["mlm_acc"] == pytest.approx(100 * 2 / 6)
-    assert r["syn_acc"] == pytest.approx(100 * 4 / 6)  # 2 right + 2 synonym predictions
-    assert r["pred_corr_ratio"] == pytest.approx(100 * 2 / 4)  # of the 4 mispredictions
-    assert r["iter_corr_ratio"] == pytest.approx(100 * 2 / 3)  # rows 0 and 2
-    assert r["mlm_loss"] == pytest.approx(8.0 / 6 / math.log(2))
-    assert r["content_pred"] == pytest.approx(50.0)
+    assert r.mlm_acc == pytest.approx(100 * 2 / 6)  # the masked <s> is not a word
+    assert r.syn_acc == pytest.approx(100 * 4 / 6)  # 2 right + 2 synonym predictions
+    assert r.pred_corr_ratio == pytest.approx(100 * 2 / 4)  # of the 4 mispredicted words
+    assert r.iter_corr_ratio == pytest.approx(100 * 2 / 3)  # rows 0 and 2
+    assert r.content_pred == pytest.approx(100 * 3 / 6)  # predictions 5, 10, 12
+    assert r.iter_corr_ratio_512 is None  # no units packed (a fairseq log has none)
+    assert (c + c).masked == 12 and (c + c).with_synonyms
+
+
+def test_iteration_level_counts_sequences_that_hold_a_masked_word():
+    """12 sequences, 5 of them with nothing masked, every masked word predicted as a synonym:
+    the iteration level is 100% (7 of the 7 sequences with a masked word), not 7 of 12."""
+    tokens = torch.arange(4, 4 + 12 * 3).view(12, 3)
+    masked = torch.zeros(12, 3, dtype=torch.bool)
+    masked[:7, 1] = True
+    gold = tokens[masked]
+    c = _counts(tokens, masked, gold + 50, torch.ones(7, dtype=torch.bool), torch.ones(7, dtype=torch.bool))
+    r = derive(c)
+    assert (c.sequences, c.masked_sequences, c.synonym_sequences) == (12, 7, 7)
+    assert r.iter_corr_ratio == 100.0 and r.pred_corr_ratio == 100.0 and r.syn_acc == 100.0
+
+
+def test_units_of_512_tokens_pack_sequences_in_order():
+    # 300 + 200 tokens fit one unit; the next 100 starts the second; 600 is a unit of its own
+    assert pack_units([300, 200, 100, 600], [True, False, False, True], [False, False, False, True]) == (2, 1)
+    assert pack_units([300, 200, 100], [False, False, True], [False, False, True], unit=512) == (1, 1)
+    assert pack_units([], [], []) == (0, 0)
+
+
+def test_false_negative_ratios_are_computed_in_one_module():
+    """The formulas of the ratios live in evaluation/false_negatives.py alone."""
+    import re
+
+    root = REPO / "truneg_fairseq"
+    found = []
+    for path in list(root.rglob("*.py")) + list((REPO / "scripts").glob("*.py")):
+        text = path.read_text()
+        code = "\n".join(line.split("#")[0] for line in text.splitlines())
+        # a division by a count of masked positions or sequences, in a file that names a ratio
+        if re.search(r"(?<!/)/\s*(max\()?[\w.\[\]\"'(]*(masked|wrong|sequences|blocks|units|nsent)|_pct\(", code) \
+                and re.search(r"corr_ratio|syn_acc", text):
+            found.append(path.relative_to(REPO).as_posix())
+    assert found == ["truneg_fairseq/evaluation/false_negatives.py"], found
 
 
 def test_cases_and_sentences():
@@ -59,15 +109,17 @@ def test_cases_and_sentences():
 
 
 def test_table_layouts():
-    r = {"a": {0: {k: 0.0 for k in ("mlm_loss", "mlm_acc", "syn_acc", "pred_corr_ratio", "iter_corr_ratio",
-                                      "content_pred")}}}
+    import dataclasses
+
+    r = {"a": {0: Report(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, None, 0, 0, 0, 0)}}
     for u, v in ((10, 0.5), (20, 1.0), (30, 1.5), (40, 2.0), (50, 2.5)):
-        r["a"][u] = dict(r["a"][0], pred_corr_ratio=v)
+        r["a"][u] = dataclasses.replace(r["a"][0], pred_corr_ratio=v)
     rows = study.table2(r, "pred_corr_ratio")
     assert rows[0] == ["run", "20%", "40%", "60%", "80%", "100%"]
     assert rows[1] == ["a", "0.500", "1.000", "1.500", "2.000", "2.500"]
     prog = study.progress_table(r)
     assert [p[1] for p in prog[1:]] == ["0", "10", "20", "30", "40", "50"]
+    assert prog[1][-1] == "-"  # no content-word list: shown as missing, not as 0
     assert study.word_tokenize("Main, primary (chief).") == "main , primary ( chief ) ."
 
 
@@ -120,30 +172,31 @@ def test_scorer_on_a_checkpoint_by_hand(word_data, tmp_path):
     # every word masked (mask_prob 1); blocks of <= 11 ids hold one line each (7, 5 and 10 ids
     # with </s>): 19 masked words; "large" twice (right), "big" three times (a WordNet synonym
     # of "large") in lines 1 and 3
-    scorer = CheckpointScorer(str(word_data), str(word_data / "synonyms.npz"), tokens_per_sample=12,
-                              break_mode="complete", mask_prob=1.0)
-    counts, cases = scorer.score_checkpoint(str(ck), num_cases=5)
-    assert {k: counts[k] for k in ("masked", "correct", "wrong", "synonym", "blocks", "blocks_synonym",
-                                   "content_pred")} == {"masked": 19, "correct": 2, "wrong": 17, "synonym": 3,
-                                                        "blocks": 3, "blocks_synonym": 2, "content_pred": 19}
-    r = derive(counts)
-    assert r["pred_corr_ratio"] == pytest.approx(100 * 3 / 17)
-    assert r["iter_corr_ratio"] == pytest.approx(100 * 2 / 3)
-    assert r["syn_acc"] == pytest.approx(100 * 5 / 19)
-    assert r["mlm_acc"] == pytest.approx(100 * 2 / 19)
+    scorer = FixedMaskScorer(str(word_data), str(word_data / "synonyms.npz"), tokens_per_sample=12,
+                             break_mode="complete", mask_prob=1.0)
+    scored = scorer.score_checkpoint(str(ck), num_cases=5)
+    c, cases = scored.counts, scored.cases
+    assert (c.masked, c.correct, c.synonym, c.sequences, c.masked_sequences, c.synonym_sequences, c.content) == \
+        (19, 2, 3, 3, 3, 2, 19)
+    r = scored.report
+    assert r.pred_corr_ratio == pytest.approx(100 * 3 / 17)
+    assert r.iter_corr_ratio == pytest.approx(100 * 2 / 3)
+    assert r.iter_corr_ratio_512 == 100.0  # the three lines (25 tokens) are one 512-token unit
+    assert r.syn_acc == pytest.approx(100 * 5 / 19)
+    assert r.mlm_acc == pytest.approx(100 * 2 / 19)
     assert len(cases) == 1  # one distinct (gold, prediction) pair
-    c = cases[0]
-    assert (c.sentence, c.gold, c.prediction) == ("the [MASK] house is large .", "big", "large")
-    assert "large" in c.synonyms and c.checkpoint == str(ck)
+    case = cases[0]
+    assert (case.sentence, case.gold, case.prediction) == ("the [MASK] house is large .", "big", "large")
+    assert "large" in case.synonyms and case.checkpoint == str(ck)
     # two mask draws over the same blocks: every count doubles (mask_prob 1 draws the same masks)
-    twice = CheckpointScorer(str(word_data), str(word_data / "synonyms.npz"), tokens_per_sample=12,
-                             break_mode="complete", mask_prob=1.0, passes=2)
-    counts2x, _ = twice.score_checkpoint(str(ck))
-    assert {k: counts2x[k] for k in ("masked", "synonym", "blocks")} == {"masked": 38, "synonym": 6, "blocks": 6}
+    twice = FixedMaskScorer(str(word_data), str(word_data / "synonyms.npz"), tokens_per_sample=12,
+                            break_mode="complete", mask_prob=1.0, passes=2)
+    c2x = twice.score_checkpoint(str(ck)).counts
+    assert (c2x.masked, c2x.synonym, c2x.masked_sequences) == (38, 6, 6)
     # the same masks for a second checkpoint: a model that predicts the gold's synonym less often
     ck2 = _always_predicts(word_data, tmp_path / "ck2", "house")
-    counts2, _ = scorer.score_checkpoint(str(ck2))
-    assert (counts2["masked"], counts2["correct"], counts2["synonym"]) == (19, 2, 0)
+    c2 = scorer.score_checkpoint(str(ck2)).counts
+    assert (c2.masked, c2.correct, c2.synonym) == (19, 2, 0)
 
 
 # ---- the study end to end ---------------------------------------------------------------------------
@@ -235,12 +288,12 @@ def test_study_tiny_end_to_end(roberta_study_all, tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each worker runs
     try:
-        results, cases, _, _ = study.score_all(setting, str(work), str(work / "data-bin"),
-                                               str(work / "data-bin" / "synonyms.npz"), 5)
+        scores = study.score_all(setting, str(work), str(work / "data-bin"),
+                                 str(work / "data-bin" / "synonyms.npz"), 5)
     finally:
         torch.set_num_threads(threads)
-    assert {rid: {str(u): v for u, v in r.items()} for rid, r in results.items()} == saved["results"]
-    assert [study.asdict(c) for c in cases] == saved["cases"]
+    assert {rid: {str(u): v.as_dict() for u, v in r.items()} for rid, r in scores.reports.items()} == saved["results"]
+    assert [study.asdict(c) for c in scores.cases] == saved["cases"]
 
 
 def test_side_by_side_commands_stop_at_the_first_failure(tmp_path):

@@ -135,7 +135,8 @@ def main(argv=None) -> int:
     data_bin, table = study.prepare_data(work, setting, run, args.input)
     unk = study.unknown_rates(data_bin)
     study.train_all(setting, work, data_bin, table, run)
-    results, cases, _, meta = study.score_all(setting, work, data_bin, table, args.cases, log)
+    scores = study.score_all(setting, work, data_bin, table, args.cases, log)
+    results, cases, meta = scores.reports, scores.cases, scores.meta()
     machine = study.machine_description(args.scale == "gpu")
     meta.update(unk_rate=unk, setting=study.asdict(setting), train_seconds=run.seconds, machine=machine,
                 scale=args.scale, wall_seconds=time.time() - t0)

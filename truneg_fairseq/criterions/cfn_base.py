@@ -11,12 +11,10 @@ Subclasses (``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electr
 extra model outputs they need (``model_outputs``) and return their loss as named terms with
 weights (:meth:`CounterFalseNegativeLoss.objective`). The logged ``loss`` is exactly the weighted
 sum of the logged terms, all in one unit (bits per masked token). The base class also looks the
-argmax predictions up in the synonym table (when one is given) and logs the correction
-statistics of the paper's Table 2:
-
-* ``pred_corr_ratio``: predictions that are synonyms of the gold token / mispredicted masked
-  positions (prediction level);
-* ``iter_corr_ratio``: sequences with at least one such prediction / sequences (iteration level).
+argmax predictions up in the synonym table (when one is given) and logs the false-negative
+statistics of the paper's Table 2 (``mlm_acc``, ``syn_acc``, ``pred_corr_ratio``,
+``iter_corr_ratio``, ``content_pred``, ``nseq``, ``special_masked``), counted and defined in
+:mod:`truneg_fairseq.evaluation.false_negatives`, the one place that defines them.
 
 When the model detects replaced tokens (ELECTRA), the MLM terms are weighted by
 ``--electra-gen-weight`` and the replaced-token-detection term of
@@ -40,6 +38,7 @@ from fairseq.models.roberta import RobertaModel
 from omegaconf import II
 
 from truneg_fairseq.criterions import logs, losses, rtd
+from truneg_fairseq.evaluation import false_negatives as fn
 from truneg_fairseq.lexicon import SynonymLookup, SynonymTable
 from truneg_fairseq.models.objectives import MaskedLMObjectives, ReplacedTokenDetection
 from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count
@@ -111,7 +110,10 @@ def load_synonym_lookup(path: str, task) -> SynonymLookup:
     table.check_dictionary(symbols, path)
     logger.info(
         f"synonym table {path}: {len(table)} pairs, source {table.meta.get('source')}, "
-        f"coverage {table.meta.get('coverage')}, {len(table.continuation_ids)} continuation pieces"
+        f"coverage {table.meta.get('coverage')}, {len(table.continuation_ids)} continuation pieces, "
+        + (f"{len(table.content_ids)} content words" if table.content_ids is not None else
+           "no content-word list (a table built before it existed: content_pred is not reported; rebuild it "
+           "with scripts/build_synonym_table.py)")
     )
     return SynonymLookup(table, len(symbols))
 
@@ -165,6 +167,10 @@ class CounterFalseNegativeLoss(FairseqCriterion):
                 "FILE (which replacements are synonyms); without a table only the default 'replaced' "
                 "applies"
             )
+        d = task.source_dictionary
+        # masked entries the statistics count as words: ordinary entries, not <s> </s> <mask> ...
+        self.nspecial = d.nspecial
+        self.mask_idx = d.indices.get("<mask>")
         if cfg.mlm_loss_divisor <= 0:
             raise ValueError(f"--mlm-loss-divisor must be > 0, got {cfg.mlm_loss_divisor}")
         # unresolved only for a config built in code, outside fairseq: then the task's own value
@@ -266,12 +272,11 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         sample_size = valid.sum()
         nll = losses.masked_nll(net["mlm_logits"], gold, self.padding_idx)  # S
         pred = net["mlm_pred"]  # S
-        wrong = valid & pred.ne(gold)  # S
         original = torch.where(target.ne(self.padding_idx), target, src_tokens)  # B x T
         whole = None
         if self.lookup is not None:
             whole = sel.take(self.lookup.ends_word(original))  # S: subword pieces are never corrected
-            synonym = valid & whole & self.lookup.is_synonym(gold, pred)  # S
+            synonym = valid & fn.synonym_predictions(gold, pred, self.lookup.is_synonym(gold, pred), whole)  # S
         else:
             synonym = torch.zeros_like(valid)
         step = MaskedLMStep(net, sel, src_tokens, target, gold, valid, nll, synonym)
@@ -295,16 +300,16 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             "ntokens": sample["ntokens"],
             "nsentences": sample["nsentences"],
             "sample_size": sample_size,
-            "n_wrong": wrong.sum(),
-            "n_correct": (valid & ~wrong).sum(),
         }
+        word = valid & fn.ordinary_positions(gold, self.nspecial, self.mask_idx)  # S: masked word positions
+        logging_output.update(fn.step_counts(
+            sel.rows_any, word, pred.eq(gold), valid & ~word, target.size(0),
+            synonym if self.lookup is not None else None,
+            self.lookup.content[pred] if self.lookup is not None and self.lookup.has_content else None))
         for name, _, value in terms:
             logging_output[name] = value.data
         if sel.dropped is not None:
             logging_output["slots_dropped"] = sel.dropped
-        if self.lookup is not None:
-            logging_output["n_synonym"] = synonym.sum()
-            logging_output["n_seq_synonym"] = sel.rows_any(synonym).sum()  # sequences with >= 1
         for k, v in stats.items():
             logging_output[k] = v.data if torch.is_tensor(v) else v
         if self.cfg.mlm_loss_divisor != 1.0:
@@ -330,7 +335,6 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             return logs.total(logging_outputs, key)
 
         sample_size = total("sample_size")
-        nsent = total("nsentences")
         if sample_size == 0:
             return
         metrics.log_scalar("loss", total("loss") / sample_size / math.log(2), sample_size, round=3)
@@ -338,19 +342,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             if any(term in log for log in logging_outputs):
                 metrics.log_scalar(term, total(term) / sample_size / math.log(2), sample_size, round=4)
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
-        metrics.log_scalar("mlm_acc", 100.0 * total("n_correct") / sample_size, sample_size, round=2)
-        if any("n_synonym" in log for log in logging_outputs):
-            n_wrong = total("n_wrong")
-            metrics.log_scalar(
-                "pred_corr_ratio", 100.0 * total("n_synonym") / max(n_wrong, 1), n_wrong, round=3
-            )
-            metrics.log_scalar(
-                "iter_corr_ratio", 100.0 * total("n_seq_synonym") / max(nsent, 1), nsent, round=3
-            )
-            # synonym-aware accuracy: a prediction that is a synonym of the gold counts as right
-            metrics.log_scalar(
-                "syn_acc", 100.0 * (total("n_correct") + total("n_synonym")) / sample_size, sample_size, round=2
-            )
+        fn.log_metrics(logging_outputs)  # mlm_acc, syn_acc, the ratios, content_pred, nseq
         if any("slots_dropped" in log for log in logging_outputs):
             # masked positions beyond --mlm-max-predictions (static slots): not in the loss
             metrics.log_scalar("slots_dropped", total("slots_dropped"), round=1)

@@ -1,25 +1,39 @@
-"""False negatives in a checkpoint's masked-LM predictions: the paper's Table 2 and Figure 3.
+"""False negatives in masked-LM predictions: the one account of the paper's Table 2 numbers.
 
-Every checkpoint is scored on the same masked blocks of a binarized split (blocks built as
-fairseq's ``masked_lm`` task builds them, masks drawn once with a seeded generator and reused), so
-numbers from different criterions and from different points of training are comparable.
+Every number about false negatives that the package reports (fairseq's train and valid logs,
+``fairseq-validate``, ``evaluate_mlm.py`` on binarized data or raw text, the demo and the study)
+is computed here, from one summable record of counts (:class:`Counts`) by one function
+(:func:`derive`). The criterions put the counts of a step into fairseq's ``logging_outputs``
+(:func:`step_counts`, keys ``fn_*``) and report them with :func:`log_metrics`; the offline
+scorer (:mod:`truneg_fairseq.evaluation.scorer`) runs the same criterion code and adds the same
+records up.
 
-For the M masked positions of a batch (gold ``w_k``, prediction ``r_k`` = argmax of the logits):
+Definitions. A *masked word position* is a masked position whose gold entry is an ordinary
+dictionary entry: not ``<s> <pad> </s> <unk>`` nor ``<mask>`` (fairseq's ``masked_lm`` may mask
+``<s>``/``</s>``; those stay in the loss and are counted apart, ``special_masked``). For gold
+``w_k`` and prediction ``r_k`` (the argmax of the masked-LM logits) at the masked word positions:
 
-* ``mlm_loss``       mean -log2 p(w_k) over masked positions (bits, as fairseq logs ``loss``);
-* ``mlm_acc``        % of masked positions with ``r_k == w_k``;
-* ``syn_acc``        synonym-aware accuracy: % with ``r_k == w_k`` or ``r_k`` a synonym of ``w_k``;
-* ``pred_corr_ratio``  prediction level: synonym predictions / mispredicted positions (%);
-* ``iter_corr_ratio``  iteration level: blocks with >= 1 synonym prediction / blocks with >= 1
-                     masked position (%);
-* ``content_pred``   % of predictions that are content words (alphabetic, not a stopword): a
-                     model still in the unigram plateau predicts separators and stopwords only.
+* ``mlm_acc``          % with ``r_k == w_k``;
+* a *synonym prediction*: ``r_k != w_k``, (``w_k``, ``r_k``) is a pair of the synonym table and
+  ``w_k`` ends its word (subword pieces are never corrected): exactly what hard correction (Eq. 2)
+  leaves out of the loss (:func:`synonym_predictions`);
+* ``syn_acc``          synonym-aware accuracy: % with ``r_k == w_k`` or a synonym prediction;
+* ``pred_corr_ratio``  prediction level: synonym predictions / mispredicted masked word
+                       positions (%);
+* ``iter_corr_ratio``  iteration level: sequences with >= 1 synonym prediction / sequences with
+                       >= 1 masked word position (%); a sequence is what the batch holds (a
+                       ``--tokens-per-sample`` block, or one line of ``--text``);
+* ``iter_corr_ratio_512``  the same at the paper's unit: consecutive sequences packed, in corpus
+                       order, into units of at most 512 tokens as fairseq's ``--sample-break-mode
+                       complete`` packs sentences (about 75 masked positions each); offline only,
+                       where the corpus order is known (:func:`pack_units`);
+* ``content_pred``     % of the predictions that are content words: word-start entries of ASCII
+                       letters that are not a stopword, decided by the tokenizer that made the
+                       dictionary (the synonym table's ``content_ids``); a model still in the
+                       unigram plateau predicts separators and stopwords only.
 
-A synonym prediction is one that the hard correction (Eq. 2) would leave out of the loss: a pair of
-the synonym table, a gold entry that ends its word (subword pieces are never corrected) and a
-prediction that differs from the gold. The statistics are pure functions over tensors
-(:func:`synonym_predictions`, :func:`position_counts`, :func:`derive`, :func:`pick_cases`); the
-model is reached through :func:`masked_logits` only.
+``mlm_loss`` is the masked-LM loss as fairseq logs it: bits per masked position, specials
+included (it is what is trained). Ratios with nothing to count report 0.
 """
 
 from __future__ import annotations
@@ -27,96 +41,204 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import torch
-import torch.nn.functional as F
 
-COUNT_KEYS = ("masked", "correct", "wrong", "synonym", "blocks", "blocks_synonym", "nll", "content_pred")
-
-
-# ---------------------------------------------------------------------------------------------
-# the model
-# ---------------------------------------------------------------------------------------------
-def masked_logits(model, src_tokens: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
-    """Masked-LM logits at the masked positions: src_tokens B x T, masked B x T bool -> M x V
-    (rows in the order of ``src_tokens[masked]``). fairseq's RoBERTa, the plugin's RoBERTa and
-    BERT, and the plugin's ELECTRA (its generator) all answer ``model(src_tokens,
-    masked_tokens=...)`` with (logits, extra); any other model (a fine-tuned one) is a
-    ``TypeError`` that says so."""
-    from fairseq.models.roberta import RobertaModel
-
-    from truneg_fairseq.models.objectives import MaskedLMObjectives
-
-    if not isinstance(model, (MaskedLMObjectives, RobertaModel)):
-        raise TypeError(f"{type(model).__name__} is not a masked-LM model (RoBERTa, BERT or ELECTRA): evaluate a "
-                        "pre-training checkpoint, not a fine-tuned one")
-    return model(src_tokens, masked_tokens=masked)[0]
+UNIT_TOKENS = 512  # the paper's sequence length: the unit of iter_corr_ratio_512
 
 
 # ---------------------------------------------------------------------------------------------
-# statistics: pure functions over tensors
+# the counts
 # ---------------------------------------------------------------------------------------------
-def draw_masks(tokens: torch.Tensor, eligible: torch.Tensor, mask_prob: float, generator: torch.Generator) -> torch.Tensor:
-    """B x T bool: each eligible position is masked with probability ``mask_prob`` (seeded)."""
-    return (torch.rand(tokens.shape, generator=generator) < mask_prob) & eligible
+@dataclass
+class Counts:
+    """Summable counts (``a + b``); what fairseq's logging outputs carry as ``fn_<field>``."""
+
+    sequences: int = 0          # sequences scored
+    masked_sequences: int = 0   # of those, with >= 1 masked word position
+    synonym_sequences: int = 0  # of those, with >= 1 synonym prediction
+    masked: int = 0             # masked word positions
+    correct: int = 0            # of those, predicted right
+    synonym: int = 0            # of those, synonym predictions
+    content: int = 0            # of those, predictions that are content words
+    special_masked: int = 0     # masked special entries (<s>, </s>, ...): in the loss only
+    loss_positions: int = 0     # masked positions in the loss (fairseq's sample_size)
+    loss_nll: float = 0.0       # sum of -ln p(gold) over them (nats)
+    units: int = 0              # 512-token units with >= 1 masked word position (offline)
+    synonym_units: int = 0      # of those, with >= 1 synonym prediction
+    with_synonyms: bool = False  # a synonym table was given
+    with_content: bool = False  # the table names content words
+    with_units: bool = False    # units were packed
+
+    def __add__(self, other: "Counts") -> "Counts":
+        out = {}
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            out[f.name] = (a or b) if isinstance(a, bool) else a + b
+        return Counts(**out)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_logs(cls, logging_outputs: Iterable[dict]) -> "Counts":
+        """The counts in a list of fairseq logging outputs (:func:`step_counts`'s keys, plus the
+        loss term ``mlm_loss`` and ``sample_size`` of the criterion)."""
+        logs_ = list(logging_outputs)
+        total = lambda key: float(sum(float(log.get(key, 0)) for log in logs_))  # noqa: E731
+        c = cls(**{name: int(total(f"fn_{name}")) for name in _SUMMED})
+        c.loss_positions = int(total("sample_size"))
+        c.loss_nll = total("mlm_loss")
+        c.with_synonyms = any("fn_synonym" in log for log in logs_)
+        c.with_content = any("fn_content" in log for log in logs_)
+        return c
 
 
-def mask_rows(tokens: torch.Tensor, nspecial: int, mask_idx: int, mask_prob: float, generator: torch.Generator):
-    """Draw masks over the ordinary entries of B x T ``tokens`` (not the specials ``<s> <pad> </s>
-    <unk>``, not ``<mask>``; :func:`draw_masks`); returns (tokens, selection) of the B' rows that
-    hold at least one masked position, each B' x T."""
-    eligible = tokens.ge(nspecial) & tokens.ne(mask_idx)
-    sel = draw_masks(tokens, eligible, mask_prob, generator)
-    rows = sel.any(dim=1)
-    return tokens[rows], sel[rows]
+_SUMMED = ("sequences", "masked_sequences", "synonym_sequences", "masked", "correct", "synonym", "content",
+           "special_masked")
+
+
+def ordinary_positions(gold: torch.Tensor, nspecial: int, mask_idx: Optional[int]) -> torch.Tensor:
+    """S bool: the gold entry is an ordinary dictionary entry (not one of the ``nspecial``
+    specials, not ``<mask>``, not padding)."""
+    out = gold.ge(nspecial)
+    return out if mask_idx is None else out & gold.ne(mask_idx)
 
 
 def synonym_predictions(gold: torch.Tensor, pred: torch.Tensor, is_pair: torch.Tensor, ends_word: torch.Tensor) -> torch.Tensor:
-    """M bool: the predictions hard correction leaves out of the loss. ``is_pair`` (M bool):
-    (gold, pred) is a pair of the synonym table; ``ends_word`` (M bool): the gold entry ends its
+    """S bool: the predictions hard correction leaves out of the loss. ``is_pair`` (S bool):
+    (gold, pred) is a pair of the synonym table; ``ends_word`` (S bool): the gold entry ends its
     word (False for a subword piece followed by a continuation)."""
     return is_pair & ends_word & pred.ne(gold)
 
 
-def position_counts(
-    gold: torch.Tensor, pred: torch.Tensor, nll: torch.Tensor, synonym: torch.Tensor, row: torch.Tensor,
-    num_blocks: int, content: torch.Tensor,
-) -> Dict[str, float]:
-    """Counts of one batch. M-vectors: ``gold``, ``pred`` (ids), ``nll`` (-ln p(gold), nats),
-    ``synonym`` (bool, :func:`synonym_predictions`), ``row`` (block index of each position, in
-    [0, num_blocks)), ``content`` (bool: the prediction is a content word). ``num_blocks``: blocks
-    in the batch that hold at least one masked position. Returns the :data:`COUNT_KEYS` (summable)."""
-    per_row = torch.zeros(num_blocks, dtype=torch.long, device=gold.device)
-    per_row.index_add_(0, row, synonym.long())
-    correct = int(pred.eq(gold).sum())
-    return {
-        "masked": gold.numel(), "correct": correct, "wrong": gold.numel() - correct,
-        "synonym": int(synonym.sum()), "blocks": num_blocks, "blocks_synonym": int(per_row.gt(0).sum()),
-        "nll": float(nll.double().sum()), "content_pred": int(content.sum()),
+def step_counts(rows_any, word: torch.Tensor, correct: torch.Tensor, special: torch.Tensor, sequences: int,
+                synonym: Optional[torch.Tensor] = None, content: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+    """The ``fn_*`` logging-output entries of one step, tensors (no host-device sync). S-vectors
+    over the selected positions: ``word`` (masked word positions), ``correct``, ``special``
+    (masked specials), ``synonym`` (:func:`synonym_predictions`, without a table None),
+    ``content`` (the prediction is a content word, None when unknown); ``rows_any``: S bool ->
+    B bool (any per sequence); ``sequences``: B."""
+    out = {
+        "fn_sequences": sequences,
+        "fn_masked_sequences": rows_any(word).sum(),
+        "fn_masked": word.sum(),
+        "fn_correct": (word & correct).sum(),
+        "fn_special_masked": special.sum(),
     }
+    if synonym is not None:
+        syn = word & synonym
+        out["fn_synonym"] = syn.sum()
+        out["fn_synonym_sequences"] = rows_any(syn).sum()
+    if content is not None:
+        out["fn_content"] = (word & content).sum()
+    return out
 
 
-def add_counts(total: Dict[str, float], counts: Dict[str, float]) -> Dict[str, float]:
-    for k in COUNT_KEYS:
-        total[k] = total.get(k, 0) + counts[k]
-    return total
+def pack_units(lengths: Sequence[int], masked: Sequence[bool], synonym: Sequence[bool],
+               unit: int = UNIT_TOKENS) -> tuple:
+    """(units with >= 1 masked word position, of those with >= 1 synonym prediction): sequences
+    in corpus order packed greedily into units of at most ``unit`` tokens (a sequence longer
+    than ``unit`` is a unit of its own), as fairseq's ``--sample-break-mode complete`` packs
+    sentences into blocks."""
+    units = syn_units = 0
+    size, any_mask, any_syn = 0, False, False
+    for n, m, s in zip(lengths, masked, synonym):
+        if size and size + n > unit:
+            units += any_mask
+            syn_units += any_syn
+            size, any_mask, any_syn = 0, False, False
+        size += n
+        any_mask |= bool(m)
+        any_syn |= bool(s)
+    if size:
+        units += any_mask
+        syn_units += any_syn
+    return units, syn_units
 
 
-def derive(c: Dict[str, float]) -> Dict[str, float]:
-    """Counts -> the reported values (losses in bits, the rest in %)."""
-    m = max(c["masked"], 1)
-    return {
-        "mlm_loss": c["nll"] / m / math.log(2),
-        "mlm_acc": 100.0 * c["correct"] / m,
-        "syn_acc": 100.0 * (c["correct"] + c["synonym"]) / m,
-        "pred_corr_ratio": 100.0 * c["synonym"] / max(c["wrong"], 1),
-        "iter_corr_ratio": 100.0 * c["blocks_synonym"] / max(c["blocks"], 1),
-        "content_pred": 100.0 * c["content_pred"] / m,
-    }
+# ---------------------------------------------------------------------------------------------
+# the reported values
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Report:
+    """The reported values of a :class:`Counts` (percentages; the loss in bits). A value that
+    cannot be computed (no synonym table, no content words, no units) is None."""
+
+    mlm_loss: float
+    mlm_acc: float
+    syn_acc: Optional[float]
+    pred_corr_ratio: Optional[float]
+    iter_corr_ratio: Optional[float]
+    iter_corr_ratio_512: Optional[float]
+    content_pred: Optional[float]
+    masked: int
+    sequences: int
+    masked_sequences: int
+    special_masked: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
+def _pct(num: float, den: float) -> float:
+    return 100.0 * num / den if den else 0.0
+
+
+def derive(c: Counts) -> Report:
+    """Counts -> the reported values: the only place a false-negative ratio is computed."""
+    syn = c.with_synonyms
+    return Report(
+        mlm_loss=c.loss_nll / c.loss_positions / math.log(2) if c.loss_positions else 0.0,
+        mlm_acc=_pct(c.correct, c.masked),
+        syn_acc=_pct(c.correct + c.synonym, c.masked) if syn else None,
+        pred_corr_ratio=_pct(c.synonym, c.masked - c.correct) if syn else None,
+        iter_corr_ratio=_pct(c.synonym_sequences, c.masked_sequences) if syn else None,
+        iter_corr_ratio_512=_pct(c.synonym_units, c.units) if syn and c.with_units else None,
+        content_pred=_pct(c.content, c.masked) if c.with_content else None,
+        masked=c.masked, sequences=c.sequences, masked_sequences=c.masked_sequences,
+        special_masked=c.special_masked,
+    )
+
+
+# (reported value, decimals) logged by fairseq, in this order
+LOGGED = (("mlm_acc", 2), ("syn_acc", 2), ("pred_corr_ratio", 3), ("iter_corr_ratio", 3), ("content_pred", 1))
+
+
+def log_metrics(logging_outputs: Sequence[dict]) -> None:
+    """Log the counts of fairseq logging outputs (summed, hidden ``_fn_*`` meters) and the
+    values :func:`derive` makes of them (derived meters): a train interval, an epoch and a valid
+    pass each report the ratios of their own summed counts. ``nseq`` (sequences scored) and
+    ``special_masked`` are logged as sums."""
+    from fairseq.logging import metrics
+
+    if not any("fn_masked" in log for log in logging_outputs):
+        return
+    present = {k for log in logging_outputs for k in log if k.startswith("fn_")}
+    for name in _SUMMED:
+        key = f"fn_{name}"
+        if key in present:
+            metrics.log_scalar_sum(f"_{key}", sum(float(log.get(key, 0)) for log in logging_outputs))
+    metrics.log_scalar_sum("nseq", sum(float(log.get("fn_sequences", 0)) for log in logging_outputs))
+    metrics.log_scalar_sum("special_masked", sum(float(log.get("fn_special_masked", 0)) for log in logging_outputs))
+    with_syn, with_content = "fn_synonym" in present, "fn_content" in present
+
+    def report(meters) -> Report:
+        c = Counts(**{n: meters[f"_fn_{n}"].sum for n in _SUMMED if f"_fn_{n}" in meters})
+        c.with_synonyms, c.with_content = with_syn, with_content
+        return derive(c)
+
+    for key, decimals in LOGGED:
+        if getattr(derive(Counts(with_synonyms=with_syn, with_content=with_content)), key) is None:
+            continue
+        metrics.log_derived(key, lambda m, key=key, d=decimals: round(getattr(report(m), key), d))
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure-3 cases
+# ---------------------------------------------------------------------------------------------
 def pick_cases(gold: torch.Tensor, pred: torch.Tensor, synonym: torch.Tensor, k: int, seen: Optional[set] = None) -> List[int]:
     """Indices (into the M positions) of up to ``k`` synonym predictions, one per distinct
     (gold, pred) pair not in ``seen`` (updated), in position order."""
@@ -172,19 +294,18 @@ def make_case(d, table, block: Sequence[int], col: int, gold: int, pred: int, jo
 
 
 # ---------------------------------------------------------------------------------------------
-# data and checkpoints
+# data
 # ---------------------------------------------------------------------------------------------
-def content_word_mask(symbols: Sequence[str], nspecial: int) -> torch.Tensor:
-    """V bool: entries that are content words (alphabetic after a word-start marker is removed,
-    not a stopword)."""
-    from truneg_fairseq.lexicon.synonyms import stopwords
+def draw_masks(tokens: torch.Tensor, eligible: torch.Tensor, mask_prob: float, generator: torch.Generator) -> torch.Tensor:
+    """B x T bool: each eligible position is masked with probability ``mask_prob`` (seeded)."""
+    return (torch.rand(tokens.shape, generator=generator) < mask_prob) & eligible
 
-    stop = stopwords()
-    out = torch.zeros(len(symbols), dtype=torch.bool)
-    for i, s in enumerate(symbols):
-        w = s.lstrip("\u2581\u0120")
-        out[i] = i >= nspecial and w.isalpha() and w.lower() not in stop
-    return out
+
+def mask_ordinary(tokens: torch.Tensor, nspecial: int, mask_idx: int, mask_prob: float,
+                  generator: torch.Generator) -> torch.Tensor:
+    """B x T bool: masks drawn over the ordinary entries of ``tokens`` (not the specials ``<s>
+    <pad> </s> <unk>``, not ``<mask>``; :func:`draw_masks`)."""
+    return draw_masks(tokens, tokens.ge(nspecial) & tokens.ne(mask_idx), mask_prob, generator)
 
 
 def load_blocks(data_bin: str, dictionary, subset: str = "valid", tokens_per_sample: int = 128,
@@ -201,83 +322,6 @@ def load_blocks(data_bin: str, dictionary, subset: str = "valid", tokens_per_sam
                            break_mode=break_mode)
     ds = PrependTokenDataset(ds, dictionary.bos())
     return [ds[i] for i in range(len(ds))]
-
-
-class CheckpointScorer:
-    """Scores checkpoints on one fixed set of masked blocks of a split (see the module doc)."""
-
-    def __init__(self, data_bin: str, synonym_table: str, subset: str = "valid", tokens_per_sample: int = 128,
-                 break_mode: str = "complete", mask_prob: float = 0.15, seed: int = 1, batch_size: int = 64,
-                 max_blocks: int = 0, device: str = "cpu", passes: int = 1):
-        from fairseq.data import Dictionary
-
-        from truneg_fairseq.lexicon.lookup import SynonymLookup
-        from truneg_fairseq.lexicon.synonyms import SynonymTable
-
-        self.data_bin = data_bin
-        self.device = torch.device(device)
-        self.d = Dictionary.load(os.path.join(data_bin, "dict.txt"))
-        self.table = SynonymTable.load(synonym_table)
-        self.table.check_dictionary(self.d.symbols, synonym_table)
-        mask_idx = self.d.add_symbol("<mask>")  # as fairseq's masked_lm and the electra task do
-        self.lookup = SynonymLookup(self.table, len(self.d)).to(self.device)
-        self.content = content_word_mask(self.d.symbols, self.d.nspecial).to(self.device)
-        blocks = load_blocks(data_bin, self.d, subset, tokens_per_sample, break_mode)
-        if max_blocks:
-            blocks = blocks[:max_blocks]
-        gen = torch.Generator().manual_seed(seed)
-        self.batches = []  # (tokens B x T, masked B x T) with every row holding >= 1 masked position
-        # ``passes`` independent mask draws over the blocks: more masked positions from a small split
-        for start in [s for _ in range(passes) for s in range(0, len(blocks), batch_size)]:
-            from fairseq.data import data_utils
-
-            tokens = data_utils.collate_tokens(blocks[start:start + batch_size], self.d.pad())  # B x T
-            tokens, sel = mask_rows(tokens, self.d.nspecial, mask_idx, mask_prob, gen)
-            if len(tokens):  # masks drawn on the CPU: the same on every device
-                self.batches.append((tokens.to(self.device), sel.to(self.device)))
-        self.mask_idx = mask_idx
-
-    @torch.no_grad()
-    def score_model(self, model, num_cases: int = 0, seen: Optional[set] = None):
-        """(counts, cases) of ``model`` on the fixed masked blocks."""
-        model.eval().to(self.device)
-        total: Dict[str, float] = {}
-        cases: List[Case] = []
-        seen = set() if seen is None else seen
-        for tokens, sel in self.batches:
-            src = tokens.masked_fill(sel, self.mask_idx)  # B x T
-            logits = masked_logits(model, src, sel).float()  # M x V
-            gold = tokens[sel]  # M
-            nll = F.cross_entropy(logits, gold, reduction="none")  # M (nats)
-            pred = logits.argmax(dim=-1)  # M
-            where = sel.nonzero()  # M x 2 (row, column), the order of tokens[sel]
-            synonym = synonym_predictions(gold, pred, self.lookup.is_synonym(gold, pred),
-                                          self.lookup.ends_word(tokens)[sel])
-            add_counts(total, position_counts(gold, pred, nll, synonym, where[:, 0], tokens.size(0),
-                                              self.content[pred]))
-            for m in pick_cases(gold, pred, synonym, num_cases - len(cases), seen) if len(cases) < num_cases else []:
-                row, col = where[m].tolist()
-                cases.append(self.case(tokens[row].tolist(), col, int(gold[m]), int(pred[m])))
-        return total, cases
-
-    def case(self, block: List[int], col: int, gold: int, pred: int) -> Case:
-        return make_case(self.d, self.table, block, col, gold, pred)
-
-    def score_checkpoint(self, checkpoint: str, num_cases: int = 0, seen: Optional[set] = None):
-        """(counts, cases) of a fairseq checkpoint (RoBERTa ``masked_lm`` or the plugin's ELECTRA)."""
-        model = load_model(checkpoint, self.data_bin)
-        counts, cases = self.score_model(model, num_cases, seen)
-        for c in cases:
-            c.checkpoint = checkpoint
-        return counts, cases
-
-
-def load_model(checkpoint: str, data_bin: str):
-    """The model of a fairseq checkpoint, on the CPU in eval mode, with ``data_bin``'s dictionary."""
-    from truneg_fairseq.checkpoints import load_for_inference
-
-    models, _, _ = load_for_inference(checkpoint, data_bin)
-    return models[0].eval()
 
 
 _INTERVAL = re.compile(r"checkpoint_(\d+)_(\d+)\.pt$")

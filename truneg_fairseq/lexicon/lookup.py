@@ -14,7 +14,9 @@ class SynonymLookup(nn.Module):
     Buffers (moved with ``.to(device)``, not saved in checkpoints):
 
     * ``keys``: sorted int64 ``gold << 32 | pred`` of every synonym pair, P entries;
-    * ``continuation``: bool per vocabulary id, True for pieces that continue a word.
+    * ``continuation``: bool per vocabulary id, True for pieces that continue a word;
+    * ``content``: bool per vocabulary id, True for content-word entries (the table's
+      ``content_ids``); ``has_content`` is False for a table written without them.
     """
 
     def __init__(self, table: SynonymTable, vocab_size: int):
@@ -25,6 +27,11 @@ class SynonymLookup(nn.Module):
         if len(table.continuation_ids):
             cont[torch.from_numpy(table.continuation_ids.copy())] = True
         self.register_buffer("continuation", cont, persistent=False)
+        content = torch.zeros(max(vocab_size, table.num_symbols), dtype=torch.bool)
+        self.has_content = table.content_ids is not None
+        if self.has_content and len(table.content_ids):
+            content[torch.from_numpy(table.content_ids.copy())] = True
+        self.register_buffer("content", content, persistent=False)
 
     @property
     def num_pairs(self) -> int:

@@ -8,6 +8,9 @@ A table belongs to one fairseq dictionary. It stores
   ``▁`` word-start mark, GPT-2 tokens without ``Ġ``, WordPiece ``##`` pieces; the tokenizer layer,
   :mod:`truneg_fairseq.text`, decides): a gold token followed by one of them is a subword
   piece and is never corrected;
+* ``content_ids``: ids of the content-word entries (:func:`content_entries`): what the
+  false-negative statistics count as a content-word prediction, decided by the same tokenizer
+  view as the pairs (tables written before this array existed load with ``None``);
 * the dictionary's fingerprint (sha256 of its first ``num_symbols`` symbols), so a table cannot be
   used with another dictionary by mistake.
 
@@ -84,6 +87,16 @@ def vocab_view(
         return load_dictionary_view(dict_path, tokenizer)
     except TokenizerError as e:
         raise SynonymTableError(str(e)) from None
+
+
+def content_entries(view: VocabView, stop: Optional[frozenset] = None) -> np.ndarray:
+    """Sorted int64 ids of the content-word entries of a dictionary: entries that start a word
+    and are a whole word of ASCII letters (``view.words``, decided by the tokenizer: sentencepiece
+    ``▁``, GPT-2 ``Ġ`` through its encoder.json, WordPiece without ``##``, whitespace words) that
+    is not an English stopword (:func:`stopwords`), in any capitalisation."""
+    stop = stopwords() if stop is None else stop
+    return np.asarray([i for i, w in enumerate(view.words) if w is not None and w.lower() not in stop],
+                      dtype=np.int64)
 
 
 def _case_key(word: str) -> str:
@@ -197,6 +210,7 @@ class SynonymTable:
     num_symbols: int
     fingerprint: str
     meta: dict = field(default_factory=dict)
+    content_ids: Optional[np.ndarray] = None  # N int64 content-word entries (None: an older table)
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
@@ -204,11 +218,13 @@ class SynonymTable:
         arr = np.asarray(sorted(set((int(g), int(p)) for g, p in pairs if g != p)), dtype=np.int64)
         arr = arr.reshape(-1, 2)
         cont = np.asarray([i for i, c in enumerate(view.continuation) if c], dtype=np.int64)
-        return cls(arr, cont, len(view.symbols), dictionary_fingerprint(view.symbols), dict(meta))
+        return cls(arr, cont, len(view.symbols), dictionary_fingerprint(view.symbols), dict(meta),
+                   content_entries(view))
 
     @classmethod
     def empty(cls, symbols: Sequence[str]) -> "SynonymTable":
-        return cls(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), len(symbols), dictionary_fingerprint(symbols), {"source": "empty"})
+        return cls(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), len(symbols), dictionary_fingerprint(symbols),
+                   {"source": "empty"}, np.zeros(0, np.int64))
 
     # ---- lookups (host side; the training step uses SynonymLookup) --------------------------
     def keys(self) -> np.ndarray:
@@ -225,13 +241,11 @@ class SynonymTable:
     def save(self, path: os.PathLike) -> None:
         """Write atomically: a temporary file in the same directory, then ``os.replace``."""
         meta = dict(self.meta, format_version=FORMAT_VERSION, num_symbols=self.num_symbols, fingerprint=self.fingerprint)
+        arrays = {"pairs": self.pairs.astype(np.int64), "continuation_ids": self.continuation_ids.astype(np.int64)}
+        if self.content_ids is not None:
+            arrays["content_ids"] = self.content_ids.astype(np.int64)
         with atomic_open(path, "wb") as f:
-            np.savez_compressed(
-                f,
-                pairs=self.pairs.astype(np.int64),
-                continuation_ids=self.continuation_ids.astype(np.int64),
-                meta=np.asarray(json.dumps(meta, sort_keys=True)),
-            )
+            np.savez_compressed(f, meta=np.asarray(json.dumps(meta, sort_keys=True)), **arrays)
 
     @classmethod
     def load(cls, path: os.PathLike) -> "SynonymTable":
@@ -249,6 +263,7 @@ class SynonymTable:
             with np.load(path, allow_pickle=False) as z:
                 pairs = z["pairs"]
                 cont = z["continuation_ids"]
+                content = z["content_ids"].astype(np.int64) if "content_ids" in z.files else None
                 meta = json.loads(str(z["meta"]))
         except ValueError as e:  # an array of objects: numpy's advice (allow_pickle) must not be taken
             raise SynonymTableError(f"{foreign} (it holds pickled objects); rebuild it with that script") from e
@@ -258,7 +273,8 @@ class SynonymTable:
             raise SynonymTableError(f"{path}: table format {meta.get('format_version')} (expected {FORMAT_VERSION}); rebuild it")
         if pairs.ndim != 2 or pairs.shape[1] != 2:
             raise SynonymTableError(f"{path}: pairs array has shape {pairs.shape}, expected P x 2")
-        return cls(pairs.astype(np.int64), cont.astype(np.int64), int(meta["num_symbols"]), meta["fingerprint"], meta)
+        return cls(pairs.astype(np.int64), cont.astype(np.int64), int(meta["num_symbols"]), meta["fingerprint"], meta,
+                   content)
 
     def check_dictionary(self, symbols: Sequence[str], path: os.PathLike = "<table>") -> None:
         """Raise unless ``symbols`` (a task dictionary, which may append e.g. ``<mask>``) starts

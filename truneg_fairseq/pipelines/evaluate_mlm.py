@@ -1,39 +1,29 @@
-"""Evaluate a masked-LM checkpoint: MLM loss, accuracy and the correction statistics.
+"""Evaluate a masked-LM checkpoint: MLM loss, accuracy and the false-negative statistics.
 
 Works for any fairseq ``masked_lm`` checkpoint (a plain ``masked_lm`` baseline included), so the
 statistics of the paper's Table 2 can be compared across criterions on the same masked data: the
-masking is seeded, so every checkpoint sees identical masks.
+masking is seeded, so every checkpoint sees identical masks. Both paths (binarized data, raw
+text) score through :class:`truneg_fairseq.evaluation.scorer.MaskedLMScorer`, the criterions'
+own accounting (:mod:`truneg_fairseq.evaluation.false_negatives` defines every number).
 """
 
 import json
 import logging
 import os
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import numpy as np
 import torch
 from fairseq import utils
-from fairseq.logging import metrics
 
 from truneg_fairseq.checkpoints import CheckpointError
-from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
+from truneg_fairseq.evaluation.scorer import MaskedLMScorer, Scored, masked_samples
 
 logger = logging.getLogger(__name__)
 
 # --long-lines: what happens to blocks longer than the model's positions
 LONG_LINES = ("skip", "break")
-
-
-class _StepKeeper(CounterFalseNegativeLoss):
-    """The plain masked-LM objective (Eq. 1), keeping the last step (gold, prediction, synonym
-    flags at the masked positions) so that cases can be read from it."""
-
-    step = None
-
-    def objective(self, step):
-        self.step = step
-        return super().objective(step)
 
 
 def check_split(data: str, subset: str) -> None:
@@ -57,53 +47,40 @@ def check_split(data: str, subset: str) -> None:
         "scripts/prepare_corpus.py")
 
 
-@torch.no_grad()
 def evaluate_mlm(
     checkpoint: str, data: str, synonym_table: Optional[str] = None, subset: str = "valid",
     batch_size: int = 32, max_batches: int = 0, seed: int = 1, long_lines: str = "skip", show: int = 0,
-    cases: Optional[list] = None,
-) -> Dict[str, float]:
-    """Returns {"mlm_loss" (bits/token), "ppl", "mlm_acc" (%), "pred_corr_ratio" (%),
-    "iter_corr_ratio" (%), "masked_tokens", "sentences"}. The blocks are the checkpoint's task's
-    (its ``--tokens-per-sample`` and ``--sample-break-mode``); ``long_lines`` decides what happens
-    to blocks longer than the model's positions: ``skip`` leaves them out (counted in the log),
-    ``break`` cuts the split into blocks of at most that many tokens (break mode ``none``).
-    ``show`` > 0 (with a ``synonym_table``): up to that many Figure-3 cases
-    (:class:`~truneg_fairseq.evaluation.false_negatives.Case`, one per distinct gold/prediction pair) are
-    appended to ``cases``."""
+    cases: Optional[list] = None, device: str = "cpu",
+) -> Scored:
+    """The counts (:class:`~truneg_fairseq.evaluation.false_negatives.Counts`; ``.report`` gives
+    the values) of ``checkpoint`` on binarized ``subset`` of ``data``, masked by the
+    checkpoint's own task with ``seed``: the samples a valid pass of that training sees, every
+    sequence scored. The blocks are the checkpoint's task's (its ``--tokens-per-sample`` and
+    ``--sample-break-mode``); ``long_lines`` decides what happens to blocks longer than the
+    model's positions: ``skip`` leaves them out (counted in the log), ``break`` cuts the split
+    into blocks of at most that many tokens (break mode ``none``). ``show`` > 0 (with a
+    ``synonym_table``): up to that many Figure-3 cases, one per distinct gold/prediction pair,
+    also appended to ``cases``."""
     from truneg_fairseq.checkpoints import load_for_inference
-    from truneg_fairseq.lexicon.synonyms import SynonymTable
 
     if long_lines not in LONG_LINES:
         raise ValueError(f"long_lines must be one of {', '.join(LONG_LINES)}, got {long_lines!r}")
     models, cfg, task = load_for_inference(checkpoint, data, {"seed": seed})
     model = models[0].eval()
     check_split(cfg.task.data, subset)
-    crit = _StepKeeper(SynonymCriterionConfig(synonym_table=synonym_table, arch=cfg.model._name,
-                                              mlm_prediction_slots="dynamic"), task)
+    scorer = MaskedLMScorer(model, task, cfg.model._name, synonym_table, device)
     positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
     dataset = _load_split(task, subset, positions, long_lines, checkpoint)
     itr = task.get_batch_iterator(
         dataset=dataset, max_sentences=batch_size, seed=seed, num_workers=0, max_positions=positions,
         ignore_invalid_inputs=True,
     ).next_epoch_itr(shuffle=False)
-    table = SynonymTable.load(synonym_table) if show and synonym_table else None
-    cases = [] if cases is None else cases
-    seen: set = set()
-    logs = []
-    for i, sample in enumerate(itr):
-        if max_batches and i >= max_batches:
-            break
-        _, _, log = crit(model, sample)
-        logs.append(log)
-        if table is not None and len(cases) < show:
-            cases += _step_cases(crit.step, task.source_dictionary, table, show - len(cases), seen)
-    with metrics.aggregate(new_root=True) as agg:
-        crit.reduce_metrics(logs)
-        out = dict(agg.get_smoothed_values())
-    out["masked_tokens"] = int(sum(int(l["sample_size"]) for l in logs))
-    out["sentences"] = int(sum(int(l["nsentences"]) for l in logs))
-    return out
+    scored = scorer.score(itr, show, max_batches=max_batches)
+    if cases is not None:
+        cases += scored.cases
+    logger.info(f"{checkpoint}: scored {scored.counts.sequences} sequences of {subset}, "
+                f"{scored.counts.masked} masked words ({scored.counts.special_masked} masked special entries)")
+    return scored
 
 
 def _load_split(task, subset: str, positions: int, long_lines: str, checkpoint: str):
@@ -128,21 +105,6 @@ def _load_split(task, subset: str, positions: int, long_lines: str, checkpoint: 
         logger.info(f"left out {len(too_long)} of {len(dataset)} blocks longer than {positions} tokens "
                     "(--long-lines break cuts them instead)")
     return dataset
-
-
-def _step_cases(step, d, table, k: int, seen: set) -> list:
-    """Up to ``k`` Figure-3 cases (one per (gold, prediction) pair not in ``seen``) from the
-    synonym predictions of a criterion step (:class:`_StepKeeper`)."""
-    from truneg_fairseq.evaluation.false_negatives import make_case, pick_cases
-
-    original = torch.where(step.target.ne(d.pad()), step.target, step.src_tokens)  # B x T: before masking
-    where = step.sel.masked.nonzero()  # S x 2 (row, column), the order of the selection
-    pred = step.net["mlm_pred"]
-    out = []
-    for m in pick_cases(step.gold, pred, step.synonym, k, seen):
-        row, col = where[m].tolist()
-        out.append(make_case(d, table, original[row].tolist(), col, int(step.gold[m]), int(pred[m])))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,31 +166,22 @@ def _text_tokenizer(checkpoint: str, tokenizer, vocab: Optional[str], lowercase:
     return build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=lowercase)).pieces, join_wordpieces
 
 
-@torch.no_grad()
 def evaluate_text(
     checkpoint, text, synonym_table: Optional[str] = None, device: str = "cpu", batch_size: int = 32,
     max_len: int = 128, mask_prob: float = 0.15, seed: int = 1, max_lines: int = 0, show: int = 0,
     vocab: Optional[str] = None, lowercase: Optional[bool] = None, tokenizer=None, cases: Optional[list] = None,
-) -> Dict[str, float]:
-    """Mask ``mask_prob`` of the entries of each line of ``text`` (seeded, all as ``<mask>``),
-    predict them with the model's masked-LM network and report ``mlm_loss`` (bits per masked
-    entry, as fairseq logs it) and ``mlm_acc`` (%); with a ``synonym_table`` also, as the paper's
-    Table 2, ``pred_corr_ratio`` = synonym predictions / mispredicted masked entries (%),
-    ``iter_corr_ratio`` = sequences with >= 1 synonym prediction / sequences (%) and ``syn_acc``
-    (a synonym prediction counts as right). Subword pieces are never counted as corrections.
-    ``show``: up to that many Figure-3 cases (:class:`~truneg_fairseq.evaluation.false_negatives.Case`, one per
-    distinct gold/prediction pair) are appended to ``cases``. ``tokenizer``
-    (:mod:`truneg_fairseq.text`): the model's; default WordPiece over ``vocab`` or the
-    vocab.txt beside the checkpoint."""
-    from fairseq.data import data_utils
+) -> Scored:
+    """Mask ``mask_prob`` of the ordinary entries of each line of ``text`` (seeded, all as
+    ``<mask>``), predict them with the model's masked-LM network and count as
+    :func:`evaluate_mlm` does (one sequence per line; ``.report`` adds ``iter_corr_ratio_512``,
+    lines packed into 512-token units). ``show``: up to that many Figure-3 cases, also appended
+    to ``cases``. ``tokenizer`` (:mod:`truneg_fairseq.text`): the model's; default WordPiece
+    over ``vocab`` or the vocab.txt beside the checkpoint."""
+    from truneg_fairseq.checkpoints import load_for_inference
 
-    from truneg_fairseq.convert.hf import load_fairseq_checkpoint
-    from truneg_fairseq.evaluation.false_negatives import (
-        add_counts, make_case, mask_rows, pick_cases, position_counts, synonym_predictions,
-    )
     checkpoint = resolve_checkpoint(checkpoint)
-    model, task, _ = load_fairseq_checkpoint(checkpoint)
-    model.to(device)
+    models, cfg, task = load_for_inference(checkpoint)
+    model = models[0]
     d = task.source_dictionary
     encode, join = _text_tokenizer(checkpoint, tokenizer, vocab, lowercase)
     positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
@@ -239,71 +192,12 @@ def evaluate_text(
     seqs = _text_sequences(text, encode, d, max_len, max_lines)
     if not seqs:
         raise CheckpointError(f"--text {text} has no non-empty lines")
-    table, lookup = _synonyms_for(synonym_table, d, device)
-    gen = torch.Generator().manual_seed(seed)
-    total: Dict[str, float] = {}
-    cases = [] if cases is None else cases
-    seen: set = set()
-    for start in range(0, len(seqs), batch_size):
-        tokens = data_utils.collate_tokens(seqs[start:start + batch_size], d.pad())  # B x T
-        tokens, sel = mask_rows(tokens, d.nspecial, d.index("<mask>"), mask_prob, gen)
-        if not len(tokens):
-            continue
-        tokens, sel = tokens.to(device), sel.to(device)
-        gold, pred, nll = _predict_masked(model, tokens, sel, d)
-        if lookup is not None:
-            synonym = synonym_predictions(gold, pred, lookup.is_synonym(gold, pred), lookup.ends_word(tokens)[sel])
-        else:
-            synonym = torch.zeros_like(gold, dtype=torch.bool)
-        where = sel.nonzero()  # M x 2 (row, column), in the order of tokens[sel]
-        no_content = torch.zeros_like(gold, dtype=torch.bool)  # content_pred is not reported here
-        add_counts(total, position_counts(gold, pred, nll, synonym, where[:, 0], tokens.size(0), no_content))
-        if table is not None and len(cases) < show:
-            for m in pick_cases(gold, pred, synonym, show - len(cases), seen):
-                row, col = where[m].tolist()
-                cases.append(make_case(d, table, tokens[row].tolist(), col, int(gold[m]), int(pred[m]), join))
-    if not total:
+    scorer = MaskedLMScorer(model, task, cfg.model._name, synonym_table, device, join)
+    samples = masked_samples(seqs, d, mask_prob, torch.Generator().manual_seed(seed), batch_size)
+    scored = scorer.score(samples, show)
+    if not scored.counts.masked:
         raise CheckpointError(f"no entry of {text} was masked (--mask-prob {mask_prob}): raise --mask-prob or give "
                               "more text")
-    return _text_result(total, with_synonyms=lookup is not None)
-
-
-def _synonyms_for(synonym_table: Optional[str], d, device):
-    """(table, on-device lookup) of ``synonym_table`` checked against dictionary ``d``; (None,
-    None) without one."""
-    from truneg_fairseq.lexicon.lookup import SynonymLookup
-    from truneg_fairseq.lexicon.synonyms import SynonymTable
-
-    if not synonym_table:
-        return None, None
-    table = SynonymTable.load(synonym_table)
-    table.check_dictionary(d.symbols, synonym_table)
-    return table, SynonymLookup(table, len(d)).to(device)
-
-
-def _predict_masked(model, tokens, sel, d):
-    """The model's predictions at the selected entries with them masked: (gold, argmax, nll in
-    nats), each M."""
-    import torch.nn.functional as F
-
-    from truneg_fairseq.evaluation.false_negatives import masked_logits
-
-    src = tokens.masked_fill(sel, d.index("<mask>"))
-    try:
-        logits = masked_logits(model, src, sel).float()  # M x V
-    except TypeError as e:
-        raise CheckpointError(str(e)) from None
-    gold = tokens[sel]  # M
-    return gold, logits.argmax(dim=-1), F.cross_entropy(logits, gold, reduction="none")
-
-
-def _text_result(total: Dict[str, float], with_synonyms: bool) -> Dict[str, float]:
-    from truneg_fairseq.evaluation.false_negatives import derive
-
-    r = derive(total)
-    out = {"mlm_loss": r["mlm_loss"], "mlm_acc": r["mlm_acc"]}
-    if with_synonyms:
-        out.update({k: r[k] for k in ("pred_corr_ratio", "iter_corr_ratio", "syn_acc")})
-    out.update(masked_tokens=int(total["masked"]), sentences=int(total["blocks"]), n_wrong=int(total["wrong"]),
-               n_synonym=int(total["synonym"]), n_seq_synonym=int(total["blocks_synonym"]))
-    return out
+    if cases is not None:
+        cases += scored.cases
+    return scored

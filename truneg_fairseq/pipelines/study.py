@@ -18,7 +18,9 @@ The pipeline that ``scripts/demo.py`` and ``examples/study/run_study.py`` share:
             --reset-lr-scheduler``), the learning rate going on from where stage 1 left it and
             decaying to 0, checkpoints at ``--save-interval-updates``;
 5. scoring  every checkpoint on the same masked valid blocks
-            (:class:`truneg_fairseq.evaluation.false_negatives.CheckpointScorer`).
+            (:class:`truneg_fairseq.evaluation.scorer.FixedMaskScorer`: the criterions' own
+            accounting, :mod:`truneg_fairseq.evaluation.false_negatives`), results as typed
+            records (:class:`Scores`).
 
 Independent trainings (the families' stage 1s, then every continuation) and the scorings run
 side by side, ``Setting.jobs`` at a time (default: one per usable CPU core, one thread each; one
@@ -39,9 +41,12 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 from truneg_fairseq.io_utils import atomic_open
+
+if TYPE_CHECKING:
+    from truneg_fairseq.evaluation.false_negatives import Case, Counts, Report
 
 logger = logging.getLogger(__name__)
 
@@ -416,29 +421,46 @@ def train_all(setting: Setting, work: str, data_bin: str, table: str, run: Runne
 # ---------------------------------------------------------------------------------------------
 # scoring and tables
 # ---------------------------------------------------------------------------------------------
-_SCORER = None  # the CheckpointScorer of a scoring worker process
+_SCORER = None  # the FixedMaskScorer of a scoring worker process
 
 
 def _start_scorer(kwargs: dict, threads: int) -> None:
     import torch
 
-    from truneg_fairseq.evaluation.false_negatives import CheckpointScorer
+    from truneg_fairseq.evaluation.scorer import FixedMaskScorer
 
     global _SCORER
     torch.set_num_threads(threads)
-    _SCORER = CheckpointScorer(**kwargs)
+    _SCORER = FixedMaskScorer(**kwargs)
 
 
 def _score_task(task: Tuple[str, int, str, int]):
     return _SCORER.score_checkpoint(task[2], task[3])
 
 
+@dataclass
+class Scores:
+    """What :func:`score_all` gives: the reported values of every scored checkpoint, ``reports[run][updates]``
+    (update 0 of a continuation: the shared stage-1 checkpoint), the counts they were derived
+    from (``counts["run@updates"]``, ``counts["<family>_stage1"]``), the cases and the size of
+    the masked valid set."""
+
+    reports: Dict[str, Dict[int, "Report"]]
+    counts: Dict[str, "Counts"]
+    cases: List["Case"]
+    valid_sequences: int
+    valid_masked: int
+
+    def meta(self) -> dict:
+        return {"valid_blocks": self.valid_sequences, "valid_masked": self.valid_masked}
+
+
 def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases: int = 5,
-              log: Optional[logging.Logger] = None):
-    """{run: {updates: derived values}} for the stage-1 checkpoint (update 0 of every
-    continuation) and every continuation checkpoint, plus the cases (from the last checkpoints,
-    distinct (gold, prediction) pairs, in the order of the runs). On the CPU the checkpoints are
-    scored ``jobs`` at a time, each worker with the same fixed masks."""
+              log: Optional[logging.Logger] = None) -> Scores:
+    """Score the stage-1 checkpoint (update 0 of every continuation) and every continuation
+    checkpoint, and pick the cases (from the last checkpoints, distinct (gold, prediction)
+    pairs, in the order of the runs). On the CPU the checkpoints are scored ``jobs`` at a time,
+    each worker with the same fixed masks."""
     import torch
 
     from truneg_fairseq.evaluation.false_negatives import derive, interval_checkpoints
@@ -457,42 +479,47 @@ def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases:
     jobs = min(setting.jobs or default_jobs(setting), len(tasks)) if device == "cpu" else 1
     pool, scored = _score_in_workers(tasks, kwargs, jobs, log)
     family_of = {run_id(fam, crit): fam.name for fam in setting.families for crit in fam.criteria}
-    results: Dict[str, Dict[int, Dict[str, float]]] = {}
-    counts_info, cases, seen = {}, [], set()
+    reports: Dict[str, Dict[int, "Report"]] = {}
+    counts_of: Dict[str, "Counts"] = {}
+    cases, seen = [], set()
     starts = {}
     try:
-        for (rid, upd, _, _), (counts, found) in zip(tasks, scored):
+        for (rid, upd, _, _), got in zip(tasks, scored):
             if rid.endswith("_stage1"):
-                starts[rid[: -len("_stage1")]] = counts
-                counts_info[rid] = counts
+                starts[rid[: -len("_stage1")]] = got.counts
+                counts_of[rid] = got.counts
                 continue
-            results.setdefault(rid, {0: derive(starts[family_of[rid]])})[upd] = derive(counts)
-            counts_info[f"{rid}@{upd}"] = counts
-            for c in found:
+            reports.setdefault(rid, {0: derive(starts[family_of[rid]])})[upd] = got.report
+            counts_of[f"{rid}@{upd}"] = got.counts
+            for c in got.cases:
                 if len(cases) < num_cases and (c.gold, c.prediction) not in seen:
                     seen.add((c.gold, c.prediction))
                     cases.append(c)
             if log:
-                r = results[rid][upd]
-                log.info(f"scored {rid} update {upd}: loss {r['mlm_loss']:.3f} bits, acc {r['mlm_acc']:.2f}%, "
-                         f"synonym-aware {r['syn_acc']:.2f}%, pred-level {r['pred_corr_ratio']:.3f}%, "
-                         f"iter-level {r['iter_corr_ratio']:.2f}%, content predictions {r['content_pred']:.1f}%")
+                r = reports[rid][upd]
+                log.info(f"scored {rid} update {upd}: loss {r.mlm_loss:.3f} bits, acc {r.mlm_acc:.2f}%, "
+                         f"synonym-aware {r.syn_acc:.2f}%, pred-level {r.pred_corr_ratio:.3f}%, "
+                         f"iter-level {r.iter_corr_ratio:.2f}% ({r.iter_corr_ratio_512:.2f}% over 512-token units), "
+                         f"content predictions {_fmt(r.content_pred, '{:.1f}')}%")
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    first = next(iter(counts_info.values()))
-    meta = {"valid_blocks": first["blocks"], "valid_masked": first["masked"]}
-    return results, cases, counts_info, meta
+    first = next(iter(counts_of.values()))
+    return Scores(reports, counts_of, cases, first.masked_sequences, first.masked)
+
+
+def _fmt(value, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 def _score_in_workers(tasks, kwargs: dict, jobs: int, log: Optional[logging.Logger]):
     """(pool or None, an iterator of (counts, cases) in the order of ``tasks``): ``jobs`` worker
-    processes, each with its own :class:`CheckpointScorer` (the same fixed masks), or this
+    processes, each with its own :class:`FixedMaskScorer` (the same fixed masks), or this
     process when ``jobs`` is 1."""
     if jobs <= 1:
-        from truneg_fairseq.evaluation.false_negatives import CheckpointScorer
+        from truneg_fairseq.evaluation.scorer import FixedMaskScorer
 
-        scorer = CheckpointScorer(**kwargs)
+        scorer = FixedMaskScorer(**kwargs)
         return None, (scorer.score_checkpoint(t[2], t[3]) for t in tasks)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -506,25 +533,26 @@ def _score_in_workers(tasks, kwargs: dict, jobs: int, log: Optional[logging.Logg
 
 COLUMNS = [("mlm_loss", "valid loss (bits)", "{:.3f}"), ("mlm_acc", "MLM acc %", "{:.2f}"),
            ("syn_acc", "syn-aware acc %", "{:.2f}"), ("pred_corr_ratio", "pred-level %", "{:.3f}"),
-           ("iter_corr_ratio", "iter-level %", "{:.2f}"), ("content_pred", "content preds %", "{:.1f}")]
+           ("iter_corr_ratio", "iter-level %", "{:.2f}"), ("iter_corr_ratio_512", "iter-level % (512)", "{:.2f}"),
+           ("content_pred", "content preds %", "{:.1f}")]
 
 
-def progress_table(results: Dict[str, Dict[int, Dict[str, float]]]) -> List[List[str]]:
+def progress_table(results: Dict[str, Dict[int, "Report"]]) -> List[List[str]]:
     """Rows (run, update, the :data:`COLUMNS`) for every scored checkpoint, header first."""
     rows = [["run", "update"] + [c[1] for c in COLUMNS]]
     for rid, by_upd in results.items():
         for upd, r in by_upd.items():
-            rows.append([rid, str(upd)] + [fmt.format(r[k]) for k, _, fmt in COLUMNS])
+            rows.append([rid, str(upd)] + [_fmt(getattr(r, k), fmt) for k, _, fmt in COLUMNS])
     return rows
 
 
-def table2(results: Dict[str, Dict[int, Dict[str, float]]], key: str, corner: str = "run") -> List[List[str]]:
+def table2(results: Dict[str, Dict[int, "Report"]], key: str, corner: str = "run") -> List[List[str]]:
     """The paper's Table 2 layout: one row per run, one column per share of stage 2 done."""
     upds = sorted({u for r in results.values() for u in r if u > 0})
     total = max(upds) if upds else 1
     rows = [[corner] + [f"{round(100 * u / total)}%" for u in upds]]
     for rid, by_upd in results.items():
-        rows.append([rid] + [f"{by_upd[u][key]:.3f}" if u in by_upd else "-" for u in upds])
+        rows.append([rid] + [_fmt(getattr(by_upd[u], key), "{:.3f}") if u in by_upd else "-" for u in upds])
     return rows
 
 
@@ -543,13 +571,14 @@ def markdown_rows(rows: List[List[str]]) -> str:
 
 
 def write_results(out_dir: str, results, cases, meta: dict) -> None:
-    """results.json, progress.tsv, table2_{pred,iter}.tsv and cases.txt in ``out_dir`` (atomically)."""
+    """results.json, progress.tsv, table2_{pred,iter}_level.tsv, table2_iter_level_512.tsv and cases.txt in ``out_dir`` (atomically)."""
     os.makedirs(out_dir, exist_ok=True)
     with atomic_open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump({"meta": meta, "results": {k: {str(u): v for u, v in r.items()} for k, r in results.items()},
+        json.dump({"meta": meta, "results": {k: {str(u): v.as_dict() for u, v in r.items()} for k, r in results.items()},
                    "cases": [asdict(c) for c in cases]}, f, indent=1)
     for name, rows in (("progress.tsv", progress_table(results)), ("table2_pred_level.tsv", table2(results, "pred_corr_ratio")),
-                       ("table2_iter_level.tsv", table2(results, "iter_corr_ratio"))):
+                       ("table2_iter_level.tsv", table2(results, "iter_corr_ratio")),
+                       ("table2_iter_level_512.tsv", table2(results, "iter_corr_ratio_512"))):
         with atomic_open(os.path.join(out_dir, name), "w") as f:
             f.write("\n".join("\t".join(r) for r in rows) + "\n")
     with atomic_open(os.path.join(out_dir, "cases.txt"), "w") as f:
@@ -572,7 +601,7 @@ def plot(out_dir: str, results) -> List[str]:
             label = dict((k, l) for k, l, _ in COLUMNS)[key]
             for rid, by_upd in results.items():
                 upd = sorted(by_upd)
-                ax.plot(upd, [by_upd[u][key] for u in upd], marker="o", label=rid)
+                ax.plot(upd, [getattr(by_upd[u], key) for u in upd], marker="o", label=rid)
             ax.set_xlabel("updates after the shared stage 1")
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
@@ -621,6 +650,8 @@ def write_summary(path: str, results, cases, meta: dict, command: str) -> None:
         markdown_rows(table2(results, "pred_corr_ratio")), "",
         "## Iteration-level correction ratio (%), by share of stage 2 done", "",
         markdown_rows(table2(results, "iter_corr_ratio")), "",
+        "## Iteration-level correction ratio (%) over 512-token units (the paper's sequence length)", "",
+        markdown_rows(table2(results, "iter_corr_ratio_512")), "",
         "## Every scored checkpoint (update 0: the shared stage-1 checkpoint)", "",
         markdown_rows(progress_table(results)), "",
         "## Figure-3-style cases", "",
