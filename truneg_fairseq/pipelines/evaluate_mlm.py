@@ -222,12 +222,13 @@ def evaluate_text(
     vocab.txt beside the checkpoint."""
     from fairseq.data import data_utils
 
-    from truneg_fairseq.convert.hf import load_fairseq_checkpoint
+    from truneg_fairseq.checkpoints import load_for_inference
     from truneg_fairseq.evaluation.false_negatives import (
         add_counts, make_case, mask_rows, pick_cases, position_counts, synonym_predictions,
     )
     checkpoint = resolve_checkpoint(checkpoint)
-    model, task, _ = load_fairseq_checkpoint(checkpoint)
+    models, _, task = load_for_inference(checkpoint)
+    model = models[0]
     model.to(device)
     d = task.source_dictionary
     encode, join = _text_tokenizer(checkpoint, tokenizer, vocab, lowercase)
