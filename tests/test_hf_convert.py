@@ -318,10 +318,11 @@ def test_cli_import_export_and_errors(tmp_path, vocab):
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "back" / "model.safetensors").is_file()
     for name, content in (("missing.pt", None), ("truncated.pt", (tmp_path / "out" / "model.pt").read_bytes()[:4096])):
+        path = tmp_path / name
         if content is not None:
-            (tmp_path / name).write_bytes(content)
-        bad = run_script("convert_hf.py", ["export", str(tmp_path / name), str(tmp_path / "back2")])
-        want = f"checkpoint {tmp_path / name} not found" if content is None else f"{tmp_path / name} is not a readable checkpoint"
+            path.write_bytes(content)
+        bad = run_script("convert_hf.py", ["export", str(path), str(tmp_path / "back2")])
+        want = f"checkpoint {path} not found" if content is None else f"{path} is not a readable checkpoint"
         assert bad.returncode == 2 and want in bad.stderr and "Traceback" not in bad.stderr, bad.stderr[-2000:]
         assert not (tmp_path / "back2").exists()
     bad = run_script("convert_hf.py", ["import", str(tmp_path / "nope"), str(tmp_path / "out2")])
