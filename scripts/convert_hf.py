@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     exp.add_argument("--gpt2-vocab-bpe", help="RoBERTa on GPT-2 BPE: vocab.bpe, written as merges.txt")
     args = p.parse_args(argv)
     setup_logging("truneg_fairseq.convert_hf")
-    from truneg_fairseq.compat import UnsafeCheckpointError
+    from truneg_fairseq.checkpoints import CheckpointError
     from truneg_fairseq.io_utils import OutputDirError
     from truneg_fairseq.convert.hf import ConversionError, export_hf, import_hf
 
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
                     fail(f"{flag} {path} not found")
             gpt2 = (args.gpt2_encoder_json, args.gpt2_vocab_bpe) if args.gpt2_encoder_json else None
             export_hf(args.checkpoint, args.hf_dir, args.vocab, args.data, args.lowercase, gpt2)
-    except (ConversionError, UnsafeCheckpointError, OutputDirError) as e:
+    except (ConversionError, CheckpointError, OutputDirError) as e:
         fail(str(e))
     return 0
 

@@ -12,6 +12,7 @@ import torch
 from hf_fixtures import padded_batch, save_bert, save_electra_pair, to_fairseq_ids, wordpiece_vocab
 from utils import run_script
 
+from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
 from truneg_fairseq.convert import hf as hf_convert
 from truneg_fairseq.convert.hf import ConversionError
 from truneg_fairseq.io_utils import MARKER
@@ -43,8 +44,9 @@ def electra_pair(tmp_path_factory, vocab):
 
 
 def load(path):
-    model, task, _ = hf_convert.load_fairseq_checkpoint(path)
-    return model, task
+    models, _, task = load_for_inference(path)
+    assert len(models) == 1 and not any(m.training for m in models[0].modules())  # ready to predict
+    return models[0], task
 
 
 def hf_order(vocab):
@@ -130,6 +132,32 @@ def test_electra_discriminator_alone(tmp_path, electra_pair, vocab, batch):
         ref = disc(input_ids=ids, attention_mask=att).logits
         got = model.discriminator_logits(to_fairseq_ids(ids, vocab))
     assert max_diff(ref, got, mask) <= TOL
+
+
+def test_a_discriminator_alone_loads_for_inference(tmp_path, electra_pair, vocab, batch):
+    """The scripts' loader reads an ELECTRA discriminator imported without its generator (its
+    task would add one and refuse the model otherwise), moved away from where it was imported:
+    dict.txt beside it is found, the model comes back in eval mode, and the export writes the
+    discriminator alone."""
+    root, disc, _, _ = electra_pair
+    hf_convert.import_hf(root / "disc", tmp_path / "imported")
+    moved = tmp_path / "moved"
+    (tmp_path / "imported").rename(moved)
+    models, cfg, task = load_for_inference(moved / "model.pt")
+    assert cfg.model.electra_discriminator_only and cfg.task.data == str(moved)
+    (model,) = models
+    assert type(model).__name__ == "ElectraModel" and model.generator is None
+    assert not any(m.training for m in model.modules())
+    assert len(task.source_dictionary) == len(vocab)
+    ids, att, mask = batch
+    with torch.no_grad():
+        ref = disc(input_ids=ids, attention_mask=att).logits
+        got = model.discriminator_logits(to_fairseq_ids(ids, vocab))
+    assert max_diff(ref, got, mask) <= TOL
+    with pytest.raises(CheckpointError, match=rf"--data {tmp_path} has no dict.txt"):
+        load_for_inference(moved / "model.pt", str(tmp_path))
+    assert hf_convert.export_hf(moved / "model.pt", tmp_path / "hf") == ["ElectraForPreTraining"]
+    assert not (tmp_path / "hf" / "generator").exists()
 
 
 def test_electra_export_loads_in_transformers(tmp_path, electra_pair, vocab, batch):
@@ -289,6 +317,14 @@ def test_cli_import_export_and_errors(tmp_path, vocab):
     ok = run_script("convert_hf.py", ["export", str(tmp_path / "out" / "model.pt"), str(tmp_path / "back")])
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "back" / "model.safetensors").is_file()
+    for name, content in (("missing.pt", None), ("truncated.pt", (tmp_path / "out" / "model.pt").read_bytes()[:4096])):
+        path = tmp_path / name
+        if content is not None:
+            path.write_bytes(content)
+        bad = run_script("convert_hf.py", ["export", str(path), str(tmp_path / "back2")])
+        want = f"checkpoint {path} not found" if content is None else f"{path} is not a readable checkpoint"
+        assert bad.returncode == 2 and want in bad.stderr and "Traceback" not in bad.stderr, bad.stderr[-2000:]
+        assert not (tmp_path / "back2").exists()
     bad = run_script("convert_hf.py", ["import", str(tmp_path / "nope"), str(tmp_path / "out2")])
     assert bad.returncode == 2 and "is not a local directory" in bad.stderr
     bad = run_script("convert_hf.py", ["import", str(tmp_path / "out"), str(tmp_path / "out2"),

@@ -1,5 +1,6 @@
 """The package's import graph (every ``import`` of a ``truneg_fairseq`` module, at module level
-or inside a function) has no circle."""
+or inside a function) has no circle and goes down the layers; checkpoints are read for
+inference in one module only."""
 
 import ast
 from pathlib import Path
@@ -131,3 +132,37 @@ def test_the_direction_check_finds_an_upward_import():
                                             "truneg_fairseq"}}
     assert upward_imports(graph) == [
         "truneg_fairseq.data.corpus (data) imports truneg_fairseq.models.electra (models)"]
+
+
+# fairseq's functions that read a checkpoint file. Inference reads checkpoints only through
+# truneg_fairseq.checkpoints.load_for_inference, so that every script, evaluation and export gets
+# the same config checks, the same --data resolution and the same one-line errors.
+CHECKPOINT_READERS = {"load_checkpoint_to_cpu", "load_model_ensemble", "load_model_ensemble_and_task"}
+
+
+def checkpoint_reads(path: Path) -> List[str]:
+    """``name:line`` of each call in ``path`` to one of :data:`CHECKPOINT_READERS`."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if name in CHECKPOINT_READERS:
+                out.append(f"{name}:{node.lineno}")
+    return out
+
+
+def test_only_the_inference_loader_reads_checkpoints():
+    sources = [p for top in ("truneg_fairseq", "scripts", "examples", "benchmarks") for p in (REPO / top).rglob("*.py")]
+    found = {str(p.relative_to(REPO)): checkpoint_reads(p) for p in sources}
+    found = {p: calls for p, calls in found.items() if calls}
+    assert set(found) == {"truneg_fairseq/checkpoints.py"}, (
+        "checkpoints read for inference outside truneg_fairseq.checkpoints.load_for_inference: "
+        f"{ {p: c for p, c in found.items() if p != 'truneg_fairseq/checkpoints.py'} }")
+
+
+def test_the_checkpoint_read_finder_sees_a_call(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("from fairseq import checkpoint_utils\n\n"
+                   "def f(p):\n    return checkpoint_utils.load_model_ensemble_and_task([p])\n")
+    assert checkpoint_reads(src) == ["load_model_ensemble_and_task:4"]

@@ -1,5 +1,6 @@
-"""Checkpoint loading errors, said in words: a truncated file, a model trained with another
-dictionary, a model of another shape. Scripts turn them into one line naming the file."""
+"""The plugin's one checkpoint loader for inference (:func:`load_for_inference`) and its
+errors, said in words: a truncated file, a model trained with another dictionary, a model of
+another shape. Scripts turn them into one line naming the file."""
 
 import pickle
 import re
@@ -69,11 +70,34 @@ def data_dir_for(checkpoint, recorded: Optional[str], data: Optional[str] = None
                           f"pass the data directory (the one holding {needs}) with {flag}")
 
 
+def discriminator_only(cfg) -> bool:
+    """Whether ``cfg`` describes an ELECTRA discriminator saved without its generator (an
+    import of a discriminator published alone): its task cannot build it, see :func:`build_model`."""
+    return bool(getattr(cfg.model, "electra_discriminator_only", False))
+
+
+def build_model(cfg, task):
+    """The model ``cfg`` describes, untrained. An ELECTRA discriminator alone is built directly
+    (the model without :meth:`~truneg_fairseq.models.electra.ElectraModel.add_generator`):
+    ``--task electra`` pre-trains a generator and refuses a model without one, while the
+    fine-tuning tasks that build it need their own data directories. Its class is the one
+    fairseq registered for the config's architecture (this leaf module imports no model)."""
+    if discriminator_only(cfg):
+        from fairseq.models import ARCH_MODEL_REGISTRY
+
+        return ARCH_MODEL_REGISTRY[cfg.model._name](cfg.model, task.source_dictionary)
+    return task.build_model(cfg.model)
+
+
 def load_for_inference(checkpoint, data: Optional[str] = None, overrides: Optional[dict] = None,
                        flag: str = "--data", needs: str = "dict.txt"):
-    """(models, cfg, task) of a fairseq checkpoint, the one loading path of the plugin's scripts:
-    the checkpoint's config is checked for evaluated values (:mod:`truneg_fairseq.compat`), the
-    data directory resolved by :func:`data_dir_for`, and every loading problem raised as one
+    """(models, cfg, task) of a fairseq checkpoint, the plugin's one loading path for inference
+    (scripts, evaluation, HuggingFace export), so that every reader gets the same checks and the
+    same errors: the checkpoint's config is checked for evaluated values
+    (:mod:`truneg_fairseq.compat`), the data directory resolved by :func:`data_dir_for`, an
+    ELECTRA discriminator saved alone built by :func:`build_model` (fairseq's loader would hand
+    it to ``--task electra``, which refuses it), the models returned in eval mode (dropout off:
+    the caller predicts, it does not train) and every loading problem raised as one
     :class:`CheckpointError` naming the file."""
     import os
 
@@ -102,9 +126,18 @@ def load_for_inference(checkpoint, data: Optional[str] = None, overrides: Option
 
     overwrite_args_by_name(cfg, {"data": data, **(overrides or {})})  # as fairseq's loader applies arg_overrides
     try:
-        return checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
+        if discriminator_only(cfg):
+            from fairseq import tasks
+
+            task = tasks.setup_task(cfg.task)
+            model = build_model(cfg, task)
+            model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
+            models = [model]
+        else:
+            models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
     except Exception as e:
         msg = describe_load_error(checkpoint, e, data)
         if msg is None:
             raise
         raise CheckpointError(msg) from None
+    return [m.eval() for m in models], cfg, task

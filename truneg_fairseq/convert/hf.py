@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from truneg_fairseq.checkpoints import build_model, load_for_inference
 from truneg_fairseq.io_utils import atomic_dir
 from truneg_fairseq.text import BERT_MASK, BERT_SPECIALS, TokenizerError, dict_lines_of, wordpiece_row_order
 from truneg_fairseq.text import read_wordpiece_vocab as text_vocab
@@ -358,22 +359,6 @@ def _build(task: str, arch: str, sizes: Dict[str, object], data_dir: Path):
     return cfg, task_, build_model(cfg, task_)
 
 
-def _discriminator_only(cfg) -> bool:
-    return bool(getattr(cfg.model, "electra_discriminator_only", False))
-
-
-def build_model(cfg, task):
-    """The checkpoint's model. An ELECTRA discriminator alone is built directly (the model
-    without :meth:`~truneg_fairseq.models.electra.ElectraModel.add_generator`): ``--task
-    electra`` pre-trains a generator and refuses a model without one, while the fine-tuning
-    tasks that build it need their own data directories."""
-    if _discriminator_only(cfg):
-        from truneg_fairseq.models.electra import ElectraModel
-
-        return ElectraModel(cfg.model, task.source_dictionary)
-    return task.build_model(cfg.model)
-
-
 def _fill(model, converted: Dict[str, torch.Tensor]) -> None:
     """Load ``converted`` into ``model``: every tensor must be given, except buffers the model
     keeps for itself (kept as built: e.g. the pooler of a source without one)."""
@@ -645,42 +630,6 @@ def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bo
 # ---------------------------------------------------------------------------------------------
 # export
 # ---------------------------------------------------------------------------------------------
-def load_fairseq_checkpoint(checkpoint, data=None):
-    """(model, task, cfg) of a plugin or fairseq checkpoint, in eval mode on the CPU. ``data``
-    (a directory with dict.txt) overrides the one recorded in the checkpoint; by default the
-    recorded one is used, or the checkpoint's own directory when that holds dict.txt."""
-    from fairseq import checkpoint_utils
-
-    import truneg_fairseq  # noqa: F401  (registration)
-
-    checkpoint = Path(checkpoint)
-    if not checkpoint.is_file():
-        raise ConversionError(f"checkpoint {checkpoint} not found")
-    state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
-    if state.get("cfg") is None:
-        raise ConversionError(f"{checkpoint} has no fairseq config (cfg): not a fairseq checkpoint of this kind")
-    from truneg_fairseq.checkpoints import CheckpointError, data_dir_for
-
-    try:
-        data = data_dir_for(checkpoint, state["cfg"].task.get("data", None), data)
-    except CheckpointError as e:
-        raise ConversionError(str(e)) from None
-    from omegaconf import open_dict
-
-    with open_dict(state["cfg"]):
-        state["cfg"].task.data = str(data)
-    if not _discriminator_only(state["cfg"]):
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
-        return models[0].eval(), task, cfg
-    from fairseq import tasks
-
-    cfg = state["cfg"]
-    task = tasks.setup_task(cfg.task)
-    model = build_model(cfg, task)
-    model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
-    return model.eval(), task, cfg
-
-
 def _hf_vocab_order(symbols: List[str], vocab_file: Optional[Path]) -> Tuple[List[str], List[int]]:
     """(HF vocabulary, fairseq row of each HF id). With ``vocab_file`` (the original vocab.txt,
     e.g. the import's) the original ids come back; without it, fairseq's row order is kept."""
@@ -887,13 +836,16 @@ def export_hf(checkpoint, hf_dir, vocab_file=None, data=None, lowercase: Optiona
     """Write a plugin ELECTRA, BERT or fairseq RoBERTa checkpoint as a HuggingFace directory;
     returns the architectures written. ``vocab_file`` restores the original WordPiece ids;
     ``lowercase`` defaults to the import's record (``import.json``), else to what the
-    vocabulary shows (:func:`_recorded_lowercase`)."""
+    vocabulary shows (:func:`_recorded_lowercase`). The checkpoint is read by
+    :func:`~truneg_fairseq.checkpoints.load_for_inference`, as every script reads one: a missing or
+    unusable file is its :class:`~truneg_fairseq.checkpoints.CheckpointError`."""
     from fairseq.models.roberta import RobertaModel
 
     from truneg_fairseq.models.bert import BertModel
     from truneg_fairseq.models.electra import ElectraModel
 
-    model, task, cfg = load_fairseq_checkpoint(checkpoint, data)
+    models, cfg, task = load_for_inference(checkpoint, data)
+    model = models[0]
     symbols = list(task.source_dictionary.symbols)
     wordpiece = isinstance(model, (ElectraModel, BertModel))
     if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():
