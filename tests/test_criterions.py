@@ -46,7 +46,7 @@ def test_hc_with_empty_table_equals_fairseq_masked_lm(data_bin, empty_table):
     assert g_ref.keys() == g_hc.keys()
     for n in g_ref:
         assert torch.allclose(g_ref[n], g_hc[n], atol=1e-7, rtol=1e-5), n
-    assert int(log["n_synonym"]) == 0
+    assert int(log["fn_synonym"]) == 0
 
 
 def test_hc_corrects_synonym_predictions(data_bin, synonym_table):
@@ -75,8 +75,8 @@ def test_hc_corrects_synonym_predictions(data_bin, synonym_table):
     ]
     assert 0 < len(expect) < int(masked.sum())  # the batch has both kinds
     loss, ss, log = hc(model, sample)
-    assert int(log["n_synonym"]) == len(expect)
-    assert int(log["n_seq_synonym"]) == len({b for b, _ in expect})
+    assert int(log["fn_synonym"]) == len(expect)
+    assert int(log["fn_synonym_sequences"]) == len({b for b, _ in expect})
     # only the subword positions remain in the loss: each has nll ~ 1e4 (main wins by far)
     n_left = int(ss) - len(expect)
     assert float(loss.detach()) == pytest.approx(n_left * 1e4, rel=0.01)

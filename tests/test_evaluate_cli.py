@@ -85,15 +85,15 @@ def test_data_mode_cases_and_long_lines_left_out(words):
     assert "Traceback" not in proc.stderr
     assert f"left out 2 of {len(VALID)} blocks longer than {POSITIONS} tokens" in proc.stdout
     large, house = _result(proc.stdout, words["large"]), _result(proc.stdout, words["house"])
-    assert large["sentences"] == house["sentences"] == len(VALID) - 2
+    assert large["sequences"] == house["sequences"] == len(VALID) - 2
     cases = re.findall(r"case (\d+): (.*)\n  gold: (\w+) \| prediction: (\w+) \| WordNet synonyms of '(\w+)' in the "
                        r"vocabulary: (.*)", proc.stdout)
     assert [c[0] for c in cases] == ["1"]  # one distinct (gold, prediction) pair: big -> large
     _, sentence, gold, pred, of, synonyms = cases[0]
     assert (gold, pred, of) == ("big", "large", "big") and "large" in synonyms.split(", ")
     assert "[MASK]" in sentence and sentence.replace("[MASK]", "big") in SHORT
-    n = int(house["masked_tokens"])
-    assert n > 0 and f"no synonym prediction among the {n} masked positions: nothing to show" in proc.stdout
+    n = int(house["masked"])
+    assert n > 0 and f"no synonym prediction among the {n} masked word positions: nothing to show" in proc.stdout
     assert proc.stdout.count("nothing to show") == 1
 
 
@@ -101,7 +101,7 @@ def test_data_mode_long_lines_break_keeps_every_token(words, run_main):
     code, out, err = run_main("evaluate_mlm", ["--data", words["data"], "--long-lines", "break", words["house"]])
     assert code == 0, err
     total = sum(len(l.split()) + 1 for l in VALID)  # words and </s>, in blocks of POSITIONS - 1 plus <s>
-    assert _result(out, words["house"])["sentences"] == math.ceil(total / (POSITIONS - 1))
+    assert _result(out, words["house"])["sequences"] == math.ceil(total / (POSITIONS - 1))
     assert "left out" not in out and f"cut into blocks of at most {POSITIONS} tokens" in out
 
 
@@ -118,16 +118,17 @@ def test_text_mode_reports_the_loss_and_shows_cases(words, run_main):
     n_words = sum(min(len(l.split()), POSITIONS - 2) for l in VALID)
     assert f"cut 2 of {len(VALID)} lines of {words['valid']} to {POSITIONS} ids" in out
     large, house = _result(out, words["large"]), _result(out, words["house"])
-    assert large["masked_tokens"] == house["masked_tokens"] == n_words
-    per_wrong_nats = large["mlm_loss"] * math.log(2) * n_words / large["n_wrong"]
+    assert large["masked"] == house["masked"] == n_words
+    n_right = sum(l.split()[:POSITIONS - 2].count("large") for l in VALID)
+    assert large["mlm_acc"] == pytest.approx(100 * n_right / n_words, abs=1e-3)
+    per_wrong_nats = large["mlm_loss"] * math.log(2) * n_words / (n_words - n_right)
     assert abs(per_wrong_nats - 1000) < 15, large
-    assert large["mlm_acc"] == pytest.approx(100 * (n_words - large["n_wrong"]) / n_words, abs=1e-3)
     assert house["mlm_loss"] < large["mlm_loss"]  # right on every "house"
     # the first line's "big" is the first synonym prediction; the other masked words stay as they were
     assert ("case 1: the [MASK] house is large .\n  gold: big | prediction: large | "
             "WordNet synonyms of 'big' in the vocabulary: ") in out
     assert "case 2:" not in out  # one distinct pair
-    assert f"no synonym prediction among the {n_words} masked positions: nothing to show" in out
+    assert f"no synonym prediction among the {n_words} masked word positions: nothing to show" in out
 
 
 # ---- directories ------------------------------------------------------------------------------
@@ -136,11 +137,11 @@ def test_an_import_directory_stands_for_its_model_in_both_modes(imported, run_ma
     code, out, err = run_main("evaluate_mlm", ["--data", imported["data"], imp])
     assert code == 0, err
     data = _result(out, imp)
-    assert data["masked_tokens"] > 0 and data["mlm_loss"] > 0
+    assert data["masked"] > 0 and data["mlm_loss"] > 0
     code, out, err = run_main("evaluate_mlm", ["--text", imported["valid"], "--device", "cpu", imp])
     assert code == 0, err
     text = _result(out, imp)
-    assert text["masked_tokens"] > 0 and text["mlm_loss"] > 0
+    assert text["masked"] > 0 and text["mlm_loss"] > 0
 
 
 @pytest.mark.parametrize("case", ["hf_checkpoint", "plain_directory", "import_as_data", "no_dict", "no_split"])
