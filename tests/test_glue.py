@@ -62,10 +62,11 @@ def test_prepare_all_tasks_cli(glue_dir, corpus_dir, data_bin, tmp_path):
 def predict_valid(checkpoint, data):
     """Predictions and targets of a sentence_prediction checkpoint on its valid split."""
     import torch
-    from fairseq import checkpoint_utils
 
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(data)})
-    model = models[0].eval()
+    from truneg_fairseq.checkpoints import load_for_inference
+
+    models, cfg, task = load_for_inference(str(checkpoint), str(data), needs="input0/dict.txt")
+    model = models[0]
     task.load_dataset("valid")
     ds = task.dataset("valid")
     sample = ds.collater([ds[i] for i in range(len(ds))])
