@@ -1,7 +1,8 @@
 """``--task electra``: fairseq's masked-LM data pipeline with ELECTRA's masking defaults.
 
 It reads the same binarized data as ``masked_lm`` (``--tokens-per-sample``,
-``--sample-break-mode``). Of the 15% of tokens selected, 85% become ``<mask>`` and 15% stay as
+``--sample-break-mode``), and makes its batches as ``batch_masked_lm`` does: read, padded and
+masked a whole batch at a time in the collater (:mod:`truneg_fairseq.data.batch_masking`). Of the 15% of tokens selected, 85% become ``<mask>`` and 15% stay as
 they are; none is replaced by a random token (google-research/electra ``pretrain_helpers.mask``).
 ``--mask-whole-words`` masks all pieces of a word together; the word starts come from the
 tokenizer named by ``--electra-tokenizer`` and its file (``--electra-spm-model``,
@@ -16,8 +17,9 @@ import torch
 from omegaconf import II
 
 from fairseq.tasks import register_task
-from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
+from fairseq.tasks.masked_lm import MaskedLMConfig
 
+from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMTask
 from truneg_fairseq.text import TokenizerSpec, tokenizer_fields, whole_word_args
 
 
@@ -52,7 +54,7 @@ class ElectraTaskConfig(MaskedLMConfig, tokenizer_fields(
 
 
 @register_task("electra", dataclass=ElectraTaskConfig)
-class ElectraTask(MaskedLMTask):
+class ElectraTask(BatchMaskedLMTask):
     cfg: ElectraTaskConfig
 
     def __init__(self, cfg: ElectraTaskConfig, dictionary=None):
