@@ -30,7 +30,7 @@ from typing import List, Optional
 
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset, PrependTokenDataset, TokenBlockDataset
+from fairseq.data import FairseqDataset, PrependTokenDataset, TokenBlockDataset
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 _M64 = (1 << 64) - 1
@@ -87,7 +87,7 @@ def select_exact(candidates: np.ndarray, rate: float, bits: np.ndarray, round_u:
     return (keys <= kth[:, None]) & (k > 0)[:, None] & candidates
 
 
-class BatchMaskedLMDataset(BaseWrapperDataset):
+class BatchMaskedLMDataset(FairseqDataset):
     """Masked-LM samples of ``dataset`` (blocks starting with ``<s>``, as ``masked_lm``'s
     ``_load_dataset_split`` returns them) in ``masked_lm``'s layout: ``id``, ``net_input``
     (``src_tokens``, ``src_lengths``, ``src_id`` with ``include_index``, ``target_tokens`` with
@@ -99,7 +99,8 @@ class BatchMaskedLMDataset(BaseWrapperDataset):
                  leave_unmasked_prob: float = 0.1, random_token_prob: float = 0.1,
                  freq_weighted_replacement: bool = False, word_begins: Optional[torch.Tensor] = None,
                  include_target_tokens: bool = False, include_index: bool = True, skip_masking: bool = False):
-        super().__init__(dataset)
+        super().__init__()
+        self.dataset = dataset
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"--mask-prob must be in (0, 1), got {mask_prob}")
         if min(leave_unmasked_prob, random_token_prob) < 0 or leave_unmasked_prob + random_token_prob > 1:
@@ -119,11 +120,29 @@ class BatchMaskedLMDataset(BaseWrapperDataset):
         return True  # only the masks change between epochs, not the sizes
 
     def set_epoch(self, epoch, **unused):
-        super().set_epoch(epoch)
         self.epoch = epoch
 
     def __getitem__(self, index):
         return index
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def ordered_indices(self):
+        return np.arange(len(self), dtype=np.int64)
+
+    @property
+    def sizes(self):
+        return self.dataset.sizes
+
+    def num_tokens(self, index):
+        return self.dataset.sizes[index]
+
+    def num_tokens_vec(self, indices):
+        return self.dataset.sizes[indices]
+
+    def size(self, index):
+        return self.dataset.sizes[index]
 
     def collater(self, samples: List[int]):
         if len(samples) == 0:
