@@ -11,6 +11,7 @@ tokenizer named by ``--electra-tokenizer`` and its file (``--electra-spm-model``
 next to DATA/dict.txt (:mod:`truneg_fairseq.text`).
 """
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -75,10 +76,12 @@ class ElectraTask(BatchMaskedLMTask):
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         # only the forward pass runs under autocast; fairseq's own step does the backward
-        return super().train_step(sample, model, self._autocast(criterion), optimizer, update_num, ignore_grad)
+        with _padding_known(model, sample):
+            return super().train_step(sample, model, self._autocast(criterion), optimizer, update_num, ignore_grad)
 
     def valid_step(self, sample, model, criterion):
-        return super().valid_step(sample, model, self._autocast(criterion))
+        with _padding_known(model, sample):
+            return super().valid_step(sample, model, self._autocast(criterion))
 
     def _autocast(self, criterion):
         return _Bf16Autocast(criterion) if self.cfg.electra_bf16_autocast else criterion
@@ -97,6 +100,19 @@ class ElectraTask(BatchMaskedLMTask):
         if self.cfg.electra_compile:
             model.compile_encoders()
         return model
+
+
+def _padding_known(model, sample):
+    """Tell the model when the batch has no padding, decided on the host: ``ntokens`` (a Python
+    int, the batch's non-padding tokens) equals the size of ``src_tokens`` (its shape is host
+    data) only then. The model can then run attention without a mask (FlashAttention) with no
+    device sync to find out."""
+    while not hasattr(model, "without_padding") and hasattr(model, "module"):
+        model = model.module  # DDP and fairseq's wrappers
+    tokens = (sample or {}).get("net_input", {}).get("src_tokens") if isinstance(sample, dict) else None
+    if not hasattr(model, "without_padding") or tokens is None or not isinstance(sample.get("ntokens"), int):
+        return contextlib.nullcontext()
+    return model.without_padding(sample["ntokens"] == tokens.numel())
 
 
 def _flag(cfg, name) -> bool:
