@@ -234,19 +234,14 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
             self._batch_unpadded = saved
 
     def padding_mask(self, tokens):
-        """B x T bool mask of the padding of ``tokens``, or None when there is none. A mask,
-        even all False, rules out SDPA's FlashAttention kernel; but asking a CUDA tensor whether
-        it holds padding (``.any()``) makes the host wait for the device every step. So None
-        comes from what is known without the device: the caller's word (:meth:`without_padding`)
-        or, for tokens in host memory, the check itself, which costs no sync there. On a device
-        without the caller's word the mask is kept: right in every case, and what fairseq's own
-        layers do with it is correct, if not the fastest kernel."""
+        """B x T bool mask of the padding of ``tokens``, or None when the caller has said there
+        is none (:meth:`without_padding`). A mask, even all False, rules out SDPA's
+        FlashAttention kernel; but asking the tokens whether they hold padding (``.any()``) would
+        make the host wait for the device every step. So without the caller's word the mask is
+        kept: right in every case, only not the fastest kernel."""
         if self._batch_unpadded:
             return None
-        mask = tokens.eq(self.padding_idx)
-        if tokens.device.type == "cpu" and not bool(mask.any()):
-            return None
-        return mask
+        return tokens.eq(self.padding_idx)
 
     def add_generator(self) -> None:
         """Build the generator (stack, head, output bias) for pre-training; the pre-training tasks
