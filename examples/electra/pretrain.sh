@@ -23,7 +23,7 @@
 #
 # GPUS (default: all visible) x MAX_SENTENCES x UPDATE_FREQ is the batch; the defaults give 128
 # on one GPU. Multi-node: run under torchrun/SLURM as fairseq documents. NUM_WORKERS sets the
-# data-loader workers.
+# data-loader workers (default 1: one core makes a 128 x 128 batch in ~2 ms, docs/benchmarks.md).
 #
 # PRECISION  bf16 (default; A100/H100/H200 and other GPUs from Ampere on: bf16 autocast, fp32
 #            weights, no loss scaler) | fp16 (V100/T4: fairseq's --fp16 with the loss divided by
@@ -94,7 +94,7 @@ if [ "${GENERATOR:-imported}" = fresh ] && [ "${HEAD_UPDATES:-2000}" -gt 0 ]; th
       --optimizer fused_adamw --fused-adamw-betas '(0.9,0.999)' --fused-adamw-eps 1e-6 \
       --fused-adamw-weight-decay 0.01 --clip-norm 1.0 "${FAST[@]}" \
       --lr-scheduler polynomial_decay --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
-      "${PREC[@]}" --num-workers "${NUM_WORKERS:-2}" "${RESET[@]}" \
+      "${PREC[@]}" --num-workers "${NUM_WORKERS:-1}" "${RESET[@]}" \
       --save-dir "$HEAD_DIR" --no-epoch-checkpoints --log-format simple --log-interval 100 \
       --tensorboard-logdir "$HEAD_DIR/tb" ${WARMUP_FLAGS[@]+"${WARMUP_FLAGS[@]}"} \
       --electra-freeze-discriminator --lr "${HEAD_LR:-1e-3}" --warmup-updates "$(( HEAD_UPDATES / 10 ))" \
@@ -109,6 +109,6 @@ exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --fused-adamw-weight-decay 0.01 --clip-norm 1.0 "${FAST[@]}" \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
-  "${PREC[@]}" --num-workers "${NUM_WORKERS:-2}" "${RESET[@]}" \
+  "${PREC[@]}" --num-workers "${NUM_WORKERS:-1}" "${RESET[@]}" \
   --save-dir "$SAVE_DIR" --save-interval-updates 25000 --keep-interval-updates 4 --no-epoch-checkpoints \
   --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"

@@ -16,6 +16,7 @@ discriminator, built from fairseq's own transformer encoder layers.
   (``.0``/``.2``) are renamed on load.
 """
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -180,15 +181,16 @@ class ElectraStack(nn.Module):
         self.layers = nn.ModuleList([TransformerEncoderLayerBase(tc) for _ in range(layers)])
 
     def forward(self, x, padding_mask, return_all_hiddens: bool = False):
-        """x: B x T x E embeddings, padding_mask: B x T bool -> B x T x H features (with
-        ``return_all_hiddens``: a list of L + 1 of them, the projected embeddings first)."""
+        """x: B x T x E embeddings, padding_mask: B x T bool, or None for a batch without padding
+        (attention then runs without a mask, which lets SDPA pick its FlashAttention kernel)
+        -> B x T x H features (with ``return_all_hiddens``: a list of L + 1 of them, the
+        projected embeddings first)."""
         if self.project is not None:
             x = self.project(x)  # B x T x H
         if padding_mask is not None:
             x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))
         x = x.transpose(0, 1)  # T x B x H (fairseq layers are time-major)
         states = [x] if return_all_hiddens else None
-        # the mask is passed even when nothing is padded: asking first would wait for the device
         for layer in self.layers:
             x = layer(x, encoder_padding_mask=padding_mask)
             if states is not None:
@@ -218,6 +220,28 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         # saved with the weights: fairseq builds the model from the command line, so a checkpoint
         # restored with another epsilon (1e-12 for imported published models) is caught on load
         self.register_buffer("layernorm_eps", torch.tensor(float(cfg.electra_layernorm_eps), dtype=torch.float64))
+        self._batch_unpadded = False  # set for one step by without_padding()
+
+    @contextlib.contextmanager
+    def without_padding(self, unpadded: bool = True):
+        """Within this block the caller vouches that the batch has no padding, so the encoders
+        pass attention no mask. The caller decides on the host (``--task electra``: the sample's
+        ``ntokens`` against its shape); the model cannot ask a device tensor without a sync."""
+        saved, self._batch_unpadded = self._batch_unpadded, bool(unpadded)
+        try:
+            yield self
+        finally:
+            self._batch_unpadded = saved
+
+    def padding_mask(self, tokens):
+        """B x T bool mask of the padding of ``tokens``, or None when the caller has said there
+        is none (:meth:`without_padding`). A mask, even all False, rules out SDPA's
+        FlashAttention kernel; but asking the tokens whether they hold padding (``.any()``) would
+        make the host wait for the device every step. So without the caller's word the mask is
+        kept: right in every case, only not the fastest kernel."""
+        if self._batch_unpadded:
+            return None
+        return tokens.eq(self.padding_idx)
 
     def add_generator(self) -> None:
         """Build the generator (stack, head, output bias) for pre-training; the pre-training tasks
@@ -336,7 +360,7 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     def generator_features(self, tokens):
         """B x T tokens -> B x T x H_gen."""
         self._need_generator()
-        return self.generator(self.embeddings(tokens), tokens.eq(self.padding_idx))
+        return self.generator(self.embeddings(tokens), self.padding_mask(tokens))
 
     def generator_logits(self, tokens, masked_tokens=None):
         """Logits over the vocabulary at the masked positions: M x V (B x T x V without a mask)."""
@@ -358,12 +382,12 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     # ---- discriminator ----------------------------------------------------------------------
     def discriminator_features(self, tokens):
         """B x T tokens -> B x T x H."""
-        return self.discriminator(self.embeddings(tokens), tokens.eq(self.padding_idx))
+        return self.discriminator(self.embeddings(tokens), self.padding_mask(tokens))
 
     def discriminator_hidden_states(self, tokens):
         """Every discriminator layer's output: a list of L + 1 tensors B x T x H, the (projected)
         embeddings first (the layers Hits compares)."""
-        return self.discriminator(self.embeddings(tokens), tokens.eq(self.padding_idx), return_all_hiddens=True)
+        return self.discriminator(self.embeddings(tokens), self.padding_mask(tokens), return_all_hiddens=True)
 
     def discriminator_logits(self, tokens):
         """Replaced-token-detection logits, B x T (> 0: replaced)."""

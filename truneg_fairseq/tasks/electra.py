@@ -1,7 +1,8 @@
 """``--task electra``: fairseq's masked-LM data pipeline with ELECTRA's masking defaults.
 
 It reads the same binarized data as ``masked_lm`` (``--tokens-per-sample``,
-``--sample-break-mode``). Of the 15% of tokens selected, 85% become ``<mask>`` and 15% stay as
+``--sample-break-mode``), and makes its batches as ``batch_masked_lm`` does: read, padded and
+masked a whole batch at a time in the collater (:mod:`truneg_fairseq.data.batch_masking`). Of the 15% of tokens selected, 85% become ``<mask>`` and 15% stay as
 they are; none is replaced by a random token (google-research/electra ``pretrain_helpers.mask``).
 ``--mask-whole-words`` masks all pieces of a word together; the word starts come from the
 tokenizer named by ``--electra-tokenizer`` and its file (``--electra-spm-model``,
@@ -10,14 +11,16 @@ tokenizer named by ``--electra-tokenizer`` and its file (``--electra-spm-model``
 next to DATA/dict.txt (:mod:`truneg_fairseq.text`).
 """
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
 from omegaconf import II
 
 from fairseq.tasks import register_task
-from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
+from fairseq.tasks.masked_lm import MaskedLMConfig
 
+from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMTask
 from truneg_fairseq.text import TokenizerSpec, tokenizer_fields, whole_word_args
 
 
@@ -52,7 +55,7 @@ class ElectraTaskConfig(MaskedLMConfig, tokenizer_fields(
 
 
 @register_task("electra", dataclass=ElectraTaskConfig)
-class ElectraTask(MaskedLMTask):
+class ElectraTask(BatchMaskedLMTask):
     cfg: ElectraTaskConfig
 
     def __init__(self, cfg: ElectraTaskConfig, dictionary=None):
@@ -73,10 +76,12 @@ class ElectraTask(MaskedLMTask):
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         # only the forward pass runs under autocast; fairseq's own step does the backward
-        return super().train_step(sample, model, self._autocast(criterion), optimizer, update_num, ignore_grad)
+        with _padding_known(model, sample):
+            return super().train_step(sample, model, self._autocast(criterion), optimizer, update_num, ignore_grad)
 
     def valid_step(self, sample, model, criterion):
-        return super().valid_step(sample, model, self._autocast(criterion))
+        with _padding_known(model, sample):
+            return super().valid_step(sample, model, self._autocast(criterion))
 
     def _autocast(self, criterion):
         return _Bf16Autocast(criterion) if self.cfg.electra_bf16_autocast else criterion
@@ -95,6 +100,19 @@ class ElectraTask(MaskedLMTask):
         if self.cfg.electra_compile:
             model.compile_encoders()
         return model
+
+
+def _padding_known(model, sample):
+    """Tell the model when the batch has no padding, decided on the host: ``ntokens`` (a Python
+    int, the batch's non-padding tokens) equals the size of ``src_tokens`` (its shape is host
+    data) only then. The model can then run attention without a mask (FlashAttention) with no
+    device sync to find out."""
+    while not hasattr(model, "without_padding") and hasattr(model, "module"):
+        model = model.module  # DDP and fairseq's wrappers
+    tokens = (sample or {}).get("net_input", {}).get("src_tokens") if isinstance(sample, dict) else None
+    if not hasattr(model, "without_padding") or tokens is None or not isinstance(sample.get("ntokens"), int):
+        return contextlib.nullcontext()
+    return model.without_padding(sample["ntokens"] == tokens.numel())
 
 
 def _flag(cfg, name) -> bool:
