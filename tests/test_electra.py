@@ -217,3 +217,16 @@ def test_sampling_follows_the_generator_softmax(data_bin):
     model.cfg.electra_sample_temperature = 2.0
     freq = torch.bincount(model.sample_replacements(logits), minlength=4).float() / logits.size(0)
     assert torch.allclose(freq, torch.softmax(logits[0] / 2.0, -1), atol=0.01)
+
+
+def test_replacements_are_never_padding(data_bin):
+    """A generator that puts nearly all its mass on <pad> still samples another token: a sampled
+    <pad> would be padding to the discriminator."""
+    import torch
+
+    _, model, _ = electra(data_bin, ["--criterion", "electra"])
+    pad = model.padding_idx
+    logits = torch.zeros(64, len(model.embed_tokens.weight))
+    logits[:, pad] = 50.0
+    sampled = model.sample_replacements(logits)
+    assert not sampled.eq(pad).any() and sampled.numel() == 64

@@ -377,6 +377,9 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         # is the largest tensor of the step, and fewer temporaries make it ~40% faster on CPU
         g = torch.rand_like(logits).clamp_(1e-9, 1.0 - 1e-9)
         g.log_().neg_().log_().neg_().add_(logits)
+        # never <pad>: the discriminator would read a sampled <pad> as padding in a padded batch
+        # and as a token in an unpadded one (where the encoders get no padding mask)
+        g[:, self.padding_idx] = float("-inf")
         return g.argmax(dim=-1)  # M
 
     # ---- discriminator ----------------------------------------------------------------------
