@@ -33,12 +33,47 @@
    ``load_model_ensemble_and_task``, the hub, every script of the plugin) is checked first: each
    of those fields must be empty or a Python literal (it is rewritten as the literal's own
    ``repr``); anything else refuses the file with one error naming the field.
+5. ``numpy.compat.long`` under NumPy 2 (``numpy_compat_long``): fairseq's ``TokenBlockDataset``
+   with ``--sample-break-mode eos`` names it, and NumPy 2 removed ``numpy.compat``.
+6. fairseq's prefetching threads stop before the interpreter exits (``stop_prefetch_at_exit``):
+   a thread still filling its queue at exit (fairseq-train stopping at ``--max-update`` mid-epoch)
+   aborted the interpreter (exit status 134).
+7. hydra's notices about fairseq's use of its compose API are not printed
+   (``quiet_config_composition``).
+8. ``--amp`` updates by the gradient, not the gradient divided by the loss scale
+   (``amp_unscales_once``): fairseq 0.12's ``AMPOptimizer.clip_grad_norm`` unscales the gradients
+   through the inner torch optimizer (``scaler.unscale_(self.optimizer)``) and ``step`` then hands
+   a different object, the fairseq optimizer around it (``scaler.step(self.fp32_optimizer)``), to
+   the ``GradScaler``, which keeps its "already unscaled" state per object and so divides the same
+   gradients by the scale a second time: every update is 1/scale of what it should be (1/128 at
+   fairseq's initial scale, smaller as the scale grows), for every optimizer. The shim unscales
+   through the object that ``step`` passes, so the scaler unscales once, reuses the overflow check
+   of that unscale (an overflowing step is skipped and the scale backs off) and ``step`` (with
+   anything an optimizer does in it) is fairseq's own. It is installed only when a one-parameter
+   probe of the installed ``AMPOptimizer`` shows the short update, so a fairseq that has fixed it
+   is left alone.
+9. ``--bf16`` means bf16 autocast with fp32 weights (``bf16_means_autocast``): fairseq 0.12's
+   ``--bf16`` is its TPU mode (``options.parse_args_and_arch`` turns on ``--tpu``, and the trainer
+   then asks torch_xla for its device and fails on a GPU or CPU), and its non-TPU bf16 casts the
+   model's weights to bf16. What a user of ``--bf16`` on a GPU means is what
+   :mod:`truneg_fairseq.precision` does: fp32 weights and optimizer, the forward pass and loss
+   under ``torch.autocast(bfloat16)``, no loss scaler. Without torch_xla installed the shim undoes
+   the implied ``--tpu`` when fairseq converts its arguments (before any worker starts), and when
+   fairseq builds its ``Trainer`` with ``common.bf16`` and no TPU it sets ``common.bf16`` (and
+   ``memory_efficient_bf16``) to false, so the trainer keeps fp32 weights, fp32 batches and a
+   plain fp32 optimizer, and marks the task to autocast. fairseq's ``FairseqTask.train_step`` and
+   ``valid_step`` (the steps of ``masked_lm``, ``sentence_prediction`` and the plugin's tasks)
+   call the criterion under bf16 autocast on a task so marked. ``--bf16`` with ``--fp16`` or
+   ``--amp`` is refused with one error. The saved config records ``bf16: false``: weights in the
+   checkpoint are fp32 and load as any fp32 checkpoint; a resumed run is bf16 when ``--bf16`` is
+   given again.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import logging
 import os
 import shutil
 import sys
@@ -303,12 +338,163 @@ def quiet_config_composition() -> None:
             return original(args)
 
     convert_namespace_to_omegaconf.truneg_quiet = True
-    dataclass_utils.convert_namespace_to_omegaconf = convert_namespace_to_omegaconf
-    # modules that bound the function by name at import: fairseq's checkpoint loading, and the
-    # command line that imported the plugin (fairseq_cli.train, run as fairseq-train or as
-    # ``python -m fairseq_cli.train``, i.e. __main__), which converts its arguments after
-    # importing the --user-dir
+    _rebind_conversion(original, convert_namespace_to_omegaconf)
+
+
+def _amp_update_is_short() -> bool:
+    """Whether the installed fairseq's ``AMPOptimizer`` divides the update by the loss scale
+    (see the module docstring, 8.): one parameter, SGD with learning rate 1, gradient 1, a CPU
+    ``GradScaler`` at scale 4, the trainer's calls (``backward``, ``clip_grad_norm``, ``step``).
+    The parameter should move by 1; fairseq 0.12 moves it by 1/4. Anything that stops the probe
+    (an ``AMPOptimizer`` built differently) counts as fixed: the shim is for the code it knows."""
+    import warnings
+
+    from omegaconf import OmegaConf
+
+    try:
+        from fairseq.optim.amp_optimizer import AMPOptimizer
+
+        cfg = OmegaConf.create({
+            "optimizer": {"_name": "sgd", "lr": [1.0], "momentum": 0.0, "weight_decay": 0.0},
+            "common": {"fp16_init_scale": 4, "amp_init_scale": 4, "amp_scale_window": None,
+                       "min_loss_scale": 1e-4},
+        })
+        param = torch.nn.Parameter(torch.zeros(1))
+        with warnings.catch_warnings():  # fairseq builds torch.cuda.amp.GradScaler (deprecated; no CUDA here)
+            warnings.simplefilter("ignore")
+            amp = AMPOptimizer.build_optimizer(cfg, [param])
+            amp._grad_scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+            amp.backward(param.sum())
+            amp.clip_grad_norm(0.0)
+            amp.step()
+        moved = -float(param.detach()[0])
+    except Exception:
+        return False
+    return abs(moved - 0.25) < 1e-6
+
+
+def amp_unscales_once() -> None:
+    """Unscale ``--amp`` gradients once (see the module docstring, 8.): ``clip_grad_norm``
+    unscales through the fairseq optimizer that ``step`` hands to the ``GradScaler``."""
+    import logging
+
+    from fairseq.optim.amp_optimizer import AMPOptimizer
+
+    if getattr(AMPOptimizer.clip_grad_norm, "truneg_unscale_once", False):  # installed already
+        return
+    if not _amp_update_is_short():
+        return
+    log = logging.getLogger("fairseq.optim.amp_optimizer")
+
+    def clip_grad_norm(self, max_norm, aggregate_norm_fn=None):
+        # the scaler remembers per object that it has unscaled (and whether it found inf/nan):
+        # unscaling through the object step() passes makes step() apply these gradients as they are
+        self.scaler.unscale_(self.fp32_optimizer)
+        grad_norm = self.fp32_optimizer.clip_grad_norm(max_norm, aggregate_norm_fn)
+        if not torch.isfinite(grad_norm).all():  # step() skips the update, update() backs off the scale
+            next_scale = self.next_loss_scale
+            if next_scale <= self.min_loss_scale:
+                raise FloatingPointError(
+                    f"AMP: the loss scale would fall to {next_scale}, at or below --min-loss-scale "
+                    f"{self.min_loss_scale}: the loss is probably diverging. Restart from an earlier "
+                    "checkpoint (a lower --lr or a longer warm-up) or train in fp32"
+                )
+            log.info("AMP: gradients overflowed; skipping the update, loss scale goes to %s", next_scale)
+        return grad_norm
+
+    clip_grad_norm.truneg_unscale_once = True
+    clip_grad_norm.__doc__ = AMPOptimizer.clip_grad_norm.__doc__
+    AMPOptimizer.clip_grad_norm = clip_grad_norm
+
+
+def _rebind_conversion(original, replacement) -> None:
+    """Put ``replacement`` where fairseq's ``convert_namespace_to_omegaconf`` (``original``) is
+    called: the module attribute and the modules that bound it by name at import (fairseq's
+    checkpoint loading, and the command line that imported the plugin: ``fairseq_cli.train`` run
+    as fairseq-train or as ``python -m fairseq_cli.train``, i.e. ``__main__``), which converts its
+    arguments after importing the --user-dir."""
+    from fairseq.dataclass import utils as dataclass_utils
+
+    dataclass_utils.convert_namespace_to_omegaconf = replacement
     for name in ("fairseq.checkpoint_utils", "fairseq_cli.train", "fairseq_cli.validate", "__main__"):
         module = sys.modules.get(name)
         if module is not None and getattr(module, "convert_namespace_to_omegaconf", None) is original:
-            module.convert_namespace_to_omegaconf = convert_namespace_to_omegaconf
+            module.convert_namespace_to_omegaconf = replacement
+
+
+def _xla_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch_xla") is not None
+
+
+class PrecisionFlagError(ValueError):
+    """Two mixed-precision modes asked for at once."""
+
+
+def bf16_means_autocast() -> None:
+    """``--bf16``: fp32 weights, bf16 autocast, no loss scaler (see the module docstring, 9.)."""
+    import functools
+
+    from fairseq import checkpoint_utils  # noqa: F401  (imported, so that it is in sys.modules)
+    from fairseq.dataclass import utils as dataclass_utils
+    from fairseq.tasks import FairseqTask
+    from fairseq.trainer import Trainer
+    from omegaconf import DictConfig, open_dict
+
+    from .precision import AUTOCAST_ATTR, autocast_criterion
+
+    log = logging.getLogger("truneg_fairseq.precision")
+
+    convert = dataclass_utils.convert_namespace_to_omegaconf
+    if not getattr(convert, "truneg_bf16", False):
+        @functools.wraps(convert)
+        def convert_namespace_to_omegaconf(args):
+            if getattr(args, "bf16", False) and getattr(args, "tpu", False) and not _xla_installed():
+                args.tpu = False  # fairseq's "--bf16 implies --tpu": there is no TPU runtime here
+            return convert(args)
+
+        convert_namespace_to_omegaconf.truneg_bf16 = True
+        convert_namespace_to_omegaconf.truneg_quiet = getattr(convert, "truneg_quiet", False)
+        _rebind_conversion(convert, convert_namespace_to_omegaconf)
+
+    init = Trainer.__init__
+    if not getattr(init, "truneg_bf16", False):
+        @functools.wraps(init)
+        def __init__(self, cfg, task, model, criterion, *args, **kwargs):
+            if isinstance(cfg, argparse.Namespace):
+                cfg = dataclass_utils.convert_namespace_to_omegaconf(cfg)
+            common = cfg.common if isinstance(cfg, DictConfig) else None
+            if common is not None and common.get("bf16", False) and not common.get("tpu", False):
+                other = [f"--{f}" for f in ("fp16", "amp") if common.get(f, False)]
+                if other:
+                    raise PrecisionFlagError(
+                        f"--bf16 and {' and '.join(other)} are two mixed-precision modes: give one of them "
+                        "(--bf16 on GPUs with bf16, A100/H100 and later; --fp16 on V100/T4)"
+                    )
+                with open_dict(common):
+                    common.bf16 = False  # fp32 weights, batches and optimizer in fairseq's trainer
+                    common.memory_efficient_bf16 = False
+                setattr(task, AUTOCAST_ATTR, True)
+                log.info("--bf16: fp32 weights and optimizer, forward pass and loss under "
+                         "torch.autocast(bfloat16), no loss scaler")
+            init(self, cfg, task, model, criterion, *args, **kwargs)
+
+        __init__.truneg_bf16 = True
+        Trainer.__init__ = __init__
+
+    train_step = FairseqTask.train_step
+    if not getattr(train_step, "truneg_bf16", False):
+        @functools.wraps(train_step)
+        def task_train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+            # only the forward pass and loss run under autocast; fairseq's step does the backward
+            return train_step(self, sample, model, autocast_criterion(self, criterion), optimizer, update_num,
+                              ignore_grad)
+
+        @functools.wraps(FairseqTask.valid_step)
+        def task_valid_step(self, sample, model, criterion):
+            return valid_step(self, sample, model, autocast_criterion(self, criterion))
+
+        valid_step = FairseqTask.valid_step
+        task_train_step.truneg_bf16 = task_valid_step.truneg_bf16 = True
+        FairseqTask.train_step, FairseqTask.valid_step = task_train_step, task_valid_step

@@ -37,6 +37,7 @@ DATA_BIN=${2:?$USAGE}
 CRITERION=${3:?$USAGE}
 shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
 PYTHON=${PYTHON:-python}
 case "$IMPORTED" in
   base|large) echo "error: pretrain.sh takes the import directory first (its sizes come from its import.json):" \
@@ -69,7 +70,7 @@ MODEL=(--task masked_lm --arch bert_hf --bert-sizes-from "$IMPORTED"
   --tokens-per-sample "$SEQ" --sample-break-mode "${BREAK_MODE:-complete}" --skip-invalid-size-inputs-valid-test
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
   --lr-scheduler polynomial_decay --batch-size "${MAX_SENTENCES:-16}" --update-freq "${UPDATE_FREQ:-8}"
-  ${FP16---fp16} --num-workers "${NUM_WORKERS:-2}" --no-epoch-checkpoints --log-format simple --log-interval 100)
+  ${FP16-$(mixed_precision_flag)} --num-workers "${NUM_WORKERS:-2}" --no-epoch-checkpoints --log-format simple --log-interval 100)
 RESET=(--reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
 START="$IMPORTED/model.pt"
 

@@ -22,6 +22,7 @@ DATA_BIN=${1:?usage: pretrain.sh CLINE_DATA_BIN ROBERTA_CHECKPOINT|none [fairseq
 RESTORE=${2:?usage: pretrain.sh CLINE_DATA_BIN ROBERTA_CHECKPOINT|none [fairseq-train flags]}
 shift 2
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
 ARCH=${ARCH:-cline_roberta_base}
 MAX_UPDATE=${MAX_UPDATE:-30000}
 LR=${LR:-1e-4}
@@ -47,6 +48,6 @@ exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 0.0 \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates "$WARMUP" --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
-  --num-workers "$NUM_WORKERS" ${FP16---fp16} --ddp-backend pytorch_ddp \
+  --num-workers "$NUM_WORKERS" ${FP16-$(mixed_precision_flag)} --ddp-backend pytorch_ddp \
   --save-dir "$SAVE_DIR" --save-interval-updates 5000 --keep-interval-updates 3 --no-epoch-checkpoints \
   --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"

@@ -12,6 +12,7 @@ SIZE=${1:?usage: finetune_glue.sh small|base TASK_BIN CHECKPOINT NUM_CLASSES [fl
 TASK_BIN=${2:?}; CHECKPOINT=${3:?}; NUM_CLASSES=${4:?}
 shift 4
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
 case "$SIZE" in small) ARCH=electra_small; LR=${LR:-3e-4} ;; base) ARCH=electra_base; LR=${LR:-1e-4} ;;
   *) echo "error: size must be small or base" >&2; exit 2 ;; esac
 EPOCHS=${EPOCHS:-3}
@@ -21,6 +22,6 @@ exec fairseq-train "$TASK_BIN" --user-dir "$REPO/truneg_fairseq" \
   --restore-file "$CHECKPOINT" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler \
   --batch-size 32 --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-6 --weight-decay 0.01 \
   --lr "$LR" --lr-scheduler polynomial_decay --warmup-updates "${WARMUP:-100}" --total-num-update "${TOTAL:-10000}" \
-  --max-epoch "$EPOCHS" --clip-norm 1.0 ${FP16---fp16} --no-epoch-checkpoints \
+  --max-epoch "$EPOCHS" --clip-norm 1.0 ${FP16-$(mixed_precision_flag)} --no-epoch-checkpoints \
   --best-checkpoint-metric accuracy --maximize-best-checkpoint-metric \
   --save-dir "${SAVE_DIR:-checkpoints/finetune}" --log-format simple --log-interval 50 "$@"

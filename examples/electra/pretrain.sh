@@ -25,9 +25,12 @@
 # on one GPU. Multi-node: run under torchrun/SLURM as fairseq documents. NUM_WORKERS sets the
 # data-loader workers (default 1: one core makes a 128 x 128 batch in ~2 ms, docs/benchmarks.md).
 #
-# PRECISION  bf16 (default; A100/H100/H200 and other GPUs from Ampere on: bf16 autocast, fp32
+# PRECISION  auto (default: bf16 where torch.cuda.is_bf16_supported() without emulation, fp16
+#            otherwise; examples/precision.sh) | bf16 (A100/H100/H200 and other GPUs from Ampere on: bf16 autocast, fp32
 #            weights, no loss scaler) | fp16 (V100/T4: fairseq's --fp16 with the loss divided by
-#            the masked tokens per batch, so ELECTRA's 50 x RTD sum does not overflow) | amp |
+#            the masked tokens per batch, so ELECTRA's 50 x RTD sum does not overflow) | amp
+#            (fairseq's --amp: fp16 autocast, fp32 weights, dynamic loss scale; its updates are
+#            exact with the plugin's mend of fairseq 0.12, truneg_fairseq/compat.py) |
 #            fp32 (e.g. on a CPU with --cpu)
 # The step uses static prediction slots and the fused AdamW optimizer (same losses and updates as
 # the dynamic path and fairseq's adam); COMPILE=1 adds torch.compile of the encoder stacks.
@@ -38,6 +41,7 @@ DATA_BIN=${2:?$USAGE}
 CRITERION=${3:?$USAGE}
 shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
 NAME=""
 case "$SIZE" in
   small) ARCH=electra_small; SEQ=128; LR=${LR:-5e-4}; MAX_UPDATE=${MAX_UPDATE:-1000000}
@@ -69,12 +73,16 @@ EOF
      MODEL=(--electra-sizes-from "$IMPORTED") ;;
 esac
 SAVE_DIR=${SAVE_DIR:-checkpoints/${NAME:-$ARCH}_${CRITERION}}
-case "${PRECISION:-bf16}" in
+PRECISION=${PRECISION:-auto}
+if [ "$PRECISION" = auto ]; then  # bf16 where the GPU has it natively, fp16 otherwise
+  if [ "$(mixed_precision_flag)" = --bf16 ]; then PRECISION=bf16; else PRECISION=fp16; fi
+fi
+case "$PRECISION" in
   bf16) PREC=(--electra-bf16-autocast) ;;
   fp16) PREC=(--fp16 --mlm-loss-divisor "$(( MAX_SENTENCES * SEQ * 15 / 100 ))") ;;
   amp)  PREC=(--amp) ;;
   fp32) PREC=() ;;
-  *) echo "error: PRECISION must be bf16, fp16, amp or fp32, got '$PRECISION'" >&2; exit 2 ;;
+  *) echo "error: PRECISION must be auto, bf16, fp16, amp or fp32, got '$PRECISION'" >&2; exit 2 ;;
 esac
 FAST=(--mlm-prediction-slots static)
 if [ "${COMPILE:-0}" = 1 ]; then FAST+=(--electra-compile); fi

@@ -31,11 +31,15 @@ TOTAL=$(python -c "import json,sys; m=json.load(open(sys.argv[1])); print(max(1,
 WARMUP=$(( TOTAL / 10 > 0 ? TOTAL / 10 : 1 ))
 SAVE_DIR=${SAVE_DIR:-checkpoints/glue/$TASK}
 mkdir -p "$SAVE_DIR"
-FP16_FLAG=true; [ -n "${FP16-x}" ] || FP16_FLAG=false
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
+FP16_FLAG=false; BF16_FLAG=false
+if [ -z "${FP16+set}" ]; then  # FP16 unset: this GPU's mixed precision; FP16= (empty): fp32
+  if [ "$(mixed_precision_flag)" = --bf16 ]; then BF16_FLAG=true; else FP16_FLAG=true; fi
+elif [ -n "$FP16" ]; then FP16_FLAG=true; fi
 
 exec fairseq-hydra-train --config-dir "$REPO/examples/glue/config" --config-name "$CONFIG" \
   task.data="$(cd "$GLUE_BIN/$TASK" && pwd)" checkpoint.restore_file="$CKPT" common.user_dir="$REPO/truneg_fairseq" \
-  model._name="$MODEL" optimization.lr="[$LR]" dataset.batch_size="$BSZ" common.fp16="$FP16_FLAG" \
+  model._name="$MODEL" optimization.lr="[$LR]" dataset.batch_size="$BSZ" common.fp16="$FP16_FLAG" common.bf16="$BF16_FLAG" \
   lr_scheduler.total_num_update="$TOTAL" lr_scheduler.warmup_updates="$WARMUP" \
   checkpoint.save_dir="$(cd "$SAVE_DIR" && pwd)" common.log_file="$(cd "$SAVE_DIR" && pwd)/train.log" \
   hydra.run.dir="$(cd "$SAVE_DIR" && pwd)/hydra" "$@"

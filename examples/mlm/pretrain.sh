@@ -19,6 +19,7 @@ DATA_BIN=${1:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 CRITERION=${2:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 shift 2
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
 ARCH=${ARCH:-truneg_roberta_base}
 MAX_UPDATE=${MAX_UPDATE:-200000}
 LR=${LR:-5e-5}
@@ -34,6 +35,6 @@ exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --clip-norm 0.0 --weight-decay 0.01 \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
-  --dropout 0.1 --attention-dropout 0.1 ${FP16---fp16} \
+  --dropout 0.1 --attention-dropout 0.1 ${FP16-$(mixed_precision_flag)} \
   --save-dir "$SAVE_DIR" --save-interval-updates 10000 --keep-interval-updates 5 \
   --log-format simple --log-interval 100 --tensorboard-logdir "$SAVE_DIR/tb" "$@"

@@ -14,6 +14,7 @@ SIZE=${1:?usage: finetune.sh small|base|roberta_base SQUAD_DIR SPM_MODEL CHECKPO
 DATA=${2:?}; SPM=${3:?}; CKPT=${4:?}
 shift 4
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
 case "$SIZE" in
   small) ARCH=electra_small; LR=${LR:-3e-4} ;;
   base) ARCH=electra_base; LR=${LR:-1e-4} ;;
@@ -27,7 +28,7 @@ fairseq-train "$DATA" --user-dir "$REPO/truneg_fairseq" --task squad --criterion
   --restore-file "$CKPT" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler \
   --batch-size 32 --required-batch-size-multiple 1 --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-6 \
   --lr "$LR" --lr-scheduler polynomial_decay --warmup-updates $((UPDATES / 10)) --total-num-update "$UPDATES" \
-  --max-update "$UPDATES" --clip-norm 1.0 ${FP16---fp16} --num-workers 0 \
+  --max-update "$UPDATES" --clip-norm 1.0 ${FP16-$(mixed_precision_flag)} --num-workers 0 \
   --best-checkpoint-metric f1 --maximize-best-checkpoint-metric --no-epoch-checkpoints \
   --save-dir "$SAVE_DIR" --log-format simple --log-interval 50 "$@"
 python "$REPO/scripts/squad_predict.py" --data "$DATA" --checkpoint "$SAVE_DIR/checkpoint_best.pt" \

@@ -14,12 +14,12 @@ next to DATA/dict.txt (:mod:`truneg_fairseq.text`).
 import contextlib
 from dataclasses import dataclass, field
 
-import torch
 from omegaconf import II
 
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig
 
+from truneg_fairseq.precision import AUTOCAST_ATTR
 from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMTask
 from truneg_fairseq.text import TokenizerSpec, tokenizer_fields, whole_word_args
 
@@ -38,8 +38,8 @@ class ElectraTaskConfig(MaskedLMConfig, tokenizer_fields(
         default=False,
         metadata={
             "help": "run each forward pass under torch.autocast(bfloat16) with fp32 weights and no "
-            "loss scaler (bf16 mixed precision on CUDA GPUs from Ampere on; fairseq's own --bf16 "
-            "turns on its TPU path). Do not combine with --fp16/--amp"
+            "loss scaler (bf16 mixed precision on CUDA GPUs from Ampere on); the same as --bf16 "
+            "with the plugin. Do not combine with --fp16/--amp"
         },
     )
     electra_compile: bool = field(
@@ -65,6 +65,8 @@ class ElectraTask(BatchMaskedLMTask):
                 "--electra-bf16-autocast is a mixed-precision mode of its own: drop --fp16/--amp "
                 "(or drop --electra-bf16-autocast to use fairseq's fp16 loss scaling)"
             )
+        if cfg.electra_bf16_autocast:  # fairseq's train_step/valid_step then autocast (precision.py)
+            setattr(self, AUTOCAST_ATTR, True)
         if cfg.mask_whole_words:
             self.args  # the tokenizer is checked here, not at the first load_dataset
 
@@ -74,17 +76,15 @@ class ElectraTask(BatchMaskedLMTask):
         spec = TokenizerSpec.from_config(self.cfg, "electra")
         return whole_word_args(self.cfg.data, spec, "--electra-tokenizer with its file")
 
+    # bf16 autocast (--electra-bf16-autocast or --bf16) is fairseq's base train_step/valid_step's
+    # (truneg_fairseq.precision); here the encoders learn whether the batch has padding
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        # only the forward pass runs under autocast; fairseq's own step does the backward
         with _padding_known(model, sample):
-            return super().train_step(sample, model, self._autocast(criterion), optimizer, update_num, ignore_grad)
+            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def valid_step(self, sample, model, criterion):
         with _padding_known(model, sample):
-            return super().valid_step(sample, model, self._autocast(criterion))
-
-    def _autocast(self, criterion):
-        return _Bf16Autocast(criterion) if self.cfg.electra_bf16_autocast else criterion
+            return super().valid_step(sample, model, criterion)
 
     def build_model(self, cfg, from_checkpoint=False):
         from truneg_fairseq.models.objectives import ReplacedTokenDetection
@@ -118,15 +118,3 @@ def _padding_known(model, sample):
 def _flag(cfg, name) -> bool:
     value = getattr(cfg, name, False)
     return bool(value) and not (isinstance(value, str) and value.startswith("${"))
-
-
-class _Bf16Autocast:
-    """Calls a criterion with its forward pass under bf16 autocast on the batch's device."""
-
-    def __init__(self, criterion):
-        self.criterion = criterion
-
-    def __call__(self, model, sample, *args, **kwargs):
-        device = sample["net_input"]["src_tokens"].device.type
-        with torch.autocast(device_type=device, dtype=torch.bfloat16):
-            return self.criterion(model, sample, *args, **kwargs)
