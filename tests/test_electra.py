@@ -211,12 +211,17 @@ def test_whole_word_masking_needs_the_tokenizer(data_bin):
 def test_sampling_follows_the_generator_softmax(data_bin):
     task, model, _ = electra(data_bin, ["--criterion", "electra"])
     torch.manual_seed(0)
-    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0]]).repeat(100000, 1)
-    freq = torch.bincount(model.sample_replacements(logits), minlength=4).float() / logits.size(0)
-    assert torch.allclose(freq, torch.softmax(logits[0], -1), atol=0.01)
+    logits = torch.tensor([[0.0, 1.0, 2.0, -1.0, 0.5]]).repeat(100000, 1)
+    allowed = torch.ones(5, dtype=torch.bool)
+    allowed[model.padding_idx] = False  # <pad> is never a replacement (the softmax over the rest)
+    freq = torch.bincount(model.sample_replacements(logits), minlength=5).float() / logits.size(0)
+    want = torch.zeros(5)
+    want[allowed] = torch.softmax(logits[0][allowed], -1)
+    assert torch.allclose(freq, want, atol=0.01)
     model.cfg.electra_sample_temperature = 2.0
-    freq = torch.bincount(model.sample_replacements(logits), minlength=4).float() / logits.size(0)
-    assert torch.allclose(freq, torch.softmax(logits[0] / 2.0, -1), atol=0.01)
+    freq = torch.bincount(model.sample_replacements(logits), minlength=5).float() / logits.size(0)
+    want[allowed] = torch.softmax(logits[0][allowed] / 2.0, -1)
+    assert torch.allclose(freq, want, atol=0.01)
 
 
 def test_replacements_are_never_padding(data_bin):

@@ -20,7 +20,7 @@ from truneg_fairseq.evaluation.false_negatives import (
     Counts, Report, derive, ordinary_positions, pack_units, pick_cases, sentence_around, step_counts,
     synonym_predictions,
 )
-from truneg_fairseq.evaluation.scorer import FixedMaskScorer
+from truneg_fairseq.pipelines.scorer import FixedMaskScorer
 from truneg_fairseq.models.selection import MaskSelection
 
 

@@ -75,7 +75,7 @@ def _fairseq_valid(ck: Path, data: Path, batch_size: int):
 
 @pytest.mark.parametrize("kind", list(MODELS))
 def test_fairseq_valid_log_and_evaluate_mlm_agree(kind, words, checkpoints):
-    from truneg_fairseq.evaluation.scorer import MaskedLMScorer
+    from truneg_fairseq.pipelines.scorer import MaskedLMScorer
     from truneg_fairseq.pipelines.evaluate_mlm import evaluate_mlm
 
     table = str(words / "synonyms.npz")

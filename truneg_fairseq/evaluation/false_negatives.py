@@ -5,7 +5,7 @@ Every number about false negatives that the package reports (fairseq's train and
 is computed here, from one summable record of counts (:class:`Counts`) by one function
 (:func:`derive`). The criterions put the counts of a step into fairseq's ``logging_outputs``
 (:func:`step_counts`, keys ``fn_*``) and report them with :func:`log_metrics`; the offline
-scorer (:mod:`truneg_fairseq.evaluation.scorer`) runs the same criterion code and adds the same
+scorer (:mod:`truneg_fairseq.pipelines.scorer`) runs the same criterion code and adds the same
 records up.
 
 Definitions. A *masked word position* is a masked position whose gold entry is an ordinary

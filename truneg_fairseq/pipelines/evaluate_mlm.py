@@ -3,7 +3,7 @@
 Works for any fairseq ``masked_lm`` checkpoint (a plain ``masked_lm`` baseline included), so the
 statistics of the paper's Table 2 can be compared across criterions on the same masked data: the
 masking is seeded, so every checkpoint sees identical masks. Both paths (binarized data, raw
-text) score through :class:`truneg_fairseq.evaluation.scorer.MaskedLMScorer`, the criterions'
+text) score through :class:`truneg_fairseq.pipelines.scorer.MaskedLMScorer`, the criterions'
 own accounting (:mod:`truneg_fairseq.evaluation.false_negatives` defines every number).
 """
 
@@ -18,7 +18,7 @@ import torch
 from fairseq import utils
 
 from truneg_fairseq.checkpoints import CheckpointError
-from truneg_fairseq.evaluation.scorer import MaskedLMScorer, Scored, masked_samples
+from truneg_fairseq.pipelines.scorer import MaskedLMScorer, Scored, masked_samples
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ The pipeline that ``scripts/demo.py`` and ``examples/study/run_study.py`` share:
             --reset-lr-scheduler``), the learning rate going on from where stage 1 left it and
             decaying to 0, checkpoints at ``--save-interval-updates``;
 5. scoring  every checkpoint on the same masked valid blocks
-            (:class:`truneg_fairseq.evaluation.scorer.FixedMaskScorer`: the criterions' own
+            (:class:`truneg_fairseq.pipelines.scorer.FixedMaskScorer`: the criterions' own
             accounting, :mod:`truneg_fairseq.evaluation.false_negatives`), results as typed
             records (:class:`Scores`).
 
@@ -427,7 +427,7 @@ _SCORER = None  # the FixedMaskScorer of a scoring worker process
 def _start_scorer(kwargs: dict, threads: int) -> None:
     import torch
 
-    from truneg_fairseq.evaluation.scorer import FixedMaskScorer
+    from truneg_fairseq.pipelines.scorer import FixedMaskScorer
 
     global _SCORER
     torch.set_num_threads(threads)
@@ -517,7 +517,7 @@ def _score_in_workers(tasks, kwargs: dict, jobs: int, log: Optional[logging.Logg
     processes, each with its own :class:`FixedMaskScorer` (the same fixed masks), or this
     process when ``jobs`` is 1."""
     if jobs <= 1:
-        from truneg_fairseq.evaluation.scorer import FixedMaskScorer
+        from truneg_fairseq.pipelines.scorer import FixedMaskScorer
 
         scorer = FixedMaskScorer(**kwargs)
         return None, (scorer.score_checkpoint(t[2], t[3]) for t in tasks)
