@@ -13,6 +13,7 @@ compat.safe_checkpoint_configs()
 compat.numpy_compat_long()
 compat.stop_prefetch_at_exit()
 compat.quiet_config_composition()
+compat.keep_remainder_batch()
 
 from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
 from .text import give_masked_lm_whole_words  # noqa: E402  (and the ``wordpiece`` BPE)
