@@ -55,8 +55,8 @@ def valid_blocks(data_bin: Path, task: str, extra=()) -> int:
 
 
 def train(data_bin, save, args):
-    fairseq_train(data_bin, save, [*args, "--synonym-table", "synonyms.npz", "--max-update", "2",
-                                   "--disable-validation"])
+    table = [] if "masked_lm" in args else ["--synonym-table", "synonyms.npz"]
+    fairseq_train(data_bin, save, [*args, *table, "--max-update", "2", "--disable-validation"])
     return save / "checkpoint_last.pt"
 
 
@@ -97,6 +97,20 @@ def test_validate_electra(data_bin, synonym_table, electra):
         assert key in out, key
     assert 0 < out["loss"] < 200
     assert out["bsz"] == valid_blocks(data_bin, "electra")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("criterion,arch,terms", [
+    ("mlm_soft_reg", TINY_TN_ROBERTA, ("mlm_loss", "sr_loss", "pred_corr_ratio")),
+    ("mlm_sent_kl", TINY_TN_ROBERTA, ("mlm_loss", "kl_loss", "pred_corr_ratio")),
+    ("masked_lm", TINY_ROBERTA, ("loss", "ppl")),  # the baseline: fairseq's own criterion
+], ids=["mlm_soft_reg", "mlm_sent_kl", "masked_lm"])
+def test_validate_other_criterions(data_bin, synonym_table, tmp_path, criterion, arch, terms):
+    ckpt = train(data_bin, tmp_path / "ckpt", [*arch, "--criterion", criterion])
+    out = summary(fairseq_validate(data_bin, ckpt, ["--task", "masked_lm", "--criterion", criterion]))
+    for key in terms:
+        assert key in out, key
+    assert out["bsz"] == valid_blocks(data_bin, "masked_lm")
 
 
 def test_validate_checkpoint_whose_criterion_config_names_no_arch(data_bin, roberta_hc, tmp_path):
