@@ -189,8 +189,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         checkpoint's saved config, whose criterion config recorded the arch it was trained with).
         A config can still name none: a checkpoint saved before the criterion config recorded
         the arch (fairseq merges the saved fields into this dataclass, whose default would read
-        the saved model config, an argparse namespace for fairseq's legacy models such as
-        RoBERTa and ELECTRA, which omegaconf cannot select into), or a config built in code.
+        the saved model config, an argparse namespace for models registered without a dataclass,
+        fairseq's RoBERTa and the plugin's ``truneg_roberta_*`` and ``bert_*``, which omegaconf
+        cannot select into), or a config built in code.
         Then nothing is refused here: both values are None, and the same checks run on the class
         of the model the criterion is first called with (:meth:`_decide_at_first_call`), before
         its first step.
