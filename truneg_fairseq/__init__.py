@@ -15,6 +15,7 @@ compat.stop_prefetch_at_exit()
 compat.quiet_config_composition()
 compat.amp_unscales_once()
 compat.bf16_means_autocast()
+compat.keep_remainder_batch()
 
 from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
 from .text import give_masked_lm_whole_words  # noqa: E402  (and the ``wordpiece`` BPE)

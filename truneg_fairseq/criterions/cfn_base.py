@@ -82,8 +82,10 @@ class SynonymCriterionConfig(rtd.ReplacedTokenDetectionConfig):
         },
     )
     # the model's name (the same --arch flag): what the model's class declares it serves decides,
-    # when the criterion is built, how it is called and whether it can be trained at all
-    arch: str = II("model._name")
+    # when the criterion is built, how it is called and whether it can be trained at all; null
+    # where the config has no model group to read it from (fairseq-validate: see
+    # CounterFalseNegativeLoss._check_model_class)
+    arch: Optional[str] = II("oc.select:model._name,null")
 
 
 def _resolved(value):
@@ -150,6 +152,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
     def __init__(self, cfg: SynonymCriterionConfig, task):
         super().__init__(task)
         self.cfg = cfg
+        # unresolved only for a config built in code, outside fairseq: then the task's own value
+        mask_prob = cfg.mask_prob if _resolved(cfg.mask_prob) is not None else getattr(task.cfg, "mask_prob", None)
+        self.mask_prob = None if mask_prob is None else float(mask_prob)
         self.fairseq_roberta, self.has_discriminator = self._check_model_class(cfg)
         if cfg.synonym_table:
             self.lookup: Optional[SynonymLookup] = load_synonym_lookup(cfg.synonym_table, task)
@@ -173,32 +178,66 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         self.mask_idx = d.indices.get("<mask>")
         if cfg.mlm_loss_divisor <= 0:
             raise ValueError(f"--mlm-loss-divisor must be > 0, got {cfg.mlm_loss_divisor}")
-        # unresolved only for a config built in code, outside fairseq: then the task's own value
-        mask_prob = cfg.mask_prob if _resolved(cfg.mask_prob) is not None else getattr(task.cfg, "mask_prob", None)
-        self.mask_prob = None if mask_prob is None else float(mask_prob)
-        if self.has_discriminator and self.mask_prob is None:
-            raise ValueError(
-                f"--criterion {self.criterion_name()} on a model with a discriminator needs a task "
-                "with --mask-prob (--task electra)"
-            )
 
     @classmethod
     def criterion_name(cls) -> str:
         return getattr(cls, "_registered_name", cls.__name__)
 
     # ---- model checks ------------------------------------------------------------------------
-    def _check_model_class(self, cfg) -> Tuple[bool, bool]:
+    def _check_model_class(self, cfg) -> Tuple[Optional[bool], Optional[bool]]:
         """From the class the arch names, decide how the model is called; refuse, when the
         criterion is built, a model that cannot be trained with it. Returns (fairseq's own
-        RoBERTa, the model detects replaced tokens)."""
-        name = _resolved(cfg.arch)
-        model_cls = (ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)) if name else None
+        RoBERTa, the model detects replaced tokens).
+
+        The arch is the ``--arch`` of the run, read from the config's model group when there is
+        one. ``fairseq-validate`` has no ``--arch``: its command-line config has no model group
+        (the arch reads as null there, and is not used: the criterion is built from the
+        checkpoint's saved config, whose criterion config recorded the arch it was trained with).
+        A config can still name none: a checkpoint saved before the criterion config recorded
+        the arch (fairseq merges the saved fields into this dataclass, whose default would read
+        the saved model config, an argparse namespace for models registered without a dataclass,
+        fairseq's RoBERTa and the plugin's ``truneg_roberta_*`` and ``bert_*``, which omegaconf
+        cannot select into), or a config built in code.
+        Then nothing is refused here: both values are None, and the same checks run on the class
+        of the model the criterion is first called with (:meth:`_decide_at_first_call`), before
+        its first step.
+        """
+        name = _resolved(cfg.arch) or None
+        if name is None:
+            self._first_call = self.register_forward_pre_hook(self._decide_at_first_call, with_kwargs=True)
+            return None, None
+        model_cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)
         if model_cls is None:
             raise ValueError(
                 f"--criterion {self.criterion_name()}: unknown model {name!r} (give --arch; built outside "
                 "fairseq-train, set the config's arch to the model's arch name)"
             )
-        what = f"--arch {name} ({model_cls.__name__})"
+        return self._check_class(model_cls, f"--arch {name} ({model_cls.__name__})", name)
+
+    def _decide_at_first_call(self, _criterion, args, kwargs):
+        """Forward pre-hook, installed only when the arch was unknown at build time: decide from
+        the class of the model the criterion is first called with, unwrapped from data-parallel
+        wrappers (``.module``), then remove itself. fairseq calls a criterion as
+        ``criterion(model, sample)``, so the step itself is unchanged."""
+        model = args[0] if args else kwargs["model"]
+        while isinstance(getattr(model, "module", None), torch.nn.Module):
+            model = model.module
+        cls = type(model)
+        # the arch the model was built as, for the suggestions of the messages (fairseq's legacy
+        # models keep their arguments as ``args``)
+        name = str(getattr(getattr(model, "args", None), "arch", None) or cls.__name__)
+        self.fairseq_roberta, self.has_discriminator = self._check_class(cls, f"the model ({cls.__name__})", name)
+        self._first_call.remove()
+        logger.info(
+            f"--criterion {self.criterion_name()}: the config names no arch; the model is a "
+            f"{cls.__name__} ({'fairseq RoBERTa forward' if self.fairseq_roberta else 'plugin forward'}"
+            f"{', with replaced-token detection' if self.has_discriminator else ''})"
+        )
+
+    def _check_class(self, model_cls, what: str, name: str) -> Tuple[bool, bool]:
+        """The checks of :meth:`_check_model_class` on ``model_cls`` (``what`` names it in the
+        messages, ``name`` is its arch)."""
+        cfg = self.cfg
         crit = f"--criterion {self.criterion_name()}"
         works = ("fairseq's roberta_* archs with --task masked_lm (hard correction only), the plugin's "
                  "truneg_roberta_* and bert_hf_* archs with --task masked_lm, or its electra_* archs with "
@@ -237,6 +276,10 @@ class CounterFalseNegativeLoss(FairseqCriterion):
                 f"{', '.join(changed)} only appl{'ies' if len(changed) == 1 else 'y'} to ELECTRA "
                 f"(a model with a discriminator); {what} has none: remove the flag "
                 "or use --task electra --arch electra_*"
+            )
+        if has_disc and self.mask_prob is None:
+            raise ValueError(
+                f"{crit} on a model with a discriminator needs a task with --mask-prob (--task electra)"
             )
         return fairseq_roberta, has_disc
 
