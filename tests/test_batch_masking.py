@@ -2,16 +2,12 @@
 ``masked_lm`` on the same binarized corpus: the same blocks and layout, the same masking rates,
 and masks fixed by (seed, epoch, block index)."""
 
-import logging
-
 import numpy as np
 import pytest
 import torch
 
 import truneg_fairseq  # noqa: F401  (registration)
 from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMConfig, BatchMaskedLMTask
-
-logging.getLogger("fairseq").setLevel(logging.WARNING)
 
 
 def make_task(data_bin, cls=BatchMaskedLMTask, split="train", **kw):

@@ -147,7 +147,7 @@ def test_criterion_without_arch_decides_at_its_first_call(synonym_table):
     late_loss, _, late_log = late(torch.nn.DataParallel(model), sample)
     assert late.fairseq_roberta is True and late.has_discriminator is False
     torch.testing.assert_close(late_loss, loss)
-    assert late_log["n_synonym"] == log["n_synonym"]
+    assert late_log["fn_synonym"] == log["fn_synonym"]
 
 
 def test_criterion_without_arch_refuses_a_model_it_cannot_train(synonym_table):
