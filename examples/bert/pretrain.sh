@@ -37,7 +37,7 @@ DATA_BIN=${2:?$USAGE}
 CRITERION=${3:?$USAGE}
 shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 PYTHON=${PYTHON:-python}
 case "$IMPORTED" in
   base|large) echo "error: pretrain.sh takes the import directory first (its sizes come from its import.json):" \

@@ -22,7 +22,7 @@ DATA_BIN=${1:?usage: pretrain.sh CLINE_DATA_BIN ROBERTA_CHECKPOINT|none [fairseq
 RESTORE=${2:?usage: pretrain.sh CLINE_DATA_BIN ROBERTA_CHECKPOINT|none [fairseq-train flags]}
 shift 2
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 ARCH=${ARCH:-cline_roberta_base}
 MAX_UPDATE=${MAX_UPDATE:-30000}
 LR=${LR:-1e-4}

@@ -12,7 +12,7 @@ SIZE=${1:?usage: finetune_glue.sh small|base TASK_BIN CHECKPOINT NUM_CLASSES [fl
 TASK_BIN=${2:?}; CHECKPOINT=${3:?}; NUM_CLASSES=${4:?}
 shift 4
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 case "$SIZE" in small) ARCH=electra_small; LR=${LR:-3e-4} ;; base) ARCH=electra_base; LR=${LR:-1e-4} ;;
   *) echo "error: size must be small or base" >&2; exit 2 ;; esac
 EPOCHS=${EPOCHS:-3}

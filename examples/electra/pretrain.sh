@@ -26,7 +26,7 @@
 # data-loader workers (default 1: one core makes a 128 x 128 batch in ~2 ms, docs/benchmarks.md).
 #
 # PRECISION  auto (default: bf16 where torch.cuda.is_bf16_supported() without emulation, fp16
-#            otherwise; examples/precision.sh) | bf16 (A100/H100/H200 and other GPUs from Ampere on: bf16 autocast, fp32
+#            on other GPUs, fp32 without a GPU; examples/precision.sh) | bf16 (A100/H100/H200 and other GPUs from Ampere on: bf16 autocast, fp32
 #            weights, no loss scaler) | fp16 (V100/T4: fairseq's --fp16 with the loss divided by
 #            the masked tokens per batch, so ELECTRA's 50 x RTD sum does not overflow) | amp
 #            (fairseq's --amp: fp16 autocast, fp32 weights, dynamic loss scale; its updates are
@@ -41,7 +41,7 @@ DATA_BIN=${2:?$USAGE}
 CRITERION=${3:?$USAGE}
 shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 NAME=""
 case "$SIZE" in
   small) ARCH=electra_small; SEQ=128; LR=${LR:-5e-4}; MAX_UPDATE=${MAX_UPDATE:-1000000}
@@ -74,8 +74,8 @@ EOF
 esac
 SAVE_DIR=${SAVE_DIR:-checkpoints/${NAME:-$ARCH}_${CRITERION}}
 PRECISION=${PRECISION:-auto}
-if [ "$PRECISION" = auto ]; then  # bf16 where the GPU has it natively, fp16 otherwise
-  if [ "$(mixed_precision_flag)" = --bf16 ]; then PRECISION=bf16; else PRECISION=fp16; fi
+if [ "$PRECISION" = auto ]; then  # bf16 where the GPU has it natively, fp16 on other GPUs, fp32 on a CPU
+  case "$(mixed_precision_flag)" in --bf16) PRECISION=bf16 ;; --fp16) PRECISION=fp16 ;; *) PRECISION=fp32 ;; esac
 fi
 case "$PRECISION" in
   bf16) PREC=(--electra-bf16-autocast) ;;

@@ -31,10 +31,10 @@ TOTAL=$(python -c "import json,sys; m=json.load(open(sys.argv[1])); print(max(1,
 WARMUP=$(( TOTAL / 10 > 0 ? TOTAL / 10 : 1 ))
 SAVE_DIR=${SAVE_DIR:-checkpoints/glue/$TASK}
 mkdir -p "$SAVE_DIR"
-. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 FP16_FLAG=false; BF16_FLAG=false
 if [ -z "${FP16+set}" ]; then  # FP16 unset: this GPU's mixed precision; FP16= (empty): fp32
-  if [ "$(mixed_precision_flag)" = --bf16 ]; then BF16_FLAG=true; else FP16_FLAG=true; fi
+  case "$(mixed_precision_flag)" in --bf16) BF16_FLAG=true ;; --fp16) FP16_FLAG=true ;; esac  # a CPU: fp32
 elif [ -n "$FP16" ]; then FP16_FLAG=true; fi
 
 exec fairseq-hydra-train --config-dir "$REPO/examples/glue/config" --config-name "$CONFIG" \

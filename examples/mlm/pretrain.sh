@@ -19,7 +19,7 @@ DATA_BIN=${1:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 CRITERION=${2:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 shift 2
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 ARCH=${ARCH:-truneg_roberta_base}
 MAX_UPDATE=${MAX_UPDATE:-200000}
 LR=${LR:-5e-5}

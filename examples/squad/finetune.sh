@@ -14,7 +14,7 @@ SIZE=${1:?usage: finetune.sh small|base|roberta_base SQUAD_DIR SPM_MODEL CHECKPO
 DATA=${2:?}; SPM=${3:?}; CKPT=${4:?}
 shift 4
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU
+. "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 case "$SIZE" in
   small) ARCH=electra_small; LR=${LR:-3e-4} ;;
   base) ARCH=electra_base; LR=${LR:-1e-4} ;;
