@@ -298,13 +298,15 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     def max_positions(self):
         return self.cfg.electra_max_positions
 
-    def compile_encoders(self, mode: Optional[str] = None) -> None:
+    def compile_encoders(self, mode: Optional[str] = None, backend: str = "inductor") -> None:
         """``torch.compile`` the encoder stacks in place (parameter names and checkpoints are
         unchanged). Shapes should stay fixed from step to step, or each new one recompiles.
-        ``mode="reduce-overhead"`` also replays each stack as a CUDA graph on a GPU."""
-        self.discriminator.compile(dynamic=False, mode=mode)
+        ``mode="reduce-overhead"`` also replays each stack as a CUDA graph on a GPU; ``backend``
+        other than inductor (e.g. ``aot_eager``) traces the same graphs without generating code,
+        for checks on machines where code generation would take minutes."""
+        self.discriminator.compile(dynamic=False, mode=mode, backend=backend)
         if self.generator is not None:
-            self.generator.compile(dynamic=False, mode=mode)
+            self.generator.compile(dynamic=False, mode=mode, backend=backend)
 
     @property
     def embed_tokens(self) -> nn.Embedding:
