@@ -5,6 +5,11 @@
 #               tests listed at the end)
 #   make test-quick  the tests that train nothing end to end (losses, lookup, selection,
 #               statistics, tokenizers, config checks, bad inputs): the edit-run loop
+#   make bench  the CPU benchmarks (docs/benchmarks.md)
+#   make gpu-check  run first on a new CUDA machine (<= 15 min): fp32/bf16/amp/fp16 loss agreement,
+#               step speed of every criterion eager/compiled/CUDA graphs vs HF transformers, data-loader
+#               rate, versions; writes gpu-check/report.md and gpu-check/report.json here.
+#               QUICK=1: tiny sizes, about a minute, on the CPU when there is no GPU
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -13,7 +18,7 @@ PIP := $(PY) -m pip
 WORDNET_DIR ?= /usr/share/wordnet
 STAMP := $(VENV)/.installed
 
-.PHONY: install wordnet demo study test test-quick bench lint clean
+.PHONY: install wordnet demo study test test-quick bench gpu-check lint clean
 
 install: $(STAMP) wordnet
 
@@ -61,6 +66,12 @@ test-quick: install
 bench: install
 	$(PIP) install -q -r requirements-bench.txt
 	cd benchmarks && ../$(PY) criterion_overhead.py && ../$(PY) table_build.py && ../$(PY) electra_vs_hf.py --rounds 12 && ../$(PY) squad_throughput.py
+
+# One process per measured configuration (benchmarks/gpu_check.py); transformers for the HF rows.
+QUICK ?=
+gpu-check: install
+	$(PIP) install -q -r requirements-bench.txt
+	$(PY) benchmarks/gpu_check.py $(if $(filter-out 0,$(QUICK)),--quick)
 
 clean:
 	rm -rf $(VENV) demo_work study_work .pytest_cache

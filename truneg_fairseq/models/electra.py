@@ -18,6 +18,7 @@ discriminator, built from fairseq's own transformer encoder layers.
 
 import contextlib
 import dataclasses
+import inspect
 import logging
 import math
 from dataclasses import dataclass, field
@@ -40,6 +41,47 @@ from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.objectives import ReplacedTokenDetection
 
 logger = logging.getLogger(__name__)
+
+# recompiles allowed per compiled encoder stack (dynamo's default: 8); see compile_encoders
+COMPILE_RECOMPILE_LIMIT = 32
+
+
+class _DynamoFallbackWarning(logging.Handler):
+    """Repeats dynamo's "hit config.recompile_limit" warning in fairseq's log as the plugin's
+    own: dynamo logs it once to its own logger (which fairseq's log format does not show
+    prominently) and from then on runs the function eager, so an ``--electra-compile`` run
+    would go on uncompiled, and slower, without a word in the training log."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.fallbacks = 0
+
+    def emit(self, record):
+        message = record.getMessage()
+        if "hit config." not in message or "limit" not in message:
+            return
+        self.fallbacks += 1
+        first = message.splitlines()
+        where = next((line.strip() for line in first if line.strip().startswith("function:")), "")
+        reason = next((line.strip() for line in first if line.strip().startswith("last reason:")), "")
+        logger.warning(
+            "--electra-compile: torch.compile gave up recompiling (%s; %s %s) and runs that code eager from "
+            "now on: the step is no longer compiled. Keep every batch's shape fixed (--mlm-prediction-slots "
+            "static, --sample-break-mode none, one --tokens-per-sample and --batch-size) or drop "
+            "--electra-compile", first[0].strip(), where, reason)
+
+
+_FALLBACK_WATCH: Optional[_DynamoFallbackWarning] = None
+
+
+def watch_dynamo_fallback() -> _DynamoFallbackWarning:
+    """Install (once per process) the handler of :class:`_DynamoFallbackWarning` on dynamo's
+    logger; returns it (its ``fallbacks`` counts the warnings seen)."""
+    global _FALLBACK_WATCH
+    if _FALLBACK_WATCH is None:
+        _FALLBACK_WATCH = _DynamoFallbackWarning()
+        logging.getLogger("torch._dynamo").addHandler(_FALLBACK_WATCH)
+    return _FALLBACK_WATCH
 
 GENERATOR_PREFIXES = ("generator.", "generator_head.", "generator_bias")
 # what --electra-sizes-from takes from an import (dropout and the discriminator-only switch stay
@@ -322,13 +364,30 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     def max_positions(self):
         return self.cfg.electra_max_positions
 
-    def compile_encoders(self, mode: Optional[str] = None) -> None:
+    def compile_encoders(self, mode: Optional[str] = None, backend: str = "inductor",
+                         recompile_limit: int = COMPILE_RECOMPILE_LIMIT) -> None:
         """``torch.compile`` the encoder stacks in place (parameter names and checkpoints are
         unchanged). Shapes should stay fixed from step to step, or each new one recompiles.
-        ``mode="reduce-overhead"`` also replays each stack as a CUDA graph on a GPU."""
-        self.discriminator.compile(dynamic=False, mode=mode)
+        ``mode="reduce-overhead"`` also replays each stack as a CUDA graph on a GPU; ``backend``
+        other than inductor (e.g. ``aot_eager``) traces the same graphs without generating code,
+        for checks on machines where code generation would take minutes.
+
+        Each stack is compiled in a few legitimate variants (training and evaluation, with or
+        without every layer's states for sentence-level KL, the validation batch's shape), more
+        than dynamo's default of 8 recompiles for one function may allow once several criteria's
+        passes share it; ``recompile_limit`` raises the limit for these two stacks only. Past
+        it, dynamo runs the stack eager for the rest of the process without failing: that is
+        reported in fairseq's log (:func:`watch_dynamo_fallback`)."""
+        kwargs = dict(dynamic=False, mode=mode, backend=backend)
+        if "recompile_limit" in inspect.signature(torch.compile).parameters:
+            kwargs["recompile_limit"] = recompile_limit  # torch >= 2.13: per compiled region
+        elif torch._dynamo.config.recompile_limit < recompile_limit:
+            # older torch: only the process-wide limit exists (nothing else here is compiled)
+            torch._dynamo.config.recompile_limit = recompile_limit
+        watch_dynamo_fallback()
+        self.discriminator.compile(**kwargs)
         if self.generator is not None:
-            self.generator.compile(dynamic=False, mode=mode)
+            self.generator.compile(**kwargs)
 
     @property
     def embed_tokens(self) -> nn.Embedding:

@@ -12,6 +12,7 @@ next to DATA/dict.txt (:mod:`truneg_fairseq.text`).
 """
 
 import contextlib
+import logging
 from dataclasses import dataclass, field
 
 from omegaconf import II
@@ -22,6 +23,8 @@ from fairseq.tasks.masked_lm import MaskedLMConfig
 from truneg_fairseq.precision import AUTOCAST_ATTR
 from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMTask
 from truneg_fairseq.text import TokenizerSpec, tokenizer_fields, whole_word_args
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -52,6 +55,8 @@ class ElectraTaskConfig(MaskedLMConfig, tokenizer_fields(
     # mixed-precision choices of the run (the same flags), checked against --electra-bf16-autocast
     fp16: bool = II("common.fp16")
     amp: bool = II("common.amp")
+    # the split trained on: with --electra-compile its batches all get one shape
+    train_subset: str = II("dataset.train_subset")
 
 
 @register_task("electra", dataclass=ElectraTaskConfig)
@@ -86,6 +91,17 @@ class ElectraTask(BatchMaskedLMTask):
         with _padding_known(model, sample):
             return super().valid_step(sample, model, criterion)
 
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        """fairseq's iterator; under ``--electra-compile`` the training split's batches all of one
+        shape (:func:`full_batches_only`). Validation keeps every batch: its numbers must cover
+        the whole split, and evaluation is compiled apart from training anyway."""
+        epoch_iter = super().get_batch_iterator(dataset, *args, **kwargs)
+        subset = self.cfg.train_subset if _is_set(self.cfg, "train_subset") else "train"
+        if (self.cfg.electra_compile and dataset is self.datasets.get(subset)
+                and not getattr(epoch_iter, "truneg_full_batches", False)):
+            full_batches_only(epoch_iter)
+        return epoch_iter
+
     def build_model(self, cfg, from_checkpoint=False):
         from truneg_fairseq.models.objectives import ReplacedTokenDetection
 
@@ -115,6 +131,70 @@ def _padding_known(model, sample):
     return model.without_padding(sample["ntokens"] == tokens.numel())
 
 
+def full_batches_only(epoch_iter, log_name: str = "training") -> None:
+    """Keep only the batches of ``epoch_iter`` with the full shape: as many sequences as the
+    largest batch, padded to the longest sequence of all. Under ``--electra-compile`` every new
+    shape compiles the stacks again (and, past the recompile limit, leaves them eager), and the
+    last batch of an epoch is usually short. It is dropped, not padded: rows of padding would have
+    to be kept out of every count and loss (RTD, the sentence-level KL of an empty sentence), while
+    dropping loses fewer than one batch of sequences per epoch, and not the same ones each epoch
+    (the order of the sequences is shuffled per epoch before they are batched). The count is
+    logged."""
+    import numpy as np
+
+    dataset = epoch_iter.dataset
+
+    def filtered(batches):
+        batches = list(batches)
+        if not batches:
+            return batches
+        lengths = _num_tokens(dataset, np.concatenate([np.asarray(b, dtype=np.int64) for b in batches]))
+        ends = np.cumsum([len(b) for b in batches])
+        longest = [int(lengths[e - len(b):e].max()) if len(b) else 0 for b, e in zip(batches, ends)]
+        n_full, t_full = max(len(b) for b in batches), max(longest)
+        kept = [b for b, t in zip(batches, longest) if len(b) == n_full and t == t_full]
+        if len(kept) < len(batches):
+            logger.info("--electra-compile: %d of %d %s batches dropped (fewer than %d sequences or none of %d "
+                        "tokens): the compiled stacks see one shape", len(batches) - len(kept), len(batches),
+                        log_name, n_full, t_full)
+        return kept
+
+    if callable(epoch_iter.batch_sampler):  # --rebuild-batches: made anew each epoch
+        make = epoch_iter.batch_sampler
+        epoch_iter.batch_sampler = lambda ds, epoch: filtered(make(ds, epoch))
+        epoch_iter._frozen_batches = None
+    else:
+        epoch_iter.batch_sampler = filtered(epoch_iter.batch_sampler)
+        epoch_iter._frozen_batches = tuple(epoch_iter.batch_sampler)
+    epoch_iter.truneg_full_batches = True
+
+
+def _num_tokens(dataset, indices):
+    """Tokens of each sequence ``indices`` names, from the dataset's size arrays (fairseq's
+    masked-LM datasets keep them; ``num_tokens_vec`` is not implemented by all of them)."""
+    import numpy as np
+
+    try:
+        return np.asarray(dataset.num_tokens_vec(indices))
+    except NotImplementedError:
+        pass
+    sizes = getattr(dataset, "sizes", None)
+    if isinstance(sizes, np.ndarray):
+        return sizes[indices]
+    if isinstance(sizes, (list, tuple)) and sizes and all(isinstance(x, np.ndarray) for x in sizes):
+        return np.max(np.stack([x[indices] for x in sizes]), axis=0)
+    return np.array([dataset.num_tokens(int(i)) for i in indices])
+
+
 def _flag(cfg, name) -> bool:
     value = getattr(cfg, name, False)
     return bool(value) and not (isinstance(value, str) and value.startswith("${"))
+
+
+def _is_set(cfg, name) -> bool:
+    """A field that holds a value (not missing, not an interpolation left unresolved)."""
+    try:
+        value = getattr(cfg, name, None)
+    except Exception:  # an interpolation omegaconf cannot resolve outside a full fairseq config
+        return False
+    return isinstance(value, str) and bool(value) and not value.startswith("${")

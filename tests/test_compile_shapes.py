@@ -1,0 +1,66 @@
+"""``--electra-compile`` without surprises: every training batch has one shape (the short last
+batch of an epoch is dropped and counted in the log), so the compiled stacks are built once and
+never recompiled; when dynamo does give up and falls back to eager, fairseq's log says so.
+dynamo's recompiles do not depend on the backend, so the stacks are compiled here with the
+``eager`` backend (no code generation on the CPU)."""
+
+import logging
+
+import torch
+from torch._dynamo.utils import counters
+
+from utils import TINY_ELECTRA, build_components
+
+FLAGS = ["--criterion", "mlm_hard_correction", "--mlm-prediction-slots", "static"]
+
+
+def _task(data_bin, synonym_table, compiled):
+    flags = FLAGS + ["--synonym-table", str(synonym_table)] + (["--electra-compile"] if compiled else [])
+    return build_components(data_bin, flags, arch_args=TINY_ELECTRA, task="electra")
+
+
+def _epoch(task, bsz):
+    task.load_dataset("train")
+    itr = task.get_batch_iterator(dataset=task.dataset("train"), max_sentences=bsz, max_positions=64, seed=1,
+                                  num_workers=0, epoch=1)
+    return list(itr.next_epoch_itr(shuffle=True))
+
+
+def test_compiled_training_sees_one_shape_and_never_recompiles(data_bin, synonym_table, caplog):
+    bsz = 24
+    plain = _epoch(_task(data_bin, synonym_table, compiled=False)[0], bsz)
+    shapes = {tuple(b["net_input"]["src_tokens"].shape) for b in plain}
+    assert len(shapes) > 1  # without the flag this corpus ends an epoch with a short batch
+
+    task, model, crit = _task(data_bin, synonym_table, compiled=True)
+    with caplog.at_level(logging.INFO, logger="truneg_fairseq.tasks.electra"):
+        batches = _epoch(task, bsz)
+    assert {tuple(b["net_input"]["src_tokens"].shape) for b in batches} == {max(shapes)}
+    dropped = len(plain) - len(batches)
+    assert dropped >= 1 and f"{dropped} of {len(plain)} training batches dropped" in caplog.text
+
+    torch._dynamo.reset()
+    counters.clear()
+    model.compile_encoders(backend="eager")
+    model.train()
+    graphs = []
+    for sample in batches:
+        loss, _, _ = crit(model, sample)
+        loss.backward()
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert graphs[0] >= 2 and graphs[-1] == graphs[0], graphs  # both stacks built once, no recompile
+
+
+def test_fallback_to_eager_is_logged(data_bin, synonym_table, caplog):
+    task, model, crit = _task(data_bin, synonym_table, compiled=False)
+    batches = _epoch(task, 8)
+    torch._dynamo.reset()
+    model.compile_encoders(backend="eager", recompile_limit=1)
+    model.train()
+    with caplog.at_level(logging.WARNING, logger="truneg_fairseq.models.electra"):
+        for rows in (8, 5, 3):  # a new shape each time: over a limit of one compiled variant
+            sample = {**batches[0], "net_input": {k: v[:rows] for k, v in batches[0]["net_input"].items()},
+                      "target": batches[0]["target"][:rows], "nsentences": rows}
+            crit(model, sample)[0].backward()
+    warned = [r for r in caplog.records if r.name == "truneg_fairseq.models.electra" and "--electra-compile" in r.message]
+    assert warned and "runs that code eager" in warned[0].message and "recompile_limit" in warned[0].message
