@@ -431,6 +431,9 @@ def _start_scorer(kwargs: dict, threads: int) -> None:
 
     global _SCORER
     torch.set_num_threads(threads)
+    # a spawned worker: warnings and errors in fairseq's format; the parent logs each score
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        datefmt="%Y-%m-%d %H:%M:%S", level=logging.WARNING, stream=sys.stderr)
     _SCORER = FixedMaskScorer(**kwargs)
 
 
