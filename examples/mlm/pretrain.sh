@@ -13,7 +13,10 @@
 # the forward every criterion needs; its weights and checkpoint keys are roberta_base's, so
 # fairseq's roberta.base/model.pt continues here and the result fine-tunes as roberta_base. Every
 # GPU visible to the process is used through fairseq's own DDP (its default backend); set
-# UPDATE_FREQ so that GPUS x MAX_SENTENCES x UPDATE_FREQ = the batch you want.
+# UPDATE_FREQ so that GPUS x MAX_SENTENCES x UPDATE_FREQ = the batch you want. The task is
+# batch_masked_lm: fairseq's masked_lm (same flags, blocks and 80/10/10 masking) with each batch
+# masked at once in the loader, ~1-3 ms a batch on one core against fairseq's ~30-100 ms
+# (docs/benchmarks.md), so NUM_WORKERS=1 (default) keeps ahead of a GPU step.
 set -euo pipefail
 DATA_BIN=${1:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 CRITERION=${2:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
@@ -30,7 +33,7 @@ TABLE_FLAGS=()
 if [ "$CRITERION" != masked_lm ]; then TABLE_FLAGS=(--synonym-table "${SYNONYM_TABLE:-synonyms.npz}"); fi
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
-  --task masked_lm --criterion "$CRITERION" "${TABLE_FLAGS[@]}" \
+  --task batch_masked_lm --num-workers "${NUM_WORKERS:-1}" --criterion "$CRITERION" "${TABLE_FLAGS[@]}" \
   --arch "$ARCH" --sample-break-mode complete --tokens-per-sample 512 \
   --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --clip-norm 0.0 --weight-decay 0.01 \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
