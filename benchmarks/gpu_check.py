@@ -7,8 +7,8 @@ software. Writes ``gpu-check/report.md`` and ``gpu-check/report.json`` in the wo
 
 1. correctness: the same ELECTRA-small and RoBERTa models (same seed, same batches from the
    task's own iterator over a binarized corpus) trained with hard correction through fairseq's
-   Trainer in fp32, bf16 (ELECTRA: ``--electra-bf16-autocast``; RoBERTa: the same autocast
-   around the task's training step), ``--amp`` and ``--fp16`` (``--mlm-loss-divisor`` for ELECTRA,
+   Trainer in fp32, bf16 (the plugin's ``--bf16``: fp32 weights, bf16 autocast, no loss scaler),
+   ``--amp`` and ``--fp16`` (``--mlm-loss-divisor`` for ELECTRA,
    as its recipe); each precision passes when the mean loss of its last tenth of updates is
    within ``--tolerance`` (2%) of fp32's. amp and fp16 need CUDA and are listed as not run
    without it.
@@ -156,8 +156,8 @@ def _fairseq_cfg(argv):
 
 def precision_flags(model: str, precision: str, batch: int, seq: int):
     """The flags of one precision, as the recipes give them."""
-    if precision == "bf16":
-        return ["--electra-bf16-autocast"] if model == "electra" else []  # RoBERTa: autocast in train_one
+    if precision == "bf16":  # the plugin's --bf16: fp32 weights, bf16 autocast (compat.py, 9.)
+        return ["--bf16"]
     if precision == "amp":
         return ["--amp"]
     if precision == "fp16":
@@ -171,10 +171,7 @@ def train_one(model: str, precision: str, updates: int, data_bin: str, table: st
     batches (the task's iterator, epochs repeated as needed) are the same for every precision."""
     import torch
     from fairseq import tasks, utils
-    from fairseq.tasks.masked_lm import MaskedLMTask
     from fairseq.trainer import Trainer
-
-    from truneg_fairseq.tasks.electra import _Bf16Autocast
 
     flags, batch, seq = CORRECTNESS[model]
     if quick:
@@ -195,10 +192,6 @@ def train_one(model: str, precision: str, updates: int, data_bin: str, table: st
     task.load_dataset("train")
     net = task.build_model(cfg.model)
     crit = task.build_criterion(cfg.criterion)
-    if model == "roberta" and precision == "bf16":  # the ELECTRA task's autocast, around masked_lm's step
-        def train_step(sample, model, criterion, *args, **kwargs):  # fairseq's Trainer passes keywords
-            return MaskedLMTask.train_step(task, sample, model, _Bf16Autocast(criterion), *args, **kwargs)
-        task.train_step = train_step
     trainer = Trainer(cfg, task, net, crit)
     losses, t0, epoch = [], time.perf_counter(), 1
     while len(losses) < updates:
