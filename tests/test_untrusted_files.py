@@ -69,6 +69,149 @@ def test_literal_values_still_load(plain_checkpoint, tmp_path):
     assert eval(state["cfg"].optimizer.adam_betas) == (0.9, 0.98)  # the literal, rewritten
 
 
+def _other_architecture(plain: Path, out: Path, payload: str, old_style: bool) -> Path:
+    """A copy of a real checkpoint that says it is fairseq's fconv_lm with code in
+    ``decoder_layers`` (fconv_lm passes it to ``eval``): still plain data. ``old_style`` writes
+    it as a checkpoint of fairseq's argparse era, one ``args`` namespace and no ``cfg``."""
+    import argparse
+
+    state = torch.load(plain, map_location="cpu", weights_only=True)
+    if old_style:
+        flat = {}
+        for group in ("common", "checkpoint", "dataset", "optimization", "task", "criterion", "optimizer",
+                      "lr_scheduler"):
+            value = state["cfg"].get(group)
+            flat.update(vars(value) if isinstance(value, argparse.Namespace) else dict(value or {}))
+        flat.update(vars(state["cfg"]["model"]))
+        flat = {k: v for k, v in flat.items() if k != "_name"}
+        flat.update(arch="fconv_lm", decoder_layers=payload, task="masked_lm", criterion="masked_lm")
+        state["args"] = argparse.Namespace(**flat)
+        state["cfg"] = None
+    else:
+        model = state["cfg"]["model"]
+        setattr(model, "_name", "fconv_lm")
+        setattr(model, "arch", "fconv_lm")
+        setattr(model, "decoder_layers", payload)
+    torch.save(state, out)
+    torch.load(out, weights_only=True)  # it passes torch's weights-only load
+    return out
+
+
+@pytest.mark.parametrize("old_style", [False, True], ids=["cfg", "args"])
+def test_a_checkpoint_of_another_family_is_refused_before_anything_is_built(plain_checkpoint, data_bin, tmp_path,
+                                                                            old_style):
+    import truneg_fairseq  # noqa: F401  (installs the checks)
+    from fairseq import checkpoint_utils
+
+    from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
+    from truneg_fairseq.compat import UnsafeCheckpointError
+
+    marker = tmp_path / "PWNED"
+    evil = _other_architecture(plain_checkpoint, tmp_path / "evil.pt", _payload(marker), old_style)
+    with pytest.raises(CheckpointError, match=r"evil\.pt is a checkpoint of architecture 'fconv_lm', which the "
+                                              r"plugin does not load: .*electra.*roberta"):
+        load_for_inference(evil, str(data_bin))
+    # fairseq's own loaders under the plugin (what fairseq-validate or a resume call) refuse the field
+    with pytest.raises(UnsafeCheckpointError, match=r"decoder_layers is .*fairseq evaluates this field"):
+        checkpoint_utils.load_model_ensemble_and_task([str(evil)], arg_overrides={"data": str(data_bin)})
+    runs = {
+        "evaluate": run_script("evaluate_mlm.py", ["--data", str(data_bin), str(evil)]),
+        "export": run_script("convert_hf.py", ["export", str(evil), str(tmp_path / "hf"), "--data", str(data_bin)]),
+    }
+    for name, proc in runs.items():
+        assert not marker.exists(), name
+        assert proc.returncode != 0, name
+        lines = [line for line in proc.stderr.splitlines() if "fconv_lm" in line]
+        assert len(lines) == 1 and str(evil) in lines[0] and "does not load" in lines[0], (name, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr, name
+    assert not marker.exists() and not (tmp_path / "hf").exists()
+
+
+def test_the_loadable_families_are_the_plugins_own():
+    import truneg_fairseq  # noqa: F401
+    from truneg_fairseq.compat import loadable_architectures
+
+    names = loadable_architectures()
+    for arch in ("roberta", "roberta_base", "roberta_large", "truneg_roberta_base", "bert_hf_base", "electra_small",
+                 "electra", "cline_roberta_base", "cline_electra_small", "cline_bert_hf_base"):
+        assert arch in names, arch
+    for arch in ("fconv_lm", "fconv", "fconv_self_att", "transformer_lm", "lightconv_lm", "wav2vec2", "hubert",
+                 "wav2vec", "s2t_transformer", "transformer", "roberta_enc_dec", "bert_base"):
+        assert arch not in names, arch
+
+
+def fairseq_evaluated_fields():
+    """The config fields the installed fairseq evaluates as Python, read from its source: the
+    first argument of every ``eval(...)`` and ``eval_str_list/eval_str_dict/eval_bool(...)``
+    call, when it is a field (``cfg.x``, ``args.x``, ``getattr(args, "x")``) or a variable named
+    as one of fairseq's options (``xformers_att_config`` handed down as a parameter). What else
+    reaches an ``eval`` (a line of a data file, argparse converting the command line) is no
+    checkpoint field; those call sites are returned too, so that the test shows they were seen."""
+    import ast
+
+    import fairseq
+
+    root = Path(fairseq.__file__).parent
+    sources = {p: p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*.py"))}
+    options = set()
+    for text in sources.values():
+        options.update(m.replace("-", "_") for m in re.findall(r"[\"']--([A-Za-z0-9][A-Za-z0-9_-]*)[\"']", text))
+        options.update(re.findall(r"^\s+([A-Za-z_][A-Za-z0-9_]*)\s*:[^=\n]+=\s*field\(", text, re.M))
+    fields, other = set(), []
+    for path, text in sources.items():
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            f = node.func
+            python_eval = isinstance(f, ast.Name) and f.id == "eval"
+            helper = (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None) in (
+                "eval_str_list", "eval_str_dict", "eval_bool")
+            if not (python_eval or helper):
+                continue
+            arg = node.args[0]
+            if isinstance(arg, ast.Attribute):
+                fields.add(arg.attr)
+            elif (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "getattr"
+                  and len(arg.args) >= 2 and isinstance(arg.args[1], ast.Constant)):
+                fields.add(arg.args[1].value)
+            elif isinstance(arg, ast.Name) and arg.id in options:
+                fields.add(arg.id)
+            else:
+                other.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(arg)}")
+    return fields, other
+
+
+def test_every_field_fairseq_evaluates_is_checked():
+    from truneg_fairseq.compat import _evaluated
+
+    fields, other = fairseq_evaluated_fields()
+    assert {"decoder_layers", "encoder_layers", "character_filters", "conv_feature_layers",
+            "conv_aggregator_layers", "adam_betas", "xformers_att_config"} <= fields  # the scan finds them
+    assert sorted(f for f in fields if not _evaluated(f)) == []
+    # what is not a field: data lines, argparse converters (x, uf), local strings of a script
+    assert all(re.search(r": (x|uf|line(\.strip\(\))?|[a-z_]+)$", site) for site in other), other
+
+
+@pytest.mark.parametrize("text,ok", [
+    ("[(512, 3)] * 20", True), ("[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512, 2, 2)] * 2", True),
+    (" (0.9, 0.98)", True), ("0,2", True), ("True", True), ("{'a': [1, 2]}", True),
+    ("[0] * 10 ** 12", False), ("[0] * 100000 * 100000", False), ("__import__('os')", False),
+    ("[x for x in ()]", False), ("().__class__", False),
+])
+def test_fairseqs_own_default_forms_pass_and_code_does_not(text, ok):
+    from truneg_fairseq.compat import UnsafeCheckpointError, safe_literal
+
+    if ok:
+        assert eval(safe_literal(text, "f")) == eval(text.strip())
+    else:
+        with pytest.raises(UnsafeCheckpointError):
+            safe_literal(text, "f")
+
+
 @pytest.mark.parametrize("key,value", [
     ("hidden_dropout_prob", "--user-dir=EVILPKG"),
     ("num_hidden_layers", "--user-dir=EVILPKG"),

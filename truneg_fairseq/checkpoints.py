@@ -93,8 +93,9 @@ def load_for_inference(checkpoint, data: Optional[str] = None, overrides: Option
                        flag: str = "--data", needs: str = "dict.txt"):
     """(models, cfg, task) of a fairseq checkpoint, the plugin's one loading path for inference
     (scripts, evaluation, HuggingFace export), so that every reader gets the same checks and the
-    same errors: the checkpoint's config is checked for evaluated values
-    (:mod:`truneg_fairseq.compat`), the data directory resolved by :func:`data_dir_for`, an
+    same errors: the checkpoint must be of a family the plugin trains and converts (RoBERTa, BERT,
+    ELECTRA, CLINE: :func:`~truneg_fairseq.compat.check_architecture`, before anything is built)
+    and its config is checked for evaluated values (:mod:`truneg_fairseq.compat`), the data directory resolved by :func:`data_dir_for`, an
     ELECTRA discriminator saved alone built by :func:`build_model` (fairseq's loader would hand
     it to ``--task electra``, which refuses it), the models returned in eval mode (dropout off:
     the caller predicts, it does not train) and every loading problem raised as one
@@ -105,12 +106,13 @@ def load_for_inference(checkpoint, data: Optional[str] = None, overrides: Option
 
     # importing this module ran the package root: the plugin's names are registered and the
     # loading shims installed before fairseq reads the checkpoint
-    from truneg_fairseq.compat import UnsafeCheckpointError
+    from truneg_fairseq.compat import UnsafeCheckpointError, plugin_families_only
 
     if not os.path.isfile(str(checkpoint)):
         raise CheckpointError(f"checkpoint {checkpoint} not found")
     try:
-        state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
+        with plugin_families_only():  # only the plugin's families are built here
+            state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
     except UnsafeCheckpointError as e:
         raise CheckpointError(str(e)) from None
     except Exception as e:
