@@ -31,8 +31,17 @@
    such a field holds. Every config fairseq reads from a checkpoint file
    (``checkpoint_utils.load_checkpoint_to_cpu``: fairseq-train's resume and ``--restore-file``,
    ``load_model_ensemble_and_task``, the hub, every script of the plugin) is checked first: each
-   of those fields must be empty or a Python literal (it is rewritten as the literal's own
-   ``repr``); anything else refuses the file with one error naming the field.
+   of those fields must be empty or plain data (a literal, or lists joined by ``+`` and repeated
+   by ``*`` an integer, as fairseq's fconv and wav2vec defaults are written); anything else
+   refuses the file with one error naming the field. The field set covers every field fairseq
+   evaluates anywhere (a test derives it from fairseq's source), since fairseq builds whatever
+   model a file names. The plugin's own loaders (``checkpoints.load_for_inference``: its scripts,
+   evaluation and HuggingFace export) go further and are an allow-list: a checkpoint must be of
+   the families the plugin trains and converts (fairseq's ``RobertaModel`` and the plugin's
+   models, read from fairseq's registries) and any other architecture (``cfg.model._name``, or
+   ``args.arch`` of an old-style checkpoint) is refused before anything is built. fairseq's own
+   commands under the plugin (``fairseq-train`` resume, ``--restore-file``) keep loading other
+   models, a user's own runs, with the field check alone.
 5. ``numpy.compat.long`` under NumPy 2 (``numpy_compat_long``): fairseq's ``TokenBlockDataset``
    with ``--sample-break-mode eos`` names it, and NumPy 2 removed ``numpy.compat``.
 6. fairseq's prefetching threads stop before the interpreter exits (``stop_prefetch_at_exit``):
