@@ -58,7 +58,9 @@ def embed_init_flag(family: Family) -> Optional[Tuple[str, int]]:
         flag, size_flag, default = "--truneg-embed-init", "--encoder-embed-dim", 768
     elif arch.startswith("electra"):
         flag, size_flag = "--electra-embed-init", "--electra-embed-dim"
-        default = {"electra_small": 128, "electra_large": 1024}.get(arch, 768)
+        from truneg_fairseq.models.electra_config import ELECTRA_SIZES
+
+        default = ELECTRA_SIZES.get(arch, ELECTRA_SIZES["electra_base"]).embed  # --arch electra: base's
     else:
         return None
     return flag, int(a[a.index(size_flag) + 1]) if size_flag in a else default
