@@ -70,6 +70,7 @@ def main(argv=None) -> int:
     from truneg_fairseq.data import cline
     from truneg_fairseq.evaluation import hits as hits_eval
     from truneg_fairseq.io_utils import atomic_open
+    from truneg_fairseq.text import PieceEncoder
 
     for ck in args.checkpoints:
         if not os.path.isfile(ck):
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
     except CheckpointError as e:
         fail(str(e))
     try:
-        encoder = cline.PieceEncoder(TokenizerSpec.from_args(args))
+        encoder = PieceEncoder(TokenizerSpec.from_args(args))
     except cline.ClineDataError as e:
         fail(str(e))
     if args.triplets:

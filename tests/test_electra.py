@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from truneg_fairseq.criterions import losses
-from utils import TINY_ELECTRA, build_components, valid_batch
+from utils import REPO, TINY_ELECTRA, build_components, valid_batch
 
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 PAD = 1
@@ -59,6 +59,40 @@ def test_parameter_counts_per_arch():
     large = arch_cfg("electra_large").model  # 335M parameters: sizes checked, not built
     assert (large.electra_hidden_dim, large.electra_layers, large.electra_heads, large.electra_ffn_dim) == (1024, 24, 16, 4096)
     assert large.electra_gen_hidden_dim * 4 == large.electra_hidden_dim  # generator 1/4 width
+
+
+# ElectraSize field -> the model field it sets
+SIZE_FIELDS = {"embed": "electra_embed_dim", "hidden": "electra_hidden_dim", "layers": "electra_layers",
+               "heads": "electra_heads", "ffn": "electra_ffn_dim", "gen_hidden": "electra_gen_hidden_dim",
+               "gen_heads": "electra_gen_heads", "gen_ffn": "electra_gen_ffn_dim", "max_positions": "electra_max_positions"}
+
+
+@pytest.mark.parametrize("arch", ["electra_small", "electra_base", "electra_large"])
+def test_registered_archs_read_the_sizes_table(arch):
+    from truneg_fairseq.models.electra import ELECTRA_SIZES
+
+    model = arch_cfg(arch).model
+    size = ELECTRA_SIZES[arch]
+    assert {f: getattr(model, SIZE_FIELDS[f]) for f in size._fields} == size._asdict()
+    assert model.electra_gen_layers == size.layers  # the generator has the discriminator's depth
+
+
+def test_example_configs_agree_with_the_sizes_table():
+    """The hydra configs name an arch and may spell sizes out: those must be the table's."""
+    import yaml
+
+    from truneg_fairseq.models.electra import ELECTRA_SIZES
+
+    configs = sorted((REPO / "examples" / "electra" / "config").glob("*.yaml"))
+    assert configs
+    for path in configs:
+        model = yaml.safe_load(path.read_text(encoding="utf-8")).get("model") or {}
+        size = ELECTRA_SIZES[model["_name"]]
+        for f, value in size._asdict().items():
+            if SIZE_FIELDS[f] in model:
+                assert model[SIZE_FIELDS[f]] == value, f"{path.name}: {SIZE_FIELDS[f]}"
+        if "electra_gen_layers" in model:
+            assert model["electra_gen_layers"] == size.layers, f"{path.name}: electra_gen_layers"
 
 
 def test_generator_output_tied_and_embeddings_shared(data_bin):

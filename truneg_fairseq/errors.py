@@ -5,3 +5,9 @@ nothing of the package, so every module may raise them)."""
 class CorpusError(ValueError):
     """A corpus, vocabulary or tokenizer file that cannot be used as given; the message names the
     file and what to do."""
+
+
+class ClineDataError(ValueError):
+    """CLINE data that cannot be built as asked (settings, input files, a tokenizer without piece
+    spans). Here rather than in the CLINE data module because the piece encoder of the text layer
+    raises it too, and the scripts catch one type."""

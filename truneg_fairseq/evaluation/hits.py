@@ -7,14 +7,14 @@ states (layer 0 = the embeddings): cosine of the <s> vectors ("cls"), cosine of 
 token vectors ("mean"), and BERTScore F1 (greedy token matching by cosine, "bertscore"). <s>,
 </s> and padding are left out of "mean" and "bertscore".
 
-The triplets come from :func:`truneg_fairseq.data.cline.make_hits_triplets`; their sentences are
-encoded by :class:`truneg_fairseq.data.cline.PieceEncoder`.
+The triplets come from :func:`truneg_fairseq.data.cline_triples.make_hits_triplets`; their sentences are
+encoded by :class:`truneg_fairseq.text.pieces.PieceEncoder`.
 """
 
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 if TYPE_CHECKING:
-    from truneg_fairseq.data.cline import PieceEncoder
+    from truneg_fairseq.text.pieces import PieceEncoder
 
 HITS_METHODS = ("cls", "mean", "bertscore")
 

@@ -14,6 +14,8 @@ discriminator, built from fairseq's own transformer encoder layers.
 * Heads are named modules (``discriminator_head.{dense,out_proj}``,
   ``generator_head.{dense,layer_norm}``); checkpoints written with the earlier positional keys
   (``.0``/``.2``) are renamed on load.
+
+Building blocks: :mod:`.electra_parts`; fields and sizes table: :mod:`.electra_config` (re-exported).
 """
 
 import contextlib
@@ -21,22 +23,22 @@ import dataclasses
 import inspect
 import logging
 import math
-from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from fairseq import utils
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaClassificationHead
-from fairseq.models.transformer import TransformerConfig
-from fairseq.modules import LayerNorm, PositionalEmbedding
-from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
-from truneg_fairseq.models import embed_init, import_sizes
+from truneg_fairseq.models import embed_init
+from truneg_fairseq.models.electra_config import (  # noqa: F401  (the module's public names, kept here)
+    ELECTRA_SIZES, IMPORTED_SIZES, ElectraConfig, ElectraSize, electra_sizes,
+)
+from truneg_fairseq.models.electra_parts import (  # noqa: F401
+    ElectraDiscriminatorHead, ElectraEmbeddings, ElectraGeneratorHead, ElectraStack,
+)
 from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.objectives import ReplacedTokenDetection
 
@@ -83,126 +85,8 @@ def watch_dynamo_fallback() -> _DynamoFallbackWarning:
         logging.getLogger("torch._dynamo").addHandler(_FALLBACK_WATCH)
     return _FALLBACK_WATCH
 
+
 GENERATOR_PREFIXES = ("generator.", "generator_head.", "generator_bias")
-# what --electra-sizes-from takes from an import (dropout and the discriminator-only switch stay
-# the command line's)
-IMPORTED_SIZES = ("electra_embed_dim", "electra_hidden_dim", "electra_layers", "electra_heads", "electra_ffn_dim",
-                  "electra_gen_hidden_dim", "electra_gen_layers", "electra_gen_heads", "electra_gen_ffn_dim",
-                  "electra_max_positions", "electra_layernorm_eps")
-
-
-@dataclass
-class ElectraConfig(FairseqDataclass):
-    # sizes: None = set by --arch (electra_small/base/large; electra_base's for --arch electra).
-    # Left unset here so that an arch name also sizes the model under fairseq-hydra-train,
-    # which fills a config's missing fields from these defaults before the arch function runs
-    electra_embed_dim: Optional[int] = field(default=None, metadata={"help": "token/position embedding size (shared); default: the arch's"})
-    electra_hidden_dim: Optional[int] = field(default=None, metadata={"help": "discriminator hidden size; default: the arch's"})
-    electra_layers: Optional[int] = field(default=None, metadata={"help": "discriminator layers; default: the arch's"})
-    electra_heads: Optional[int] = field(default=None, metadata={"help": "discriminator attention heads; default: the arch's"})
-    electra_ffn_dim: Optional[int] = field(default=None, metadata={"help": "discriminator FFN size; default: the arch's"})
-    electra_gen_hidden_dim: Optional[int] = field(default=None, metadata={"help": "generator hidden size; default: the arch's"})
-    electra_gen_layers: Optional[int] = field(default=None, metadata={"help": "generator layers; default: the arch's"})
-    electra_gen_heads: Optional[int] = field(default=None, metadata={"help": "generator attention heads; default: the arch's"})
-    electra_gen_ffn_dim: Optional[int] = field(default=None, metadata={"help": "generator FFN size; default: the arch's"})
-    electra_max_positions: Optional[int] = field(default=None, metadata={"help": "learned positions; default: the arch's (512)"})
-    electra_dropout: float = field(default=0.1, metadata={"help": "dropout"})
-    electra_attention_dropout: float = field(default=0.1, metadata={"help": "attention dropout"})
-    electra_activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
-        default="gelu", metadata={"help": "activation in FFNs and heads"}
-    )
-    electra_sample_temperature: float = field(
-        default=1.0, metadata={"help": "temperature of the generator softmax the replacements are sampled from"}
-    )
-    electra_pooler_dropout: float = field(default=0.1, metadata={"help": "dropout in classification heads"})
-    electra_pooler_activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
-        default="tanh", metadata={"help": "activation in classification heads"}
-    )
-    electra_layernorm_eps: Optional[float] = field(
-        default=None,
-        metadata={"help": "epsilon of every LayerNorm; default 1e-5, or the import's (1e-12 for published "
-                  "BERT/ELECTRA) with --electra-sizes-from"},
-    )
-    electra_discriminator_only: bool = field(
-        default=False,
-        metadata={"help": "build the discriminator alone (automatic for tasks that do not pre-train a generator)"},
-    )
-    electra_freeze_discriminator: bool = field(
-        default=False,
-        metadata={"help": "train the generator alone: the discriminator, its head and the shared embeddings keep "
-                  "their values (the warm-up of a fresh generator for a discriminator published without one)"},
-    )
-    electra_embed_init: Optional[str] = field(default=None, metadata={"help": embed_init.HELP})
-    electra_sizes_from: Optional[str] = field(
-        default=None,
-        metadata={"help": "take every size left unset (embedding, hidden, layers, heads, FFN of the discriminator "
-                  "and the generator, positions, LayerNorm eps) from DIR/import.json, written by "
-                  "scripts/convert_hf.py import; read when the model is configured, so checkpoints hold the sizes "
-                  "themselves"},
-    )
-
-
-def _layer_config(hidden, heads, ffn, cfg: ElectraConfig) -> TransformerConfig:
-    tc = TransformerConfig()
-    tc.encoder.embed_dim = hidden
-    tc.encoder.attention_heads = heads
-    tc.encoder.ffn_embed_dim = ffn
-    tc.encoder.normalize_before = False  # post-LN, as BERT/ELECTRA
-    tc.dropout = cfg.electra_dropout
-    tc.attention_dropout = cfg.electra_attention_dropout
-    tc.activation_dropout = 0.0
-    tc.activation_fn = cfg.electra_activation_fn
-    return tc
-
-
-class ElectraEmbeddings(nn.Module):
-    """Token + learned position embeddings, LayerNorm, dropout: B x T -> B x T x E."""
-
-    def __init__(self, vocab_size, embed_dim, padding_idx, max_positions, dropout):
-        super().__init__()
-        self.padding_idx = padding_idx
-        self.embed_tokens = nn.Embedding(vocab_size, embed_dim, padding_idx)
-        self.embed_positions = PositionalEmbedding(max_positions, embed_dim, padding_idx, learned=True)
-        self.layer_norm = LayerNorm(embed_dim)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, tokens):
-        x = self.embed_tokens(tokens) + self.embed_positions(tokens)  # B x T x E
-        return self.dropout(self.layer_norm(x))
-
-
-class ElectraDiscriminatorHead(nn.Module):
-    """Replaced-token detection: dense -> activation (-> LayerNorm) -> one logit per token
-    (... x H -> ...). ELECTRA's head has no LayerNorm; CLINE's RTD head on a RoBERTa/BERT encoder
-    has one (``layer_norm=True``)."""
-
-    def __init__(self, hidden: int, activation_fn: str, layer_norm: bool = False):
-        super().__init__()
-        self.dense = nn.Linear(hidden, hidden)
-        self.activation_fn = utils.get_activation_fn(activation_fn)
-        self.layer_norm = LayerNorm(hidden) if layer_norm else None
-        self.out_proj = nn.Linear(hidden, 1)
-
-    def forward(self, x):
-        x = self.activation_fn(self.dense(x))
-        if self.layer_norm is not None:
-            x = self.layer_norm(x)
-        return self.out_proj(x).squeeze(-1)
-
-
-class ElectraGeneratorHead(nn.Module):
-    """Masked-LM transform: dense (H_gen -> E) -> activation -> LayerNorm; the output projection
-    is the (tied) token embedding, applied by the model."""
-
-    def __init__(self, hidden: int, embed_dim: int, activation_fn: str):
-        super().__init__()
-        self.dense = nn.Linear(hidden, embed_dim)
-        self.activation_fn = utils.get_activation_fn(activation_fn)
-        self.layer_norm = LayerNorm(embed_dim)
-
-    def forward(self, x):
-        return self.layer_norm(self.activation_fn(self.dense(x)))
-
 
 # positional keys written before the heads were named modules -> current names
 _OLD_HEAD_KEYS = {
@@ -211,35 +95,6 @@ _OLD_HEAD_KEYS = {
     "generator_head.0.": "generator_head.dense.",
     "generator_head.2.": "generator_head.layer_norm.",
 }
-
-
-class ElectraStack(nn.Module):
-    """Projection from the shared embedding size plus fairseq transformer encoder layers."""
-
-    def __init__(self, embed_dim, hidden, layers, heads, ffn, cfg):
-        super().__init__()
-        self.project = nn.Linear(embed_dim, hidden) if embed_dim != hidden else None
-        tc = _layer_config(hidden, heads, ffn, cfg)
-        self.layers = nn.ModuleList([TransformerEncoderLayerBase(tc) for _ in range(layers)])
-
-    def forward(self, x, padding_mask, return_all_hiddens: bool = False):
-        """x: B x T x E embeddings, padding_mask: B x T bool, or None for a batch without padding
-        (attention then runs without a mask, which lets SDPA pick its FlashAttention kernel)
-        -> B x T x H features (with ``return_all_hiddens``: a list of L + 1 of them, the
-        projected embeddings first)."""
-        if self.project is not None:
-            x = self.project(x)  # B x T x H
-        if padding_mask is not None:
-            x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))
-        x = x.transpose(0, 1)  # T x B x H (fairseq layers are time-major)
-        states = [x] if return_all_hiddens else None
-        for layer in self.layers:
-            x = layer(x, encoder_padding_mask=padding_mask)
-            if states is not None:
-                states.append(x)
-        if states is not None:
-            return [h.transpose(0, 1) for h in states]
-        return x.transpose(0, 1)  # B x T x H
 
 
 @register_model("electra", dataclass=ElectraConfig)
@@ -574,40 +429,21 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
                     state_dict[key] = p
 
 
-def electra_sizes(args, emb, hidden, layers, heads, ffn, g_hidden, g_heads, g_ffn, max_pos=512):
-    """Set every size the command line or config left unset (None or missing); the generator
-    has the discriminator's depth unless given."""
-    def fill(name, value):
-        if getattr(args, name, None) is None:
-            setattr(args, name, value)
-
-    import_sizes.apply(args, "electra_sizes_from", keys=IMPORTED_SIZES)
-    fill("electra_embed_dim", emb)
-    fill("electra_hidden_dim", hidden)
-    fill("electra_layers", layers)
-    fill("electra_heads", heads)
-    fill("electra_ffn_dim", ffn)
-    fill("electra_gen_hidden_dim", g_hidden)
-    fill("electra_gen_layers", args.electra_layers)
-    fill("electra_gen_heads", g_heads)
-    fill("electra_gen_ffn_dim", g_ffn)
-    fill("electra_max_positions", max_pos)
-    fill("electra_layernorm_eps", 1e-5)
+def _arch(args, name: str) -> None:
+    """Size ``args`` from the one table (:data:`ELECTRA_SIZES`), which the benchmarks read too."""
+    electra_sizes(args, *ELECTRA_SIZES[name])
 
 
 @register_model_architecture("electra", "electra_small")
 def electra_small_architecture(args):
-    # 128-d embeddings projected to 256; generator at 1/4 width (64 hidden, 1 head, FFN 256)
-    electra_sizes(args, 128, 256, 12, 4, 1024, 64, 1, 256)
+    _arch(args, "electra_small")
 
 
 @register_model_architecture("electra", "electra_base")
 def electra_base_architecture(args):
-    # generator at 1/3 width (256 hidden, 4 heads, FFN 1024)
-    electra_sizes(args, 768, 768, 12, 12, 3072, 256, 4, 1024)
+    _arch(args, "electra_base")
 
 
 @register_model_architecture("electra", "electra_large")
 def electra_large_architecture(args):
-    # generator at 1/4 width (256 hidden, 4 heads, FFN 1024)
-    electra_sizes(args, 1024, 1024, 24, 16, 4096, 256, 4, 1024)
+    _arch(args, "electra_large")

@@ -24,6 +24,9 @@ One flag set names a tokenizer (``spec.py``): scripts add ``--tokenizer``, ``--s
 :func:`add_tokenizer_args`; fairseq configs inherit the same fields under their owner's prefix
 from :func:`tokenizer_fields` (``squad_tokenizer``, ``electra_spm_model``, ...); both are read
 into a :class:`TokenizerSpec`.
+
+:class:`PieceEncoder` (``pieces.py``) tokenizes whitespace words with each piece's span inside its
+word: what CLINE's replaced-piece labels and the Hits evaluation need.
 """
 
 from truneg_fairseq.text.spec import (  # noqa: F401
@@ -41,5 +44,6 @@ from truneg_fairseq.text.tokenizers import (  # noqa: F401
     WhitespaceTokenizer, WordPieceTokenizer, build_tokenizer, is_word, load_dictionary_view, split_words,
     tokenizer_from_args,
 )
+from truneg_fairseq.text.pieces import PIECE_KINDS, PieceEncoder  # noqa: F401
 from truneg_fairseq.text.fairseq_bpe import WordPieceBPE  # noqa: F401  (registers --bpe wordpiece)
 from truneg_fairseq.text.whole_words import give_masked_lm_whole_words, whole_word_args  # noqa: F401

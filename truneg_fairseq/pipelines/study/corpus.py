@@ -1,0 +1,105 @@
+"""The study's data: the word-level corpus (WordNet or the user's text, lower-cased, punctuation
+split off, lines with a word outside the dictionary left out), its data-bin and the WordNet
+synonym table of its dictionary. Steps whose outputs exist are reused."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.pipelines.study.run import Runner
+from truneg_fairseq.pipelines.study.setting import REPO, Setting
+
+# lower-cased words (with an inner apostrophe), numbers, and every other character on its own
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[^\sa-z0-9]")
+
+
+def word_tokenize(line: str) -> str:
+    """Lower-case ``line`` and split punctuation off the words ("Main, primary." -> "main ,
+    primary .")."""
+    return " ".join(_WORD.findall(line.lower()))
+
+
+def prepare_data(work: str, setting: Setting, run: Runner, inputs: Optional[Sequence[str]] = None) -> Tuple[str, str]:
+    """Word-level corpus, data-bin and synonym table under ``work``; returns (data_bin, table)."""
+    data_bin = os.path.join(work, "data-bin")
+    table = os.path.join(data_bin, "synonyms.npz")
+    text = os.path.join(work, "corpus.txt")
+    if not os.path.isfile(os.path.join(data_bin, "dict.txt")):
+        if not os.path.isfile(text):
+            from truneg_fairseq.data.corpus import read_text_lines, wordnet_gloss_lines
+
+            raw = (l for p in inputs for l in read_text_lines(p)) if inputs else \
+                wordnet_gloss_lines(headwords=setting.corpus == "entries")
+            lines = corpus_lines(raw, setting, run.log)
+            with atomic_open(text, "w", encoding="utf-8") as f:
+                f.writelines(l + "\n" for l in lines)
+            run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
+        run([sys.executable, os.path.join(REPO, "scripts", "prepare_corpus.py"), "--input", text, "--output-dir", work,
+             "--tokenizer", "whitespace", "--vocab-size", str(setting.vocab_size),
+             "--valid-fraction", str(setting.valid_fraction), "--seed", str(setting.seed)], "prepare_corpus")
+    else:
+        run.commands.append(f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)")
+    if not os.path.isfile(table):
+        run.here(lambda: build_synonym_table(data_bin, table, run.log),
+                 [sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict",
+                  os.path.join(data_bin, "dict.txt"), "--tokenizer", "whitespace", "--output", table], "synonym_table")
+    else:
+        run.commands.append(f"# reused {table} (scripts/build_synonym_table.py --tokenizer whitespace)")
+    return data_bin, table
+
+
+def build_synonym_table(data_bin: str, table: str, log: logging.Logger) -> None:
+    """The WordNet synonym table of the word-level dictionary (what ``scripts/build_synonym_table.py
+    --tokenizer whitespace`` writes)."""
+    from truneg_fairseq.lexicon import build_table, vocab_view
+
+    view = vocab_view(os.path.join(data_bin, "dict.txt"), "whitespace")
+    built, report = build_table(view, source="wordnet")
+    built.save(table)
+    log.info(f"{table}: {report.num_pairs} synonym pairs; {report.describe(len(view.symbols))}")
+
+
+def corpus_lines(raw, setting: Setting, log: logging.Logger) -> List[str]:
+    """Tokenized lines (:func:`word_tokenize`) of ``raw`` for the setting: at most
+    ``max_lines``; lines longer than a sample left out; with ``in_vocab_only`` also the lines
+    holding a word outside the ``vocab_size`` most frequent ones (each count logged)."""
+    from collections import Counter
+
+    lines, too_long = [], 0
+    for line in raw:
+        words = word_tokenize(line)
+        if not words:
+            continue
+        if len(words.split()) > setting.tokens_per_sample - 2:  # <s> and </s> take two positions
+            too_long += 1
+            continue
+        lines.append(words)
+        if setting.max_lines and len(lines) >= setting.max_lines:
+            break
+    if too_long:
+        log.info(f"left out {too_long} lines longer than {setting.tokens_per_sample - 2} words")
+    if setting.in_vocab_only:
+        counts = Counter(w for l in lines for w in l.split())
+        keep = {w for w, _ in counts.most_common(setting.vocab_size)}
+        kept = [l for l in lines if all(w in keep for w in l.split())]
+        log.info(f"kept {len(kept)} of {len(lines)} lines: {len(lines) - len(kept)} hold a word outside the "
+                 f"{len(keep)} most frequent (the dictionary), so no <unk> is left to predict")
+        lines = kept
+    return lines
+
+
+def unknown_rates(data_bin: str) -> Dict[str, float]:
+    """% of the tokens of each split that are <unk> (fairseq-preprocess's preprocess.log)."""
+    out = {}
+    path = os.path.join(data_bin, "preprocess.log")
+    if os.path.isfile(path):
+        for line in open(path, encoding="utf-8"):
+            m = re.search(r"/(\w+)\.txt: .*?([0-9.]+)% replaced", line)
+            if m:
+                out[m.group(1)] = float(m.group(2))
+    return out
