@@ -45,6 +45,19 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_output_is_no_input(args) -> None:
+    """--output replaces its file: naming an input there (say --dict) would destroy the input
+    with the table built from it, so it is refused before anything is read."""
+    out = os.path.realpath(args.output)
+    for flag in ("dict", "spm_model", "gpt2_encoder_json", "gpt2_vocab_bpe", "vocab", "vectors"):
+        value = getattr(args, flag, None)
+        if value and os.path.realpath(value) == out:
+            fail(f"--output {args.output} is the --{flag.replace('_', '-')} input: the table would overwrite it. "
+                 "Give another --output (e.g. synonyms.npz beside dict.txt)")
+    if os.path.isdir(out):
+        fail(f"--output {args.output} is a directory: give the table's file name (e.g. {os.path.join(args.output, 'synonyms.npz')})")
+
+
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.build_synonym_table")
@@ -53,6 +66,7 @@ def main(argv=None) -> int:
 
     if args.source == "embedding" and not args.vectors:
         fail("--source embedding needs --vectors FILE (GloVe or word2vec text format)")
+    _check_output_is_no_input(args)
     try:
         tokenizer = tokenizer_from_args(args, view_only=True)
         check_record(args.dict, tokenizer)

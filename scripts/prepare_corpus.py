@@ -101,13 +101,22 @@ def _prepare(args, log) -> int:
         if lines_wp and args.srcdict:
             _check_wordpiece_srcdict(args.srcdict, lines_wp, args.vocab)
         lines = _read_lines(args, log)
-        with staged_entries(args.output_dir, "prepare_corpus.py", OUTPUTS, log.warning) as stage:
+        with staged_entries(args.output_dir, "prepare_corpus.py", OUTPUTS, log.warning, inputs=_inputs(args)) as stage:
             dest = _build(args, log, str(stage), lines, tokenizer, lines_wp)
         dest = os.path.join(args.output_dir, "data-bin")
         log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')})")
     except (corpus.CorpusError, OutputDirError) as e:
         fail(re.sub(r"/\.prepare_corpus\.py\.new-\d+", "", str(e)))  # name the output directory, not the staging one
     return 0
+
+
+def _inputs(args) -> dict:
+    """The files this run reads, by flag: they stay where they are even inside --output-dir."""
+    inputs = {f"--input {p}": p for p in args.input or []}
+    for flag in ("srcdict", "spm_model", "vocab", "gpt2_encoder_json", "gpt2_vocab_bpe"):
+        if getattr(args, flag, None):
+            inputs["--" + flag.replace("_", "-")] = getattr(args, flag)
+    return inputs
 
 
 def _read_lines(args, log):

@@ -598,7 +598,8 @@ def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bo
             raise ConversionError(f"--generator is for ElectraForPreTraining; {ck.path} holds {ck.arch}")
         gen = read_hf_dir(generator_dir, "--generator", GENERATOR_ARCHS, need_vocab=False)
     out_dir = Path(out_dir).resolve()
-    with atomic_dir(out_dir, "convert_hf.py import") as work:
+    inputs = {"HF_DIR": hf_dir, "--generator": generator_dir}  # kept, even inside OUT_DIR
+    with atomic_dir(out_dir, "convert_hf.py import", inputs=inputs) as work:
         with open(work / "dict.txt", "w", encoding="utf-8") as f:
             f.write("".join(line + "\n" for line in dict_lines_of(ck.vocab)))
         with open(work / "vocab.txt", "w", encoding="utf-8") as f:
@@ -855,7 +856,9 @@ def export_hf(checkpoint, hf_dir, vocab_file=None, data=None, lowercase: Optiona
     if getattr(model, "classification_heads", None):
         logger.warning(f"classification heads {', '.join(model.classification_heads)} are not exported")
     hf_dir = Path(hf_dir).resolve()
-    with atomic_dir(hf_dir, "convert_hf.py export") as work, torch.no_grad():
+    inputs = {"CHECKPOINT": checkpoint, "--vocab": vocab_file, "--data": data,
+              "--gpt2-encoder-json": gpt2_files and gpt2_files[0], "--gpt2-vocab-bpe": gpt2_files and gpt2_files[1]}
+    with atomic_dir(hf_dir, "convert_hf.py export", inputs=inputs) as work, torch.no_grad():
         if isinstance(model, ElectraModel):
             written = _export_electra(model, symbols, vocab_file, work, lowercase)
         elif isinstance(model, RobertaModel):
