@@ -64,3 +64,30 @@ def test_fallback_to_eager_is_logged(data_bin, synonym_table, caplog):
             crit(model, sample)[0].backward()
     warned = [r for r in caplog.records if r.name == "truneg_fairseq.models.electra" and "--electra-compile" in r.message]
     assert warned and "runs that code eager" in warned[0].message and "recompile_limit" in warned[0].message
+
+
+def test_every_criterion_stays_compiled(data_bin, synonym_table, caplog):
+    """HC, SR and sentence-KL (its extra encoder passes: the filled sentence with gradient, the
+    original under no_grad) on the compiled stacks at the plugin's recompile limit: after the
+    first step no new variant is compiled and dynamo never falls back to eager."""
+    import pytest
+
+    for criterion in ("mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"):
+        flags = ["--criterion", criterion, "--mlm-prediction-slots", "static", "--synonym-table", str(synonym_table),
+                 "--electra-compile"]
+        task, model, crit = build_components(data_bin, flags, arch_args=TINY_ELECTRA, task="electra")
+        batches = _epoch(task, 16)[:4]
+        torch._dynamo.reset()
+        counters.clear()
+        model.compile_encoders(backend="eager")
+        model.train()
+        graphs = []
+        with caplog.at_level(logging.WARNING, logger="truneg_fairseq.models.electra"):
+            for sample in batches:
+                loss, _, _ = crit(model, sample)
+                loss.backward()
+                graphs.append(counters["stats"]["unique_graphs"])
+        assert len(batches) == 4 and graphs[0] >= 2 and graphs[1] == graphs[-1], (criterion, graphs)
+        fell_back = [r for r in caplog.records if "--electra-compile" in r.getMessage()]
+        if fell_back:
+            pytest.fail(f"{criterion}: {fell_back[0].getMessage()}")
