@@ -14,6 +14,7 @@ from utils import run_script
 
 from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
 from truneg_fairseq.convert import hf as hf_convert
+from truneg_fairseq.convert.build import _save_checkpoint
 from truneg_fairseq.convert.hf import ConversionError
 from truneg_fairseq.io_utils import MARKER
 
@@ -229,7 +230,7 @@ def test_roberta_export_loads_in_transformers(tmp_path, data_bin):
     task, model, _ = build_components(data_bin, ["--criterion", "masked_lm"])
     model.eval()
     ckpt = tmp_path / "rob.pt"
-    hf_convert._save_checkpoint(ckpt, _cfg_of(data_bin, TINY_ROBERTA), model)
+    _save_checkpoint(ckpt, _cfg_of(data_bin, TINY_ROBERTA), model)
     assert hf_convert.export_hf(ckpt, tmp_path / "hf") == ["RobertaForMaskedLM"]
     hf = RobertaForMaskedLM.from_pretrained(str(tmp_path / "hf")).eval()
     ids = valid_batch(task)["net_input"]["src_tokens"][:3].clone()  # B x T

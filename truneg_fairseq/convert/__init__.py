@@ -1,1 +1,2 @@
-"""HuggingFace BERT/ELECTRA directories in and ELECTRA/BERT/RoBERTa directories out (``hf.py``)."""
+"""HuggingFace BERT/ELECTRA directories in and ELECTRA/BERT/RoBERTa directories out (``hf.py``
+gathers the names; one module per job beside it)."""

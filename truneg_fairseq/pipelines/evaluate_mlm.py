@@ -114,7 +114,7 @@ def resolve_checkpoint(path) -> str:
     """A checkpoint file, or a directory written by ``convert_hf.py import`` (its model.pt).
     Any other directory is a :class:`CheckpointError` that says what it is: a HuggingFace model
     directory (config.json and weights) gets the import command."""
-    from truneg_fairseq.convert.hf import WEIGHT_FILES
+    from truneg_fairseq.convert.hf_dir import WEIGHT_FILES
 
     p = Path(path)
     if not p.is_dir():

@@ -1,0 +1,105 @@
+"""Vocabularies between HuggingFace and fairseq, kept apart from the weights because the row order
+decides how every embedding and output row moves.
+
+fairseq puts ``<s> <pad> </s> <unk>`` first and adds ``<mask>`` last, so the fairseq rows are
+HF's ``[CLS] [PAD] [SEP] [UNK]``, then every other WordPiece entry in HF id order, then
+``[MASK]``; ``dict.txt`` lists the entries between (same vocabulary size). An export writes
+the tokenizer files ``transformers`` reads: WordPiece for BERT and ELECTRA, GPT-2's byte-level
+BPE for RoBERTa."""
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from truneg_fairseq.convert.errors import ConversionError
+from truneg_fairseq.convert.hf_dir import _read_json
+from truneg_fairseq.text import BERT_MASK, BERT_SPECIALS
+
+logger = logging.getLogger(__name__)
+
+
+# HF WordPiece special -> fairseq symbol, in fairseq's row order (<mask> is appended last)
+SPECIALS, MASK = BERT_SPECIALS, BERT_MASK
+
+
+def hf_vocab_from_dictionary(symbols: List[str]) -> List[str]:
+    """fairseq dictionary symbols (row order) -> WordPiece entries with BERT's special names."""
+    to_hf = {fs: hf for hf, fs in SPECIALS + (MASK,)}
+    return [to_hf.get(s, s) for s in symbols]
+
+
+def _hf_vocab_order(symbols: List[str], vocab_file: Optional[Path]) -> Tuple[List[str], List[int]]:
+    """(HF vocabulary, fairseq row of each HF id). With ``vocab_file`` (the original vocab.txt,
+    e.g. the import's) the original ids come back; without it, fairseq's row order is kept."""
+    names = hf_vocab_from_dictionary(symbols)
+    if vocab_file is None:
+        return names, list(range(len(names)))
+    with open(vocab_file, encoding="utf-8") as f:
+        vocab = [line.rstrip("\r\n") for line in f]
+    while vocab and vocab[-1] == "":
+        vocab.pop()
+    row = {t: i for i, t in enumerate(names)}
+    if len(vocab) != len(names) or set(vocab) != set(row):
+        raise ConversionError(
+            f"--vocab {vocab_file} ({len(vocab)} entries) is not the model's vocabulary ({len(names)} entries "
+            "in its dict.txt); give the vocab.txt written by the import, or leave --vocab out"
+        )
+    return vocab, [row[t] for t in vocab]
+
+
+def _write_wordpiece(out: Path, vocab: List[str], lowercase: bool, max_length: int) -> None:
+    """vocab.txt and a tokenizer_config.json whose ``model_max_length`` is the position table's
+    size: transformers' tokenizers then truncate (``truncation=True``, pipelines) to what the
+    model can take instead of passing a longer input that fails inside the model."""
+    with open(out / "vocab.txt", "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in vocab))
+    tok_cfg = {"tokenizer_class": "BertTokenizer", "do_lower_case": lowercase, "unk_token": "[UNK]",
+               "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
+               "model_max_length": int(max_length)}
+    with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
+        json.dump(tok_cfg, f, indent=2)
+
+
+def _write_roberta_vocab(out: Path, symbols: List[str], dict_txt: Path, gpt2_files, max_length: int) -> None:
+    """fairseq's dict (always) and, with GPT-2's encoder.json + vocab.bpe, the byte-level BPE files
+    ``transformers``' RoBERTa tokenizer reads (vocab.json maps BPE strings to the model's rows)."""
+    shutil.copyfile(dict_txt, out / "dict.txt")
+    if not gpt2_files:
+        logger.warning("RoBERTa export without --gpt2-encoder-json/--gpt2-vocab-bpe: only dict.txt is written; "
+                       "give them to also write vocab.json and merges.txt")
+        return
+    encoder_json, vocab_bpe = gpt2_files
+    gpt2 = _read_json(Path(encoder_json))
+    by_id = {v: k for k, v in gpt2.items()}
+    vocab = {}
+    for row, sym in enumerate(symbols):
+        if sym.isdigit() and int(sym) in by_id:
+            vocab[by_id[int(sym)]] = row
+        elif row < 4 or sym == "<mask>":
+            vocab[sym] = row
+        else:
+            raise ConversionError(f"dictionary entry {sym!r} (row {row}) is not a GPT-2 BPE id of {encoder_json}")
+    with open(out / "vocab.json", "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    shutil.copyfile(vocab_bpe, out / "merges.txt")
+    with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "RobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>",
+                   "cls_token": "<s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
+                   "model_max_length": int(max_length)}, f, indent=2)
+
+
+def _recorded_lowercase(checkpoint, vocab_file, symbols) -> bool:
+    """Whether the exported tokenizer lower-cases: as the import recorded it, else as the
+    vocabulary shows (lower-case only when no entry has an upper-case letter), the rule the
+    plugin's own WordPiece applies (``--lowercase auto``)."""
+    from truneg_fairseq.text import uncased
+
+    for d in (Path(checkpoint).parent, Path(vocab_file).parent if vocab_file else None):
+        if d is not None and (d / "import.json").is_file() and _read_json(d / "import.json").get("lowercase") is not None:
+            return bool(_read_json(d / "import.json")["lowercase"])
+    vocab = symbols
+    if vocab_file is not None and Path(vocab_file).is_file():
+        vocab = Path(vocab_file).read_text(encoding="utf-8").splitlines()
+    return uncased([t for t in vocab if not (t.startswith("<") and t.endswith(">"))])
