@@ -156,7 +156,7 @@ def _fairseq_cfg(argv):
 
 def precision_flags(model: str, precision: str, batch: int, seq: int):
     """The flags of one precision, as the recipes give them."""
-    if precision == "bf16":  # the plugin's --bf16: fp32 weights, bf16 autocast (compat.py, 9.)
+    if precision == "bf16":  # the plugin's --bf16: fp32 weights, bf16 autocast (compat/bf16_autocast.py)
         return ["--bf16"]
     if precision == "amp":
         return ["--amp"]

@@ -1,6 +1,6 @@
 """fairseq-validate on checkpoints trained with the plugin's criterions, and batching that scores
 every sequence (fairseq 0.12 drops the last batch when it is not a multiple of
---required-batch-size-multiple; truneg_fairseq.compat keeps it)."""
+--required-batch-size-multiple; truneg_fairseq.compat.remainder_batch keeps it)."""
 
 import copy
 import os

@@ -6,20 +6,12 @@ fairseq imports this package by directory name (``--user-dir truneg_fairseq``); 
 
 from . import compat
 
-compat.allow_fairseq_checkpoints()
-compat.atomic_checkpoint_copies()
-compat.trusted_worker_broadcast()
-compat.safe_checkpoint_configs()
-compat.numpy_compat_long()
-compat.stop_prefetch_at_exit()
-compat.quiet_config_composition()
-compat.amp_unscales_once()
-compat.bf16_means_autocast()
-compat.keep_remainder_batch()
+compat.install()
 
 from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
 from .text import give_masked_lm_whole_words  # noqa: E402  (and the ``wordpiece`` BPE)
 
+# the one mend outside compat/: it needs the tokenizer layer above compat (compat/__init__.py)
 give_masked_lm_whole_words()
 
 __version__ = "0.1.0"

@@ -3,8 +3,8 @@ under ``torch.autocast(bfloat16)``, the backward and the update in fp32, no loss
 fp32's exponent range, so gradients do not underflow the way fp16 ones do).
 
 A task runs its steps this way when :data:`AUTOCAST_ATTR` is true on it: ``fairseq-train --bf16``
-sets it through the plugin's mend of fairseq's trainer (``truneg_fairseq/compat.py``, 9.), and
-``--task electra --electra-bf16-autocast`` sets it itself. fairseq's ``FairseqTask.train_step`` and
+sets it through the plugin's mend of fairseq's trainer (``truneg_fairseq/compat/bf16_autocast.py``),
+and ``--task electra --electra-bf16-autocast`` sets it itself. fairseq's ``FairseqTask.train_step`` and
 ``valid_step``, which every task here inherits (``masked_lm``, ``sentence_prediction``,
 ``electra``, ``cline``, ``squad``), call the criterion through :func:`autocast_criterion`.
 """

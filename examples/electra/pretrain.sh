@@ -30,7 +30,7 @@
 #            weights, no loss scaler) | fp16 (V100/T4: fairseq's --fp16 with the loss divided by
 #            the masked tokens per batch, so ELECTRA's 50 x RTD sum does not overflow) | amp
 #            (fairseq's --amp: fp16 autocast, fp32 weights, dynamic loss scale; its updates are
-#            exact with the plugin's mend of fairseq 0.12, truneg_fairseq/compat.py) |
+#            exact with the plugin's mend of fairseq 0.12, truneg_fairseq/compat/amp_unscale.py) |
 #            fp32 (e.g. on a CPU with --cpu)
 # The step uses static prediction slots and the fused AdamW optimizer (same losses and updates as
 # the dynamic path and fairseq's adam); COMPILE=1 adds torch.compile of the encoder stacks.

@@ -1,0 +1,89 @@
+"""Every mend of fairseq 0.12 (and of the torch, NumPy and hydra it runs on) in one place, one
+module per mend, installed by :func:`install` when the plugin is imported.
+
+Each module's docstring says what fairseq does, why that fails or misleads, and how the mend
+changes it; each mend checks that it is not installed already and leaves a fairseq alone that no
+longer needs it where it can tell. They are installed in this order:
+
+1. ``checkpoint_globals``: torch >= 2.6 loads checkpoints weights-only by default and refuses
+   fairseq's (``Unsupported global: argparse.Namespace``); the plain-data globals fairseq
+   checkpoints hold are allow-listed, the protection stays on.
+2. ``checkpoint_copies``: fairseq copies a saved checkpoint to ``checkpoint_last.pt`` and
+   ``checkpoint_best.pt`` with a plain copy, so a job killed during it leaves a truncated file;
+   local copies become atomic (``<dst>.tmp``, fsync, rename).
+3. ``worker_broadcast``: with several workers, ranks other than 0 receive the checkpoint through
+   ``torch.load`` and die on its ``DictConfig`` under weights-only loading; objects rank 0 of the
+   same job pickled are sent with torch's own object broadcast.
+4. ``checkpoint_configs``: fairseq ``eval``\\ s some config fields when it builds a model or an
+   optimizer; every checkpoint config fairseq reads is checked to hold plain data there, and the
+   plugin's own loaders also allow only the model families the plugin trains and converts.
+5. ``numpy_long``: ``numpy.compat.long`` (fairseq's eos-mode ``TokenBlockDataset``) under NumPy 2.
+6. ``prefetch_threads``: fairseq's prefetching threads are stopped at interpreter exit, which one
+   still filling its queue aborted (exit status 134).
+7. ``hydra_notices``: hydra's notices about fairseq's use of its compose API are not printed.
+8. ``amp_unscale``: fairseq 0.12's ``--amp`` unscales the gradients twice, so every update is
+   1/scale of what it should be; they are unscaled once (only when a probe shows the short update).
+9. ``bf16_autocast``: fairseq 0.12's ``--bf16`` is its TPU mode (or bf16 weights); with the
+   plugin it means fp32 weights and optimizer and a bf16-autocast forward pass and loss.
+10. ``remainder_batch``: fairseq 0.12's batching drops the last batch of every split when its size
+    is not a multiple of ``--required-batch-size-multiple``; it is kept as a final, smaller batch.
+
+``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
+``convert_namespace_to_omegaconf`` and rebind it where fairseq bound it by name.
+
+One more mend lives outside this package: ``masked_lm``'s ``--mask-whole-words`` reads a
+``self.args`` fairseq 0.12 no longer sets
+(:func:`truneg_fairseq.text.whole_words.give_masked_lm_whole_words`). It answers with the data
+directory's recorded tokenizer, so it needs ``text/``, a layer above this one
+(docs/architecture.md; tests/test_imports.py checks imports inside functions too), and the
+package root installs it after :func:`install`.
+
+The names other modules and the tests use are importable from ``truneg_fairseq.compat`` itself.
+"""
+
+from __future__ import annotations
+
+from .amp_unscale import _amp_update_is_short, amp_unscales_once  # noqa: F401
+from .bf16_autocast import PrecisionFlagError, bf16_means_autocast  # noqa: F401
+from .checkpoint_configs import (  # noqa: F401
+    EVALUATED_FIELDS, UnknownArchitectureError, UnsafeCheckpointError, _evaluated,
+    check_architecture, checkpoint_architecture, loadable_architectures, plugin_families_only,
+    safe_checkpoint_configs, safe_literal, sanitise_config,
+)
+from .checkpoint_copies import atomic_checkpoint_copies, atomic_copy_file  # noqa: F401
+from .checkpoint_globals import (  # noqa: F401
+    allow_fairseq_checkpoints, fairseq_checkpoint_globals,
+)
+from .hydra_notices import HYDRA_NOTICES, quiet_config_composition  # noqa: F401
+from .numpy_long import numpy_compat_long  # noqa: F401
+from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
+from .remainder_batch import keep_remainder_batch  # noqa: F401
+from .worker_broadcast import trusted_worker_broadcast  # noqa: F401
+
+# the order of the list above (hydra_notices wraps the conversion, then bf16_autocast wraps that)
+MENDS = (
+    allow_fairseq_checkpoints,
+    atomic_checkpoint_copies,
+    trusted_worker_broadcast,
+    safe_checkpoint_configs,
+    numpy_compat_long,
+    stop_prefetch_at_exit,
+    quiet_config_composition,
+    amp_unscales_once,
+    bf16_means_autocast,
+    keep_remainder_batch,
+)
+
+_installed = False
+
+
+def install() -> None:
+    """Install every mend of :data:`MENDS`, in order, once per process: a second call (the
+    plugin imported again under another name, a test) changes nothing, so the at-exit prefetch
+    stop is registered once and no wrapper wraps another of its kind."""
+    global _installed
+    if _installed:
+        return
+    for mend in MENDS:
+        mend()
+    _installed = True

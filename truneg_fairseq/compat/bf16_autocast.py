@@ -1,0 +1,101 @@
+"""``--bf16`` means bf16 autocast with fp32 weights (``bf16_means_autocast``): fairseq 0.12's
+``--bf16`` is its TPU mode (``options.parse_args_and_arch`` turns on ``--tpu``, and the trainer
+then asks torch_xla for its device and fails on a GPU or CPU), and its non-TPU bf16 casts the
+model's weights to bf16. What a user of ``--bf16`` on a GPU means is what
+:mod:`truneg_fairseq.precision` does: fp32 weights and optimizer, the forward pass and loss
+under ``torch.autocast(bfloat16)``, no loss scaler. Without torch_xla installed the shim undoes
+the implied ``--tpu`` when fairseq converts its arguments (before any worker starts), and when
+fairseq builds its ``Trainer`` with ``common.bf16`` and no TPU it sets ``common.bf16`` (and
+``memory_efficient_bf16``) to false, so the trainer keeps fp32 weights, fp32 batches and a
+plain fp32 optimizer, and marks the task to autocast. fairseq's ``FairseqTask.train_step`` and
+``valid_step`` (the steps of ``masked_lm``, ``sentence_prediction`` and the plugin's tasks)
+call the criterion under bf16 autocast on a task so marked. ``--bf16`` with ``--fp16`` or
+``--amp`` is refused with one error. The saved config records ``bf16: false``: weights in the
+checkpoint are fp32 and load as any fp32 checkpoint; a resumed run is bf16 when ``--bf16`` is
+given again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from .namespace_conversion import rebind_conversion
+
+
+def _xla_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch_xla") is not None
+
+
+class PrecisionFlagError(ValueError):
+    """Two mixed-precision modes asked for at once."""
+
+
+def bf16_means_autocast() -> None:
+    """``--bf16``: fp32 weights, bf16 autocast, no loss scaler (see the module docstring)."""
+    import functools
+
+    from fairseq import checkpoint_utils  # noqa: F401  (imported, so that it is in sys.modules)
+    from fairseq.dataclass import utils as dataclass_utils
+    from fairseq.tasks import FairseqTask
+    from fairseq.trainer import Trainer
+    from omegaconf import DictConfig, open_dict
+
+    from ..precision import AUTOCAST_ATTR, autocast_criterion
+
+    log = logging.getLogger("truneg_fairseq.precision")
+
+    convert = dataclass_utils.convert_namespace_to_omegaconf
+    if not getattr(convert, "truneg_bf16", False):
+        @functools.wraps(convert)
+        def convert_namespace_to_omegaconf(args):
+            if getattr(args, "bf16", False) and getattr(args, "tpu", False) and not _xla_installed():
+                args.tpu = False  # fairseq's "--bf16 implies --tpu": there is no TPU runtime here
+            return convert(args)
+
+        convert_namespace_to_omegaconf.truneg_bf16 = True
+        convert_namespace_to_omegaconf.truneg_quiet = getattr(convert, "truneg_quiet", False)
+        rebind_conversion(convert, convert_namespace_to_omegaconf)
+
+    init = Trainer.__init__
+    if not getattr(init, "truneg_bf16", False):
+        @functools.wraps(init)
+        def __init__(self, cfg, task, model, criterion, *args, **kwargs):
+            if isinstance(cfg, argparse.Namespace):
+                cfg = dataclass_utils.convert_namespace_to_omegaconf(cfg)
+            common = cfg.common if isinstance(cfg, DictConfig) else None
+            if common is not None and common.get("bf16", False) and not common.get("tpu", False):
+                other = [f"--{f}" for f in ("fp16", "amp") if common.get(f, False)]
+                if other:
+                    raise PrecisionFlagError(
+                        f"--bf16 and {' and '.join(other)} are two mixed-precision modes: give one of them "
+                        "(--bf16 on GPUs with bf16, A100/H100 and later; --fp16 on V100/T4)"
+                    )
+                with open_dict(common):
+                    common.bf16 = False  # fp32 weights, batches and optimizer in fairseq's trainer
+                    common.memory_efficient_bf16 = False
+                setattr(task, AUTOCAST_ATTR, True)
+                log.info("--bf16: fp32 weights and optimizer, forward pass and loss under "
+                         "torch.autocast(bfloat16), no loss scaler")
+            init(self, cfg, task, model, criterion, *args, **kwargs)
+
+        __init__.truneg_bf16 = True
+        Trainer.__init__ = __init__
+
+    train_step = FairseqTask.train_step
+    if not getattr(train_step, "truneg_bf16", False):
+        @functools.wraps(train_step)
+        def task_train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+            # only the forward pass and loss run under autocast; fairseq's step does the backward
+            return train_step(self, sample, model, autocast_criterion(self, criterion), optimizer, update_num,
+                              ignore_grad)
+
+        @functools.wraps(FairseqTask.valid_step)
+        def task_valid_step(self, sample, model, criterion):
+            return valid_step(self, sample, model, autocast_criterion(self, criterion))
+
+        valid_step = FairseqTask.valid_step
+        task_train_step.truneg_bf16 = task_valid_step.truneg_bf16 = True
+        FairseqTask.train_step, FairseqTask.valid_step = task_train_step, task_valid_step
