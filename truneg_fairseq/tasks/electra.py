@@ -176,9 +176,8 @@ def _num_tokens(dataset, indices):
 
     try:
         return np.asarray(dataset.num_tokens_vec(indices))
-    except NotImplementedError:
-        pass
-    sizes = getattr(dataset, "sizes", None)
+    except NotImplementedError:  # fairseq's base (or a wrapper over it): read the size arrays below
+        sizes = getattr(dataset, "sizes", None)
     if isinstance(sizes, np.ndarray):
         return sizes[indices]
     if isinstance(sizes, (list, tuple)) and sizes and all(isinstance(x, np.ndarray) for x in sizes):
