@@ -12,16 +12,36 @@ def ensure_corpus(workdir: str, vocab_size: int, max_lines: int = 0) -> str:
     """Prepare (once) the WordNet-gloss corpus and its synonym table; returns data-bin."""
     data_bin = os.path.join(workdir, "data-bin")
     if not os.path.isfile(os.path.join(data_bin, "dict.txt")):
-        cmd = [sys.executable, os.path.join(REPO, "scripts", "prepare_corpus.py"), "--wordnet-glosses",
-               "--output-dir", workdir, "--vocab-size", str(vocab_size)]
+        cmd = [
+            sys.executable,
+            os.path.join(REPO, "scripts", "prepare_corpus.py"),
+            "--wordnet-glosses",
+            "--output-dir",
+            workdir,
+            "--vocab-size",
+            str(vocab_size),
+        ]
         if max_lines:
             cmd += ["--max-lines", str(max_lines)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     table = os.path.join(data_bin, "synonyms.npz")
     if not os.path.isfile(table):
-        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict",
-                        os.path.join(data_bin, "dict.txt"), "--tokenizer", "sentencepiece", "--spm-model",
-                        os.path.join(workdir, "spm.model"), "--output", table], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(REPO, "scripts", "build_synonym_table.py"),
+                "--dict",
+                os.path.join(data_bin, "dict.txt"),
+                "--tokenizer",
+                "sentencepiece",
+                "--spm-model",
+                os.path.join(workdir, "spm.model"),
+                "--output",
+                table,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return data_bin
 
 
@@ -34,7 +54,7 @@ def alternating_step_times(steps, batches, rounds, warmup):
     names = list(steps)
     times = {n: [] for n in names}
     for r in range(warmup + rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         batch = batches[r % len(batches)]
         for n in order:
             t0 = time.perf_counter()
@@ -71,12 +91,18 @@ def make_batches(n, bsz, seq, vocab, pad, bos, eos, mask_idx, nspecial, seed=0, 
         sel[:, 0] = sel[:, -1] = False
         src = np.where(sel & (rng.random((bsz, seq)) < 0.85), mask_idx, tok)
         tgt = np.where(sel, tok, pad)
-        out.append({
-            "net_input": {"src_tokens": torch.from_numpy(src).long().to(device),
-                          "src_lengths": torch.full((bsz,), seq, device=device)},
-            "target": torch.from_numpy(tgt).long().to(device),
-            "ntokens": bsz * seq, "nsentences": bsz, "original": torch.from_numpy(tok).long().to(device),
-        })
+        out.append(
+            {
+                "net_input": {
+                    "src_tokens": torch.from_numpy(src).long().to(device),
+                    "src_lengths": torch.full((bsz,), seq, device=device),
+                },
+                "target": torch.from_numpy(tgt).long().to(device),
+                "ntokens": bsz * seq,
+                "nsentences": bsz,
+                "original": torch.from_numpy(tok).long().to(device),
+            }
+        )
     return out
 
 
@@ -98,7 +124,9 @@ def hf_electra_loss(gen, disc, sample, pad):
     corrupted = src.clone()
     corrupted[masked] = sampled
     d = disc(input_ids=corrupted, attention_mask=attn)
-    rtd = F.binary_cross_entropy_with_logits(d.logits.float(), corrupted.ne(orig).float(), weight=attn.float())
+    rtd = F.binary_cross_entropy_with_logits(
+        d.logits.float(), corrupted.ne(orig).float(), weight=attn.float()
+    )
     return g.loss + 50.0 * rtd
 
 

@@ -22,28 +22,67 @@ import platform
 import statistics
 import tempfile
 
-from _common import add_timing_args, alternating_step_times, make_batches, make_train_step, parse_timing_args
-
+from _common import (
+    add_timing_args,
+    alternating_step_times,
+    make_batches,
+    make_train_step,
+    parse_timing_args,
+)
 
 BASELINE = {"roberta": "masked_lm", "electra": "electra"}
 
 
 def model_args(backbone, layers, dim, ffn, heads, seq):
     if backbone == "electra":
-        return ["--arch", "cline_electra_base", "--electra-embed-dim", str(dim), "--electra-hidden-dim", str(dim),
-                "--electra-layers", str(layers), "--electra-heads", str(heads), "--electra-ffn-dim", str(ffn),
-                "--electra-gen-hidden-dim", str(max(dim // 4, 16)), "--electra-gen-heads", "1",
-                "--electra-gen-ffn-dim", str(max(ffn // 4, 16)), "--electra-max-positions", str(seq),
-                "--tokens-per-sample", str(seq)]
-    return ["--arch", "cline_roberta_base", "--encoder-layers", str(layers), "--encoder-embed-dim", str(dim),
-            "--encoder-ffn-embed-dim", str(ffn), "--encoder-attention-heads", str(heads),
-            "--max-positions", str(seq), "--tokens-per-sample", str(seq)]
+        return [
+            "--arch",
+            "cline_electra_base",
+            "--electra-embed-dim",
+            str(dim),
+            "--electra-hidden-dim",
+            str(dim),
+            "--electra-layers",
+            str(layers),
+            "--electra-heads",
+            str(heads),
+            "--electra-ffn-dim",
+            str(ffn),
+            "--electra-gen-hidden-dim",
+            str(max(dim // 4, 16)),
+            "--electra-gen-heads",
+            "1",
+            "--electra-gen-ffn-dim",
+            str(max(ffn // 4, 16)),
+            "--electra-max-positions",
+            str(seq),
+            "--tokens-per-sample",
+            str(seq),
+        ]
+    return [
+        "--arch",
+        "cline_roberta_base",
+        "--encoder-layers",
+        str(layers),
+        "--encoder-embed-dim",
+        str(dim),
+        "--encoder-ffn-embed-dim",
+        str(ffn),
+        "--encoder-attention-heads",
+        str(heads),
+        "--max-positions",
+        str(seq),
+        "--tokens-per-sample",
+        str(seq),
+    ]
 
 
 def build(data_dir, backbone, layers, dim, ffn, heads, seq, seed=1):
     import torch
     from fairseq import options, tasks, utils
-    from fairseq.dataclass import utils as dataclass_utils  # looked up at call time: the plugin's quiet version
+    from fairseq.dataclass import (
+        utils as dataclass_utils,
+    )  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401  (registration)
 
@@ -51,8 +90,20 @@ def build(data_dir, backbone, layers, dim, ffn, heads, seq, seed=1):
     task = model = opt = None
     steps = {}
     for criterion in (BASELINE[backbone], "cline"):
-        args = options.parse_args_and_arch(options.get_training_parser(), [
-            data_dir, "--task", "cline", "--criterion", criterion, "--cpu", "--seed", str(seed), *arch])
+        args = options.parse_args_and_arch(
+            options.get_training_parser(),
+            [
+                data_dir,
+                "--task",
+                "cline",
+                "--criterion",
+                criterion,
+                "--cpu",
+                "--seed",
+                str(seed),
+                *arch,
+            ],
+        )
         cfg = dataclass_utils.convert_namespace_to_omegaconf(args)
         if task is None:
             utils.set_torch_seed(seed)
@@ -83,9 +134,15 @@ def add_triples(batches, vocab, nspecial, seed=0):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backbone", choices=sorted(BASELINE), default="roberta",
-                   help="cline_roberta against masked_lm, or cline_electra against electra")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--backbone",
+        choices=sorted(BASELINE),
+        default="roberta",
+        help="cline_roberta against masked_lm, or cline_electra against electra",
+    )
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--dim", type=int, default=128)
@@ -98,18 +155,33 @@ def main():
     import torch
 
     with tempfile.TemporaryDirectory() as tmp:
-        with open(os.path.join(tmp, "dict.txt"), "w") as f:  # a synthetic vocabulary of --vocab entries
+        with open(
+            os.path.join(tmp, "dict.txt"), "w"
+        ) as f:  # a synthetic vocabulary of --vocab entries
             f.writelines(f"w{i} {args.vocab - i}\n" for i in range(args.vocab - 5))
-        task, steps = build(tmp, args.backbone, args.layers, args.dim, args.ffn, args.heads, args.seq)
+        task, steps = build(
+            tmp, args.backbone, args.layers, args.dim, args.ffn, args.heads, args.seq
+        )
     d = task.source_dictionary
-    batches = make_batches(args.batches, args.batch_size, args.seq, len(d), d.pad(), d.bos(), d.eos(),
-                           task.mask_idx, d.nspecial)
+    batches = make_batches(
+        args.batches,
+        args.batch_size,
+        args.seq,
+        len(d),
+        d.pad(),
+        d.bos(),
+        d.eos(),
+        task.mask_idx,
+        d.nspecial,
+    )
     batches = add_triples(batches, len(d), d.nspecial)
     times = alternating_step_times(steps, batches, args.rounds, args.warmup)
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; cline_{args.backbone} {args.layers} x {args.dim} (FFN {args.ffn}), "
-          f"vocab {len(d)}, batch {args.batch_size} x {args.seq} tokens, {args.rounds} rounds")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads; cline_{args.backbone} {args.layers} x {args.dim} (FFN {args.ffn}), "
+        f"vocab {len(d)}, batch {args.batch_size} x {args.seq} tokens, {args.rounds} rounds"
+    )
     print(f"{'criterion':<12}{'median step ms':>16}{'examples/s':>12}{'ratio':>8}")
     base = None
     for c in (BASELINE[args.backbone], "cline"):

@@ -15,13 +15,33 @@ import os
 import platform
 import statistics
 
-from _common import REPO, add_timing_args, alternating_step_times, ensure_corpus, make_train_step, parse_timing_args
+from _common import (
+    REPO,
+    add_timing_args,
+    alternating_step_times,
+    ensure_corpus,
+    make_train_step,
+    parse_timing_args,
+)
 
 CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 TARGETS = {"mlm_hard_correction": 0.98, "mlm_soft_reg": 0.97, "mlm_sent_kl": 0.40}
-ARCH = ["--arch", "truneg_roberta_base", "--encoder-layers", "4", "--encoder-embed-dim", "128",
-        "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4", "--max-positions", "128",
-        "--tokens-per-sample", "128"]
+ARCH = [
+    "--arch",
+    "truneg_roberta_base",
+    "--encoder-layers",
+    "4",
+    "--encoder-embed-dim",
+    "128",
+    "--encoder-ffn-embed-dim",
+    "512",
+    "--encoder-attention-heads",
+    "4",
+    "--max-positions",
+    "128",
+    "--tokens-per-sample",
+    "128",
+]
 
 
 def build(data_bin, table, seed=1):
@@ -29,7 +49,9 @@ def build(data_bin, table, seed=1):
     returns (task, {criterion: training-step function})."""
     import torch
     from fairseq import options, tasks, utils
-    from fairseq.dataclass import utils as dataclass_utils  # looked up at call time: the plugin's quiet version
+    from fairseq.dataclass import (
+        utils as dataclass_utils,
+    )  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401
 
@@ -37,8 +59,21 @@ def build(data_bin, table, seed=1):
     steps = {}
     for criterion in CRITERIA:
         extra = [] if criterion == "masked_lm" else ["--synonym-table", table]
-        args = options.parse_args_and_arch(options.get_training_parser(), [
-            data_bin, "--task", "masked_lm", "--criterion", criterion, "--cpu", "--seed", str(seed), *ARCH, *extra])
+        args = options.parse_args_and_arch(
+            options.get_training_parser(),
+            [
+                data_bin,
+                "--task",
+                "masked_lm",
+                "--criterion",
+                criterion,
+                "--cpu",
+                "--seed",
+                str(seed),
+                *ARCH,
+                *extra,
+            ],
+        )
         cfg = dataclass_utils.convert_namespace_to_omegaconf(args)
         if task is None:
             utils.set_torch_seed(seed)
@@ -51,7 +86,9 @@ def build(data_bin, table, seed=1):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--workdir", default=os.path.join(REPO, "benchmarks", ".cache", "wn8k"))
     add_timing_args(p, rounds=20, warmup=3, batches=8)
     args = parse_timing_args(p)
@@ -64,14 +101,19 @@ def main():
     task.load_dataset("valid")
     ds = task.dataset("valid")
     bs = args.batch_size
-    batches = [ds.collater([ds[i] for i in range(k * bs, (k + 1) * bs)]) for k in range(min(args.batches, len(ds) // bs))]
+    batches = [
+        ds.collater([ds[i] for i in range(k * bs, (k + 1) * bs)])
+        for k in range(min(args.batches, len(ds) // bs))
+    ]
 
     times = alternating_step_times(steps, batches, args.rounds, args.warmup)
     ntok = statistics.mean(b["ntokens"] for b in batches)
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; small RoBERTa (4 x 128, FFN 512), vocab {len(task.source_dictionary)}, "
-          f"batch {bs} x 128 tokens, {args.rounds} rounds")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads; small RoBERTa (4 x 128, FFN 512), vocab {len(task.source_dictionary)}, "
+        f"batch {bs} x 128 tokens, {args.rounds} rounds"
+    )
     base = None
     print(f"{'criterion':<22}{'median step ms':>16}{'words/s':>12}{'ratio':>8}{'target':>8}")
     for c in CRITERIA:
@@ -81,7 +123,9 @@ def main():
         ratio = wps / base
         tgt = TARGETS.get(c)
         mark = "" if tgt is None else (" ok" if ratio >= tgt else " BELOW")
-        print(f"{c:<22}{med * 1000:>16.1f}{wps:>12.0f}{ratio:>8.3f}{(f'>={tgt}' if tgt else '-'):>8}{mark}")
+        print(
+            f"{c:<22}{med * 1000:>16.1f}{wps:>12.0f}{ratio:>8.3f}{(f'>={tgt}' if tgt else '-'):>8}{mark}"
+        )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import time
 
 import numpy as np
 import torch
-
 from _common import ensure_corpus
 
 
@@ -68,17 +67,23 @@ def main():
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="data_pipeline_")
     data_bin = ensure_corpus(workdir, vocab_size=8000, max_lines=args.max_lines)
-    print(f"corpus: {data_bin}; ms per batch on one core (median of {args.rounds} rounds of {args.batches} batches)")
+    print(
+        f"corpus: {data_bin}; ms per batch on one core (median of {args.rounds} rounds of {args.batches} batches)"
+    )
     print(f"{'pipeline':22s} {'128 x 128':>10s} {'32 x 512':>10s}")
     results = {}
     for name in ("masked_lm (fairseq)", "batch_masked_lm", "electra"):
-        row = [time_batches(build(name, data_bin, tokens), bsz, args.batches, args.rounds)
-               for bsz, tokens in ((128, 128), (32, 512))]
+        row = [
+            time_batches(build(name, data_bin, tokens), bsz, args.batches, args.rounds)
+            for bsz, tokens in ((128, 128), (32, 512))
+        ]
         results[name] = row
         print(f"{name:22s} {row[0]:10.2f} {row[1]:10.2f}")
     ref = results["masked_lm (fairseq)"]
     for name in ("batch_masked_lm", "electra"):
-        print(f"{name}: {100 * results[name][0] / ref[0]:.1f}% / {100 * results[name][1] / ref[1]:.1f}% of fairseq's time")
+        print(
+            f"{name}: {100 * results[name][0] / ref[0]:.1f}% / {100 * results[name][1] / ref[1]:.1f}% of fairseq's time"
+        )
     print(f"threads: {torch.get_num_threads()}, cpus: {os.cpu_count()}")
 
 

@@ -26,7 +26,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import alternating_step_times, hf_electra_loss, make_batches, make_train_step  # noqa: E402
+from _common import (  # noqa: E402
+    alternating_step_times,
+    hf_electra_loss,
+    make_batches,
+    make_train_step,
+)
 
 VOCAB = 30522
 
@@ -36,7 +41,9 @@ def build_plugin(criteria, table_path, dict_dir):
     criteria share the model so that they are timed on the same memory)."""
     import torch
     from fairseq import options, tasks
-    from fairseq.dataclass import utils as dataclass_utils  # looked up at call time: the plugin's quiet version
+    from fairseq.dataclass import (
+        utils as dataclass_utils,
+    )  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401
 
@@ -44,9 +51,24 @@ def build_plugin(criteria, table_path, dict_dir):
     steps = {}
     for criterion in criteria:
         extra = ["--synonym-table", table_path] if criterion != "electra" else []
-        args = options.parse_args_and_arch(options.get_training_parser(), [
-            dict_dir, "--task", "electra", "--arch", "electra_small", "--criterion", criterion,
-            "--electra-max-positions", "128", "--tokens-per-sample", "128", "--cpu", *extra])
+        args = options.parse_args_and_arch(
+            options.get_training_parser(),
+            [
+                dict_dir,
+                "--task",
+                "electra",
+                "--arch",
+                "electra_small",
+                "--criterion",
+                criterion,
+                "--electra-max-positions",
+                "128",
+                "--tokens-per-sample",
+                "128",
+                "--cpu",
+                *extra,
+            ],
+        )
         cfg = dataclass_utils.convert_namespace_to_omegaconf(args)
         if task is None:
             task = tasks.setup_task(cfg.task)
@@ -61,12 +83,32 @@ def build_hf(pad, mask_idx):
     import torch
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-    common = dict(vocab_size=VOCAB, embedding_size=128, max_position_embeddings=128, pad_token_id=pad,
-                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-    gen = ElectraForMaskedLM(ElectraConfig(hidden_size=64, num_attention_heads=1, intermediate_size=256,
-                                           num_hidden_layers=12, **common))
-    disc = ElectraForPreTraining(ElectraConfig(hidden_size=256, num_attention_heads=4, intermediate_size=1024,
-                                               num_hidden_layers=12, **common))
+    common = dict(
+        vocab_size=VOCAB,
+        embedding_size=128,
+        max_position_embeddings=128,
+        pad_token_id=pad,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    )
+    gen = ElectraForMaskedLM(
+        ElectraConfig(
+            hidden_size=64,
+            num_attention_heads=1,
+            intermediate_size=256,
+            num_hidden_layers=12,
+            **common,
+        )
+    )
+    disc = ElectraForPreTraining(
+        ElectraConfig(
+            hidden_size=256,
+            num_attention_heads=4,
+            intermediate_size=1024,
+            num_hidden_layers=12,
+            **common,
+        )
+    )
     disc.electra.embeddings = gen.electra.embeddings  # shared token/position embeddings
     assert gen.generator_lm_head.weight is gen.electra.embeddings.word_embeddings.weight  # tied
     params = {id(p): p for m in (gen, disc) for p in m.parameters()}
@@ -83,7 +125,9 @@ def build_hf(pad, mask_idx):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--rounds", type=int, default=10)
@@ -99,7 +143,9 @@ def main():
     try:
         import transformers
     except ImportError:
-        sys.exit("error: this benchmark compares with HuggingFace transformers: pip install -r requirements-bench.txt")
+        sys.exit(
+            "error: this benchmark compares with HuggingFace transformers: pip install -r requirements-bench.txt"
+        )
 
     from fairseq.data import Dictionary
 
@@ -117,22 +163,39 @@ def main():
     pairs = np.unique(rng.integers(d.nspecial, len(d), size=(35000, 2)), axis=0)
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
     empty = np.zeros(0, np.int64)
-    SynonymTable(pairs.astype(np.int64), empty, len(d), dictionary_fingerprint(d.symbols), {"source": "random"}).save(table)
+    SynonymTable(
+        pairs.astype(np.int64),
+        empty,
+        len(d),
+        dictionary_fingerprint(d.symbols),
+        {"source": "random"},
+    ).save(table)
 
     task, setups = build_plugin(["electra", "mlm_hard_correction", "mlm_soft_reg"], table, work)
     setups["HF transformers"] = build_hf(task.source_dictionary.pad(), task.mask_idx)
     td = task.source_dictionary
-    batches = make_batches(args.batches, args.batch_size, args.seq, len(td), td.pad(), td.bos(), td.eos(),
-                           task.mask_idx, td.nspecial)
+    batches = make_batches(
+        args.batches,
+        args.batch_size,
+        args.seq,
+        len(td),
+        td.pad(),
+        td.bos(),
+        td.eos(),
+        task.mask_idx,
+        td.nspecial,
+    )
 
     names = list(setups)
     times = alternating_step_times(setups, batches, args.rounds, args.warmup)
 
     ntok = args.batch_size * args.seq
     med = {n: statistics.median(times[n]) for n in names}
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"transformers {transformers.__version__}; ELECTRA-small, vocab {VOCAB}, batch {args.batch_size} x {args.seq}, "
-          f"{args.rounds} rounds")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"transformers {transformers.__version__}; ELECTRA-small, vocab {VOCAB}, batch {args.batch_size} x {args.seq}, "
+        f"{args.rounds} rounds"
+    )
     print(f"{'configuration':<30}{'median step ms':>16}{'tokens/s':>10}")
     for n in names:
         print(f"{n:<30}{med[n] * 1000:>16.1f}{ntok / med[n]:>10.0f}")

@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _common import hf_electra_loss, make_batches  # noqa: E402
+
 from truneg_fairseq.models.electra_config import ELECTRA_SIZES  # noqa: E402
 
 VOCAB = 30522  # ELECTRA (BERT's WordPiece vocabulary)
@@ -58,7 +59,15 @@ ROBERTA_SIZES = {
     "roberta-tiny": (32, 2, 2, 64, 4, 64),
 }
 # dense bf16 peak TFLOP/s (no sparsity), by a substring of torch.cuda.get_device_name()
-PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0, "4090": 165.0, "V100": 125.0}
+PEAK_TFLOPS = {
+    "H200": 989.0,
+    "H100": 989.0,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "A10": 125.0,
+    "4090": 165.0,
+    "V100": 125.0,
+}
 CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 ROBERTA_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 MODES = ["dynamic", "static", "compiled", "graphs"]
@@ -98,7 +107,9 @@ def step_flops(size: str, mask_prob: float = 0.15) -> float:
     tokens = b * t
 
     def stack(hidden, ffn):
-        dense = layers * (4 * hidden * hidden + 2 * hidden * ffn) + (e * hidden if e != hidden else 0)
+        dense = layers * (4 * hidden * hidden + 2 * hidden * ffn) + (
+            e * hidden if e != hidden else 0
+        )
         attn = layers * 2 * t * hidden  # QK^T and AV per token
         return 2 * tokens * (dense + attn)
 
@@ -111,18 +122,58 @@ def step_flops(size: str, mask_prob: float = 0.15) -> float:
 def _model_args(size, criterion, slots, table):
     if is_roberta(size):
         h, layers, heads, f, _, t = ROBERTA_SIZES[size]
-        args = ["--task", "masked_lm", "--arch", "truneg_roberta_base", "--criterion", criterion,
-                "--encoder-layers", str(layers), "--encoder-embed-dim", str(h), "--encoder-ffn-embed-dim", str(f),
-                "--encoder-attention-heads", str(heads), "--max-positions", str(t), "--tokens-per-sample", str(t)]
+        args = [
+            "--task",
+            "masked_lm",
+            "--arch",
+            "truneg_roberta_base",
+            "--criterion",
+            criterion,
+            "--encoder-layers",
+            str(layers),
+            "--encoder-embed-dim",
+            str(h),
+            "--encoder-ffn-embed-dim",
+            str(f),
+            "--encoder-attention-heads",
+            str(heads),
+            "--max-positions",
+            str(t),
+            "--tokens-per-sample",
+            str(t),
+        ]
         if criterion == "masked_lm":
             return args  # fairseq's own criterion: no prediction slots, no table
     else:
         e, h, layers, heads, f, gh, gheads, gf, _, t = SIZES[size]
-        args = ["--task", "electra", "--arch", "electra_small", "--criterion", criterion,
-                "--electra-embed-dim", str(e), "--electra-hidden-dim", str(h), "--electra-layers", str(layers),
-                "--electra-heads", str(heads), "--electra-ffn-dim", str(f), "--electra-gen-hidden-dim", str(gh),
-                "--electra-gen-heads", str(gheads), "--electra-gen-ffn-dim", str(gf),
-                "--electra-max-positions", str(t), "--tokens-per-sample", str(t)]
+        args = [
+            "--task",
+            "electra",
+            "--arch",
+            "electra_small",
+            "--criterion",
+            criterion,
+            "--electra-embed-dim",
+            str(e),
+            "--electra-hidden-dim",
+            str(h),
+            "--electra-layers",
+            str(layers),
+            "--electra-heads",
+            str(heads),
+            "--electra-ffn-dim",
+            str(f),
+            "--electra-gen-hidden-dim",
+            str(gh),
+            "--electra-gen-heads",
+            str(gheads),
+            "--electra-gen-ffn-dim",
+            str(gf),
+            "--electra-max-positions",
+            str(t),
+            "--tokens-per-sample",
+            str(t),
+        ]
     args += ["--mlm-prediction-slots", slots]
     if criterion not in ("electra", "masked_lm"):
         args += ["--synonym-table", table]
@@ -141,21 +192,27 @@ def compile_model(model, mode, backend="inductor"):
 def plugin_setup(size, criterion, slots, compiled, work, table, device, backend="inductor"):
     import torch
     from fairseq import options, tasks
-    from fairseq.dataclass import utils as dataclass_utils  # looked up at call time: the plugin's quiet version
+    from fairseq.dataclass import (
+        utils as dataclass_utils,
+    )  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401
     from truneg_fairseq.optim.fused_adamw import FusedAdamW, FusedAdamWConfig
 
     data = os.path.join(work, "roberta" if is_roberta(size) else "electra")
     args = [data, *_model_args(size, criterion, slots, table)]
-    cfg = dataclass_utils.convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), args))
+    cfg = dataclass_utils.convert_namespace_to_omegaconf(
+        options.parse_args_and_arch(options.get_training_parser(), args)
+    )
     task = tasks.setup_task(cfg.task)
     model = task.build_model(cfg.model).to(device).train()
     crit = task.build_criterion(cfg.criterion).to(device)
     if compiled:
         compile_model(model, compiled, backend)
-    opt = FusedAdamW(FusedAdamWConfig(lr=[1e-4], fused_adamw_eps=1e-6, fused_adamw_weight_decay=0.01),
-                     list(model.parameters()))
+    opt = FusedAdamW(
+        FusedAdamWConfig(lr=[1e-4], fused_adamw_eps=1e-6, fused_adamw_weight_decay=0.01),
+        list(model.parameters()),
+    )
 
     def step(sample):
         opt.zero_grad()
@@ -177,22 +234,49 @@ def hf_setup(size, pad, device):
         from transformers import RobertaConfig, RobertaForMaskedLM
 
         h, layers, heads, f, _, t = ROBERTA_SIZES[size]
-        model = RobertaForMaskedLM(RobertaConfig(
-            vocab_size=vocab_for(size), hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-            intermediate_size=f, max_position_embeddings=t + pad + 1, pad_token_id=pad)).to(device).train()
+        model = (
+            RobertaForMaskedLM(
+                RobertaConfig(
+                    vocab_size=vocab_for(size),
+                    hidden_size=h,
+                    num_hidden_layers=layers,
+                    num_attention_heads=heads,
+                    intermediate_size=f,
+                    max_position_embeddings=t + pad + 1,
+                    pad_token_id=pad,
+                )
+            )
+            .to(device)
+            .train()
+        )
         params = list(model.parameters())
 
         def loss_fn(s):
             src, tgt = s["net_input"]["src_tokens"], s["target"]
-            return model(input_ids=src, attention_mask=src.ne(pad).long(), labels=torch.where(tgt.ne(pad), tgt, -100)).loss
+            return model(
+                input_ids=src,
+                attention_mask=src.ne(pad).long(),
+                labels=torch.where(tgt.ne(pad), tgt, -100),
+            ).loss
     else:
         from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
         e, h, layers, heads, f, gh, gheads, gf, b, t = SIZES[size]
-        common = dict(vocab_size=vocab_for(size), embedding_size=e, max_position_embeddings=t, pad_token_id=pad,
-                      num_hidden_layers=layers)
-        gen = ElectraForMaskedLM(ElectraConfig(hidden_size=gh, num_attention_heads=gheads, intermediate_size=gf, **common))
-        disc = ElectraForPreTraining(ElectraConfig(hidden_size=h, num_attention_heads=heads, intermediate_size=f, **common))
+        common = dict(
+            vocab_size=vocab_for(size),
+            embedding_size=e,
+            max_position_embeddings=t,
+            pad_token_id=pad,
+            num_hidden_layers=layers,
+        )
+        gen = ElectraForMaskedLM(
+            ElectraConfig(
+                hidden_size=gh, num_attention_heads=gheads, intermediate_size=gf, **common
+            )
+        )
+        disc = ElectraForPreTraining(
+            ElectraConfig(hidden_size=h, num_attention_heads=heads, intermediate_size=f, **common)
+        )
         disc.electra.embeddings = gen.electra.embeddings
         gen.to(device).train()
         disc.to(device).train()
@@ -201,7 +285,9 @@ def hf_setup(size, pad, device):
         def loss_fn(s):
             return hf_electra_loss(gen, disc, s, pad)
 
-    opt = torch.optim.AdamW(params, lr=1e-4, eps=1e-6, weight_decay=0.01, fused=device.type == "cuda")
+    opt = torch.optim.AdamW(
+        params, lr=1e-4, eps=1e-6, weight_decay=0.01, fused=device.type == "cuda"
+    )
 
     def step(s):
         opt.zero_grad(set_to_none=True)
@@ -248,7 +334,13 @@ def write_table(work, table_path, vocab=VOCAB):
     rng = np.random.default_rng(1)
     pairs = np.unique(rng.integers(d.nspecial, len(d), size=(35000, 2)), axis=0)
     pairs = pairs[pairs[:, 0] != pairs[:, 1]].astype(np.int64)
-    SynonymTable(pairs, np.zeros(0, np.int64), len(d), dictionary_fingerprint(d.symbols), {"source": "random"}).save(table_path)
+    SynonymTable(
+        pairs,
+        np.zeros(0, np.int64),
+        len(d),
+        dictionary_fingerprint(d.symbols),
+        {"source": "random"},
+    ).save(table_path)
     return d
 
 
@@ -280,7 +372,9 @@ def parse_config(config: str):
     transformers step (mode ``eager``)."""
     parts = config.split(":")
     if len(parts) != 3:
-        raise ValueError(f"--one takes SIZE:CRITERION:MODE (e.g. small:mlm_hard_correction:compiled), got {config!r}")
+        raise ValueError(
+            f"--one takes SIZE:CRITERION:MODE (e.g. small:mlm_hard_correction:compiled), got {config!r}"
+        )
     size, criterion, mode = parts
     if size not in SIZES and size not in ROBERTA_SIZES:
         raise ValueError(f"unknown size {size!r}: one of {', '.join([*SIZES, *ROBERTA_SIZES])}")
@@ -288,19 +382,28 @@ def parse_config(config: str):
         if mode != "eager":
             raise ValueError(f"the transformers step runs eager only: use {size}:hf:eager")
     elif criterion not in criteria_for(size) or mode not in MODES:
-        raise ValueError(f"{config!r}: criterion one of {', '.join(criteria_for(size))} or hf, mode one of {', '.join(MODES)}")
+        raise ValueError(
+            f"{config!r}: criterion one of {', '.join(criteria_for(size))} or hf, mode one of {', '.join(MODES)}"
+        )
     return size, criterion, mode
 
 
 def run_one(config, device, rounds, warmup, work, peak=0.0, backend="inductor"):
     """Time one configuration in this process; returns a dict (``error`` set when it failed)."""
-    import torch
 
     size, criterion, mode = parse_config(config)
     b, t = batch_shape(size)
     flops = step_flops(size)
-    out = {"config": config, "size": size, "criterion": criterion, "mode": mode, "batch": b, "seq": t,
-           "device": device_name(device), "flops_per_step": flops}
+    out = {
+        "config": config,
+        "size": size,
+        "criterion": criterion,
+        "mode": mode,
+        "batch": b,
+        "seq": t,
+        "device": device_name(device),
+        "flops_per_step": flops,
+    }
     if mode == "graphs" and device.type != "cuda":
         return {**out, "error": "not run: CUDA graphs need a CUDA device"}
     watch = DynamoWatch()
@@ -314,25 +417,50 @@ def run_one(config, device, rounds, warmup, work, peak=0.0, backend="inductor"):
             mask_idx = vocab_for(size) - 1
         else:
             compile_mode = {"compiled": "default", "graphs": "reduce-overhead"}.get(mode)
-            task, step = plugin_setup(size, criterion, "dynamic" if mode == "dynamic" else "static", compile_mode,
-                                      work, table, device, backend)
+            task, step = plugin_setup(
+                size,
+                criterion,
+                "dynamic" if mode == "dynamic" else "static",
+                compile_mode,
+                work,
+                table,
+                device,
+                backend,
+            )
             td = task.source_dictionary
-            pad, bos, eos, nspecial, mask_idx = td.pad(), td.bos(), td.eos(), td.nspecial, task.mask_idx
-        batches = make_batches(4, b, t, vocab_for(size), pad, bos, eos, mask_idx, nspecial, device=device)
+            pad, bos, eos, nspecial, mask_idx = (
+                td.pad(),
+                td.bos(),
+                td.eos(),
+                td.nspecial,
+                task.mask_idx,
+            )
+        batches = make_batches(
+            4, b, t, vocab_for(size), pad, bos, eos, mask_idx, nspecial, device=device
+        )
         t0 = time.perf_counter()
         sec = time_steps(step, batches, rounds, warmup, device)
-        out.update(ms_per_step=1000 * sec, tokens_per_s=b * t / sec, wall_s=time.perf_counter() - t0,
-                   mfu_percent=(100 * flops / sec / (peak * 1e12)) if peak else None)
+        out.update(
+            ms_per_step=1000 * sec,
+            tokens_per_s=b * t / sec,
+            wall_s=time.perf_counter() - t0,
+            mfu_percent=(100 * flops / sec / (peak * 1e12)) if peak else None,
+        )
         if mode in ("compiled", "graphs"):
             from torch._dynamo.utils import counters
 
-            out["dynamo"] = {"graphs": int(counters["stats"].get("unique_graphs", 0)),
-                             "fell_back_to_eager": watch.fallbacks, "backend": backend}
+            out["dynamo"] = {
+                "graphs": int(counters["stats"].get("unique_graphs", 0)),
+                "fell_back_to_eager": watch.fallbacks,
+                "backend": backend,
+            }
             if watch.fallbacks:
                 out["error"] = "dynamo fell back to eager: " + watch.fallbacks[0]
     except ImportError as exc:
         out["error"] = f"not run: {exc} (pip install -r requirements-bench.txt)"
-    except Exception as exc:  # reported as a row: one failing configuration must not hide the others
+    except (
+        Exception
+    ) as exc:  # reported as a row: one failing configuration must not hide the others
         out["error"] = f"FAILED {type(exc).__name__}: {exc}"[:400]
     finally:
         dynamo_log.removeHandler(watch)
@@ -356,27 +484,58 @@ def peak_tflops(device, override=0.0) -> float:
     return next((v for k, v in PEAK_TFLOPS.items() if k in name), 0.0)
 
 
-def run_isolated(config, device="cuda", rounds=20, warmup=5, work=None, peak=0.0, backend="inductor",
-                 timeout=None, env=None):
+def run_isolated(
+    config,
+    device="cuda",
+    rounds=20,
+    warmup=5,
+    work=None,
+    peak=0.0,
+    backend="inductor",
+    timeout=None,
+    env=None,
+):
     """Run :func:`run_one` for ``config`` in a new Python process (see the module docstring);
     returns its dict, with ``error`` set when the child failed, timed out or printed no result."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", config, "--json", "--device", device,
-           "--rounds", str(rounds), "--warmup", str(warmup), "--peak-tflops", str(peak), "--compile-backend", backend]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--one",
+        config,
+        "--json",
+        "--device",
+        device,
+        "--rounds",
+        str(rounds),
+        "--warmup",
+        str(warmup),
+        "--peak-tflops",
+        str(peak),
+        "--compile-backend",
+        backend,
+    ]
     if work:
         cmd += ["--work", work]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        return {"config": config, "error": f"not finished: stopped after {timeout:.0f} s", "process_s": timeout}
+        return {
+            "config": config,
+            "error": f"not finished: stopped after {timeout:.0f} s",
+            "process_s": timeout,
+        }
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(JSON_TAG):
-            result = json.loads(line[len(JSON_TAG):])
+            result = json.loads(line[len(JSON_TAG) :])
             result["process_s"] = time.perf_counter() - t0
             return result
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-    return {"config": config, "error": f"FAILED (exit {proc.returncode}): {' | '.join(tail)}"[:400],
-            "process_s": time.perf_counter() - t0}
+    return {
+        "config": config,
+        "error": f"FAILED (exit {proc.returncode}): {' | '.join(tail)}"[:400],
+        "process_s": time.perf_counter() - t0,
+    }
 
 
 def fairseq_train_wps(size, work, device, updates):
@@ -389,21 +548,98 @@ def fairseq_train_wps(size, work, device, updates):
         for _ in range(b * (updates + 20)):
             fh.write(" ".join(f"w{i}" for i in rng.integers(0, VOCAB - 6, size=t - 2)) + "\n")
     data = os.path.join(work, "bin")
-    subprocess.run([sys.executable, "-m", "fairseq_cli.preprocess", "--only-source", "--trainpref", raw,
-                    "--validpref", raw, "--srcdict", os.path.join(work, "dict.txt"), "--destdir", data,
-                    "--workers", "4"], check=True, capture_output=True)
-    user_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "truneg_fairseq")
-    cmd = [sys.executable, "-m", "fairseq_cli.train", data, "--user-dir", user_dir, "--task", "electra",
-           "--arch", "electra_small", "--criterion", "electra", "--electra-embed-dim", str(e),
-           "--electra-hidden-dim", str(h), "--electra-layers", str(layers), "--electra-heads", str(heads),
-           "--electra-ffn-dim", str(f), "--electra-gen-hidden-dim", str(gh), "--electra-gen-heads", str(gheads),
-           "--electra-gen-ffn-dim", str(gf), "--electra-max-positions", str(t), "--tokens-per-sample", str(t),
-           "--sample-break-mode", "none", "--batch-size", str(b), "--required-batch-size-multiple", "1",
-           "--mlm-prediction-slots", "static", "--electra-bf16-autocast", "--optimizer", "fused_adamw",
-           "--fused-adamw-eps", "1e-6", "--fused-adamw-weight-decay", "0.01", "--clip-norm", "1.0",
-           "--lr", "5e-4", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "10",
-           "--total-num-update", str(updates), "--max-update", str(updates), "--log-format", "simple",
-           "--log-interval", str(max(1, min(50, updates // 4))), "--no-save", "--disable-validation", "--num-workers", "2"]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fairseq_cli.preprocess",
+            "--only-source",
+            "--trainpref",
+            raw,
+            "--validpref",
+            raw,
+            "--srcdict",
+            os.path.join(work, "dict.txt"),
+            "--destdir",
+            data,
+            "--workers",
+            "4",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    user_dir = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "truneg_fairseq"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "fairseq_cli.train",
+        data,
+        "--user-dir",
+        user_dir,
+        "--task",
+        "electra",
+        "--arch",
+        "electra_small",
+        "--criterion",
+        "electra",
+        "--electra-embed-dim",
+        str(e),
+        "--electra-hidden-dim",
+        str(h),
+        "--electra-layers",
+        str(layers),
+        "--electra-heads",
+        str(heads),
+        "--electra-ffn-dim",
+        str(f),
+        "--electra-gen-hidden-dim",
+        str(gh),
+        "--electra-gen-heads",
+        str(gheads),
+        "--electra-gen-ffn-dim",
+        str(gf),
+        "--electra-max-positions",
+        str(t),
+        "--tokens-per-sample",
+        str(t),
+        "--sample-break-mode",
+        "none",
+        "--batch-size",
+        str(b),
+        "--required-batch-size-multiple",
+        "1",
+        "--mlm-prediction-slots",
+        "static",
+        "--electra-bf16-autocast",
+        "--optimizer",
+        "fused_adamw",
+        "--fused-adamw-eps",
+        "1e-6",
+        "--fused-adamw-weight-decay",
+        "0.01",
+        "--clip-norm",
+        "1.0",
+        "--lr",
+        "5e-4",
+        "--lr-scheduler",
+        "polynomial_decay",
+        "--warmup-updates",
+        "10",
+        "--total-num-update",
+        str(updates),
+        "--max-update",
+        str(updates),
+        "--log-format",
+        "simple",
+        "--log-interval",
+        str(max(1, min(50, updates // 4))),
+        "--no-save",
+        "--disable-validation",
+        "--num-workers",
+        "2",
+    ]
     if device.type != "cuda":
         cmd.append("--cpu")
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -421,32 +657,59 @@ def format_rows(results, peak):
             lines.append(f"{r['config']:<44}{r.get('error', '')}")
             continue
         mfu = r.get("mfu_percent")
-        lines.append(f"{r['config']:<44}{r['ms_per_step']:>10.1f}{r['tokens_per_s']:>12.0f}"
-                     f"{r['flops_per_step'] / 1e12:>12.3f}{(mfu if mfu is not None else float('nan')):>8.1f}")
+        lines.append(
+            f"{r['config']:<44}{r['ms_per_step']:>10.1f}{r['tokens_per_s']:>12.0f}"
+            f"{r['flops_per_step'] / 1e12:>12.3f}{(mfu if mfu is not None else float('nan')):>8.1f}"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", default="small,base",
-                   help="comma list of: small, base, tiny (ELECTRA), roberta-base, roberta-tiny")
-    p.add_argument("--criteria", default="", help="comma list (default: every criterion of each size's family)")
-    p.add_argument("--modes", default=",".join(MODES),
-                   help="dynamic (boolean-mask positions, eager), static (fixed slots, eager), "
-                        "compiled (fixed slots, encoder stacks torch.compile'd), graphs (compiled "
-                        "with mode=reduce-overhead: the stacks replayed as CUDA graphs)")
-    p.add_argument("--one", metavar="SIZE:CRITERION:MODE", help="time this one configuration here (criterion "
-                   "hf with mode eager: the transformers step)")
-    p.add_argument("--json", action="store_true", help="with --one: print the result as one JSON line")
-    p.add_argument("--work", help="with --one: directory holding the dictionaries and tables (made if missing)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--sizes",
+        default="small,base",
+        help="comma list of: small, base, tiny (ELECTRA), roberta-base, roberta-tiny",
+    )
+    p.add_argument(
+        "--criteria", default="", help="comma list (default: every criterion of each size's family)"
+    )
+    p.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help="dynamic (boolean-mask positions, eager), static (fixed slots, eager), "
+        "compiled (fixed slots, encoder stacks torch.compile'd), graphs (compiled "
+        "with mode=reduce-overhead: the stacks replayed as CUDA graphs)",
+    )
+    p.add_argument(
+        "--one",
+        metavar="SIZE:CRITERION:MODE",
+        help="time this one configuration here (criterion "
+        "hf with mode eager: the transformers step)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="with --one: print the result as one JSON line"
+    )
+    p.add_argument(
+        "--work", help="with --one: directory holding the dictionaries and tables (made if missing)"
+    )
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--device", default="cuda")
-    p.add_argument("--compile-backend", default="inductor",
-                   help="torch.compile backend (inductor; aot_eager traces without generating code)")
-    p.add_argument("--peak-tflops", type=float, default=0.0, help="override the device's dense bf16 peak")
+    p.add_argument(
+        "--compile-backend",
+        default="inductor",
+        help="torch.compile backend (inductor; aot_eager traces without generating code)",
+    )
+    p.add_argument(
+        "--peak-tflops", type=float, default=0.0, help="override the device's dense bf16 peak"
+    )
     p.add_argument("--no-hf", action="store_true", help="skip the transformers reference step")
-    p.add_argument("--fairseq-train", action="store_true", help="also time fairseq-train with the recipe flags")
+    p.add_argument(
+        "--fairseq-train", action="store_true", help="also time fairseq-train with the recipe flags"
+    )
     p.add_argument("--fairseq-train-updates", type=int, default=300)
     args = p.parse_args(argv)
 
@@ -459,10 +722,14 @@ def main(argv=None):
     peak = peak_tflops(device, args.peak_tflops)
     if args.one:
         work = args.work or tempfile.mkdtemp(prefix="gpu_step_")
-        result = run_one(args.one, device, args.rounds, args.warmup, work, peak, args.compile_backend)
+        result = run_one(
+            args.one, device, args.rounds, args.warmup, work, peak, args.compile_backend
+        )
         print(JSON_TAG + json.dumps(result) if args.json else format_rows([result], peak))
         return 0
-    print(f"device: {device_name(device)}; torch {torch.__version__}; peak {peak or '?'} TFLOP/s (bf16 dense)")
+    print(
+        f"device: {device_name(device)}; torch {torch.__version__}; peak {peak or '?'} TFLOP/s (bf16 dense)"
+    )
 
     with tempfile.TemporaryDirectory(prefix="gpu_step_") as work:
         results = []
@@ -470,17 +737,38 @@ def main(argv=None):
             criteria = args.criteria.split(",") if args.criteria else criteria_for(size)
             for criterion in criteria:
                 for mode in args.modes.split(","):
-                    results.append(run_isolated(f"{size}:{criterion}:{mode}", args.device, args.rounds,
-                                                args.warmup, work, peak, args.compile_backend))
+                    results.append(
+                        run_isolated(
+                            f"{size}:{criterion}:{mode}",
+                            args.device,
+                            args.rounds,
+                            args.warmup,
+                            work,
+                            peak,
+                            args.compile_backend,
+                        )
+                    )
             if not args.no_hf:
-                results.append(run_isolated(f"{size}:hf:eager", args.device, args.rounds, args.warmup, work, peak))
+                results.append(
+                    run_isolated(
+                        f"{size}:hf:eager", args.device, args.rounds, args.warmup, work, peak
+                    )
+                )
             if args.fairseq_train and not is_roberta(size):
                 b, t = batch_shape(size)
                 prepare_work(size, work)
-                wps, info = fairseq_train_wps(size, os.path.join(work, "electra"), device, args.fairseq_train_updates)
-                results.append({"config": f"{size}:fairseq-train (recipe flags) wps={wps}", "ms_per_step": (b * t / wps) if wps else None,
-                                "tokens_per_s": wps, "flops_per_step": step_flops(size),
-                                "error": None if wps else f"FAILED: {info}"})
+                wps, info = fairseq_train_wps(
+                    size, os.path.join(work, "electra"), device, args.fairseq_train_updates
+                )
+                results.append(
+                    {
+                        "config": f"{size}:fairseq-train (recipe flags) wps={wps}",
+                        "ms_per_step": (b * t / wps) if wps else None,
+                        "tokens_per_s": wps,
+                        "flops_per_step": step_flops(size),
+                        "error": None if wps else f"FAILED: {info}",
+                    }
+                )
         print(format_rows(results, peak))
     return 0
 

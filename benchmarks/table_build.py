@@ -22,8 +22,18 @@ def main():
     args = p.parse_args()
     data_bin = ensure_corpus(args.workdir, args.vocab_size)
     out = os.path.join(args.workdir, "bench_table.npz")
-    cmd = [sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict", os.path.join(data_bin, "dict.txt"),
-           "--tokenizer", "sentencepiece", "--spm-model", os.path.join(args.workdir, "spm.model"), "--output", out]
+    cmd = [
+        sys.executable,
+        os.path.join(REPO, "scripts", "build_synonym_table.py"),
+        "--dict",
+        os.path.join(data_bin, "dict.txt"),
+        "--tokenizer",
+        "sentencepiece",
+        "--spm-model",
+        os.path.join(args.workdir, "spm.model"),
+        "--output",
+        out,
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
@@ -34,8 +44,10 @@ def main():
         if "coverage" in line or "synonym pairs" in line or "wrote" in line:
             print("  " + line.split(" | ")[-1])
     size = os.path.getsize(out) / 1e6
-    print(f"dictionary {n} entries: build {wall:.1f} s wall (CLI incl. start-up; target < 60 s), "
-          f"file {size:.2f} MB (target < 10 MB)")
+    print(
+        f"dictionary {n} entries: build {wall:.1f} s wall (CLI incl. start-up; target < 60 s), "
+        f"file {size:.2f} MB (target < 10 MB)"
+    )
 
 
 if __name__ == "__main__":

@@ -34,13 +34,26 @@ from truneg_fairseq.text import add_tokenizer_args  # noqa: E402
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--dict", required=True, help="fairseq dict.txt (from fairseq-preprocess)")
-    add_tokenizer_args(p)  # GPT-2: encoder.json is enough here (vocab.bpe optional, checked to exist)
-    p.add_argument("--source", default="wordnet", choices=["wordnet", "embedding"],
-                   help="where synonyms come from (default: wordnet)")
+    add_tokenizer_args(
+        p
+    )  # GPT-2: encoder.json is enough here (vocab.bpe optional, checked to exist)
+    p.add_argument(
+        "--source",
+        default="wordnet",
+        choices=["wordnet", "embedding"],
+        help="where synonyms come from (default: wordnet)",
+    )
     p.add_argument("--vectors", help="GloVe / word2vec text file (with --source embedding)")
-    p.add_argument("--topk", type=int, default=10, help="neighbours per word for --source embedding (default 10)")
+    p.add_argument(
+        "--topk",
+        type=int,
+        default=10,
+        help="neighbours per word for --source embedding (default 10)",
+    )
     p.add_argument("--output", required=True, help="table file to write (.npz), written atomically")
     return p
 
@@ -52,16 +65,25 @@ def _check_output_is_no_input(args) -> None:
     for flag in ("dict", "spm_model", "gpt2_encoder_json", "gpt2_vocab_bpe", "vocab", "vectors"):
         value = getattr(args, flag, None)
         if value and os.path.realpath(value) == out:
-            fail(f"--output {args.output} is the --{flag.replace('_', '-')} input: the table would overwrite it. "
-                 "Give another --output (e.g. synonyms.npz beside dict.txt)")
+            fail(
+                f"--output {args.output} is the --{flag.replace('_', '-')} input: the table would overwrite it. "
+                "Give another --output (e.g. synonyms.npz beside dict.txt)"
+            )
     if os.path.isdir(out):
-        fail(f"--output {args.output} is a directory: give the table's file name (e.g. {os.path.join(args.output, 'synonyms.npz')})")
+        fail(
+            f"--output {args.output} is a directory: give the table's file name (e.g. {os.path.join(args.output, 'synonyms.npz')})"
+        )
 
 
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.build_synonym_table")
-    from truneg_fairseq.lexicon import SynonymTableError, WordNetNotFoundError, build_table, vocab_view
+    from truneg_fairseq.lexicon import (
+        SynonymTableError,
+        WordNetNotFoundError,
+        build_table,
+        vocab_view,
+    )
     from truneg_fairseq.text import TokenizerError, check_record, tokenizer_from_args
 
     if args.source == "embedding" and not args.vectors:
@@ -72,8 +94,10 @@ def main(argv=None) -> int:
         check_record(args.dict, tokenizer)
         view = vocab_view(args.dict, tokenizer)
         n_words = sum(w is not None for w in view.words)
-        log.info(f"{args.dict}: {len(view.symbols)} entries, {n_words} word-start entries of ASCII letters, "
-                 f"{sum(view.continuation)} continuation pieces")
+        log.info(
+            f"{args.dict}: {len(view.symbols)} entries, {n_words} word-start entries of ASCII letters, "
+            f"{sum(view.continuation)} continuation pieces"
+        )
         table, report = build_table(view, source=args.source, vectors=args.vectors, topk=args.topk)
         table.save(args.output)
     except (SynonymTableError, TokenizerError, WordNetNotFoundError) as e:

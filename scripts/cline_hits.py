@@ -34,7 +34,9 @@ from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args  # noqa: E402
 
 
 def get_parser():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("checkpoints", nargs="+", help="fairseq checkpoint files (.pt)")
     p.add_argument("--data", required=True, help="directory with the checkpoint's dict.txt")
     src = p.add_mutually_exclusive_group(required=True)
@@ -57,7 +59,9 @@ def read_triplets(path):
                 continue
             parts = line.rstrip("\r\n").split("\t")
             if len(parts) != 3 or not all(p.strip() for p in parts):
-                fail(f"{path}, line {i}: expected 3 tab-separated sentences (ori, syn, ant), got {len(parts)} fields")
+                fail(
+                    f"{path}, line {i}: expected 3 tab-separated sentences (ori, syn, ant), got {len(parts)} fields"
+                )
             out.append(tuple(parts))
     if not out:
         fail(f"{path}: no triplets")
@@ -96,9 +100,13 @@ def main(argv=None) -> int:
         except cline.ClineDataError as e:
             fail(str(e))
         triplets, skipped = cline.make_hits_triplets(lines, Lexicon(load_wordnet()), seed=args.seed)
-        log.info(f"{len(triplets)} triplets from {len(lines)} sentences ({skipped} skipped: no word with both a synonym and an antonym)")
+        log.info(
+            f"{len(triplets)} triplets from {len(lines)} sentences ({skipped} skipped: no word with both a synonym and an antonym)"
+        )
         if not triplets:
-            fail(f"--sentences {args.sentences}: no sentence has a word with both a WordNet synonym and antonym")
+            fail(
+                f"--sentences {args.sentences}: no sentence has a word with both a WordNet synonym and antonym"
+            )
         if args.save_triplets:
             with atomic_open(args.save_triplets, "w", encoding="utf-8") as f:
                 f.writelines("\t".join(t) + "\n" for t in triplets)
@@ -116,8 +124,14 @@ def main(argv=None) -> int:
             fail(str(e))
         model = models[0]
         try:
-            res = hits_eval.hits(model, task.source_dictionary, encoder, triplets, args.batch_size,
-                             max_positions=model.max_positions() or 512)
+            res = hits_eval.hits(
+                model,
+                task.source_dictionary,
+                encoder,
+                triplets,
+                args.batch_size,
+                max_positions=model.max_positions() or 512,
+            )
         except ValueError as e:
             fail(f"{ck}: {e}")
         results[ck] = res

@@ -37,27 +37,77 @@ from truneg_fairseq.cli.common import count_arg, setup_logging  # noqa: E402
 # The demo's model, in one place: fairseq's RoBERTa with pre-LayerNorm (post-LN at this size and
 # budget stays in the unigram plateau, predicting separators), 4 layers x 128.
 DEMO_ROBERTA_ARCH = [
-    "--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "4",
-    "--encoder-embed-dim", "128", "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4",
-    "--max-positions", "128", "--dropout", "0", "--attention-dropout", "0",
+    "--arch",
+    "truneg_roberta_base",
+    "--encoder-normalize-before",
+    "--encoder-layers",
+    "4",
+    "--encoder-embed-dim",
+    "128",
+    "--encoder-ffn-embed-dim",
+    "512",
+    "--encoder-attention-heads",
+    "4",
+    "--max-positions",
+    "128",
+    "--dropout",
+    "0",
+    "--attention-dropout",
+    "0",
 ]  # its token embeddings start from count-based word vectors of the training text (scripts/word_vectors.py)
 # sentence-KL (about 2.4x the step time of the others) is in the study, not in the demo's budget
 DEMO_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg"]
 
 
 def get_parser():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workdir", default="demo_work", help="where data, checkpoints and results go (default demo_work)")
-    p.add_argument("--criteria", nargs="+", default=DEMO_CRITERIA, help="criterions continued from stage 1")
-    p.add_argument("--stage1-updates", type=int, default=1200, help="plain masked_lm updates from scratch (default 1200)")
-    p.add_argument("--stage2-updates", type=int, default=400, help="updates per continued criterion (default 400)")
-    p.add_argument("--points", type=int, default=4, help="checkpoints scored per continuation (default 4: 25/50/75/100%%)")
-    p.add_argument("--batch-size", type=int, default=128, help="lines (one sample each) per update (default 128)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--workdir",
+        default="demo_work",
+        help="where data, checkpoints and results go (default demo_work)",
+    )
+    p.add_argument(
+        "--criteria", nargs="+", default=DEMO_CRITERIA, help="criterions continued from stage 1"
+    )
+    p.add_argument(
+        "--stage1-updates",
+        type=int,
+        default=1200,
+        help="plain masked_lm updates from scratch (default 1200)",
+    )
+    p.add_argument(
+        "--stage2-updates",
+        type=int,
+        default=400,
+        help="updates per continued criterion (default 400)",
+    )
+    p.add_argument(
+        "--points",
+        type=int,
+        default=4,
+        help="checkpoints scored per continuation (default 4: 25/50/75/100%%)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=128,
+        help="lines (one sample each) per update (default 128)",
+    )
     p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
-    p.add_argument("--warmup", type=int, default=100, help="warm-up updates of stage 1 (default 100)")
-    p.add_argument("--vocab-size", type=int, default=16000, help="words in the dictionary (default 16000)")
-    p.add_argument("--jobs", type=count_arg, default=0,
-                   help="trainings and scorings run side by side (default 0: one per CPU core; on a GPU one at a time)")
+    p.add_argument(
+        "--warmup", type=int, default=100, help="warm-up updates of stage 1 (default 100)"
+    )
+    p.add_argument(
+        "--vocab-size", type=int, default=16000, help="words in the dictionary (default 16000)"
+    )
+    p.add_argument(
+        "--jobs",
+        type=count_arg,
+        default=0,
+        help="trainings and scorings run side by side (default 0: one per CPU core; on a GPU one at a time)",
+    )
     p.add_argument("--cases", type=int, default=5, help="Figure-3-style cases printed (default 5)")
     p.add_argument("--force", action="store_true", help="rebuild corpus, table and checkpoints")
     return p
@@ -74,9 +124,19 @@ def main(argv=None) -> int:
         shutil.rmtree(work)
     os.makedirs(work, exist_ok=True)
     setting = study.Setting(
-        vocab_size=args.vocab_size, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
-        stage1_updates=args.stage1_updates, stage2_updates=args.stage2_updates, points=args.points, jobs=args.jobs,
-        families=[study.Family("roberta", "masked_lm", DEMO_ROBERTA_ARCH, "masked_lm", list(args.criteria))],
+        vocab_size=args.vocab_size,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        warmup=args.warmup,
+        stage1_updates=args.stage1_updates,
+        stage2_updates=args.stage2_updates,
+        points=args.points,
+        jobs=args.jobs,
+        families=[
+            study.Family(
+                "roberta", "masked_lm", DEMO_ROBERTA_ARCH, "masked_lm", list(args.criteria)
+            )
+        ],
     )
     run = study.Runner(work, log)
     log.info("[1/5] corpus + [2/5] synonym table")
@@ -93,24 +153,32 @@ def main(argv=None) -> int:
     run.write_commands(os.path.join(out, "commands.sh"))
 
     print()
-    print(f"Demo on WordNet's entries and examples: word-level dictionary of {args.vocab_size} words (<unk>: "
-          f"{unk.get('train', float('nan')):.2f}% of train tokens, {unk.get('valid', float('nan')):.2f}% of valid), "
-          f"pre-LN RoBERTa 4 x 128, batches of {args.batch_size} lines; stage 1: masked_lm "
-          f"{args.stage1_updates} updates; stage 2: each criterion {args.stage2_updates} updates from that checkpoint "
-          f"(update 0 = the shared start).")
-    print(f"Valid split: {meta['valid_masked']} masked words ({setting.eval_passes} mask draws over its lines: "
-          f"{meta['valid_blocks']} masked lines), the same masks for every checkpoint.\n")
+    print(
+        f"Demo on WordNet's entries and examples: word-level dictionary of {args.vocab_size} words (<unk>: "
+        f"{unk.get('train', float('nan')):.2f}% of train tokens, {unk.get('valid', float('nan')):.2f}% of valid), "
+        f"pre-LN RoBERTa 4 x 128, batches of {args.batch_size} lines; stage 1: masked_lm "
+        f"{args.stage1_updates} updates; stage 2: each criterion {args.stage2_updates} updates from that checkpoint "
+        f"(update 0 = the shared start)."
+    )
+    print(
+        f"Valid split: {meta['valid_masked']} masked words ({setting.eval_passes} mask draws over its lines: "
+        f"{meta['valid_blocks']} masked lines), the same masks for every checkpoint.\n"
+    )
     print(study.format_rows(study.progress_table(results)))
-    print("\npred-level: % of mispredicted masked words whose prediction is a WordNet synonym of the gold word; "
-          "iter-level: % of masked lines with at least one (512: the lines packed into 512-token units, the paper's "
-          "sequence length); syn-aware acc: a synonym prediction counted as right; "
-          "content preds: % of predictions that are content words (not stopwords or punctuation).")
+    print(
+        "\npred-level: % of mispredicted masked words whose prediction is a WordNet synonym of the gold word; "
+        "iter-level: % of masked lines with at least one (512: the lines packed into 512-token units, the paper's "
+        "sequence length); syn-aware acc: a synonym prediction counted as right; "
+        "content preds: % of predictions that are content words (not stopwords or punctuation)."
+    )
     print(f"\nFigure-3-style cases from the last checkpoints ({len(cases)}):")
     for i, c in enumerate(cases):
         print(f"{c.format(i + 1)}\n  ({os.path.relpath(c.checkpoint, work)})")
     train_s = sum(v for k, v in run.seconds.items() if k.startswith("train_"))
     print(f"\nresults: {out}    tensorboard --logdir {os.path.join(work, 'tb')}")
-    print(f"total {time.time() - t_start:.0f}s (training {train_s:.0f}s; steps reused from an earlier run not counted)")
+    print(
+        f"total {time.time() - t_start:.0f}s (training {train_s:.0f}s; steps reused from an earlier run not counted)"
+    )
     return 0
 
 

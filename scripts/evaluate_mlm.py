@@ -37,32 +37,57 @@ from truneg_fairseq.text import add_tokenizer_args  # noqa: E402
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoints", nargs="+", help="checkpoint files, or directories written by convert_hf.py import")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "checkpoints",
+        nargs="+",
+        help="checkpoint files, or directories written by convert_hf.py import",
+    )
     p.add_argument("--data", help="data-bin directory (dict.txt + binarized splits)")
     p.add_argument("--text", help="raw text file, one sequence per line (instead of --data)")
-    add_tokenizer_args(p, default="wordpiece")  # --text: --vocab defaults to the vocab.txt beside the checkpoint
+    add_tokenizer_args(
+        p, default="wordpiece"
+    )  # --text: --vocab defaults to the vocab.txt beside the checkpoint
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when there is one)")
-    p.add_argument("--show", type=count_arg, default=0, metavar="N",
-                   help="print up to N Figure-3 cases (needs --synonym-table)")
+    p.add_argument(
+        "--show",
+        type=count_arg,
+        default=0,
+        metavar="N",
+        help="print up to N Figure-3 cases (needs --synonym-table)",
+    )
     p.add_argument("--mask-prob", type=float, default=0.15, help="--text: share of entries masked")
-    p.add_argument("--max-len", type=int, default=128, help="--text: ids per sequence (longer lines are cut)")
+    p.add_argument(
+        "--max-len", type=int, default=128, help="--text: ids per sequence (longer lines are cut)"
+    )
     p.add_argument("--max-lines", type=int, default=0, help="--text: 0: every line")
-    p.add_argument("--long-lines", choices=["skip", "break"], default=None,
-                   help="--data (default skip): blocks longer than the model's positions are left out "
-                        "(skip, counted in the log) or the split is cut into blocks of at most the "
-                        "model's size (break)")
+    p.add_argument(
+        "--long-lines",
+        choices=["skip", "break"],
+        default=None,
+        help="--data (default skip): blocks longer than the model's positions are left out "
+        "(skip, counted in the log) or the split is cut into blocks of at most the "
+        "model's size (break)",
+    )
     p.add_argument("--synonym-table", help="table for the correction statistics (optional)")
     p.add_argument("--subset", default="valid")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-batches", type=int, default=0, help="0: the whole split")
     p.add_argument("--seed", type=int, default=1, help="masking seed (same for every checkpoint)")
-    p.add_argument("--json", action="store_true", help="print one JSON object per checkpoint (cases included)")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object per checkpoint (cases included)"
+    )
     args = p.parse_args(argv)
     setup_logging("truneg_fairseq.evaluate_mlm")
     from truneg_fairseq.checkpoints import CheckpointError, describe_load_error
-    from truneg_fairseq.pipelines.evaluate_mlm import evaluate_mlm, evaluate_text, resolve_checkpoint
     from truneg_fairseq.lexicon.synonyms import SynonymTableError
+    from truneg_fairseq.pipelines.evaluate_mlm import (
+        evaluate_mlm,
+        evaluate_text,
+        resolve_checkpoint,
+    )
 
     if bool(args.data) == bool(args.text):
         fail("give exactly one of --data (binarized split) or --text (raw text file)")
@@ -71,9 +96,13 @@ def main(argv=None) -> int:
     if args.text and not os.path.isfile(args.text):
         fail(f"--text {args.text} not found")
     if args.text and args.long_lines:
-        fail("--long-lines applies to --data; with --text every line is one sequence, cut at --max-len ids")
+        fail(
+            "--long-lines applies to --data; with --text every line is one sequence, cut at --max-len ids"
+        )
     if args.show and not args.synonym_table:
-        fail("--show needs --synonym-table (the cases are predictions that are synonyms of the gold)")
+        fail(
+            "--show needs --synonym-table (the cases are predictions that are synonyms of the gold)"
+        )
     for flag, path in (("--synonym-table", args.synonym_table), ("--vocab", args.vocab)):
         if path and not os.path.isfile(path):
             fail(f"{flag} {path} not found")
@@ -100,30 +129,67 @@ def main(argv=None) -> int:
         cases = []
         try:
             if args.text:
-                scored = evaluate_text(path, args.text, args.synonym_table, device, args.batch_size, args.max_len,
-                                    args.mask_prob, args.seed, args.max_lines, args.show, args.vocab,
-                                    tokenizer=tokenizer, cases=cases)
+                scored = evaluate_text(
+                    path,
+                    args.text,
+                    args.synonym_table,
+                    device,
+                    args.batch_size,
+                    args.max_len,
+                    args.mask_prob,
+                    args.seed,
+                    args.max_lines,
+                    args.show,
+                    args.vocab,
+                    tokenizer=tokenizer,
+                    cases=cases,
+                )
             else:
-                scored = evaluate_mlm(path, args.data, args.synonym_table, args.subset, args.batch_size,
-                                      args.max_batches, args.seed, args.long_lines or "skip", args.show, cases, device)
+                scored = evaluate_mlm(
+                    path,
+                    args.data,
+                    args.synonym_table,
+                    args.subset,
+                    args.batch_size,
+                    args.max_batches,
+                    args.seed,
+                    args.long_lines or "skip",
+                    args.show,
+                    cases,
+                    device,
+                )
         except (CheckpointError, SynonymTableError) as e:
             fail(str(e))
-        except Exception as e:  # a truncated file, another dictionary: said in words, naming the file
+        except (
+            Exception
+        ) as e:  # a truncated file, another dictionary: said in words, naming the file
             msg = describe_load_error(ck, e, args.data)
             if msg is None:
                 raise
             fail(msg)
         res = {k: v for k, v in scored.report.as_dict().items() if v is not None}
         if args.json:
-            extra = {"cases": [{k: v for k, v in dataclasses.asdict(c).items() if k != "checkpoint"} for c in cases]}
+            extra = {
+                "cases": [
+                    {k: v for k, v in dataclasses.asdict(c).items() if k != "checkpoint"}
+                    for c in cases
+                ]
+            }
             extra = extra if args.show else {}
             print(json.dumps({"checkpoint": ck, **res, "counts": scored.counts.as_dict(), **extra}))
             continue
-        print(f"{ck}: " + " | ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()))
+        print(
+            f"{ck}: "
+            + " | ".join(
+                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()
+            )
+        )
         for number, case in enumerate(cases, 1):
             print(case.format(number))
         if args.show and not cases:
-            print(f"no synonym prediction among the {res['masked']} masked word positions: nothing to show")
+            print(
+                f"no synonym prediction among the {res['masked']} masked word positions: nothing to show"
+            )
     return 0
 
 

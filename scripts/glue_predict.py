@@ -17,9 +17,13 @@ from truneg_fairseq.cli.common import fail, setup_logging  # noqa: E402
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("checkpoint")
-    p.add_argument("--data", required=True, help="the task's prepared folder (input0/, label/, ...)")
+    p.add_argument(
+        "--data", required=True, help="the task's prepared folder (input0/, label/, ...)"
+    )
     p.add_argument("--split", default="valid")
     p.add_argument("--output", required=True, help="predicted labels, one per line")
     p.add_argument("--batch-size", type=int, default=32)
@@ -29,11 +33,13 @@ def main(argv=None) -> int:
     if not os.path.isfile(args.checkpoint):
         fail(f"checkpoint {args.checkpoint} not found")
     if not os.path.isdir(os.path.join(args.data, "input0")):
-        fail(f"--data {args.data} has no input0/: give the folder scripts/prepare_glue.py wrote for the task")
+        fail(
+            f"--data {args.data} has no input0/: give the folder scripts/prepare_glue.py wrote for the task"
+        )
     import torch
 
-    from truneg_fairseq.evaluation.contrast import predict_labels
     from truneg_fairseq.checkpoints import CheckpointError
+    from truneg_fairseq.evaluation.contrast import predict_labels
     from truneg_fairseq.io_utils import atomic_open
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

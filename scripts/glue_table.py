@@ -20,11 +20,17 @@ from truneg_fairseq.data.glue import parse_validation_log  # noqa: E402
 
 # task -> (selection metric, reported metric, extra metric shown in parentheses)
 REPORT = {
-    "CoLA": ("mcc", "mcc", None), "SST-2": ("accuracy", "accuracy", None),
-    "MRPC": ("acc_and_f1", "accuracy", "f1"), "STS-B": ("pearson_and_spearman", "spearman", "pearson"),
-    "QQP": ("acc_and_f1", "accuracy", "f1"), "MNLI": ("accuracy", "accuracy", None),
-    "QNLI": ("accuracy", "accuracy", None), "RTE": ("accuracy", "accuracy", None),
+    "CoLA": ("mcc", "mcc", None),
+    "SST-2": ("accuracy", "accuracy", None),
+    "MRPC": ("acc_and_f1", "accuracy", "f1"),
+    "STS-B": ("pearson_and_spearman", "spearman", "pearson"),
+    "QQP": ("acc_and_f1", "accuracy", "f1"),
+    "MNLI": ("accuracy", "accuracy", None),
+    "QNLI": ("accuracy", "accuracy", None),
+    "RTE": ("accuracy", "accuracy", None),
 }
+
+
 def best_row(task, entries):
     select, report, extra = REPORT[task]
     by_epoch = [v for s, v in entries if s == "valid" and select in v]
@@ -40,7 +46,9 @@ def best_row(task, entries):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("runs", help="folder holding one sub-folder per task (with train.log)")
     p.add_argument("--name", default="model", help="row label")
     args = p.parse_args(argv)
@@ -51,17 +59,29 @@ def main(argv=None) -> int:
             continue
         r = best_row(task, parse_validation_log(log))
         if r is None or r["score"] is None:
-            print(f"warning: {log} has no validation line with the {REPORT[task][0]} metric", file=sys.stderr)
+            print(
+                f"warning: {log} has no validation line with the {REPORT[task][0]} metric",
+                file=sys.stderr,
+            )
             continue
         scores.append(r["score"])
         if task == "MNLI":
             cols.append("MNLI-m/mm")
-            vals.append(f"{r['score']:.1f}/{r['mm']:.1f}" if r.get("mm") is not None else f"{r['score']:.1f}")
+            vals.append(
+                f"{r['score']:.1f}/{r['mm']:.1f}"
+                if r.get("mm") is not None
+                else f"{r['score']:.1f}"
+            )
         else:
             cols.append(task)
-            vals.append(f"{r['score']:.1f}" + (f" ({r['extra']:.1f})" if r["extra"] is not None else ""))
+            vals.append(
+                f"{r['score']:.1f}" + (f" ({r['extra']:.1f})" if r["extra"] is not None else "")
+            )
     if not cols:
-        print(f"error: no RUNS/TASK/train.log with validation results under {args.runs}", file=sys.stderr)
+        print(
+            f"error: no RUNS/TASK/train.log with validation results under {args.runs}",
+            file=sys.stderr,
+        )
         return 2
     cols.append("Avg")
     vals.append(f"{sum(scores) / len(scores):.1f}")

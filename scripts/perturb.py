@@ -25,7 +25,9 @@ from truneg_fairseq.cli.common import fail, setup_logging  # noqa: E402
 def main(argv=None) -> int:
     from truneg_fairseq.data.glue import TASKS
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="kind", required=True)
     sq = sub.add_parser("squad")
     sq.add_argument("--method", required=True, choices=["swap_syn_wordnet", "add_sentence_diverse"])
@@ -61,10 +63,14 @@ def main(argv=None) -> int:
             fail(str(e))
         if any(skipped.values()):
             log.info(f"{args.input}: {skipped}")
-        out, counts = perturb.perturb_squad(data, args.method, wn, args.seed, args.prob, args.max_swaps)
+        out, counts = perturb.perturb_squad(
+            data, args.method, wn, args.seed, args.prob, args.max_swaps
+        )
         with atomic_open(args.output, encoding="utf-8") as f:
             json.dump(out, f, ensure_ascii=False)
-        log.info(f"{args.method}: {counts['changed']} of {counts['paragraphs']} contexts changed -> {args.output}")
+        log.info(
+            f"{args.method}: {counts['changed']} of {counts['paragraphs']} contexts changed -> {args.output}"
+        )
         return 0
     task = TASKS[args.task]
     if not os.path.isdir(args.input):
@@ -92,8 +98,14 @@ def _write_glue(args, task, log, wn) -> None:
             with open(src, encoding="utf-8", newline="\n") as f:
                 lines = [l.rstrip("\r\n") for l in f]
             header = lines[0] if task.header else None
-            cols = [perturb.column_index(header, k) for k in (task.sentence1, task.sentence2) if k is not None]
-            new, changed = perturb.perturb_glue_tsv(lines, cols, wn, args.seed, args.prob, args.max_swaps, task.header)
+            cols = [
+                perturb.column_index(header, k)
+                for k in (task.sentence1, task.sentence2)
+                if k is not None
+            ]
+            new, changed = perturb.perturb_glue_tsv(
+                lines, cols, wn, args.seed, args.prob, args.max_swaps, task.header
+            )
             with open(os.path.join(tmp, fname), "w", encoding="utf-8", newline="\n") as f:
                 f.write("\n".join(new) + "\n")
             log.info(f"{args.task} {fname}: {changed} texts changed")

@@ -28,16 +28,22 @@ from truneg_fairseq.text import add_tokenizer_args  # noqa: E402
 def main(argv=None) -> int:
     from truneg_fairseq.data.glue import MAX_SKIP_FLOOR, MAX_SKIP_FRACTION, TASKS
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--glue-dir", required=True, help="folder holding the GLUE task folders")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     p.add_argument("--dict", required=True, help="the pre-training dict.txt")
     add_tokenizer_args(p)
-    p.add_argument("--max-skip-fraction", type=float, default=MAX_SKIP_FRACTION,
-                   help="rows with the wrong number of columns, an empty field or a label outside the "
-                        "task's label set are skipped and counted per reason; more than this share of "
-                        f"a file's rows (and more than {MAX_SKIP_FLOOR}) is an error (default: %(default)s)")
+    p.add_argument(
+        "--max-skip-fraction",
+        type=float,
+        default=MAX_SKIP_FRACTION,
+        help="rows with the wrong number of columns, an empty field or a label outside the "
+        "task's label set are skipped and counted per reason; more than this share of "
+        f"a file's rows (and more than {MAX_SKIP_FLOOR}) is an error (default: %(default)s)",
+    )
     args = p.parse_args(argv)
     log = setup_logging("truneg_fairseq.prepare_glue")
     from truneg_fairseq.data.corpus import CorpusError
@@ -48,12 +54,22 @@ def main(argv=None) -> int:
         fail(f"--dict {args.dict} not found (the dict.txt of the pre-training data-bin)")
     try:
         tok = tokenizer_from_args(args)
-        check_record(args.dict, tok)  # the tokenizer that made the pre-training dict.txt, when recorded
+        check_record(
+            args.dict, tok
+        )  # the tokenizer that made the pre-training dict.txt, when recorded
         for name in args.tasks:
-            skipped = prepare_task(TASKS[name], args.glue_dir, args.output_dir, tok, args.dict,
-                                   max_skip_fraction=args.max_skip_fraction)
-            log.info(f"{name}: written to {os.path.join(args.output_dir, name)} "
-                     f"(skipped rows: {', '.join(f'{k} {v}' for k, v in skipped.items())})")
+            skipped = prepare_task(
+                TASKS[name],
+                args.glue_dir,
+                args.output_dir,
+                tok,
+                args.dict,
+                max_skip_fraction=args.max_skip_fraction,
+            )
+            log.info(
+                f"{name}: written to {os.path.join(args.output_dir, name)} "
+                f"(skipped rows: {', '.join(f'{k} {v}' for k, v in skipped.items())})"
+            )
     except (CorpusError, OutputDirError) as e:
         fail(str(e))
     return 0

@@ -63,16 +63,24 @@ def contrast_report(args) -> int:
     except OSError as e:
         fail(f"cannot read --pred {args.pred} ({e})")
     if len(preds) != len(rows):
-        fail(f"{args.tsv} has {len(rows)} rows but {args.pred} has {len(preds)} predictions: predict the split "
-             "prepared from this file (scripts/prepare_glue.py skips malformed rows: see its meta.json)")
-    r = contrast_consistency([row[args.pair_column] for row in rows], [row[args.label_column] for row in rows], preds)
+        fail(
+            f"{args.tsv} has {len(rows)} rows but {args.pred} has {len(preds)} predictions: predict the split "
+            "prepared from this file (scripts/prepare_glue.py skips malformed rows: see its meta.json)"
+        )
+    r = contrast_consistency(
+        [row[args.pair_column] for row in rows], [row[args.label_column] for row in rows], preds
+    )
     print(f"{'model':<30} {'rows':>6} {'groups':>7} {'Acc':>6} {'Con':>6}")
-    print(f"{args.name:<30} {r['rows']:>6} {r['groups']:>7} {r['accuracy']:>6.1f} {r['consistency']:>6.1f}")
+    print(
+        f"{args.name:<30} {r['rows']:>6} {r['groups']:>7} {r['accuracy']:>6.1f} {r['consistency']:>6.1f}"
+    )
     return 0
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="kind", required=True)
     sq = sub.add_parser("squad")
     sq.add_argument("--ori", nargs=2, required=True, metavar=("DEV", "PRED"))

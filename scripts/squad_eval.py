@@ -18,14 +18,15 @@ from truneg_fairseq.cli.common import fail  # noqa: E402
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("dataset", help="SQuAD v1.1 JSON (dev-v1.1.json)")
     p.add_argument("predictions", help="JSON: question id -> answer text")
     args = p.parse_args(argv)
-    from truneg_fairseq.evaluation.squad_metrics import evaluate
-
     from truneg_fairseq.data.corpus import CorpusError
     from truneg_fairseq.data.squad import read_squad_file
+    from truneg_fairseq.evaluation.squad_metrics import evaluate
 
     try:  # the answers are scored by text: their offsets are not checked here
         data = read_squad_file(args.dataset, check_answers=False)[0]["data"]
@@ -37,12 +38,17 @@ def main(argv=None) -> int:
     except FileNotFoundError:
         fail(f"predictions file {args.predictions} not found")
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        fail(f"predictions file {args.predictions} is not JSON ({e}); expected question id -> answer text")
+        fail(
+            f"predictions file {args.predictions} is not JSON ({e}); expected question id -> answer text"
+        )
     if not isinstance(preds, dict):
         fail(f"{args.predictions}: expected an object mapping question id -> answer text")
     res = evaluate(data, preds)
     if res["missing_predictions"]:
-        print(f"warning: {res['missing_predictions']} of {res['questions']} questions have no prediction (scored 0)", file=sys.stderr)
+        print(
+            f"warning: {res['missing_predictions']} of {res['questions']} questions have no prediction (scored 0)",
+            file=sys.stderr,
+        )
     print(json.dumps(res))
     return 0
 

@@ -19,7 +19,9 @@ from truneg_fairseq.cli.common import fail, setup_logging  # noqa: E402
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", required=True)
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--output", required=True)
@@ -32,10 +34,9 @@ def main(argv=None) -> int:
     import torch
 
     import truneg_fairseq  # noqa: F401
+    from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
     from truneg_fairseq.data import squad
     from truneg_fairseq.io_utils import atomic_open
-
-    from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
 
     try:
         models, cfg, task = load_for_inference(args.checkpoint, args.data)
@@ -49,9 +50,17 @@ def main(argv=None) -> int:
     preds = {}
     with torch.no_grad():
         for start in range(0, len(ds), args.batch_size):
-            sample = ds.collater([ds[i] for i in range(start, min(start + args.batch_size, len(ds)))])
-            s, e = squad.span_logits(model, sample["net_input"]["src_tokens"], task.dictionary.pad())
-            preds.update(squad.decode(sample["squad"], s, e, task.cfg.squad_n_best, task.cfg.squad_max_answer_len))
+            sample = ds.collater(
+                [ds[i] for i in range(start, min(start + args.batch_size, len(ds)))]
+            )
+            s, e = squad.span_logits(
+                model, sample["net_input"]["src_tokens"], task.dictionary.pad()
+            )
+            preds.update(
+                squad.decode(
+                    sample["squad"], s, e, task.cfg.squad_n_best, task.cfg.squad_max_answer_len
+                )
+            )
     with atomic_open(args.output) as f:
         json.dump(preds, f, indent=1)
     print(f"wrote {len(preds)} predictions to {args.output}")

@@ -24,12 +24,23 @@ from truneg_fairseq.cli.common import fail, setup_logging  # noqa: E402
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--dict", required=True, help="fairseq dict.txt (the data-bin's)")
-    p.add_argument("--text", required=True, help="training text, one line per sentence, words as in dict.txt")
+    p.add_argument(
+        "--text", required=True, help="training text, one line per sentence, words as in dict.txt"
+    )
     p.add_argument("--output", required=True, help=".npy file written")
-    p.add_argument("--dim", type=int, default=128, help="vector size = the model's --encoder-embed-dim (default 128)")
-    p.add_argument("--window", type=int, default=5, help="words on each side counted as context (default 5)")
+    p.add_argument(
+        "--dim",
+        type=int,
+        default=128,
+        help="vector size = the model's --encoder-embed-dim (default 128)",
+    )
+    p.add_argument(
+        "--window", type=int, default=5, help="words on each side counted as context (default 5)"
+    )
     args = p.parse_args(argv)
     setup_logging("truneg_fairseq.data.word_vectors")
     for flag, path in (("--dict", args.dict), ("--text", args.text)):

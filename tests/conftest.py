@@ -47,4 +47,3 @@ def synonym_table(corpus_dir, data_bin, wn):
     path = data_bin / "synonyms.npz"
     table.save(path)
     return path
-

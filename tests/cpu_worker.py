@@ -13,10 +13,9 @@ exits, so that tests can compare ranks (fairseq saves checkpoints on rank 0 only
 import atexit
 import os
 
+import fairseq.models.distributed_fairseq_model as distributed_fairseq_model
 import torch
 from torch.nn.parallel import DistributedDataParallel
-
-import fairseq.models.distributed_fairseq_model as distributed_fairseq_model
 
 _wrapped = []
 
@@ -31,7 +30,9 @@ class CpuDistributedDataParallel(DistributedDataParallel):
 
 def _dump(path):
     if _wrapped:
-        torch.save({k: v.detach().clone() for k, v in _wrapped[-1].module.state_dict().items()}, path)
+        torch.save(
+            {k: v.detach().clone() for k, v in _wrapped[-1].module.state_dict().items()}, path
+        )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import List
 
 import torch
-
 from utils import tiny_corpus_lines
 
 SPECIALS = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -37,13 +36,21 @@ def _randomize(model, seed: int) -> None:
 def bert_config(vocab_size: int, **kw):
     from transformers import BertConfig
 
-    args = dict(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                intermediate_size=64, max_position_embeddings=64)
+    args = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     args.update(kw)
     return BertConfig(**args)
 
 
-def save_bert(hf_dir: Path, cls_name: str = "BertForMaskedLM", safe: bool = True, seed: int = 0, vocab=None):
+def save_bert(
+    hf_dir: Path, cls_name: str = "BertForMaskedLM", safe: bool = True, seed: int = 0, vocab=None
+):
     import transformers
 
     vocab = vocab or wordpiece_vocab()
@@ -55,23 +62,47 @@ def save_bert(hf_dir: Path, cls_name: str = "BertForMaskedLM", safe: bool = True
         # transformers 5 writes safetensors whatever it is asked; write the legacy .bin as the
         # published BERT checkpoints have it: torch.save'd, LayerNorm tensors named gamma/beta
         (Path(hf_dir) / "model.safetensors").unlink()
-        state = {re.sub(r"LayerNorm\.weight$", "LayerNorm.gamma", re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", k)): v
-                 for k, v in model.state_dict().items()}
+        state = {
+            re.sub(
+                r"LayerNorm\.weight$",
+                "LayerNorm.gamma",
+                re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", k),
+            ): v
+            for k, v in model.state_dict().items()
+        }
         torch.save(state, Path(hf_dir) / "pytorch_model.bin")
     write_vocab(hf_dir, vocab)
     return model
 
 
-def save_electra_pair(disc_dir: Path, gen_dir: Path, seed: int = 0, vocab=None, gen_embedding_size: int = 16):
+def save_electra_pair(
+    disc_dir: Path, gen_dir: Path, seed: int = 0, vocab=None, gen_embedding_size: int = 16
+):
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
     vocab = vocab or wordpiece_vocab()
     torch.manual_seed(seed)
     common = dict(vocab_size=len(vocab), max_position_embeddings=64)
-    disc = ElectraForPreTraining(ElectraConfig(embedding_size=16, hidden_size=32, num_hidden_layers=2,
-                                               num_attention_heads=2, intermediate_size=64, **common)).eval()
-    gen = ElectraForMaskedLM(ElectraConfig(embedding_size=gen_embedding_size, hidden_size=16, num_hidden_layers=2,
-                                           num_attention_heads=1, intermediate_size=32, **common)).eval()
+    disc = ElectraForPreTraining(
+        ElectraConfig(
+            embedding_size=16,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            **common,
+        )
+    ).eval()
+    gen = ElectraForMaskedLM(
+        ElectraConfig(
+            embedding_size=gen_embedding_size,
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=1,
+            intermediate_size=32,
+            **common,
+        )
+    ).eval()
     _randomize(disc, seed)
     _randomize(gen, seed + 1)
     if gen_embedding_size == 16:

@@ -27,12 +27,26 @@ def squad_json(n_copies=1, broken=False):
                 if cj != ci:
                     continue
                 start = ctx.rfind(a) if "pilot" in q else ctx.find(a)
-                qas.append({"id": f"c{c}q{qi}", "question": q, "answers": [{"text": a, "answer_start": start}]})
+                qas.append(
+                    {
+                        "id": f"c{c}q{qi}",
+                        "question": q,
+                        "answers": [{"text": a, "answer_start": start}],
+                    }
+                )
             paras.append({"context": ctx, "qas": qas})
         data.append({"title": f"t{c}", "paragraphs": paras})
     if broken:  # an answer that is nowhere in the context, and one at a wrong offset
-        data[0]["paragraphs"][0]["qas"].append({"id": "bad", "question": "?", "answers": [{"text": "zebra", "answer_start": 3}]})
-        data[0]["paragraphs"][0]["qas"].append({"id": "off", "question": "where ?", "answers": [{"text": "at home", "answer_start": 0}]})
+        data[0]["paragraphs"][0]["qas"].append(
+            {"id": "bad", "question": "?", "answers": [{"text": "zebra", "answer_start": 3}]}
+        )
+        data[0]["paragraphs"][0]["qas"].append(
+            {
+                "id": "off",
+                "question": "where ?",
+                "answers": [{"text": "at home", "answer_start": 0}],
+            }
+        )
     return {"version": "1.1", "data": data}
 
 

@@ -18,17 +18,33 @@ from truneg_fairseq import compat
 
 OPTIMIZERS = {
     "sgd": {"_name": "sgd", "lr": [0.5], "momentum": 0.0, "weight_decay": 0.0},
-    "adam": {"_name": "adam", "lr": [0.5], "adam_betas": "(0.9, 0.98)", "adam_eps": 1e-6, "weight_decay": 0.01,
-             "use_old_adam": False, "fp16_adam_stats": False, "tpu": False},
-    "fused_adamw": {"_name": "fused_adamw", "lr": [0.5], "fused_adamw_betas": "(0.9, 0.98)", "fused_adamw_eps": 1e-6,
-                    "fused_adamw_weight_decay": 0.01},
+    "adam": {
+        "_name": "adam",
+        "lr": [0.5],
+        "adam_betas": "(0.9, 0.98)",
+        "adam_eps": 1e-6,
+        "weight_decay": 0.01,
+        "use_old_adam": False,
+        "fp16_adam_stats": False,
+        "tpu": False,
+    },
+    "fused_adamw": {
+        "_name": "fused_adamw",
+        "lr": [0.5],
+        "fused_adamw_betas": "(0.9, 0.98)",
+        "fused_adamw_eps": 1e-6,
+        "fused_adamw_weight_decay": 0.01,
+    },
 }
 SAMPLE_SIZE = 4.0  # the trainer divides the summed gradients by the sample size
 
 
 def make_params(seed=0):
     g = torch.Generator().manual_seed(seed)
-    return [torch.nn.Parameter(torch.randn(5, 3, generator=g)), torch.nn.Parameter(torch.randn(3, generator=g))]
+    return [
+        torch.nn.Parameter(torch.randn(5, 3, generator=g)),
+        torch.nn.Parameter(torch.randn(3, generator=g)),
+    ]
 
 
 def gradients(step, seed=1):
@@ -44,15 +60,25 @@ def gradients(step, seed=1):
 
 
 def build_amp(name, params, init_scale=1024.0, growth_interval=2000, min_loss_scale=1e-4):
-    cfg = OmegaConf.create({
-        "optimizer": OPTIMIZERS[name],
-        "common": {"fp16_init_scale": init_scale, "amp_init_scale": init_scale, "amp_scale_window": None,
-                   "min_loss_scale": min_loss_scale},
-    })
-    with warnings.catch_warnings():  # fairseq builds torch.cuda.amp.GradScaler (deprecated; no CUDA here)
+    cfg = OmegaConf.create(
+        {
+            "optimizer": OPTIMIZERS[name],
+            "common": {
+                "fp16_init_scale": init_scale,
+                "amp_init_scale": init_scale,
+                "amp_scale_window": None,
+                "min_loss_scale": min_loss_scale,
+            },
+        }
+    )
+    with (
+        warnings.catch_warnings()
+    ):  # fairseq builds torch.cuda.amp.GradScaler (deprecated; no CUDA here)
         warnings.simplefilter("ignore")
         amp = AMPOptimizer.build_optimizer(cfg, params)
-    amp._grad_scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
+    amp._grad_scaler = torch.amp.GradScaler(
+        "cpu", init_scale=init_scale, growth_interval=growth_interval
+    )
     return amp
 
 
@@ -92,15 +118,22 @@ def test_amp_update_equals_the_fp32_update(name):
             norm = trainer_step(amp, amp_params, grads, amp=True)
             assert not torch.isfinite(norm)
             for p, b in zip(amp_params, before):
-                assert torch.equal(p.detach(), b), "the overflowing step must leave the parameters alone"
+                assert torch.equal(
+                    p.detach(), b
+                ), "the overflowing step must leave the parameters alone"
             assert amp.scaler.get_scale() == scale / 2
         else:
             trainer_step(amp, amp_params, grads, amp=True)
             trainer_step(ref, ref_params, grads, amp=False)
             for p, r, b in zip(amp_params, ref_params, before):
                 assert not torch.equal(p.detach(), b)
-                torch.testing.assert_close(p.detach(), r.detach(), rtol=1e-6, atol=1e-7,
-                                           msg=f"{name}, step {step}, scale {scale}: AMP update differs from fp32")
+                torch.testing.assert_close(
+                    p.detach(),
+                    r.detach(),
+                    rtol=1e-6,
+                    atol=1e-7,
+                    msg=f"{name}, step {step}, scale {scale}: AMP update differs from fp32",
+                )
             assert amp.scaler.get_scale() == scale * 2
         scales.append(scale)
     assert scales == [1024.0, 2048.0, 4096.0, 2048.0, 4096.0]

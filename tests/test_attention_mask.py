@@ -3,13 +3,14 @@ may pick FlashAttention), with the same outputs, and keep the mask where a batch
 
 import pytest
 import torch
-
 from utils import TINY_ELECTRA, build_components
 
 
 @pytest.fixture(scope="module")
 def electra(data_bin):
-    task, model, criterion = build_components(data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="electra")
+    task, model, criterion = build_components(
+        data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="electra"
+    )
     task.load_dataset("train")
     model.eval()
     return task, model, criterion
@@ -32,7 +33,9 @@ def record_masks(model):
     def hook(module, args, kwargs):
         seen.append((kwargs.get("key_padding_mask"), model._batch_unpadded))
 
-    handle = model.discriminator.layers[0].self_attn.register_forward_pre_hook(hook, with_kwargs=True)
+    handle = model.discriminator.layers[0].self_attn.register_forward_pre_hook(
+        hook, with_kwargs=True
+    )
     return seen, handle
 
 
@@ -48,7 +51,11 @@ def test_same_outputs_with_and_without_the_mask(electra):
             assert torch.allclose(stack(x, pad), stack(x, None), atol=1e-6)
         with model.without_padding():
             free = model.discriminator_logits(tokens)
-    assert torch.allclose(free, model.discriminator_head(model.discriminator(model.embeddings(tokens), pad)), atol=1e-6)
+    assert torch.allclose(
+        free,
+        model.discriminator_head(model.discriminator(model.embeddings(tokens), pad)),
+        atol=1e-6,
+    )
 
 
 def test_the_task_drops_the_mask_only_without_padding(electra):
@@ -66,7 +73,9 @@ def test_the_task_drops_the_mask_only_without_padding(electra):
         tokens = padded["net_input"]["src_tokens"]
         pad = tokens.eq(model.padding_idx)
         # every padded position is masked (the discriminator's input may hold more: a sampled <pad>)
-        assert seen and all(not flag and mask is not None and bool(mask[pad].all()) for mask, flag in seen)
+        assert seen and all(
+            not flag and mask is not None and bool(mask[pad].all()) for mask, flag in seen
+        )
     finally:
         handle.remove()
     assert not model._batch_unpadded  # the flag lasts one step

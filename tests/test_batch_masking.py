@@ -15,15 +15,24 @@ def make_task(data_bin, cls=BatchMaskedLMTask, split="train", **kw):
 
     from truneg_fairseq.tasks.electra import ElectraTask, ElectraTaskConfig
 
-    config = {BatchMaskedLMTask: BatchMaskedLMConfig, ElectraTask: ElectraTaskConfig}.get(cls, MaskedLMConfig)
-    cfg = config(data=str(data_bin), tokens_per_sample=kw.pop("tokens_per_sample", 64), seed=kw.pop("seed", 1), **kw)
+    config = {BatchMaskedLMTask: BatchMaskedLMConfig, ElectraTask: ElectraTaskConfig}.get(
+        cls, MaskedLMConfig
+    )
+    cfg = config(
+        data=str(data_bin),
+        tokens_per_sample=kw.pop("tokens_per_sample", 64),
+        seed=kw.pop("seed", 1),
+        **kw,
+    )
     task = cls.setup_task(cfg)
     task.load_dataset(split)
     return task
 
 
 def batches(task, split="train", epoch=1, bsz=16, workers=0):
-    itr = task.get_batch_iterator(task.dataset(split), max_sentences=bsz, seed=1, num_workers=workers, epoch=epoch)
+    itr = task.get_batch_iterator(
+        task.dataset(split), max_sentences=bsz, seed=1, num_workers=workers, epoch=epoch
+    )
     return itr
 
 
@@ -35,16 +44,25 @@ def original(sample, pad=1):
 def test_same_blocks_order_and_layout_as_masked_lm(data_bin):
     from fairseq.tasks.masked_lm import MaskedLMTask
 
-    ours, theirs = make_task(data_bin, include_target_tokens=True), make_task(data_bin, MaskedLMTask, include_target_tokens=True)
+    ours, theirs = (
+        make_task(data_bin, include_target_tokens=True),
+        make_task(data_bin, MaskedLMTask, include_target_tokens=True),
+    )
     a = list(batches(ours).next_epoch_itr(shuffle=True))
     b = list(batches(theirs).next_epoch_itr(shuffle=True))
     assert len(a) == len(b) > 5
     for x, y in zip(a, b):
         assert x.keys() == y.keys() and x["net_input"].keys() == y["net_input"].keys()
-        assert torch.equal(x["id"], y["id"]) and torch.equal(x["net_input"]["src_id"], y["net_input"]["src_id"])
+        assert torch.equal(x["id"], y["id"]) and torch.equal(
+            x["net_input"]["src_id"], y["net_input"]["src_id"]
+        )
         assert torch.equal(x["net_input"]["src_lengths"], y["net_input"]["src_lengths"])
         assert (x["ntokens"], x["nsentences"]) == (y["ntokens"], y["nsentences"])
-        assert x["net_input"]["src_tokens"].dtype == y["net_input"]["src_tokens"].dtype == x["target"].dtype
+        assert (
+            x["net_input"]["src_tokens"].dtype
+            == y["net_input"]["src_tokens"].dtype
+            == x["target"].dtype
+        )
         assert torch.equal(original(x), original(y))  # the same tokens, masked differently
         assert torch.equal(x["net_input"]["target_tokens"], x["target"])
 
@@ -102,7 +120,9 @@ def test_masks_fixed_by_seed_epoch_and_index(data_bin):
         assert torch.equal(a["target"][i, :n], b["target"][j, :n])
     assert torch.equal(ds.collater(list(range(10)))["target"], a["target"])  # again: the same
     ds.set_epoch(2)
-    assert not torch.equal(ds.collater(list(range(10)))["target"], a["target"])  # a new epoch: new masks
+    assert not torch.equal(
+        ds.collater(list(range(10)))["target"], a["target"]
+    )  # a new epoch: new masks
     other = make_task(data_bin, seed=2).dataset("train")
     other.set_epoch(1)
     assert not torch.equal(other.collater(list(range(10)))["target"], a["target"])
@@ -113,7 +133,10 @@ def test_resume_mid_epoch(data_bin, workers):
     """An epoch interrupted after 3 batches and resumed from the iterator's state (a new task and
     iterator for the saved epoch, as fairseq's checkpoint loading builds them) gives the batches
     of the uninterrupted epoch (workers: the token stream reopened in a loader process)."""
-    whole = [s for s in batches(make_task(data_bin), epoch=2, workers=workers).next_epoch_itr(shuffle=True)]
+    whole = [
+        s
+        for s in batches(make_task(data_bin), epoch=2, workers=workers).next_epoch_itr(shuffle=True)
+    ]
     itr = batches(make_task(data_bin), epoch=2, workers=workers)
     first = itr.next_epoch_itr(shuffle=True)
     for _ in range(3):
@@ -137,7 +160,9 @@ def test_item_by_item_reading_gives_the_same_batches(data_bin):
     for ds in (fast, slow):
         ds.set_epoch(1)
     a, b = fast.collater(list(range(0, 40, 3))), slow.collater(list(range(0, 40, 3)))
-    assert torch.equal(a["net_input"]["src_tokens"], b["net_input"]["src_tokens"]) and torch.equal(a["target"], b["target"])
+    assert torch.equal(a["net_input"]["src_tokens"], b["net_input"]["src_tokens"]) and torch.equal(
+        a["target"], b["target"]
+    )
 
 
 def test_whole_words(corpus_dir, data_bin):
@@ -145,10 +170,18 @@ def test_whole_words(corpus_dir, data_bin):
     pieces of a word are selected together and each row selects int(p * words + u) words."""
     from truneg_fairseq.tasks.electra import ElectraTask
 
-    task = make_task(data_bin, ElectraTask, mask_whole_words=True, mask_prob=0.3, electra_tokenizer="sentencepiece",
-                     electra_spm_model=str(corpus_dir / "spm.model"))
+    task = make_task(
+        data_bin,
+        ElectraTask,
+        mask_whole_words=True,
+        mask_prob=0.3,
+        electra_tokenizer="sentencepiece",
+        electra_spm_model=str(corpus_dir / "spm.model"),
+    )
     d = task.source_dictionary
-    begins = torch.tensor([i < d.nspecial or d[i].startswith("\u2581") or d[i] == "<mask>" for i in range(len(d))])
+    begins = torch.tensor(
+        [i < d.nspecial or d[i].startswith("\u2581") or d[i] == "<mask>" for i in range(len(d))]
+    )
     pieces_masked = 0
     for s in batches(task).next_epoch_itr(shuffle=False):
         orig, chosen = original(s), s["target"].ne(d.pad())

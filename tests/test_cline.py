@@ -9,9 +9,9 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from utils import build_components, run_script, tiny_corpus_lines, valid_batch
 
 from truneg_fairseq.text import TokenizerSpec
-from utils import build_components, run_script, tiny_corpus_lines, valid_batch
 
 TINY_CLINE = ["--arch", "cline_roberta_tiny", "--tokens-per-sample", "64"]
 NO_ELIGIBLE = ["it is 42 .", "and so on , then ."]
@@ -34,9 +34,16 @@ def cline_dir(corpus_dir, tmp_path_factory, wn):
     train = (corpus_dir / "raw" / "train.txt").read_text().splitlines()[:400] + NO_ELIGIBLE
     (work / "train.txt").write_text("\n".join(train) + "\n")
     shutil.copy(corpus_dir / "raw" / "valid.txt", work / "valid.txt")
-    settings = cline.Settings(seed=5, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
-    summary = cline.make_cline_data({"train": work / "train.txt", "valid": work / "valid.txt"}, work / "out",
-                                    settings, srcdict=corpus_dir / "data-bin" / "dict.txt", wn=wn)
+    settings = cline.Settings(
+        seed=5, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model"))
+    )
+    summary = cline.make_cline_data(
+        {"train": work / "train.txt", "valid": work / "valid.txt"},
+        work / "out",
+        settings,
+        srcdict=corpus_dir / "data-bin" / "dict.txt",
+        wn=wn,
+    )
     return work, summary
 
 
@@ -62,8 +69,10 @@ def test_replacements_are_wordnet_words_of_the_same_part_of_speech(lex, wn):
             assert new.isalpha() and " " not in new and "_" not in new
             if kind == "synonym":
                 assert new in lex.synonyms(low, pos, base)
-                assert any(pos == s.pos().replace("s", "a") and new in [l.name() for l in s.lemmas()]
-                           for s in wn.synsets(base))
+                assert any(
+                    pos == s.pos().replace("s", "a") and new in [l.name() for l in s.lemmas()]
+                    for s in wn.synsets(base)
+                )
             elif kind == "hypernym":
                 assert new in lex.hypernyms(low, pos, base)
             elif kind == "variant":
@@ -75,7 +84,9 @@ def test_replacements_are_wordnet_words_of_the_same_part_of_speech(lex, wn):
         for idx, _, new, _ in t.syn_edits:
             assert t.syn[idx] != t.ori[idx] and t.syn_cores[idx] is not None
         assert sum(c is not None for c in t.syn_cores) == len(t.syn_edits)
-        assert [w for w, c in zip(t.ant, t.ant_cores) if c is None] == [w for w, c in zip(t.ori, t.ant_cores) if c is None]
+        assert [w for w, c in zip(t.ant, t.ant_cores) if c is None] == [
+            w for w, c in zip(t.ori, t.ant_cores) if c is None
+        ]
     assert {"synonym", "hypernym", "antonym", "random"} <= kinds
     assert 0.33 <= n_syn / n_elig <= 0.47
     assert 0.17 <= n_ant / n_elig <= 0.30
@@ -89,7 +100,10 @@ def test_part_of_speech_and_candidates_from_wordnet(lex):
     assert lex.pos_and_base("the") is None and lex.pos_and_base("xqzv") is None
     assert "main" in lex.synonyms("primary", "a", "primary")
     assert lex.antonyms("quickly", "r", "quickly") == ["slowly"]
-    assert all(" " not in w and "_" not in w for w in lex.synonyms("house", "n", "house") + lex.hypernyms("house", "n", "house"))
+    assert all(
+        " " not in w and "_" not in w
+        for w in lex.synonyms("house", "n", "house") + lex.hypernyms("house", "n", "house")
+    )
 
 
 def test_labels_mark_exactly_the_replaced_pieces(corpus_dir, lex):
@@ -104,30 +118,34 @@ def test_labels_mark_exactly_the_replaced_pieces(corpus_dir, lex):
     for i, line in enumerate(lines):
         t = cline.build_triple(line, lex, vocab, random.Random(i))
         ori, lab0 = enc.tokens_and_labels(t.ori, [None] * len(t.ori))
-        assert ori == sp.encode(line, out_type=str) and sum(lab0) == 0  # word by word == the whole line
+        assert (
+            ori == sp.encode(line, out_type=str) and sum(lab0) == 0
+        )  # word by word == the whole line
         for words, cores in ((t.syn, t.syn_cores), (t.ant, t.ant_cores)):
             toks, labels = enc.tokens_and_labels(words, cores)
             assert toks == sp.encode(" ".join(words), out_type=str)
             per_word = enc.encode_words(words)
             k = 0
             for w, spans, core in zip(words, per_word, cores):
-                got = labels[k: k + len(spans)]
+                got = labels[k : k + len(spans)]
                 k += len(spans)
                 if core is None:
                     assert got == [0] * len(spans)
                 else:  # the pieces of the new core, not the punctuation around it
                     marked = "".join(p.lstrip("\u2581") for (p, _, _), l in zip(spans, got) if l)
-                    assert marked == w[core[0]: core[1]]
+                    assert marked == w[core[0] : core[1]]
 
 
 def test_gpt2_pieces_and_labels(tmp_path, lex):
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
-
-    from truneg_fairseq.data import cline
     from utils import write_toy_gpt2_bpe
 
+    from truneg_fairseq.data import cline
+
     d = write_toy_gpt2_bpe(tmp_path)
-    enc = cline.PieceEncoder(TokenizerSpec("gpt2", gpt2_encoder_json=d / "encoder.json", gpt2_vocab_bpe=d / "vocab.bpe"))
+    enc = cline.PieceEncoder(
+        TokenizerSpec("gpt2", gpt2_encoder_json=d / "encoder.json", gpt2_vocab_bpe=d / "vocab.bpe")
+    )
     bpe = get_encoder(str(d / "encoder.json"), str(d / "vocab.bpe"))
     words = ["The", "primary", "reason,", "surely."]
     cores = [None, (0, 4), (0, 6), None]  # "main" replaced "primary"; "reason" replaced
@@ -142,9 +160,9 @@ def test_gpt2_pieces_and_labels(tmp_path, lex):
 def test_wordpiece_pieces_and_labels(tmp_path, lex):
     """WordPiece through the tokenizer layer: pieces equal HF tokenizers' on the whole line, and
     the labels mark the pieces of the replaced cores (## continuations included)."""
+    from test_tokenizer import VOCAB, write_vocab
     from tokenizers import BertWordPieceTokenizer
 
-    from test_tokenizer import VOCAB, write_vocab
     from truneg_fairseq.data import cline
 
     vocab = write_vocab(tmp_path / "vocab.txt", VOCAB)
@@ -172,37 +190,68 @@ def test_data_bin_summary_and_determinism(cline_dir, corpus_dir, wn, tmp_path):
     assert json.loads((out / "cline_summary.json").read_text()) == summary
     meta = json.loads((out / "data-bin" / "cline_meta.json").read_text())
     assert meta["summary"] == summary
-    assert (out / "data-bin" / "dict.txt").read_text() == (corpus_dir / "data-bin" / "dict.txt").read_text()
+    assert (out / "data-bin" / "dict.txt").read_text() == (
+        corpus_dir / "data-bin" / "dict.txt"
+    ).read_text()
     d = Dictionary.load(str(out / "data-bin" / "dict.txt"))
     for split in ("train", "valid"):
-        ds = {n: data_utils.load_indexed_dataset(str(out / "data-bin" / f"{split}.{n}"), None) for n in cline.SPLIT_FILES}
+        ds = {
+            n: data_utils.load_indexed_dataset(str(out / "data-bin" / f"{split}.{n}"), None)
+            for n in cline.SPLIT_FILES
+        }
         assert len({len(x) for x in ds.values()}) == 1
         assert np.array_equal(ds["syn"].sizes, ds["syn_label"].sizes)
         assert np.array_equal(ds["ant"].sizes, ds["ant_label"].sizes)
-        text_labels = [list(map(int, l.split())) for l in (out / "tok" / f"{split}.syn_label").read_text().splitlines()]
+        text_labels = [
+            list(map(int, l.split()))
+            for l in (out / "tok" / f"{split}.syn_label").read_text().splitlines()
+        ]
         for i in range(len(text_labels)):
             assert ds["syn_label"][i].tolist() == text_labels[i] + [0]
         assert d.string(ds["ori"][0]) == (out / "tok" / f"{split}.ori").read_text().splitlines()[0]
     lines = (out / "tok" / "train.ori").read_text().splitlines()
-    assert (out / "tok" / "train.ant").read_text().splitlines()[-2:] == lines[-2:]  # no eligible word: unchanged
+    assert (out / "tok" / "train.ant").read_text().splitlines()[-2:] == lines[
+        -2:
+    ]  # no eligible word: unchanged
 
     # the same seed gives the same bytes with 2 worker processes; another seed differs
-    settings = cline.Settings(seed=5, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
+    settings = cline.Settings(
+        seed=5, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model"))
+    )
     splits = {"train": work / "train.txt", "valid": work / "valid.txt"}
-    cline.make_cline_data(splits, tmp_path / "w2", settings, srcdict=corpus_dir / "data-bin" / "dict.txt", workers=2)
+    cline.make_cline_data(
+        splits, tmp_path / "w2", settings, srcdict=corpus_dir / "data-bin" / "dict.txt", workers=2
+    )
     for n in cline.SPLIT_FILES:
-        assert (tmp_path / "w2" / "data-bin" / f"train.{n}.bin").read_bytes() == (out / "data-bin" / f"train.{n}.bin").read_bytes()
+        assert (tmp_path / "w2" / "data-bin" / f"train.{n}.bin").read_bytes() == (
+            out / "data-bin" / f"train.{n}.bin"
+        ).read_bytes()
     settings.seed = 6
-    cline.make_cline_data(splits, tmp_path / "s6", settings, srcdict=corpus_dir / "data-bin" / "dict.txt", wn=wn)
-    assert (tmp_path / "s6" / "data-bin" / "train.syn.bin").read_bytes() != (out / "data-bin" / "train.syn.bin").read_bytes()
+    cline.make_cline_data(
+        splits, tmp_path / "s6", settings, srcdict=corpus_dir / "data-bin" / "dict.txt", wn=wn
+    )
+    assert (tmp_path / "s6" / "data-bin" / "train.syn.bin").read_bytes() != (
+        out / "data-bin" / "train.syn.bin"
+    ).read_bytes()
 
 
 def test_cli_and_its_bad_inputs(corpus_dir, tmp_path):
     out = tmp_path / "cli"
     src = tmp_path / "s.txt"
     src.write_text("\n".join(tiny_corpus_lines(120, seed=9)) + "\n")
-    proc = run_script("make_cline_data.py", ["--input", str(src), "--valid-fraction", "0.1", "--output-dir", str(out),
-                                             "--spm-model", str(corpus_dir / "spm.model")])
+    proc = run_script(
+        "make_cline_data.py",
+        [
+            "--input",
+            str(src),
+            "--valid-fraction",
+            "0.1",
+            "--output-dir",
+            str(out),
+            "--spm-model",
+            str(corpus_dir / "spm.model"),
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     assert "x_syn replaced" in proc.stdout and "without any antonym" in proc.stdout
     assert (out / "data-bin" / "valid.ant_label.bin").is_file()
@@ -210,10 +259,29 @@ def test_cli_and_its_bad_inputs(corpus_dir, tmp_path):
     assert json.loads((out / "cline_summary.json").read_text())["train"]["unknown_tokens"] == 0
     empty = tmp_path / "empty.txt"
     empty.write_text("\n \n")
-    bad = run_script("make_cline_data.py", ["--train", str(empty), "--output-dir", str(tmp_path / "x"),
-                                            "--spm-model", str(corpus_dir / "spm.model")])
+    bad = run_script(
+        "make_cline_data.py",
+        [
+            "--train",
+            str(empty),
+            "--output-dir",
+            str(tmp_path / "x"),
+            "--spm-model",
+            str(corpus_dir / "spm.model"),
+        ],
+    )
     assert bad.returncode != 0 and "no text" in bad.stderr
-    bad = run_script("make_cline_data.py", ["--train", str(src), "--output-dir", str(tmp_path / "x"), "--spm-model", str(tmp_path / "no.model")])
+    bad = run_script(
+        "make_cline_data.py",
+        [
+            "--train",
+            str(src),
+            "--output-dir",
+            str(tmp_path / "x"),
+            "--spm-model",
+            str(tmp_path / "no.model"),
+        ],
+    )
     assert bad.returncode != 0 and "--spm-model" in bad.stderr and "not found" in bad.stderr
     assert not (tmp_path / "x" / "data-bin").exists()
 
@@ -247,14 +315,21 @@ def test_contrastive_loss_hand_computation_and_stability():
 @pytest.fixture(scope="module")
 def components(cline_dir):
     work, _ = cline_dir
-    return build_components(work / "out" / "data-bin", ["--criterion", "cline"], arch_args=TINY_CLINE, task="cline")
+    return build_components(
+        work / "out" / "data-bin", ["--criterion", "cline"], arch_args=TINY_CLINE, task="cline"
+    )
 
 
 def test_batch_keeps_triples_together(components):
     task, _, _ = components
     b = valid_batch(task, 6)
     c = b["cline"]
-    assert b["net_input"]["src_tokens"].shape == c["syn_tokens"].shape == c["ant_tokens"].shape == c["syn_labels"].shape
+    assert (
+        b["net_input"]["src_tokens"].shape
+        == c["syn_tokens"].shape
+        == c["ant_tokens"].shape
+        == c["syn_labels"].shape
+    )
     assert (b["net_input"]["src_tokens"][:, 0] == task.source_dictionary.bos()).all()
     assert b["target"].ne(task.source_dictionary.pad()).any()
     assert c["has_negative"].all()
@@ -272,13 +347,20 @@ def test_sharding_invariant_and_every_parameter_trained(components):
     b = valid_batch(task, 8)
     idx = b["id"]
     ds = task.dataset("valid")
-    halves = [ds.collater([ds[int(i)] for i in idx[:4]]), ds.collater([ds[int(i)] for i in idx[4:]])]
+    halves = [
+        ds.collater([ds[int(i)] for i in idx[:4]]),
+        ds.collater([ds[int(i)] for i in idx[4:]]),
+    ]
     full = _run(crit, model, ds.collater([ds[int(i)] for i in idx]))
     parts = [_run(crit, model, h) for h in halves]
     assert torch.allclose(full[0], parts[0][0] + parts[1][0], rtol=1e-4)
     assert int(full[1]) == int(parts[0][1]) + int(parts[1][1])
     for k, v in full[2].items():
-        assert torch.allclose(torch.as_tensor(v, dtype=torch.float), torch.as_tensor(parts[0][2][k] + parts[1][2][k], dtype=torch.float), rtol=1e-4), k
+        assert torch.allclose(
+            torch.as_tensor(v, dtype=torch.float),
+            torch.as_tensor(parts[0][2][k] + parts[1][2][k], dtype=torch.float),
+            rtol=1e-4,
+        ), k
     assert crit.logging_outputs_can_be_summed()
     model.train()
     model.zero_grad()
@@ -294,7 +376,9 @@ def test_terms_and_weights(components, cline_dir):
     _, n, log = _run(crit, model, b)
     mp = task.cfg.mask_prob
     with torch.no_grad():
-        toks = torch.cat([b["net_input"]["src_tokens"], b["cline"]["syn_tokens"], b["cline"]["ant_tokens"]])
+        toks = torch.cat(
+            [b["net_input"]["src_tokens"], b["cline"]["syn_tokens"], b["cline"]["ant_tokens"]]
+        )
         cls = model.cline_forward(toks, 8, b["target"].ne(1))["cls"]
     from truneg_fairseq.criterions.cline import contrastive_loss
 
@@ -307,24 +391,46 @@ def test_terms_and_weights(components, cline_dir):
     assert torch.allclose(log["loss"], expect, rtol=1e-5)
     # learned weights: exp(-s) * term + s * sample_size, with s the model's log-variances
     work, _ = cline_dir
-    t2, m2, c2 = build_components(work / "out" / "data-bin", ["--criterion", "cline", "--cline-learned-weights"],
-                                  arch_args=TINY_CLINE, task="cline")
+    t2, m2, c2 = build_components(
+        work / "out" / "data-bin",
+        ["--criterion", "cline", "--cline-learned-weights"],
+        arch_args=TINY_CLINE,
+        task="cline",
+    )
     m2.eval()
     with torch.no_grad():
         m2.cline_log_vars.copy_(torch.tensor([0.5, -1.0, 2.0]))
     b2 = valid_batch(t2, 8)
     loss2, n2, log2 = _run(c2, m2, b2)
     assert "w_rtd" in log2 and torch.allclose(log2["w_rtd"], torch.tensor(math.e))
-    expect2 = sum(log2[f"w_{t}"] * log2[f"{t}_loss"] for t in ("mlm", "rtd", "cts")) + log2["logvar_loss"]
+    expect2 = (
+        sum(log2[f"w_{t}"] * log2[f"{t}_loss"] for t in ("mlm", "rtd", "cts")) + log2["logvar_loss"]
+    )
     assert torch.allclose(log2["loss"], expect2, rtol=1e-5)
     assert torch.allclose(log2["logvar_loss"], torch.tensor(1.5) * log2["sample_size"], rtol=1e-6)
-    fixed = build_components(work / "out" / "data-bin", ["--criterion", "cline", "--cline-mlm-weight", "0",
-                                                           "--cline-rtd-weight", "0", "--cline-cts-weight", "0"],
-                             arch_args=TINY_CLINE, task="cline")
+    fixed = build_components(
+        work / "out" / "data-bin",
+        [
+            "--criterion",
+            "cline",
+            "--cline-mlm-weight",
+            "0",
+            "--cline-rtd-weight",
+            "0",
+            "--cline-cts-weight",
+            "0",
+        ],
+        arch_args=TINY_CLINE,
+        task="cline",
+    )
     assert fixed[2].weights == (0.0, 0.0, 0.0)
     with pytest.raises(ValueError, match="drop --cline-mlm/rtd/cts-weight"):
-        build_components(work / "out" / "data-bin", ["--criterion", "cline", "--cline-learned-weights", "--cline-rtd-weight", "2"],
-                         arch_args=TINY_CLINE, task="cline")
+        build_components(
+            work / "out" / "data-bin",
+            ["--criterion", "cline", "--cline-learned-weights", "--cline-rtd-weight", "2"],
+            arch_args=TINY_CLINE,
+            task="cline",
+        )
 
 
 # ---- bad input ----------------------------------------------------------------------------------
@@ -337,7 +443,12 @@ def test_criterion_with_another_task_and_task_with_another_model(data_bin, cline
         build_components(data_bin, ["--criterion", "cline"])
     work, _ = cline_dir
     with pytest.raises(ValueError, match="--task cline needs a CLINE model"):
-        build_components(work / "out" / "data-bin", ["--criterion", "cline"], arch_args=TINY_ROBERTA, task="cline")
+        build_components(
+            work / "out" / "data-bin",
+            ["--criterion", "cline"],
+            arch_args=TINY_ROBERTA,
+            task="cline",
+        )
 
 
 def test_misaligned_files_and_other_dictionary(cline_dir, tmp_path):
@@ -353,7 +464,9 @@ def test_misaligned_files_and_other_dictionary(cline_dir, tmp_path):
     shutil.copytree(work / "out" / "data-bin", other)
     lines = (other / "dict.txt").read_text().splitlines()
     (other / "dict.txt").write_text("\n".join([lines[1], lines[0]] + lines[2:]) + "\n")
-    task, _, _ = build_components(other, ["--criterion", "cline"], arch_args=TINY_CLINE, task="cline")
+    task, _, _ = build_components(
+        other, ["--criterion", "cline"], arch_args=TINY_CLINE, task="cline"
+    )
     with pytest.raises(ValueError, match="is not the dictionary the triples"):
         task.load_dataset("valid")
 
@@ -366,7 +479,11 @@ def test_checkpoint_with_another_dictionary_is_refused(components):
     with pytest.raises(ValueError, match="binarized against another dictionary"):
         model.upgrade_state_dict_named(state, "")
     # a RoBERTa checkpoint without the CLINE tensors: they start fresh
-    state = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith(("rtd_head.", "cline_log_vars"))}
+    state = {
+        k: v.clone()
+        for k, v in model.state_dict().items()
+        if not k.startswith(("rtd_head.", "cline_log_vars"))
+    }
     model.upgrade_state_dict_named(state, "")
     assert "rtd_head.out_proj.weight" in state and "cline_log_vars" in state
 
@@ -385,14 +502,26 @@ def test_similarities_and_hits_on_known_triplets(components, corpus_dir, lex):
     for v in sims.values():
         assert torch.allclose(v, torch.ones(2), atol=1e-5)
     enc = cline.PieceEncoder(TokenizerSpec("sentencepiece", spm_model=corpus_dir / "spm.model"))
-    sents = ["the farmer will stay at home .", "the main road of the pilot is the big river .", "the small lake is quick ."]
-    other = ["a child chose to remain near the small lake .", "my friend is little .", "the teacher had to stay in the town ."]
+    sents = [
+        "the farmer will stay at home .",
+        "the main road of the pilot is the big river .",
+        "the small lake is quick .",
+    ]
+    other = [
+        "a child chose to remain near the small lake .",
+        "my friend is little .",
+        "the teacher had to stay in the town .",
+    ]
     # syn identical to ori, ant a different sentence: every method wins on every layer past the
     # embeddings' <s> (identical there, a tie, which is not a hit)
-    res = hits_eval.hits(model, task.source_dictionary, enc, [(s, s, o) for s, o in zip(sents, other)])
+    res = hits_eval.hits(
+        model, task.source_dictionary, enc, [(s, s, o) for s, o in zip(sents, other)]
+    )
     assert res["mean"] == [100.0] * 3 and res["bertscore"] == [100.0] * 3
     assert res["cls"][0] == 0.0 and res["cls"][1:] == [100.0, 100.0]
-    rev = hits_eval.hits(model, task.source_dictionary, enc, [(s, o, s) for s, o in zip(sents, other)])
+    rev = hits_eval.hits(
+        model, task.source_dictionary, enc, [(s, o, s) for s, o in zip(sents, other)]
+    )
     assert all(v == 0.0 for vs in rev.values() for v in vs)
     trip, skipped = cline.make_hits_triplets(["the primary reason is quick .", "it is 42 ."], lex)
     assert skipped == 1 and len(trip) == 1
@@ -414,8 +543,9 @@ def test_cline_on_the_plugin_bert(cline_dir):
 
     work, _ = cline_dir
     bert_args = ["--arch", "cline_bert_hf_tiny", "--tokens-per-sample", "64"]
-    task, model, crit = build_components(work / "out" / "data-bin", ["--criterion", "cline"], arch_args=bert_args,
-                                         task="cline")
+    task, model, crit = build_components(
+        work / "out" / "data-bin", ["--criterion", "cline"], arch_args=bert_args, task="cline"
+    )
     assert isinstance(model, ClineBertModel) and isinstance(model, BertModel)
     assert {m.eps for m in model.modules() if "LayerNorm" in type(m).__name__} == {1e-12}
     model.train()
@@ -423,13 +553,25 @@ def test_cline_on_the_plugin_bert(cline_dir):
     loss.backward()
     assert [n for n, p in model.named_parameters() if p.grad is None] == []
     assert float(log["cts_pairs"]) > 0
-    plain = {k: v for k, v in model.state_dict().items() if not k.startswith(("rtd_head.", "cline_log_vars"))}
-    _, fresh, _ = build_components(work / "out" / "data-bin", ["--criterion", "cline"], arch_args=bert_args,
-                                   task="cline", seed=9)
+    plain = {
+        k: v
+        for k, v in model.state_dict().items()
+        if not k.startswith(("rtd_head.", "cline_log_vars"))
+    }
+    _, fresh, _ = build_components(
+        work / "out" / "data-bin",
+        ["--criterion", "cline"],
+        arch_args=bert_args,
+        task="cline",
+        seed=9,
+    )
     head = fresh.rtd_head.dense.weight.clone()
     fresh.load_state_dict(plain, strict=True)
     assert torch.equal(fresh.rtd_head.dense.weight, head)
-    assert torch.equal(fresh.encoder.sentence_encoder.embed_tokens.weight, plain["encoder.sentence_encoder.embed_tokens.weight"])
+    assert torch.equal(
+        fresh.encoder.sentence_encoder.embed_tokens.weight,
+        plain["encoder.sentence_encoder.embed_tokens.weight"],
+    )
 
 
 def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
@@ -445,7 +587,9 @@ def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
     work, _ = cline_dir
     data = work / "out" / "data-bin"
     args = ["--arch", "cline_electra_tiny", "--tokens-per-sample", "64"]
-    task, model, crit = build_components(data, ["--criterion", "cline"], arch_args=args, task="cline")
+    task, model, crit = build_components(
+        data, ["--criterion", "cline"], arch_args=args, task="cline"
+    )
     assert isinstance(model, ClineElectraModel) and model.generator is not None
     assert not hasattr(model, "rtd_head") and model.cline_log_vars.shape == (3,)
 
@@ -472,8 +616,11 @@ def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
     parts = [crit(model, ds.collater(items[:4])), crit(model, ds.collater(items[4:]))]
     assert torch.allclose(full[0], parts[0][0] + parts[1][0], rtol=1e-4)
     for k in ("mlm_loss", "rtd_loss", "cts_loss", "cts_pairs", "sample_size"):
-        assert torch.allclose(torch.as_tensor(full[2][k], dtype=torch.float),
-                              torch.as_tensor(parts[0][2][k] + parts[1][2][k], dtype=torch.float), rtol=1e-4), k
+        assert torch.allclose(
+            torch.as_tensor(full[2][k], dtype=torch.float),
+            torch.as_tensor(parts[0][2][k] + parts[1][2][k], dtype=torch.float),
+            rtol=1e-4,
+        ), k
     model.train()
     model.zero_grad()
     crit(model, ds.collater(items))[0].backward()
@@ -481,28 +628,41 @@ def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
 
     # a plain ELECTRA pre-training checkpoint continues with CLINE
     plain = {k: v.clone() for k, v in model.state_dict().items() if k != "cline_log_vars"}
-    _, fresh, _ = build_components(data, ["--criterion", "cline"], arch_args=args, task="cline", seed=9)
+    _, fresh, _ = build_components(
+        data, ["--criterion", "cline"], arch_args=args, task="cline", seed=9
+    )
     with torch.no_grad():
         fresh.cline_log_vars.fill_(0.7)
     fresh.load_state_dict(plain, strict=True)
     assert torch.equal(fresh.cline_log_vars.detach(), torch.zeros(3))
     assert torch.equal(fresh.generator_bias, plain["generator_bias"])
     bad = dict(plain)
-    bad["embeddings.embed_tokens.weight"] = torch.zeros(bad["embeddings.embed_tokens.weight"].size(0) + 8, 16)
+    bad["embeddings.embed_tokens.weight"] = torch.zeros(
+        bad["embeddings.embed_tokens.weight"].size(0) + 8, 16
+    )
     with pytest.raises(ValueError, match="binarized against another dictionary"):
         fresh.upgrade_state_dict_named(bad, "")
     # fine-tuning builds the discriminator alone (electra_* or cline_electra_*): CLINE's
     # log-variances and the generator are dropped on load
     disc = ElectraModel(model.cfg, task.source_dictionary)
     disc.load_state_dict(model.state_dict(), strict=True)
-    assert torch.equal(disc.discriminator_head.out_proj.weight, model.discriminator_head.out_proj.weight)
+    assert torch.equal(
+        disc.discriminator_head.out_proj.weight, model.discriminator_head.out_proj.weight
+    )
     with pytest.raises(ValueError, match="drop --electra-discriminator-only"):
-        build_components(data, ["--criterion", "cline"], arch_args=[*args, "--electra-discriminator-only"], task="cline")
+        build_components(
+            data,
+            ["--criterion", "cline"],
+            arch_args=[*args, "--electra-discriminator-only"],
+            task="cline",
+        )
 
     # Hits on the discriminator's layers (embeddings + 2)
     model.eval()
     enc = cline.PieceEncoder(TokenizerSpec("sentencepiece", spm_model=corpus_dir / "spm.model"))
     sents = ["the farmer will stay at home .", "the main road of the pilot is the big river ."]
     other = ["a child chose to remain near the small lake .", "my friend is little ."]
-    res = hits_eval.hits(model, task.source_dictionary, enc, [(s, s, o) for s, o in zip(sents, other)])
+    res = hits_eval.hits(
+        model, task.source_dictionary, enc, [(s, s, o) for s, o in zip(sents, other)]
+    )
     assert res["mean"] == [100.0] * 3 and res["bertscore"] == [100.0] * 3

@@ -8,21 +8,30 @@ import logging
 
 import torch
 from torch._dynamo.utils import counters
-
 from utils import TINY_ELECTRA, build_components
 
 FLAGS = ["--criterion", "mlm_hard_correction", "--mlm-prediction-slots", "static"]
 
 
 def _task(data_bin, synonym_table, compiled):
-    flags = FLAGS + ["--synonym-table", str(synonym_table)] + (["--electra-compile"] if compiled else [])
+    flags = (
+        FLAGS
+        + ["--synonym-table", str(synonym_table)]
+        + (["--electra-compile"] if compiled else [])
+    )
     return build_components(data_bin, flags, arch_args=TINY_ELECTRA, task="electra")
 
 
 def _epoch(task, bsz):
     task.load_dataset("train")
-    itr = task.get_batch_iterator(dataset=task.dataset("train"), max_sentences=bsz, max_positions=64, seed=1,
-                                  num_workers=0, epoch=1)
+    itr = task.get_batch_iterator(
+        dataset=task.dataset("train"),
+        max_sentences=bsz,
+        max_positions=64,
+        seed=1,
+        num_workers=0,
+        epoch=1,
+    )
     return list(itr.next_epoch_itr(shuffle=True))
 
 
@@ -48,7 +57,9 @@ def test_compiled_training_sees_one_shape_and_never_recompiles(data_bin, synonym
         loss, _, _ = crit(model, sample)
         loss.backward()
         graphs.append(counters["stats"]["unique_graphs"])
-    assert graphs[0] >= 2 and graphs[-1] == graphs[0], graphs  # both stacks built once, no recompile
+    assert (
+        graphs[0] >= 2 and graphs[-1] == graphs[0]
+    ), graphs  # both stacks built once, no recompile
 
 
 def test_fallback_to_eager_is_logged(data_bin, synonym_table, caplog):
@@ -59,11 +70,23 @@ def test_fallback_to_eager_is_logged(data_bin, synonym_table, caplog):
     model.train()
     with caplog.at_level(logging.WARNING, logger="truneg_fairseq.models.electra"):
         for rows in (8, 5, 3):  # a new shape each time: over a limit of one compiled variant
-            sample = {**batches[0], "net_input": {k: v[:rows] for k, v in batches[0]["net_input"].items()},
-                      "target": batches[0]["target"][:rows], "nsentences": rows}
+            sample = {
+                **batches[0],
+                "net_input": {k: v[:rows] for k, v in batches[0]["net_input"].items()},
+                "target": batches[0]["target"][:rows],
+                "nsentences": rows,
+            }
             crit(model, sample)[0].backward()
-    warned = [r for r in caplog.records if r.name == "truneg_fairseq.models.electra" and "--electra-compile" in r.message]
-    assert warned and "runs that code eager" in warned[0].message and "recompile_limit" in warned[0].message
+    warned = [
+        r
+        for r in caplog.records
+        if r.name == "truneg_fairseq.models.electra" and "--electra-compile" in r.message
+    ]
+    assert (
+        warned
+        and "runs that code eager" in warned[0].message
+        and "recompile_limit" in warned[0].message
+    )
 
 
 def test_every_criterion_stays_compiled(data_bin, synonym_table, caplog):
@@ -73,9 +96,18 @@ def test_every_criterion_stays_compiled(data_bin, synonym_table, caplog):
     import pytest
 
     for criterion in ("mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"):
-        flags = ["--criterion", criterion, "--mlm-prediction-slots", "static", "--synonym-table", str(synonym_table),
-                 "--electra-compile"]
-        task, model, crit = build_components(data_bin, flags, arch_args=TINY_ELECTRA, task="electra")
+        flags = [
+            "--criterion",
+            criterion,
+            "--mlm-prediction-slots",
+            "static",
+            "--synonym-table",
+            str(synonym_table),
+            "--electra-compile",
+        ]
+        task, model, crit = build_components(
+            data_bin, flags, arch_args=TINY_ELECTRA, task="electra"
+        )
         batches = _epoch(task, 16)[:4]
         torch._dynamo.reset()
         counters.clear()

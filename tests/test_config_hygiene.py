@@ -8,12 +8,21 @@ import subprocess
 import sys
 
 import pytest
-import truneg_fairseq  # noqa: F401  (registration)
-
 from utils import REPO, USER_DIR
 
+import truneg_fairseq  # noqa: F401  (registration)
+
 PLUGIN = "truneg_fairseq"
-OWNER_PREFIXES = ("synonym_", "mlm_", "electra_", "squad_", "cline_", "bert_", "wordpiece_", "fused_adamw_")
+OWNER_PREFIXES = (
+    "synonym_",
+    "mlm_",
+    "electra_",
+    "squad_",
+    "cline_",
+    "bert_",
+    "wordpiece_",
+    "fused_adamw_",
+)
 
 
 def _groups():
@@ -47,11 +56,18 @@ def _own_fields(cls):
     for base in cls.__mro__[1:]:
         if dataclasses.is_dataclass(base) and not _is_plugin(base):
             inherited |= {f.name for f in dataclasses.fields(base)}
-    return [f for f in dataclasses.fields(cls) if f.name not in inherited and not f.name.startswith("_")]
+    return [
+        f for f in dataclasses.fields(cls) if f.name not in inherited and not f.name.startswith("_")
+    ]
 
 
 def _plugin_classes(groups):
-    return [(cat, name, cls) for cat, reg in groups.items() for name, cls in reg.items() if cls and _is_plugin(cls)]
+    return [
+        (cat, name, cls)
+        for cat, reg in groups.items()
+        for name, cls in reg.items()
+        if cls and _is_plugin(cls)
+    ]
 
 
 def test_the_plugin_registers_configs():
@@ -75,7 +91,9 @@ def test_no_plugin_field_shares_a_flag_with_another_config():
                     if other is None:
                         continue
                     if f.name in {g.name for g in dataclasses.fields(other)}:
-                        clashes.append(f"{cat} {name}.{f.name} == {other_cat} {other_name}.{f.name}")
+                        clashes.append(
+                            f"{cat} {name}.{f.name} == {other_cat} {other_name}.{f.name}"
+                        )
     assert clashes == []
 
 
@@ -84,7 +102,8 @@ def test_every_plugin_field_has_its_owner_prefix():
         f"{cat} {name}: {f.name}"
         for cat, name, cls in _plugin_classes(_groups())
         for f in _own_fields(cls)
-        if not _interpolated(f) and not f.name.startswith(OWNER_PREFIXES)
+        if not _interpolated(f)
+        and not f.name.startswith(OWNER_PREFIXES)
         and not (cat == "task" and f.name == "data")
     ]
     assert unprefixed == []
@@ -119,9 +138,22 @@ def test_help_shows_each_flag_once(args):
 def test_train_help_script_lists_plugin_flags():
     """fairseq-train --help stops before the task/criterion flags; scripts/train_help.py does not."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "train_help.py"), "--user-dir", USER_DIR, "--task", "electra",
-         "--arch", "electra_small", "--criterion", "mlm_hard_correction", "--help"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(REPO / "scripts" / "train_help.py"),
+            "--user-dir",
+            USER_DIR,
+            "--task",
+            "electra",
+            "--arch",
+            "electra_small",
+            "--criterion",
+            "mlm_hard_correction",
+            "--help",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.count("\n  --synonym-table") == 1
@@ -132,11 +164,19 @@ def test_criterion_reads_the_task_mask_prob_without_a_fallback(data_bin):
     """0 is a legitimate value and must arrive as 0 (an `or 0.15` fallback turned it into 0.15)."""
     from utils import TINY_ELECTRA, build_components
 
-    _, _, crit = build_components(data_bin, ["--criterion", "electra", "--mask-prob", "0.25"],
-                                  arch_args=TINY_ELECTRA, task="electra")
+    _, _, crit = build_components(
+        data_bin,
+        ["--criterion", "electra", "--mask-prob", "0.25"],
+        arch_args=TINY_ELECTRA,
+        task="electra",
+    )
     assert crit.mask_prob == 0.25
-    _, _, crit = build_components(data_bin, ["--criterion", "electra", "--mask-prob", "0"],
-                                  arch_args=TINY_ELECTRA, task="electra")
+    _, _, crit = build_components(
+        data_bin,
+        ["--criterion", "electra", "--mask-prob", "0"],
+        arch_args=TINY_ELECTRA,
+        task="electra",
+    )
     assert crit.mask_prob == 0.0
 
 
@@ -144,8 +184,11 @@ def test_electra_only_flags_refused_on_roberta(data_bin):
     from utils import TINY_TN_ROBERTA, build_components
 
     with pytest.raises(ValueError, match="--electra-disc-weight only applies to ELECTRA"):
-        build_components(data_bin, ["--criterion", "mlm_soft_reg", "--electra-disc-weight", "10"],
-                         arch_args=TINY_TN_ROBERTA)
+        build_components(
+            data_bin,
+            ["--criterion", "mlm_soft_reg", "--electra-disc-weight", "10"],
+            arch_args=TINY_TN_ROBERTA,
+        )
 
 
 def test_criterion_model_mismatch_before_any_step(data_bin, tmp_path):
@@ -154,11 +197,32 @@ def test_criterion_model_mismatch_before_any_step(data_bin, tmp_path):
     from utils import fairseq_train
 
     out = fairseq_train(
-        data_bin, tmp_path / "ckpt",
-        ["--task", "language_modeling", "--arch", "transformer_lm", "--decoder-layers", "1",
-         "--decoder-embed-dim", "16", "--decoder-ffn-embed-dim", "16", "--decoder-attention-heads", "2",
-         "--criterion", "mlm_hard_correction", "--synonym-table", "synonyms.npz", "--max-update", "1",
-         "--tokens-per-sample", "32", "--batch-size", "4"],
+        data_bin,
+        tmp_path / "ckpt",
+        [
+            "--task",
+            "language_modeling",
+            "--arch",
+            "transformer_lm",
+            "--decoder-layers",
+            "1",
+            "--decoder-embed-dim",
+            "16",
+            "--decoder-ffn-embed-dim",
+            "16",
+            "--decoder-attention-heads",
+            "2",
+            "--criterion",
+            "mlm_hard_correction",
+            "--synonym-table",
+            "synonyms.npz",
+            "--max-update",
+            "1",
+            "--tokens-per-sample",
+            "32",
+            "--batch-size",
+            "4",
+        ],
         check=False,
     )
     assert out.returncode != 0
@@ -168,30 +232,53 @@ def test_criterion_model_mismatch_before_any_step(data_bin, tmp_path):
     assert "begin training epoch" not in out.stderr + out.stdout
 
 
-@pytest.mark.parametrize("criterion,needs", [("mlm_soft_reg", "embeddings"), ("mlm_sent_kl", "sentence_kl")])
-def test_what_fairseqs_roberta_cannot_serve_is_refused_when_the_criterion_is_built(data_bin, synonym_table, criterion,
-                                                                                  needs):
+@pytest.mark.parametrize(
+    "criterion,needs", [("mlm_soft_reg", "embeddings"), ("mlm_sent_kl", "sentence_kl")]
+)
+def test_what_fairseqs_roberta_cannot_serve_is_refused_when_the_criterion_is_built(
+    data_bin, synonym_table, criterion, needs
+):
     """fairseq's RoBERTa forward gives the masked-LM logits only: objectives that need more are
     refused before any step, naming the plugin arch with the same weights; any DDP backend is
     accepted (every objective runs inside the model's forward)."""
     from utils import TINY_TN_ROBERTA, build_components
 
-    with pytest.raises(ValueError, match=f"--criterion {criterion} needs the model's forward to return {needs}.*"
-                                         "--arch roberta_base \\(RobertaModel\\).*--arch truneg_roberta_base"):
+    with pytest.raises(
+        ValueError,
+        match=f"--criterion {criterion} needs the model's forward to return {needs}.*"
+        "--arch roberta_base \\(RobertaModel\\).*--arch truneg_roberta_base",
+    ):
         build_components(data_bin, ["--criterion", criterion])
-    with pytest.raises(ValueError, match="--mlm-prediction-slots static needs the plugin's forward"):
-        build_components(data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table),
-                                    "--mlm-prediction-slots", "static"])
+    with pytest.raises(
+        ValueError, match="--mlm-prediction-slots static needs the plugin's forward"
+    ):
+        build_components(
+            data_bin,
+            [
+                "--criterion",
+                "mlm_hard_correction",
+                "--synonym-table",
+                str(synonym_table),
+                "--mlm-prediction-slots",
+                "static",
+            ],
+        )
     for backend in ("pytorch_ddp", "c10d", "legacy_ddp", "no_c10d"):
-        build_components(data_bin, ["--criterion", criterion, "--distributed-world-size", "2", "--ddp-backend", backend],
-                         arch_args=TINY_TN_ROBERTA)
+        build_components(
+            data_bin,
+            ["--criterion", criterion, "--distributed-world-size", "2", "--ddp-backend", backend],
+            arch_args=TINY_TN_ROBERTA,
+        )
 
 
-@pytest.mark.parametrize("config,arch_sizes", [
-    ("electra/config/small_scratch.yaml", (128, 256, 12, 64)),
-    ("electra/config/base_published_hc.yaml", (768, 768, 12, 256)),
-    ("cline/config/electra_base_cline.yaml", (768, 768, 12, 256)),
-])
+@pytest.mark.parametrize(
+    "config,arch_sizes",
+    [
+        ("electra/config/small_scratch.yaml", (128, 256, 12, 64)),
+        ("electra/config/base_published_hc.yaml", (768, 768, 12, 256)),
+        ("cline/config/electra_base_cline.yaml", (768, 768, 12, 256)),
+    ],
+)
 def test_hydra_arch_names_size_electra(config, arch_sizes):
     """fairseq-hydra-train fills a model config's missing fields from the dataclass before the
     arch function runs: the ELECTRA sizes are left unset there, so ``_name: electra_small`` gives
@@ -200,11 +287,14 @@ def test_hydra_arch_names_size_electra(config, arch_sizes):
     from fairseq.models import ARCH_CONFIG_REGISTRY
     from omegaconf import OmegaConf, open_dict
 
-    import truneg_fairseq  # noqa: F401
-
     cfg = OmegaConf.load(REPO / "examples" / config)
     add_defaults(cfg)
     with open_dict(cfg.model):
         ARCH_CONFIG_REGISTRY[cfg.model._name](cfg.model)
     m = cfg.model
-    assert (m.electra_embed_dim, m.electra_hidden_dim, m.electra_layers, m.electra_gen_hidden_dim) == arch_sizes
+    assert (
+        m.electra_embed_dim,
+        m.electra_hidden_dim,
+        m.electra_layers,
+        m.electra_gen_hidden_dim,
+    ) == arch_sizes

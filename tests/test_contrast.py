@@ -2,9 +2,9 @@
 from a real fine-tuned sentence_prediction checkpoint."""
 
 import pytest
+from utils import TINY_ROBERTA, fairseq_train, make_classification_data, run_script
 
 from truneg_fairseq.evaluation.contrast import contrast_consistency
-from utils import REPO, TINY_ROBERTA, fairseq_train, make_classification_data, run_script
 
 
 def test_consistency_counts_a_group_only_when_every_row_is_right():
@@ -20,23 +20,36 @@ def test_consistency_counts_a_group_only_when_every_row_is_right():
 
 
 def write_tsv(path, rows):
-    path.write_text("sentence\tlabel\tpair_id\n" + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
+    path.write_text(
+        "sentence\tlabel\tpair_id\n" + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8"
+    )
 
 
 def test_report_cli(tmp_path):
     tsv = tmp_path / "contrast.tsv"
-    write_tsv(tsv, [("the farmer will stay .", "1", "p1"), ("the farmer will leave .", "0", "p1"),
-                    ("a big house .", "1", "p2"), ("a small house .", "0", "p2")])
+    write_tsv(
+        tsv,
+        [
+            ("the farmer will stay .", "1", "p1"),
+            ("the farmer will leave .", "0", "p1"),
+            ("a big house .", "1", "p2"),
+            ("a small house .", "0", "p2"),
+        ],
+    )
     pred = tmp_path / "pred.txt"
     pred.write_text("1\n0\n1\n1\n")
-    out = run_script("robustness_report.py", ["contrast", "--tsv", str(tsv), "--pred", str(pred), "--name", "m"])
+    out = run_script(
+        "robustness_report.py", ["contrast", "--tsv", str(tsv), "--pred", str(pred), "--name", "m"]
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[1].split() == ["m", "4", "2", "75.0", "50.0"]
     pred.write_text("1\n0\n")
     bad = run_script("robustness_report.py", ["contrast", "--tsv", str(tsv), "--pred", str(pred)])
     assert bad.returncode != 0 and "has 4 rows but" in bad.stderr
-    bad = run_script("robustness_report.py", ["contrast", "--tsv", str(tsv), "--pred", str(pred),
-                                              "--pair-column", "group"])
+    bad = run_script(
+        "robustness_report.py",
+        ["contrast", "--tsv", str(tsv), "--pred", str(pred), "--pair-column", "group"],
+    )
     assert bad.returncode != 0 and "no column 'group' (--pair-column)" in bad.stderr
 
 
@@ -44,11 +57,37 @@ def test_report_cli(tmp_path):
 def test_predictions_from_a_finetuned_checkpoint(corpus_dir, tmp_path):
     data = make_classification_data(corpus_dir, tmp_path / "cls")
     model = [a for a in TINY_ROBERTA[:-2]]  # without --tokens-per-sample (a masked_lm flag)
-    fairseq_train(data, tmp_path / "ft", [
-        *model, "--task", "sentence_prediction", "--criterion", "sentence_prediction", "--num-classes", "2",
-        "--init-token", "0", "--separator-token", "2", "--max-update", "2"])
-    out = run_script("glue_predict.py", [str(tmp_path / "ft" / "checkpoint_last.pt"), "--data", str(data),
-                                         "--output", str(tmp_path / "pred.txt"), "--device", "cpu"])
+    fairseq_train(
+        data,
+        tmp_path / "ft",
+        [
+            *model,
+            "--task",
+            "sentence_prediction",
+            "--criterion",
+            "sentence_prediction",
+            "--num-classes",
+            "2",
+            "--init-token",
+            "0",
+            "--separator-token",
+            "2",
+            "--max-update",
+            "2",
+        ],
+    )
+    out = run_script(
+        "glue_predict.py",
+        [
+            str(tmp_path / "ft" / "checkpoint_last.pt"),
+            "--data",
+            str(data),
+            "--output",
+            str(tmp_path / "pred.txt"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     preds = (tmp_path / "pred.txt").read_text().split("\n")[:-1]
     gold = (data / "raw" / "valid.label").read_text().split("\n")[:-1]

@@ -1,12 +1,11 @@
 """Tier 2: the registered criterions on a tiny real RoBERTa built by fairseq's masked_lm task."""
 
-
 import pytest
 import torch
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
+from utils import TINY_TN_ROBERTA, arch_for, build_components, valid_batch
 
 from truneg_fairseq.lexicon import SynonymTable, SynonymTableError
-from utils import TINY_TN_ROBERTA, arch_for, build_components, valid_batch
 
 CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
@@ -26,7 +25,9 @@ def empty_table(data_bin, tmp_path_factory):
 
 
 def test_hc_with_empty_table_equals_fairseq_masked_lm(data_bin, empty_table):
-    task, model, hc = build_components(data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(empty_table)])
+    task, model, hc = build_components(
+        data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(empty_table)]
+    )
     model.eval()  # no dropout: both passes see the same network
     sample = valid_batch(task)
     ref = MaskedLmLoss(MaskedLmConfig(tpu=False), task)
@@ -53,7 +54,9 @@ def test_hc_corrects_synonym_predictions(data_bin, synonym_table):
     """Force the model to predict a synonym of a masked gold word: HC must drop that position."""
     from truneg_fairseq.lexicon import SynonymTable as T
 
-    task, model, hc = build_components(data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)])
+    task, model, hc = build_components(
+        data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)]
+    )
     model.eval()
     d = task.source_dictionary
     table = T.load(synonym_table)
@@ -70,7 +73,8 @@ def test_hc_corrects_synonym_predictions(data_bin, synonym_table):
     cont = set(table.continuation_ids.tolist())
     s = torch.where(masked, target, sample["net_input"]["src_tokens"])
     expect = [
-        (b, t) for b, t in masked.nonzero().tolist()
+        (b, t)
+        for b, t in masked.nonzero().tolist()
         if t + 1 >= s.size(1) or int(s[b, t + 1]) not in cont
     ]
     assert 0 < len(expect) < int(masked.sum())  # the batch has both kinds
@@ -86,8 +90,11 @@ def test_hc_corrects_synonym_predictions(data_bin, synonym_table):
 def test_sharding_sums_to_the_whole_batch(data_bin, synonym_table, criterion):
     """What DDP relies on: summed losses over sample_size are shard-independent, and every
     logged value is summable."""
-    task, model, crit = build_components(data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)],
-                                         arch_args=arch_for(criterion))
+    task, model, crit = build_components(
+        data_bin,
+        ["--criterion", criterion, "--synonym-table", str(synonym_table)],
+        arch_args=arch_for(criterion),
+    )
     model.eval()
     assert crit.logging_outputs_can_be_summed()
     sample = valid_batch(task, 8)
@@ -103,7 +110,9 @@ def test_sharding_sums_to_the_whole_batch(data_bin, synonym_table, criterion):
     for k, v in log.items():
         assert torch.is_tensor(v) or isinstance(v, (int, float)), k
         if k in ("loss", "mlm_loss", "corrected_loss", "sr_loss", "sr_dist_sum", "kl_loss"):
-            assert torch.allclose(torch.as_tensor(log_a[k] + log_b[k]).float(), torch.as_tensor(v).float(), rtol=1e-5), k
+            assert torch.allclose(
+                torch.as_tensor(log_a[k] + log_b[k]).float(), torch.as_tensor(v).float(), rtol=1e-5
+            ), k
         elif k not in ("ntokens",):  # ntokens of two halves may differ from the padded whole
             assert int(log_a[k]) + int(log_b[k]) == int(v), k
 
@@ -111,19 +120,29 @@ def test_sharding_sums_to_the_whole_batch(data_bin, synonym_table, criterion):
 @pytest.mark.parametrize("criterion", CRITERIA)
 def test_every_parameter_used_and_finite(data_bin, synonym_table, criterion):
     """DDP without find_unused_parameters needs a gradient for every parameter in a step."""
-    task, model, crit = build_components(data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)],
-                                         arch_args=arch_for(criterion))
+    task, model, crit = build_components(
+        data_bin,
+        ["--criterion", criterion, "--synonym-table", str(synonym_table)],
+        arch_args=arch_for(criterion),
+    )
     model.train()
     loss, _, _ = crit(model, valid_batch(task))
     loss.backward()
-    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None and "classification_heads" not in n]
+    unused = [
+        n
+        for n, p in model.named_parameters()
+        if p.requires_grad and p.grad is None and "classification_heads" not in n
+    ]
     assert unused == []
     assert torch.isfinite(loss)
 
 
 def test_soft_reg_adds_weighted_cosine_term(data_bin):
-    task, model, sr = build_components(data_bin, ["--criterion", "mlm_soft_reg", "--synonym-sr-weight", "0.5"],
-                                       arch_args=TINY_TN_ROBERTA)
+    task, model, sr = build_components(
+        data_bin,
+        ["--criterion", "mlm_soft_reg", "--synonym-sr-weight", "0.5"],
+        arch_args=TINY_TN_ROBERTA,
+    )
     model.eval()
     sample = valid_batch(task)
     loss, ss, log = sr(model, sample)
@@ -137,7 +156,9 @@ def test_sent_kl_gradient_side(data_bin, grad_original):
     """Default: H_s (original sentence) is a fixed target and only H_p gets gradient; with
     --synonym-kl-grad-original both halves of the batched [s_p; s] encoding do."""
     flag = ["--synonym-kl-grad-original"] if grad_original else []
-    task, model, kl = build_components(data_bin, ["--criterion", "mlm_sent_kl", *flag], arch_args=TINY_TN_ROBERTA)
+    task, model, kl = build_components(
+        data_bin, ["--criterion", "mlm_sent_kl", *flag], arch_args=TINY_TN_ROBERTA
+    )
     model.eval()
     sample = valid_batch(task)
     captured = []
@@ -175,13 +196,27 @@ def test_sent_kl_gradient_side(data_bin, grad_original):
 
 
 def test_criterion_rejects_model_without_lm_head(data_bin, synonym_table):
-    lm_args = ["--arch", "transformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "16",
-               "--decoder-ffn-embed-dim", "16", "--decoder-attention-heads", "2", "--tokens-per-sample", "64"]
+    lm_args = [
+        "--arch",
+        "transformer_lm",
+        "--decoder-layers",
+        "1",
+        "--decoder-embed-dim",
+        "16",
+        "--decoder-ffn-embed-dim",
+        "16",
+        "--decoder-attention-heads",
+        "2",
+        "--tokens-per-sample",
+        "64",
+    ]
     # refused when the criterion is built, before any step
     with pytest.raises(ValueError, match="needs a masked-LM model .*TransformerLanguageModel"):
         build_components(
-            data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)],
-            arch_args=lm_args, task="language_modeling",
+            data_bin,
+            ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)],
+            arch_args=lm_args,
+            task="language_modeling",
         )
 
 
@@ -195,10 +230,15 @@ def test_table_for_another_dictionary_is_rejected(data_bin, tmp_path):
     path = tmp_path / "other.npz"
     other.save(path)
     with pytest.raises(SynonymTableError, match="built for another dictionary"):
-        build_components(data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(path)])
+        build_components(
+            data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(path)]
+        )
 
 
 def test_missing_table_file(data_bin, tmp_path):
     with pytest.raises(SynonymTableError, match="not found: build it"):
-        build_components(data_bin, ["--criterion", "mlm_soft_reg", "--synonym-table", str(tmp_path / "nope.npz")],
-                         arch_args=TINY_TN_ROBERTA)
+        build_components(
+            data_bin,
+            ["--criterion", "mlm_soft_reg", "--synonym-table", str(tmp_path / "nope.npz")],
+            arch_args=TINY_TN_ROBERTA,
+        )

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from utils import REPO, TINY_ELECTRA, build_components, valid_batch
 
 from truneg_fairseq.criterions import losses
-from utils import REPO, TINY_ELECTRA, build_components, valid_batch
 
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 PAD = 1
@@ -22,7 +22,10 @@ def arch_cfg(arch):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    args = options.parse_args_and_arch(options.get_training_parser(), ["x", "--task", "electra", "--arch", arch, "--criterion", "electra"])
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        ["x", "--task", "electra", "--arch", arch, "--criterion", "electra"],
+    )
     return convert_namespace_to_omegaconf(args)
 
 
@@ -57,14 +60,27 @@ def test_parameter_counts_per_arch():
     assert 108e6 < disc_params(base) < 112e6  # BERT-base size
     assert base.cfg.electra_gen_hidden_dim * 3 == base.cfg.electra_hidden_dim  # generator 1/3 width
     large = arch_cfg("electra_large").model  # 335M parameters: sizes checked, not built
-    assert (large.electra_hidden_dim, large.electra_layers, large.electra_heads, large.electra_ffn_dim) == (1024, 24, 16, 4096)
+    assert (
+        large.electra_hidden_dim,
+        large.electra_layers,
+        large.electra_heads,
+        large.electra_ffn_dim,
+    ) == (1024, 24, 16, 4096)
     assert large.electra_gen_hidden_dim * 4 == large.electra_hidden_dim  # generator 1/4 width
 
 
 # ElectraSize field -> the model field it sets
-SIZE_FIELDS = {"embed": "electra_embed_dim", "hidden": "electra_hidden_dim", "layers": "electra_layers",
-               "heads": "electra_heads", "ffn": "electra_ffn_dim", "gen_hidden": "electra_gen_hidden_dim",
-               "gen_heads": "electra_gen_heads", "gen_ffn": "electra_gen_ffn_dim", "max_positions": "electra_max_positions"}
+SIZE_FIELDS = {
+    "embed": "electra_embed_dim",
+    "hidden": "electra_hidden_dim",
+    "layers": "electra_layers",
+    "heads": "electra_heads",
+    "ffn": "electra_ffn_dim",
+    "gen_hidden": "electra_gen_hidden_dim",
+    "gen_heads": "electra_gen_heads",
+    "gen_ffn": "electra_gen_ffn_dim",
+    "max_positions": "electra_max_positions",
+}
 
 
 @pytest.mark.parametrize("arch", ["electra_small", "electra_base", "electra_large"])
@@ -109,8 +125,10 @@ def test_generator_output_tied_and_embeddings_shared(data_bin):
     assert not torch.allclose(model.generator_logits(tokens, masked)[:, 5], logits[:, 5])
     # generator and discriminator read the same embedding module
     grads = {}
-    for name, fn in (("gen", lambda: model.generator_features(tokens).sum()),
-                     ("disc", lambda: model.discriminator_features(tokens).sum())):
+    for name, fn in (
+        ("gen", lambda: model.generator_features(tokens).sum()),
+        ("disc", lambda: model.discriminator_features(tokens).sum()),
+    ):
         model.zero_grad()
         fn().backward()
         grads[name] = model.embed_tokens.weight.grad.abs().sum()
@@ -122,7 +140,11 @@ def test_no_gradient_reaches_the_generator_through_the_sample(data_bin):
     model.train()
     loss, _, log = crit(model, valid_batch(task))
     loss.backward()
-    gen = [p.grad for n, p in model.named_parameters() if n.startswith(("generator.", "generator_head.", "generator_bias"))]
+    gen = [
+        p.grad
+        for n, p in model.named_parameters()
+        if n.startswith(("generator.", "generator_head.", "generator_bias"))
+    ]
     assert gen and all(g is None or g.abs().sum() == 0 for g in gen)
     assert model.discriminator_head.dense.weight.grad.abs().sum() > 0
     assert float(log["disc_loss"]) > 0
@@ -147,8 +169,17 @@ def test_rtd_targets_sample_equal_to_original_is_original():
 def test_synonym_policy_in_the_criterion(data_bin, synonym_table, policy):
     """Force every sampled replacement to be '▁main' at gold '▁primary': each policy labels them
     as documented, and the firing count is logged."""
-    task, model, crit = electra(data_bin, ["--criterion", "electra", "--synonym-table", str(synonym_table),
-                                           "--electra-rtd-synonym-policy", policy])
+    task, model, crit = electra(
+        data_bin,
+        [
+            "--criterion",
+            "electra",
+            "--synonym-table",
+            str(synonym_table),
+            "--electra-rtd-synonym-policy",
+            policy,
+        ],
+    )
     model.eval()
     d = task.source_dictionary
     gold, syn = d.index("\u2581primary"), d.index("\u2581main")
@@ -173,9 +204,13 @@ def test_synonym_policy_in_the_criterion(data_bin, synonym_table, policy):
     fired = seen["syn"] & seen["replaced"]
     assert int(fired.sum()) > 0 and int(log["rtd_synonym"]) == int(fired.sum())
     if policy == "replaced":
-        assert bool((seen["labels"][fired] == 1).all()) and bool((seen["weights"][fired] == 1).all())
+        assert bool((seen["labels"][fired] == 1).all()) and bool(
+            (seen["weights"][fired] == 1).all()
+        )
     elif policy == "original":
-        assert bool((seen["labels"][fired] == 0).all()) and bool((seen["weights"][fired] == 1).all())
+        assert bool((seen["labels"][fired] == 0).all()) and bool(
+            (seen["weights"][fired] == 1).all()
+        )
     else:
         assert bool((seen["weights"][fired] == 0).all())
     assert int(log["rtd_replaced"]) == int(seen["replaced"].sum())
@@ -183,44 +218,81 @@ def test_synonym_policy_in_the_criterion(data_bin, synonym_table, policy):
 
 @pytest.mark.parametrize("criterion", ELECTRA_CRITERIA)
 def test_electra_sharding_and_all_parameters_used(data_bin, synonym_table, criterion):
-    task, model, crit = electra(data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)])
-    model.cfg.electra_sample_temperature = 1e-6  # deterministic sampling: shards see the same samples
+    task, model, crit = electra(
+        data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table)]
+    )
+    model.cfg.electra_sample_temperature = (
+        1e-6  # deterministic sampling: shards see the same samples
+    )
     model.eval()
-    ds = task.dataset("valid") if "valid" in task.datasets else (task.load_dataset("valid") or task.dataset("valid"))
+    ds = (
+        task.dataset("valid")
+        if "valid" in task.datasets
+        else (task.load_dataset("valid") or task.dataset("valid"))
+    )
     whole = ds.collater([ds[i] for i in range(8)])
     a, b = ds.collater([ds[i] for i in range(4)]), ds.collater([ds[i] for i in range(4, 8)])
     loss, ss, log = crit(model, whole)
     la, sa, log_a = crit(model, a)
     lb, sb, log_b = crit(model, b)
     assert torch.allclose((la + lb) / (sa + sb), loss / ss, rtol=1e-4)
-    for k in ("disc_loss", "disc_tokens", "disc_correct", "rtd_replaced", "rtd_true_pos", "rtd_pos"):
-        assert torch.allclose(torch.as_tensor(log_a[k] + log_b[k]).float(), torch.as_tensor(log[k]).float(), rtol=1e-4), k
+    for k in (
+        "disc_loss",
+        "disc_tokens",
+        "disc_correct",
+        "rtd_replaced",
+        "rtd_true_pos",
+        "rtd_pos",
+    ):
+        assert torch.allclose(
+            torch.as_tensor(log_a[k] + log_b[k]).float(), torch.as_tensor(log[k]).float(), rtol=1e-4
+        ), k
     model.train()
     model.zero_grad()
     crit(model, whole)[0].backward()
-    unused = [n for n, p in model.named_parameters() if p.grad is None and "classification_heads" not in n]
+    unused = [
+        n for n, p in model.named_parameters() if p.grad is None and "classification_heads" not in n
+    ]
     assert unused == []
 
 
 def test_bad_configurations(data_bin, synonym_table):
     with pytest.raises(ValueError, match="needs an ELECTRA model"):
         build_components(data_bin, ["--criterion", "electra"], task="electra")  # roberta arch
-    task, model, crit = build_components(data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="masked_lm")
+    task, model, crit = build_components(
+        data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="masked_lm"
+    )
     assert model.generator is None  # only the pre-training tasks add it
     with pytest.raises(ValueError, match="not --task masked_lm"):
         crit(model, valid_batch(task))
     with pytest.raises(ValueError, match="must not be larger than the discriminator"):
         electra(data_bin, ["--criterion", "electra", "--electra-gen-hidden-dim", "64"])
-    with pytest.raises(ValueError, match="--electra-rtd-synonym-policy ignore needs --synonym-table"):
+    with pytest.raises(
+        ValueError, match="--electra-rtd-synonym-policy ignore needs --synonym-table"
+    ):
         electra(data_bin, ["--criterion", "electra", "--electra-rtd-synonym-policy", "ignore"])
     with pytest.raises(ValueError, match="needs an ELECTRA model"):  # roberta + electra criterion
         build_components(data_bin, ["--criterion", "electra"])
 
 
 def test_electra_masking_defaults_and_whole_words(data_bin, corpus_dir):
-    task, _, _ = electra(data_bin, ["--criterion", "electra", "--mask-whole-words",
-                                    "--electra-tokenizer", "sentencepiece", "--electra-spm-model", str(corpus_dir / "spm.model")])
-    assert (task.cfg.mask_prob, task.cfg.leave_unmasked_prob, task.cfg.random_token_prob) == (0.15, 0.15, 0.0)
+    task, _, _ = electra(
+        data_bin,
+        [
+            "--criterion",
+            "electra",
+            "--mask-whole-words",
+            "--electra-tokenizer",
+            "sentencepiece",
+            "--electra-spm-model",
+            str(corpus_dir / "spm.model"),
+        ],
+    )
+    assert (task.cfg.mask_prob, task.cfg.leave_unmasked_prob, task.cfg.random_token_prob) == (
+        0.15,
+        0.15,
+        0.0,
+    )
     d = task.source_dictionary
     sample = valid_batch(task, 64)
     src, tgt = sample["net_input"]["src_tokens"], sample["target"]
@@ -228,7 +300,12 @@ def test_electra_masking_defaults_and_whole_words(data_bin, corpus_dir):
     original = torch.where(masked, tgt, src)
     # no random replacement: a selected token is either <mask> or itself
     assert bool(((src[masked] == task.mask_idx) | (src[masked] == tgt[masked])).all())
-    cont = torch.tensor([i >= d.nspecial and not d[i].startswith("\u2581") and d[i] != "<mask>" for i in range(len(d))])
+    cont = torch.tensor(
+        [
+            i >= d.nspecial and not d[i].startswith("\u2581") and d[i] != "<mask>"
+            for i in range(len(d))
+        ]
+    )
     is_cont = cont[original] & original.ne(d.pad())
     checked = 0
     for b, t in is_cont.nonzero().tolist():
@@ -239,7 +316,16 @@ def test_electra_masking_defaults_and_whole_words(data_bin, corpus_dir):
 
 def test_whole_word_masking_needs_the_tokenizer(data_bin):
     with pytest.raises(ValueError, match="needs --electra-spm-model"):
-        electra(data_bin, ["--criterion", "electra", "--mask-whole-words", "--electra-tokenizer", "sentencepiece"])
+        electra(
+            data_bin,
+            [
+                "--criterion",
+                "electra",
+                "--mask-whole-words",
+                "--electra-tokenizer",
+                "sentencepiece",
+            ],
+        )
 
 
 def test_sampling_follows_the_generator_softmax(data_bin):

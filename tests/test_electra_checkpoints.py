@@ -4,7 +4,6 @@ classification heads handled on load as fairseq's RoBERTa handles them."""
 import logging
 
 import torch
-
 from utils import TINY_ELECTRA, build_components, valid_batch
 
 NEW_TO_OLD = {
@@ -16,7 +15,9 @@ NEW_TO_OLD = {
 
 
 def electra(data_bin):
-    return build_components(data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="electra")
+    return build_components(
+        data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="electra"
+    )
 
 
 def test_heads_have_named_keys(data_bin):
@@ -37,11 +38,13 @@ def test_positional_head_keys_are_renamed_on_load(data_bin, caplog):
     for k, v in model.state_dict().items():
         for new, legacy in NEW_TO_OLD.items():
             if k.startswith(new):
-                k = legacy + k[len(new):]
+                k = legacy + k[len(new) :]
         old[k] = v.clone()
     assert any(k.startswith("discriminator_head.0.") for k in old)
 
-    _, fresh, _ = build_components(data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="electra", seed=11)
+    _, fresh, _ = build_components(
+        data_bin, ["--criterion", "electra"], arch_args=TINY_ELECTRA, task="electra", seed=11
+    )
     fresh.eval()
     with caplog.at_level(logging.INFO):
         fresh.load_state_dict(old, strict=True)
@@ -73,16 +76,24 @@ def test_classification_heads_dropped_or_added_like_roberta(data_bin, caplog):
 
 
 def test_layernorm_eps_reaches_every_layernorm(data_bin):
-    _, model, _ = build_components(data_bin, ["--criterion", "electra", "--electra-layernorm-eps", "1e-12"],
-                                   arch_args=TINY_ELECTRA, task="electra")
+    _, model, _ = build_components(
+        data_bin,
+        ["--criterion", "electra", "--electra-layernorm-eps", "1e-12"],
+        arch_args=TINY_ELECTRA,
+        task="electra",
+    )
     eps = [m.eps for m in model.modules() if "LayerNorm" in type(m).__name__]
     assert len(eps) >= 1 + 2 * 2 * 2 + 1  # embeddings, 2 x 2 layers x 2, generator head
     assert set(eps) == {1e-12}
 
 
 def test_restoring_with_another_layernorm_eps_is_refused(data_bin):
-    _, imported, _ = build_components(data_bin, ["--criterion", "electra", "--electra-layernorm-eps", "1e-12"],
-                                      arch_args=TINY_ELECTRA, task="electra")
+    _, imported, _ = build_components(
+        data_bin,
+        ["--criterion", "electra", "--electra-layernorm-eps", "1e-12"],
+        arch_args=TINY_ELECTRA,
+        task="electra",
+    )
     _, default, _ = electra(data_bin)
     import pytest
 
@@ -99,13 +110,21 @@ def test_layernorm_eps_survives_half_precision(data_bin):
     import torch
 
     for eps, cast in (("1e-12", "half"), ("1e-5", "half"), ("1e-12", "bfloat16")):
-        _, model, _ = build_components(data_bin, ["--criterion", "electra", "--electra-layernorm-eps", eps],
-                                       arch_args=TINY_ELECTRA, task="electra")
+        _, model, _ = build_components(
+            data_bin,
+            ["--criterion", "electra", "--electra-layernorm-eps", eps],
+            arch_args=TINY_ELECTRA,
+            task="electra",
+        )
         getattr(model, cast)()
         assert next(model.parameters()).dtype != torch.float32
         saved = model.state_dict()["layernorm_eps"]
         assert saved.dtype == torch.float64 and float(saved) == float(eps)
-        _, fresh, _ = build_components(data_bin, ["--criterion", "electra", "--electra-layernorm-eps", eps],
-                                       arch_args=TINY_ELECTRA, task="electra")
+        _, fresh, _ = build_components(
+            data_bin,
+            ["--criterion", "electra", "--electra-layernorm-eps", eps],
+            arch_args=TINY_ELECTRA,
+            task="electra",
+        )
         getattr(fresh, cast)().load_state_dict(model.state_dict(), strict=True)
         assert float(fresh.layernorm_eps) == float(eps)

@@ -3,7 +3,6 @@ Figure-3 cases, by hand on fixed tensors and on a real checkpoint whose predicti
 the study end to end at a tiny size."""
 
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -12,16 +11,22 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from utils import REPO, TINY_ROBERTA, fairseq_train, force_prediction, word_level_data
 
-from truneg_fairseq.pipelines import study
 from truneg_fairseq.evaluation.false_negatives import (
-    Counts, Report, derive, ordinary_positions, pack_units, pick_cases, sentence_around, step_counts,
+    Counts,
+    Report,
+    derive,
+    ordinary_positions,
+    pack_units,
+    pick_cases,
+    sentence_around,
+    step_counts,
     synonym_predictions,
 )
-from truneg_fairseq.pipelines.scorer import FixedMaskScorer
 from truneg_fairseq.models.selection import MaskSelection
+from truneg_fairseq.pipelines import study
+from truneg_fairseq.pipelines.scorer import FixedMaskScorer
 
 
 # ---- pure functions on a fixed batch ------------------------------------------------------------
@@ -41,10 +46,14 @@ def _counts(tokens, masked, pred, is_pair, ends_word, content_ids=(), nspecial=4
 def test_counts_by_hand():
     # 3 sequences: <s> = 0, </s> = 2; row 0 masks its <s> too (fairseq's masked_lm can)
     tokens = torch.tensor([[0, 5, 6, 2], [0, 7, 8, 2], [0, 9, 5, 2]])
-    masked = torch.tensor([[True, True, True, False], [False, True, True, False], [False, True, True, False]])
+    masked = torch.tensor(
+        [[True, True, True, False], [False, True, True, False], [False, True, True, False]]
+    )
     pred = torch.tensor([0, 5, 10, 11, 8, 12, 13])  # gold: 0 5 6 | 7 8 | 9 5
     is_pair = torch.tensor([False, True, True, True, False, False, True])
-    ends_word = torch.tensor([True, True, True, False, True, True, True])  # gold 7 is a subword piece
+    ends_word = torch.tensor(
+        [True, True, True, False, True, True, True]
+    )  # gold 7 is a subword piece
     c = _counts(tokens, masked, pred, is_pair, ends_word, content_ids=(10, 12, 5))
     assert (c.sequences, c.masked_sequences, c.synonym_sequences) == (3, 3, 2)
     assert (c.masked, c.correct, c.synonym, c.content, c.special_masked) == (6, 2, 2, 3, 1)
@@ -65,7 +74,9 @@ def test_iteration_level_counts_sequences_that_hold_a_masked_word():
     masked = torch.zeros(12, 3, dtype=torch.bool)
     masked[:7, 1] = True
     gold = tokens[masked]
-    c = _counts(tokens, masked, gold + 50, torch.ones(7, dtype=torch.bool), torch.ones(7, dtype=torch.bool))
+    c = _counts(
+        tokens, masked, gold + 50, torch.ones(7, dtype=torch.bool), torch.ones(7, dtype=torch.bool)
+    )
     r = derive(c)
     assert (c.sequences, c.masked_sequences, c.synonym_sequences) == (12, 7, 7)
     assert r.iter_corr_ratio == 100.0 and r.pred_corr_ratio == 100.0 and r.syn_acc == 100.0
@@ -73,8 +84,13 @@ def test_iteration_level_counts_sequences_that_hold_a_masked_word():
 
 def test_units_of_512_tokens_pack_sequences_in_order():
     # 300 + 200 tokens fit one unit; the next 100 starts the second; 600 is a unit of its own
-    assert pack_units([300, 200, 100, 600], [True, False, False, True], [False, False, False, True]) == (2, 1)
-    assert pack_units([300, 200, 100], [False, False, True], [False, False, True], unit=512) == (1, 1)
+    assert pack_units(
+        [300, 200, 100, 600], [True, False, False, True], [False, False, False, True]
+    ) == (2, 1)
+    assert pack_units([300, 200, 100], [False, False, True], [False, False, True], unit=512) == (
+        1,
+        1,
+    )
     assert pack_units([], [], []) == (0, 0)
 
 
@@ -88,8 +104,10 @@ def test_false_negative_ratios_are_computed_in_one_module():
         text = path.read_text()
         code = "\n".join(line.split("#")[0] for line in text.splitlines())
         # a division by a count of masked positions or sequences, in a file that names a ratio
-        if re.search(r"(?<!/)/\s*(max\()?[\w.\[\]\"'(]*(masked|wrong|sequences|blocks|units|nsent)|_pct\(", code) \
-                and re.search(r"corr_ratio|syn_acc", text):
+        if re.search(
+            r"(?<!/)/\s*(max\()?[\w.\[\]\"'(]*(masked|wrong|sequences|blocks|units|nsent)|_pct\(",
+            code,
+        ) and re.search(r"corr_ratio|syn_acc", text):
             found.append(path.relative_to(REPO).as_posix())
     assert found == ["truneg_fairseq/evaluation/false_negatives.py"], found
 
@@ -105,7 +123,10 @@ def test_cases_and_sentences():
     block = [0, 10, 11, 2, 12, 13, 14, 2, 1]
     assert sentence_around(block, 5, eos=2, skip=(0, 1)) == [4, 5, 6]
     assert sentence_around(block, 1, eos=2, skip=(0, 1)) == [1, 2]
-    assert sentence_around([0, 10, 11], 2, eos=2, skip=(0, 1)) == [1, 2]  # block cut before its </s>
+    assert sentence_around([0, 10, 11], 2, eos=2, skip=(0, 1)) == [
+        1,
+        2,
+    ]  # block cut before its </s>
 
 
 def test_table_layouts():
@@ -126,7 +147,14 @@ def test_table_layouts():
 def test_corpus_lines_leave_out_long_lines_and_unknown_words_with_counts(caplog):
     import logging
 
-    raw = ["The big house.", "A big dog!", "the house", "big big big big big big big", "", "a zebra house"]
+    raw = [
+        "The big house.",
+        "A big dog!",
+        "the house",
+        "big big big big big big big",
+        "",
+        "a zebra house",
+    ]
     setting = study.Setting(vocab_size=5, tokens_per_sample=8, families=[])
     log = logging.getLogger("t")
     with caplog.at_level(logging.INFO, logger="t"):
@@ -143,7 +171,9 @@ def test_corpus_lines_leave_out_long_lines_and_unknown_words_with_counts(caplog)
 def test_dictionary_entries_start_with_their_synset_words():
     from truneg_fairseq.data.corpus import wordnet_gloss_lines
 
-    entries = [l for l in wordnet_gloss_lines(headwords=True) if l.startswith("chief, main, primary")]
+    entries = [
+        l for l in wordnet_gloss_lines(headwords=True) if l.startswith("chief, main, primary")
+    ]
     assert entries == ["chief, main, primary, principal, master: most important element"]
     plain = next(iter(wordnet_gloss_lines()))
     assert plain.startswith("that which is perceived")  # without headwords: the definition alone
@@ -151,7 +181,10 @@ def test_dictionary_entries_start_with_their_synset_words():
 
 # ---- a real checkpoint with known predictions ----------------------------------------------------
 VALID = ["the big house is large .", "a small house .", "the large dog saw a big big cat ."]
-TRAIN = (VALID + ["a little house near the lake .", "the small dog is little .", "the cat saw the house ."]) * 20
+TRAIN = (
+    VALID
+    + ["a little house near the lake .", "the small dog is little .", "the cat saw the house ."]
+) * 20
 
 
 @pytest.fixture(scope="module")
@@ -161,8 +194,11 @@ def word_data(tmp_path_factory, wn):
 
 def _always_predicts(data_bin: Path, save: Path, word: str) -> Path:
     """A real fairseq-train checkpoint (1 update) whose masked-LM head always predicts ``word``."""
-    fairseq_train(data_bin, save, ["--criterion", "masked_lm", *TINY_ROBERTA, "--max-update", "1",
-                                   "--disable-validation"])
+    fairseq_train(
+        data_bin,
+        save,
+        ["--criterion", "masked_lm", *TINY_ROBERTA, "--max-update", "1", "--disable-validation"],
+    )
     ck = save / "checkpoint_last.pt"
     return force_prediction(ck, data_bin, word, ck)
 
@@ -172,12 +208,24 @@ def test_scorer_on_a_checkpoint_by_hand(word_data, tmp_path):
     # every word masked (mask_prob 1); blocks of <= 11 ids hold one line each (7, 5 and 10 ids
     # with </s>): 19 masked words; "large" twice (right), "big" three times (a WordNet synonym
     # of "large") in lines 1 and 3
-    scorer = FixedMaskScorer(str(word_data), str(word_data / "synonyms.npz"), tokens_per_sample=12,
-                             break_mode="complete", mask_prob=1.0)
+    scorer = FixedMaskScorer(
+        str(word_data),
+        str(word_data / "synonyms.npz"),
+        tokens_per_sample=12,
+        break_mode="complete",
+        mask_prob=1.0,
+    )
     scored = scorer.score_checkpoint(str(ck), num_cases=5)
     c, cases = scored.counts, scored.cases
-    assert (c.masked, c.correct, c.synonym, c.sequences, c.masked_sequences, c.synonym_sequences, c.content) == \
-        (19, 2, 3, 3, 3, 2, 19)
+    assert (
+        c.masked,
+        c.correct,
+        c.synonym,
+        c.sequences,
+        c.masked_sequences,
+        c.synonym_sequences,
+        c.content,
+    ) == (19, 2, 3, 3, 3, 2, 19)
     r = scored.report
     assert r.pred_corr_ratio == pytest.approx(100 * 3 / 17)
     assert r.iter_corr_ratio == pytest.approx(100 * 2 / 3)
@@ -186,11 +234,21 @@ def test_scorer_on_a_checkpoint_by_hand(word_data, tmp_path):
     assert r.mlm_acc == pytest.approx(100 * 2 / 19)
     assert len(cases) == 1  # one distinct (gold, prediction) pair
     case = cases[0]
-    assert (case.sentence, case.gold, case.prediction) == ("the [MASK] house is large .", "big", "large")
+    assert (case.sentence, case.gold, case.prediction) == (
+        "the [MASK] house is large .",
+        "big",
+        "large",
+    )
     assert "large" in case.synonyms and case.checkpoint == str(ck)
     # two mask draws over the same blocks: every count doubles (mask_prob 1 draws the same masks)
-    twice = FixedMaskScorer(str(word_data), str(word_data / "synonyms.npz"), tokens_per_sample=12,
-                            break_mode="complete", mask_prob=1.0, passes=2)
+    twice = FixedMaskScorer(
+        str(word_data),
+        str(word_data / "synonyms.npz"),
+        tokens_per_sample=12,
+        break_mode="complete",
+        mask_prob=1.0,
+        passes=2,
+    )
     c2x = twice.score_checkpoint(str(ck)).counts
     assert (c2x.masked, c2x.synonym, c2x.masked_sequences) == (38, 6, 6)
     # the same masks for a second checkpoint: a model that predicts the gold's synonym less often
@@ -200,16 +258,45 @@ def test_scorer_on_a_checkpoint_by_hand(word_data, tmp_path):
 
 
 # ---- the study end to end ---------------------------------------------------------------------------
-STUDY_FILES = ("table2_pred_level.tsv", "table2_iter_level.tsv", "progress.tsv", "results.json", "cases.txt",
-               "commands.sh", "summary.md", "ratios.png", "losses.png")
-ROBERTA_RUNS = ["roberta_masked_lm", "roberta_mlm_hard_correction", "roberta_mlm_soft_reg", "roberta_mlm_sent_kl"]
+STUDY_FILES = (
+    "table2_pred_level.tsv",
+    "table2_iter_level.tsv",
+    "progress.tsv",
+    "results.json",
+    "cases.txt",
+    "commands.sh",
+    "summary.md",
+    "ratios.png",
+    "losses.png",
+)
+ROBERTA_RUNS = [
+    "roberta_masked_lm",
+    "roberta_mlm_hard_correction",
+    "roberta_mlm_soft_reg",
+    "roberta_mlm_sent_kl",
+]
 ELECTRA_RUNS = ["electra_electra", "electra_mlm_hard_correction"]
 
 
 def run_study(work: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(REPO / "examples" / "study" / "run_study.py"), "--scale", "tiny", "--workdir", str(work),
-           "--out", str(out), "--points", "2", "--jobs", "2", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    cmd = [
+        sys.executable,
+        str(REPO / "examples" / "study" / "run_study.py"),
+        "--scale",
+        "tiny",
+        "--workdir",
+        str(work),
+        "--out",
+        str(out),
+        "--points",
+        "2",
+        "--jobs",
+        "2",
+        *args,
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1")
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
@@ -229,7 +316,9 @@ def roberta_study(tmp_path_factory):
     table, word vectors, stage 1, the continuation, scores, tables, plots): what a user who
     starts small has in the work directory."""
     root = tmp_path_factory.mktemp("study")
-    proc = run_study(root / "work", root / "results", "--families", "roberta", "--roberta-criteria", "masked_lm")
+    proc = run_study(
+        root / "work", root / "results", "--families", "roberta", "--roberta-criteria", "masked_lm"
+    )
     return {"work": root / "work", "out": root / "results", "log": proc.stdout}
 
 
@@ -262,8 +351,12 @@ def test_study_tiny_goes_on_from_an_earlier_run(roberta_study_all):
     assert_study_outputs(out, ROBERTA_RUNS)
     commands = (out / "commands.sh").read_text()
     assert commands.count("fairseq_cli.train") == 3 and commands.count("--restore-file") == 3
-    assert commands.count("# reused") == 3 + 2  # data-bin, table, word vectors; stage 1, the baseline
-    assert "running 3 commands, 2 at a time, " in log and "scoring 9 checkpoints, 2 at a time" in log
+    assert (
+        commands.count("# reused") == 3 + 2
+    )  # data-bin, table, word vectors; stage 1, the baseline
+    assert (
+        "running 3 commands, 2 at a time, " in log and "scoring 9 checkpoints, 2 at a time" in log
+    )
 
 
 @pytest.mark.slow
@@ -280,7 +373,9 @@ def test_study_tiny_end_to_end(roberta_study_all, tmp_path):
     # with the earlier runs' 2 + 3: 8 training commands, 6 of them continuations
     assert commands.count("fairseq_cli.train") == 3 and commands.count("--restore-file") == 2
     assert commands.count("# reused") == 3 + 5  # data-bin, table, word vectors; RoBERTa's 5 runs
-    assert "running 2 commands, 2 at a time, " in log and "scoring 14 checkpoints, 2 at a time" in log
+    assert (
+        "running 2 commands, 2 at a time, " in log and "scoring 14 checkpoints, 2 at a time" in log
+    )
     saved = json.loads((out / "results.json").read_text())
     fields = saved["meta"]["setting"]
     families = [study.Family(**f) for f in fields.pop("families")]
@@ -288,11 +383,14 @@ def test_study_tiny_end_to_end(roberta_study_all, tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each worker runs
     try:
-        scores = study.score_all(setting, str(work), str(work / "data-bin"),
-                                 str(work / "data-bin" / "synonyms.npz"), 5)
+        scores = study.score_all(
+            setting, str(work), str(work / "data-bin"), str(work / "data-bin" / "synonyms.npz"), 5
+        )
     finally:
         torch.set_num_threads(threads)
-    assert {rid: {str(u): v.as_dict() for u, v in r.items()} for rid, r in scores.reports.items()} == saved["results"]
+    assert {
+        rid: {str(u): v.as_dict() for u, v in r.items()} for rid, r in scores.reports.items()
+    } == saved["results"]
     assert [study.asdict(c) for c in scores.cases] == saved["cases"]
 
 
@@ -302,11 +400,15 @@ def test_side_by_side_commands_stop_at_the_first_failure(tmp_path):
     import time
 
     run = study.Runner(str(tmp_path), logging.getLogger("test"))
-    jobs = [([sys.executable, "-c", "import time; time.sleep(60)"], "slow"),
-            ([sys.executable, "-c", "import sys; print('broken'); sys.exit(3)"], "broken")]
+    jobs = [
+        ([sys.executable, "-c", "import time; time.sleep(60)"], "slow"),
+        ([sys.executable, "-c", "import sys; print('broken'); sys.exit(3)"], "broken"),
+    ]
     t0 = time.time()
     with pytest.raises(SystemExit, match=r"broken failed \(exit 3\).*logs/broken\.log"):
         run.run_many(jobs, parallel=2)
     assert time.time() - t0 < 30
     assert (tmp_path / "logs" / "broken.log").read_text() == "broken\n"
-    assert len(run.commands) == 2 and study.thread_env(2)["OMP_NUM_THREADS"] == str(max(1, study.usable_cpus() // 2))
+    assert len(run.commands) == 2 and study.thread_env(2)["OMP_NUM_THREADS"] == str(
+        max(1, study.usable_cpus() // 2)
+    )

@@ -7,9 +7,9 @@ import pytest
 import torch
 from fairseq import utils as fs_utils
 from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
+from utils import TINY_ELECTRA, build_components, fairseq_train, valid_batch
 
 from truneg_fairseq.optim.fused_adamw import FusedAdamW, FusedAdamWConfig
-from utils import TINY_ELECTRA, build_components, fairseq_train, valid_batch
 
 
 def tiny_params(seed):
@@ -29,10 +29,21 @@ def test_fused_adamw_matches_fairseq_adam():
     """Same update as fairseq's adam (decoupled weight decay); only epsilon sits at another place
     (after the bias correction in PyTorch, before it in fairseq), so compare with a tiny one."""
     a, b = tiny_params(0), tiny_params(0)
-    ref = FairseqAdam(FairseqAdamConfig(adam_betas="(0.9, 0.98)", adam_eps=1e-12, weight_decay=0.01,
-                                                  lr=[1e-2], tpu=False), list(a.parameters()))
-    ours = FusedAdamW(FusedAdamWConfig(fused_adamw_betas="(0.9, 0.98)", fused_adamw_eps=1e-12,
-                                                  fused_adamw_weight_decay=0.01, lr=[1e-2]), list(b.parameters()))
+    ref = FairseqAdam(
+        FairseqAdamConfig(
+            adam_betas="(0.9, 0.98)", adam_eps=1e-12, weight_decay=0.01, lr=[1e-2], tpu=False
+        ),
+        list(a.parameters()),
+    )
+    ours = FusedAdamW(
+        FusedAdamWConfig(
+            fused_adamw_betas="(0.9, 0.98)",
+            fused_adamw_eps=1e-12,
+            fused_adamw_weight_decay=0.01,
+            lr=[1e-2],
+        ),
+        list(b.parameters()),
+    )
     assert type(ours).__name__ == "FusedAdamW"
     for step in range(4):
         grads_for(a, step)
@@ -57,23 +68,37 @@ def test_clip_grad_norm_matches_fairseq(max_norm):
 
 
 def test_bf16_autocast_refuses_fp16(data_bin):
-    with pytest.raises(ValueError, match="--electra-bf16-autocast is a mixed-precision mode of its own"):
-        build_components(data_bin, ["--criterion", "electra", "--electra-bf16-autocast", "--amp"],
-                         arch_args=TINY_ELECTRA, task="electra")
+    with pytest.raises(
+        ValueError, match="--electra-bf16-autocast is a mixed-precision mode of its own"
+    ):
+        build_components(
+            data_bin,
+            ["--criterion", "electra", "--electra-bf16-autocast", "--amp"],
+            arch_args=TINY_ELECTRA,
+            task="electra",
+        )
 
 
 def test_bf16_autocast_runs_the_forward_in_bf16(data_bin):
-    task, model, crit = build_components(data_bin, ["--criterion", "electra", "--electra-bf16-autocast"],
-                                         arch_args=TINY_ELECTRA, task="electra")
+    task, model, crit = build_components(
+        data_bin,
+        ["--criterion", "electra", "--electra-bf16-autocast"],
+        arch_args=TINY_ELECTRA,
+        task="electra",
+    )
     seen = []
-    hook = model.discriminator.layers[0].fc1.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    hook = model.discriminator.layers[0].fc1.register_forward_hook(
+        lambda m, i, o: seen.append(o.dtype)
+    )
     opt = FusedAdamW(FusedAdamWConfig(lr=[1e-3]), list(model.parameters()))
     loss, sample_size, log = task.train_step(valid_batch(task), model, crit, opt, 0)
     hook.remove()
     assert seen == [torch.bfloat16]
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
     assert all(p.dtype == torch.float32 for p in model.parameters())
-    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.discriminator.parameters())
+    assert any(
+        p.grad is not None and p.grad.abs().sum() > 0 for p in model.discriminator.parameters()
+    )
 
 
 def updates(log):
@@ -82,14 +107,35 @@ def updates(log):
 
 @pytest.mark.slow
 def test_fast_flags_train_and_resume_under_fairseq_train(data_bin, synonym_table, tmp_path):
-    fast = [*TINY_ELECTRA, "--task", "electra", "--criterion", "mlm_soft_reg", "--synonym-table", "synonyms.npz",
-            "--electra-bf16-autocast", "--optimizer", "fused_adamw", "--fused-adamw-betas", "(0.9, 0.999)",
-            "--fused-adamw-eps", "1e-6", "--fused-adamw-weight-decay", "0.01", "--clip-norm", "1.0",
-            "--mlm-prediction-slots", "static"]
+    fast = [
+        *TINY_ELECTRA,
+        "--task",
+        "electra",
+        "--criterion",
+        "mlm_soft_reg",
+        "--synonym-table",
+        "synonyms.npz",
+        "--electra-bf16-autocast",
+        "--optimizer",
+        "fused_adamw",
+        "--fused-adamw-betas",
+        "(0.9, 0.999)",
+        "--fused-adamw-eps",
+        "1e-6",
+        "--fused-adamw-weight-decay",
+        "0.01",
+        "--clip-norm",
+        "1.0",
+        "--mlm-prediction-slots",
+        "static",
+    ]
     save = tmp_path / "ckpt"
     out = fairseq_train(data_bin, save, [*fast, "--max-update", "3"])
     assert updates(out.stdout + out.stderr) == 3
-    assert re.search(r"slots_dropped", out.stdout + out.stderr) is None or "slots_dropped 0" in out.stdout
+    assert (
+        re.search(r"slots_dropped", out.stdout + out.stderr) is None
+        or "slots_dropped 0" in out.stdout
+    )
     again = fairseq_train(data_bin, save, [*fast, "--max-update", "5"])
     log = again.stdout + again.stderr
     assert "Loaded checkpoint" in log and "@ 3 updates" in log and updates(log) == 5
@@ -97,9 +143,19 @@ def test_fast_flags_train_and_resume_under_fairseq_train(data_bin, synonym_table
 
 @pytest.mark.slow
 def test_compiled_encoders_equal_eager(data_bin):
-    task, model, crit = build_components(data_bin, ["--criterion", "electra", "--mlm-prediction-slots", "static",
-                                                    "--electra-sample-temperature", "1e-6"],
-                                         arch_args=TINY_ELECTRA, task="electra")
+    task, model, crit = build_components(
+        data_bin,
+        [
+            "--criterion",
+            "electra",
+            "--mlm-prediction-slots",
+            "static",
+            "--electra-sample-temperature",
+            "1e-6",
+        ],
+        arch_args=TINY_ELECTRA,
+        task="electra",
+    )
     model.eval()
     sample = valid_batch(task)
     eager, _, log_e = crit(model, sample)
@@ -124,5 +180,7 @@ def test_gpu_benchmark_skips_cleanly_without_a_gpu_and_counts_flops():
     assert 10.0 < gpu_step.step_flops("base") / 1e12 < 12.0
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the benchmark would measure instead of skipping")
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_step.py")], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gpu_step.py")], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "no CUDA GPU here" in out.stdout

@@ -4,13 +4,13 @@ import json
 import re
 
 import pytest
+from glue_fixtures import write_glue
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import matthews_corrcoef
+from utils import run_script
 
-from glue_fixtures import write_glue
 from truneg_fairseq.data.corpus import CorpusError
 from truneg_fairseq.data.glue import TASKS, read_split_counted
-from utils import run_script
 
 
 @pytest.fixture(scope="module")
@@ -23,11 +23,15 @@ def test_read_every_task_layout(glue_dir, name):
     task = TASKS[name]
     exs, skipped = read_split_counted(task, glue_dir / task.folder / task.splits[0][1])
     assert len(exs) == 24
-    assert sum(skipped.values()) == (1 if name == "QQP" else 0)  # the malformed QQP row is counted, not kept
+    assert sum(skipped.values()) == (
+        1 if name == "QQP" else 0
+    )  # the malformed QQP row is counted, not kept
     assert exs[0].text1.startswith("the farmer")
     assert (exs[0].text2 is None) == (task.sentence2 is None)
     if name == "MNLI":
-        assert exs[1].label == "neutral" and exs[0].text2.startswith('"')  # stray quote kept as text
+        assert exs[1].label == "neutral" and exs[0].text2.startswith(
+            '"'
+        )  # stray quote kept as text
     if name == "STS-B":
         assert float(exs[5].label) == 5.0
     if name == "CoLA":
@@ -41,9 +45,21 @@ def test_missing_split_is_a_clear_error(tmp_path):
 
 def test_prepare_all_tasks_cli(glue_dir, corpus_dir, data_bin, tmp_path):
     out = tmp_path / "glue-bin"
-    proc = run_script("prepare_glue.py", ["--glue-dir", str(glue_dir), "--output-dir", str(out), "--dict",
-                                          str(data_bin / "dict.txt"), "--tokenizer", "sentencepiece",
-                                          "--spm-model", str(corpus_dir / "spm.model")])
+    proc = run_script(
+        "prepare_glue.py",
+        [
+            "--glue-dir",
+            str(glue_dir),
+            "--output-dir",
+            str(out),
+            "--dict",
+            str(data_bin / "dict.txt"),
+            "--tokenizer",
+            "sentencepiece",
+            "--spm-model",
+            str(corpus_dir / "spm.model"),
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     assert "QQP train.tsv: skipped 1 malformed rows" in proc.stdout
     for name, task in TASKS.items():
@@ -71,20 +87,39 @@ def predict_valid(checkpoint, data):
     ds = task.dataset("valid")
     sample = ds.collater([ds[i] for i in range(len(ds))])
     with torch.no_grad():
-        logits = model(**sample["net_input"], features_only=True, classification_head_name="sentence_classification_head")[0]
+        logits = model(
+            **sample["net_input"],
+            features_only=True,
+            classification_head_name="sentence_classification_head",
+        )[0]
     if task.cfg.regression_target:
         return logits.squeeze(-1).float().numpy(), sample["target"].view(-1).float().numpy()
     return logits.argmax(-1).numpy(), sample["target"].view(-1).numpy()
 
 
 TINY_ELECTRA_OVERRIDES = [
-    "+model.electra_layers=2", "+model.electra_gen_layers=2", "+model.electra_embed_dim=16",
-    "+model.electra_hidden_dim=32", "+model.electra_heads=2", "+model.electra_ffn_dim=64",
-    "+model.electra_gen_hidden_dim=16", "+model.electra_gen_heads=1", "+model.electra_gen_ffn_dim=32",
-    "+model.electra_max_positions=64", "task.max_positions=64", "common.cpu=true", "dataset.num_workers=0",
-    "optimization.max_epoch=2", "common.log_interval=1"]
-METRIC = {"CoLA": r"\| mcc -?[\d.]+", "STS-B": r"\| pearson_and_spearman -?[\d.]+", "MRPC": r"\| acc_and_f1 [\d.]+",
-          "QQP": r"\| acc_and_f1 [\d.]+"}
+    "+model.electra_layers=2",
+    "+model.electra_gen_layers=2",
+    "+model.electra_embed_dim=16",
+    "+model.electra_hidden_dim=32",
+    "+model.electra_heads=2",
+    "+model.electra_ffn_dim=64",
+    "+model.electra_gen_hidden_dim=16",
+    "+model.electra_gen_heads=1",
+    "+model.electra_gen_ffn_dim=32",
+    "+model.electra_max_positions=64",
+    "task.max_positions=64",
+    "common.cpu=true",
+    "dataset.num_workers=0",
+    "optimization.max_epoch=2",
+    "common.log_interval=1",
+]
+METRIC = {
+    "CoLA": r"\| mcc -?[\d.]+",
+    "STS-B": r"\| pearson_and_spearman -?[\d.]+",
+    "MRPC": r"\| acc_and_f1 [\d.]+",
+    "QQP": r"\| acc_and_f1 [\d.]+",
+}
 
 
 class FineTunes:
@@ -96,13 +131,39 @@ class FineTunes:
         from utils import TINY_ELECTRA, fairseq_train
 
         self.root = root
-        fairseq_train(data_bin, root / "pre", [*TINY_ELECTRA, "--task", "electra", "--criterion",
-                                               "mlm_hard_correction", "--synonym-table", "synonyms.npz",
-                                               "--max-update", "2"])
+        fairseq_train(
+            data_bin,
+            root / "pre",
+            [
+                *TINY_ELECTRA,
+                "--task",
+                "electra",
+                "--criterion",
+                "mlm_hard_correction",
+                "--synonym-table",
+                "synonyms.npz",
+                "--max-update",
+                "2",
+            ],
+        )
         self.bin = root / "glue-bin"
-        proc = run_script("prepare_glue.py", ["--glue-dir", str(glue_dir), "--output-dir", str(self.bin), "--tasks",
-                                              *TASKS, "--dict", str(data_bin / "dict.txt"), "--tokenizer",
-                                              "sentencepiece", "--spm-model", str(corpus_dir / "spm.model")])
+        proc = run_script(
+            "prepare_glue.py",
+            [
+                "--glue-dir",
+                str(glue_dir),
+                "--output-dir",
+                str(self.bin),
+                "--tasks",
+                *TASKS,
+                "--dict",
+                str(data_bin / "dict.txt"),
+                "--tokenizer",
+                "sentencepiece",
+                "--spm-model",
+                str(corpus_dir / "spm.model"),
+            ],
+        )
         assert proc.returncode == 0, proc.stderr
         self.runs = root / "runs"
         self.done = set()
@@ -112,8 +173,19 @@ class FineTunes:
         from utils import run_recipe
 
         if task not in self.done:
-            r = run_recipe("glue/finetune.sh", [task, "small", str(self.bin), str(self.root / "pre" / "checkpoint_last.pt"),
-                                                *TINY_ELECTRA_OVERRIDES], self.root, SAVE_DIR=str(self.runs / task), BSZ="8")
+            r = run_recipe(
+                "glue/finetune.sh",
+                [
+                    task,
+                    "small",
+                    str(self.bin),
+                    str(self.root / "pre" / "checkpoint_last.pt"),
+                    *TINY_ELECTRA_OVERRIDES,
+                ],
+                self.root,
+                SAVE_DIR=str(self.runs / task),
+                BSZ="8",
+            )
             assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
             self.done.add(task)
         return self.runs / task
@@ -136,11 +208,16 @@ def test_finetune_recipe(finetunes, task):
         assert "valid on 'valid1' subset" in text  # dev_mismatched
     if task not in ("CoLA", "STS-B"):
         return
-    preds, targets = predict_valid(finetunes.runs / task / "checkpoint_best.pt", finetunes.bin / task)
+    preds, targets = predict_valid(
+        finetunes.runs / task / "checkpoint_best.pt", finetunes.bin / task
+    )
     if task == "CoLA":
         metric, expect = "mcc", 100 * matthews_corrcoef(targets, preds)
     else:
-        metric, expect = "pearson_and_spearman", 100 * (pearsonr(preds, targets)[0] + spearmanr(preds, targets)[0]) / 2
+        metric, expect = (
+            "pearson_and_spearman",
+            100 * (pearsonr(preds, targets)[0] + spearmanr(preds, targets)[0]) / 2,
+        )
     logged = [float(m) for m in re.findall(rf"\| {metric} (-?[\d.]+)", text)]
     assert round(expect, 1) == pytest.approx(max(logged), abs=0.051), (task, expect, logged)
 
@@ -154,7 +231,18 @@ def test_glue_table_of_the_eight_runs(finetunes):
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.strip().splitlines()
     cols = [c.strip() for c in header.split("|")]
-    assert cols == ["model", "CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI-m/mm", "QNLI", "RTE", "Avg"]
+    assert cols == [
+        "model",
+        "CoLA",
+        "SST-2",
+        "MRPC",
+        "STS-B",
+        "QQP",
+        "MNLI-m/mm",
+        "QNLI",
+        "RTE",
+        "Avg",
+    ]
     cells = dict(zip(cols, (c.strip() for c in row.split("|"))))
     assert cells["model"] == "tiny" and re.fullmatch(r"-?[\d.]+/-?[\d.]+", cells["MNLI-m/mm"])
     assert re.fullmatch(r"[\d.]+ \([\d.]+\)", cells["MRPC"])  # accuracy (F1)
@@ -165,9 +253,25 @@ def test_prepare_with_gpt2_bpe(glue_dir, tmp_path):
 
     bpe = write_toy_gpt2_bpe(tmp_path / "bpe")
     out = tmp_path / "glue-bin"
-    proc = run_script("prepare_glue.py", ["--glue-dir", str(glue_dir), "--output-dir", str(out), "--tasks", "RTE",
-                                          "--dict", str(bpe / "dict.txt"), "--tokenizer", "gpt2",
-                                          "--gpt2-encoder-json", str(bpe / "encoder.json"), "--gpt2-vocab-bpe", str(bpe / "vocab.bpe")])
+    proc = run_script(
+        "prepare_glue.py",
+        [
+            "--glue-dir",
+            str(glue_dir),
+            "--output-dir",
+            str(out),
+            "--tasks",
+            "RTE",
+            "--dict",
+            str(bpe / "dict.txt"),
+            "--tokenizer",
+            "gpt2",
+            "--gpt2-encoder-json",
+            str(bpe / "encoder.json"),
+            "--gpt2-vocab-bpe",
+            str(bpe / "vocab.bpe"),
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     from fairseq.data import Dictionary, data_utils
 
@@ -177,4 +281,6 @@ def test_prepare_with_gpt2_bpe(glue_dir, tmp_path):
     assert d.unk() not in first  # every BPE id is in the dictionary
     enc = json.loads((bpe / "encoder.json").read_text())
     assert d.index(str(enc["the"])) == first[0]  # sentence-initial 'the' has no space mark
-    assert any(d.index(str(enc["\u0120the"])) in ds[i].tolist() for i in range(len(ds)))  # '... near the small lake'
+    assert any(
+        d.index(str(enc["\u0120the"])) in ds[i].tolist() for i in range(len(ds))
+    )  # '... near the small lake'

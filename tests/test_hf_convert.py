@@ -8,7 +8,6 @@ import shutil
 
 import pytest
 import torch
-
 from hf_fixtures import padded_batch, save_bert, save_electra_pair, to_fairseq_ids, wordpiece_vocab
 from utils import run_script
 
@@ -56,12 +55,20 @@ def hf_order(vocab):
     return torch.tensor(wordpiece_row_order(vocab))
 
 
-@pytest.mark.parametrize("cls_name,safe", [("BertForMaskedLM", True), ("BertForMaskedLM", False), ("BertForPreTraining", True)])
+@pytest.mark.parametrize(
+    "cls_name,safe",
+    [("BertForMaskedLM", True), ("BertForMaskedLM", False), ("BertForPreTraining", True)],
+)
 def test_bert_import_matches_transformers(tmp_path, vocab, batch, cls_name, safe):
     hf = save_bert(tmp_path / "hf", cls_name, safe=safe, vocab=vocab)
     assert (tmp_path / "hf" / ("model.safetensors" if safe else "pytorch_model.bin")).is_file()
     out = hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
-    assert sorted(p.name for p in out.iterdir() if p.name != MARKER) == ["dict.txt", "import.json", "model.pt", "vocab.txt"]
+    assert sorted(p.name for p in out.iterdir() if p.name != MARKER) == [
+        "dict.txt",
+        "import.json",
+        "model.pt",
+        "vocab.txt",
+    ]
     model, task = load(out / "model.pt")
     assert type(model).__name__ == "BertModel" and len(task.source_dictionary) == len(vocab)
     ids, att, mask = batch
@@ -97,7 +104,9 @@ def test_dict_txt_maps_specials_and_keeps_hf_order(tmp_path, vocab):
     out = hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
     _, task = load(out / "model.pt")
     d = task.source_dictionary
-    assert [d[i] for i in range(4)] == ["<s>", "<pad>", "</s>", "<unk>"] and d[len(d) - 1] == "<mask>"
+    assert [d[i] for i in range(4)] == ["<s>", "<pad>", "</s>", "<unk>"] and d[
+        len(d) - 1
+    ] == "<mask>"
     others = [t for t in vocab if t not in ("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]")]
     assert [d[i] for i in range(4, len(d) - 1)] == others
     assert (out / "vocab.txt").read_text().split("\n")[:-1] == vocab
@@ -171,8 +180,22 @@ def test_electra_export_loads_in_transformers(tmp_path, electra_pair, vocab, bat
     g2 = ElectraForMaskedLM.from_pretrained(str(tmp_path / "hf" / "generator")).eval()
     ids, att, mask = batch
     with torch.no_grad():
-        assert max_diff(disc(input_ids=ids, attention_mask=att).logits, d2(input_ids=ids, attention_mask=att).logits, mask) <= TOL
-        assert max_diff(gen(input_ids=ids, attention_mask=att).logits, g2(input_ids=ids, attention_mask=att).logits, mask) <= TOL
+        assert (
+            max_diff(
+                disc(input_ids=ids, attention_mask=att).logits,
+                d2(input_ids=ids, attention_mask=att).logits,
+                mask,
+            )
+            <= TOL
+        )
+        assert (
+            max_diff(
+                gen(input_ids=ids, attention_mask=att).logits,
+                g2(input_ids=ids, attention_mask=att).logits,
+                mask,
+            )
+            <= TOL
+        )
     # the published ids come back (vocab.txt beside the imported checkpoint)
     assert (tmp_path / "hf" / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
 
@@ -186,11 +209,24 @@ def test_bert_export_loads_in_transformers(tmp_path, vocab, batch):
     back = BertForMaskedLM.from_pretrained(str(tmp_path / "back")).eval()
     ids, att, mask = batch
     with torch.no_grad():
-        assert max_diff(hf(input_ids=ids, attention_mask=att).logits, back(input_ids=ids, attention_mask=att).logits, mask) <= TOL
+        assert (
+            max_diff(
+                hf(input_ids=ids, attention_mask=att).logits,
+                back(input_ids=ids, attention_mask=att).logits,
+                mask,
+            )
+            <= TOL
+        )
         # segment 1 survives the round trip too (token-type offsets kept beside the folded row 0)
         tt = torch.ones_like(ids)
-        assert max_diff(hf(input_ids=ids, attention_mask=att, token_type_ids=tt).logits,
-                        back(input_ids=ids, attention_mask=att, token_type_ids=tt).logits, mask) <= TOL
+        assert (
+            max_diff(
+                hf(input_ids=ids, attention_mask=att, token_type_ids=tt).logits,
+                back(input_ids=ids, attention_mask=att, token_type_ids=tt).logits,
+                mask,
+            )
+            <= TOL
+        )
     cfg = json.loads((tmp_path / "back" / "config.json").read_text())
     assert cfg["layer_norm_eps"] == pytest.approx(1e-12) and cfg["pad_token_id"] == 0
 
@@ -201,7 +237,9 @@ def _state(path):
 
 @pytest.mark.parametrize("kind", ["bert", "electra"])
 @pytest.mark.parametrize("with_vocab", [True, False])
-def test_import_of_export_leaves_every_tensor_equal(tmp_path, electra_pair, vocab, kind, with_vocab):
+def test_import_of_export_leaves_every_tensor_equal(
+    tmp_path, electra_pair, vocab, kind, with_vocab
+):
     if kind == "bert":
         save_bert(tmp_path / "hf", vocab=vocab)
         src = hf_convert.import_hf(tmp_path / "hf", tmp_path / "src") / "model.pt"
@@ -224,7 +262,6 @@ def test_import_of_export_leaves_every_tensor_equal(tmp_path, electra_pair, voca
 
 def test_roberta_export_loads_in_transformers(tmp_path, data_bin):
     from transformers import RobertaForMaskedLM
-
     from utils import TINY_ROBERTA, build_components, valid_batch
 
     task, model, _ = build_components(data_bin, ["--criterion", "masked_lm"])
@@ -248,7 +285,9 @@ def _cfg_of(data_bin, arch_args):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     parser = options.get_training_parser()
-    ns = options.parse_args_and_arch(parser, [str(data_bin), "--task", "masked_lm", "--cpu", *arch_args])
+    ns = options.parse_args_and_arch(
+        parser, [str(data_bin), "--task", "masked_lm", "--cpu", *arch_args]
+    )
     return convert_namespace_to_omegaconf(ns)
 
 
@@ -267,9 +306,19 @@ def test_hub_name_is_refused_with_download_hint(tmp_path):
 def test_unsupported_architecture_names_found_and_supported(tmp_path):
     from transformers import RobertaConfig, RobertaForMaskedLM
 
-    RobertaForMaskedLM(RobertaConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=64)).save_pretrained(str(tmp_path / "hf"))
-    with pytest.raises(ConversionError, match=r"\['RobertaForMaskedLM'\] are not supported.*BertForMaskedLM.*ElectraForPreTraining"):
+    RobertaForMaskedLM(
+        RobertaConfig(
+            vocab_size=50,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+        )
+    ).save_pretrained(str(tmp_path / "hf"))
+    with pytest.raises(
+        ConversionError,
+        match=r"\['RobertaForMaskedLM'\] are not supported.*BertForMaskedLM.*ElectraForPreTraining",
+    ):
         hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
     _assert_nothing_written(tmp_path)
 
@@ -277,7 +326,9 @@ def test_unsupported_architecture_names_found_and_supported(tmp_path):
 def test_missing_weights_and_missing_vocab(tmp_path, vocab):
     save_bert(tmp_path / "hf", vocab=vocab)
     (tmp_path / "hf" / "vocab.txt").unlink()
-    with pytest.raises(ConversionError, match="no vocabulary in .*vocab.txt or a WordPiece tokenizer.json"):
+    with pytest.raises(
+        ConversionError, match="no vocabulary in .*vocab.txt or a WordPiece tokenizer.json"
+    ):
         hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
     (tmp_path / "hf" / "vocab.txt").write_text("\n".join(vocab) + "\n")
     (tmp_path / "hf" / "model.safetensors").unlink()
@@ -289,7 +340,10 @@ def test_missing_weights_and_missing_vocab(tmp_path, vocab):
 def test_vocab_size_differs_from_embedding(tmp_path, vocab):
     save_bert(tmp_path / "hf", vocab=vocab)
     (tmp_path / "hf" / "vocab.txt").write_text("\n".join(vocab[:-3]) + "\n")
-    with pytest.raises(ConversionError, match=rf"vocabulary has {len(vocab) - 3} entries but the word embedding has {len(vocab)} rows"):
+    with pytest.raises(
+        ConversionError,
+        match=rf"vocabulary has {len(vocab) - 3} entries but the word embedding has {len(vocab)} rows",
+    ):
         hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
     _assert_nothing_written(tmp_path)
 
@@ -315,20 +369,39 @@ def test_cli_import_export_and_errors(tmp_path, vocab):
     save_bert(tmp_path / "hf", vocab=vocab)
     ok = run_script("convert_hf.py", ["import", str(tmp_path / "hf"), str(tmp_path / "out")])
     assert ok.returncode == 0, ok.stderr
-    ok = run_script("convert_hf.py", ["export", str(tmp_path / "out" / "model.pt"), str(tmp_path / "back")])
+    ok = run_script(
+        "convert_hf.py", ["export", str(tmp_path / "out" / "model.pt"), str(tmp_path / "back")]
+    )
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "back" / "model.safetensors").is_file()
-    for name, content in (("missing.pt", None), ("truncated.pt", (tmp_path / "out" / "model.pt").read_bytes()[:4096])):
+    for name, content in (
+        ("missing.pt", None),
+        ("truncated.pt", (tmp_path / "out" / "model.pt").read_bytes()[:4096]),
+    ):
         path = tmp_path / name
         if content is not None:
             path.write_bytes(content)
         bad = run_script("convert_hf.py", ["export", str(path), str(tmp_path / "back2")])
-        want = f"checkpoint {path} not found" if content is None else f"{path} is not a readable checkpoint"
-        assert bad.returncode == 2 and want in bad.stderr and "Traceback" not in bad.stderr, bad.stderr[-2000:]
+        want = (
+            f"checkpoint {path} not found"
+            if content is None
+            else f"{path} is not a readable checkpoint"
+        )
+        assert (
+            bad.returncode == 2 and want in bad.stderr and "Traceback" not in bad.stderr
+        ), bad.stderr[-2000:]
         assert not (tmp_path / "back2").exists()
     bad = run_script("convert_hf.py", ["import", str(tmp_path / "nope"), str(tmp_path / "out2")])
     assert bad.returncode == 2 and "is not a local directory" in bad.stderr
-    bad = run_script("convert_hf.py", ["import", str(tmp_path / "out"), str(tmp_path / "out2"),
-                                        "--generator", str(tmp_path / "hf")])
+    bad = run_script(
+        "convert_hf.py",
+        [
+            "import",
+            str(tmp_path / "out"),
+            str(tmp_path / "out2"),
+            "--generator",
+            str(tmp_path / "hf"),
+        ],
+    )
     assert bad.returncode == 2 and "no config.json" in bad.stderr
     assert not (tmp_path / "out2").exists()

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from hf_fixtures import save_bert, save_electra_pair, wordpiece_vocab
 from utils import TINY_ELECTRA_MODEL, fairseq_train, run_script, tiny_corpus_lines
 
@@ -27,7 +26,9 @@ def wordpiece_tokenize(vocab_txt: Path, lines, out: Path) -> Path:
 
     tok = BertWordPieceTokenizer(str(vocab_txt), lowercase=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(" ".join(tok.encode(l, add_special_tokens=False).tokens) + "\n" for l in lines))
+    out.write_text(
+        "".join(" ".join(tok.encode(l, add_special_tokens=False).tokens) + "\n" for l in lines)
+    )
     return out
 
 
@@ -47,7 +48,9 @@ def imported(tmp_path_factory, wn):
     hf.save_pretrained(str(root / "bert_hf"))
     bert = hf_convert.import_hf(root / "bert_hf", root / "bert")
     save_electra_pair(root / "disc_hf", root / "gen_hf", vocab=vocab)
-    electra = hf_convert.import_hf(root / "disc_hf", root / "electra", generator_dir=root / "gen_hf")
+    electra = hf_convert.import_hf(
+        root / "disc_hf", root / "electra", generator_dir=root / "gen_hf"
+    )
     lines = tiny_corpus_lines(600, seed=3)
     train = wordpiece_tokenize(bert / "vocab.txt", lines[:540], root / "tok" / "train.txt")
     valid = wordpiece_tokenize(bert / "vocab.txt", lines[540:], root / "tok" / "valid.txt")
@@ -62,8 +65,11 @@ def imported(tmp_path_factory, wn):
 def test_continue_imported_bert_with_hard_correction_and_resume(imported, tmp_path):
     save = tmp_path / "ckpt"
     args = [*TINY_BERT, "--criterion", "mlm_hard_correction", "--synonym-table", "synonyms.npz"]
-    first = fairseq_train(imported["data_bin"], save, [*args, "--restore-file", str(imported["bert"] / "model.pt"),
-                                                       *RESET, "--max-update", "3"])
+    first = fairseq_train(
+        imported["data_bin"],
+        save,
+        [*args, "--restore-file", str(imported["bert"] / "model.pt"), *RESET, "--max-update", "3"],
+    )
     log = first.stdout + first.stderr
     assert re.search(r"Loaded checkpoint .*bert/model\.pt \(epoch 1 @ 0 updates\)", log)
     assert "pred_corr_ratio=" in log and updates(log) == 3
@@ -78,10 +84,31 @@ def test_continue_imported_bert_with_hard_correction_and_resume(imported, tmp_pa
 @pytest.mark.slow
 def test_continue_imported_electra_pair_with_soft_reg_and_resume(imported, tmp_path):
     save = tmp_path / "ckpt"
-    args = [*TINY_ELECTRA_MODEL, "--electra-layernorm-eps", "1e-12", "--tokens-per-sample", "64", "--task", "electra",
-            "--criterion", "mlm_soft_reg", "--synonym-table", "synonyms.npz"]
-    first = fairseq_train(imported["data_bin"], save, [*args, "--restore-file", str(imported["electra"] / "model.pt"),
-                                                       *RESET, "--max-update", "3"])
+    args = [
+        *TINY_ELECTRA_MODEL,
+        "--electra-layernorm-eps",
+        "1e-12",
+        "--tokens-per-sample",
+        "64",
+        "--task",
+        "electra",
+        "--criterion",
+        "mlm_soft_reg",
+        "--synonym-table",
+        "synonyms.npz",
+    ]
+    first = fairseq_train(
+        imported["data_bin"],
+        save,
+        [
+            *args,
+            "--restore-file",
+            str(imported["electra"] / "model.pt"),
+            *RESET,
+            "--max-update",
+            "3",
+        ],
+    )
     log = first.stdout + first.stderr
     assert re.search(r"Loaded checkpoint .*electra/model\.pt \(epoch 1 @ 0 updates\)", log)
     assert "disc_loss=" in log and updates(log) == 3
@@ -91,7 +118,9 @@ def test_continue_imported_electra_pair_with_soft_reg_and_resume(imported, tmp_p
     # and the continued pair goes back out to transformers
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-    hf_convert.export_hf(save / "checkpoint_last.pt", tmp_path / "hf", vocab_file=imported["electra"] / "vocab.txt")
+    hf_convert.export_hf(
+        save / "checkpoint_last.pt", tmp_path / "hf", vocab_file=imported["electra"] / "vocab.txt"
+    )
     ElectraForPreTraining.from_pretrained(str(tmp_path / "hf"))
     ElectraForMaskedLM.from_pretrained(str(tmp_path / "hf" / "generator"))
 
@@ -108,14 +137,42 @@ def test_finetune_imported_electra_discriminator_with_sentence_prediction(import
         wordpiece_tokenize(vocab_txt, lines[sl], raw / f"{split}.tok")
         corpus.atomic_write_lines(raw / f"{split}.label", labels[sl])
     data = tmp_path / "cls"
-    corpus.binarize(raw / "train.tok", raw / "valid.tok", data / "input0", srcdict=imported["electra"] / "dict.txt")
+    corpus.binarize(
+        raw / "train.tok",
+        raw / "valid.tok",
+        data / "input0",
+        srcdict=imported["electra"] / "dict.txt",
+    )
     corpus.binarize(raw / "train.label", raw / "valid.label", data / "label")
-    out = fairseq_train(data, tmp_path / "ft", [
-        *TINY_ELECTRA_MODEL, "--electra-layernorm-eps", "1e-12", "--task", "sentence_prediction",
-        "--criterion", "sentence_prediction", "--num-classes", "2", "--init-token", "0", "--separator-token", "2",
-        "--max-positions", "64", "--restore-file", str(imported["electra"] / "model.pt"), *RESET,
-        "--max-update", "4", "--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric",
-    ])
+    out = fairseq_train(
+        data,
+        tmp_path / "ft",
+        [
+            *TINY_ELECTRA_MODEL,
+            "--electra-layernorm-eps",
+            "1e-12",
+            "--task",
+            "sentence_prediction",
+            "--criterion",
+            "sentence_prediction",
+            "--num-classes",
+            "2",
+            "--init-token",
+            "0",
+            "--separator-token",
+            "2",
+            "--max-positions",
+            "64",
+            "--restore-file",
+            str(imported["electra"] / "model.pt"),
+            *RESET,
+            "--max-update",
+            "4",
+            "--best-checkpoint-metric",
+            "accuracy",
+            "--maximize-best-checkpoint-metric",
+        ],
+    )
     log = out.stdout + out.stderr
     assert "loading the discriminator only: dropped" in log and "Loaded checkpoint" in log
     assert re.search(r"valid on 'valid' subset .*accuracy [\d.]+", log) and updates(log) == 4
@@ -123,15 +180,33 @@ def test_finetune_imported_electra_discriminator_with_sentence_prediction(import
 
 @pytest.mark.slow
 def test_evaluate_mlm_on_text_prints_ratios_and_cases(imported):
-    out = run_script("evaluate_mlm.py", [
-        "--text", str(imported["root"] / "valid.raw"), "--synonym-table", str(imported["data_bin"] / "synonyms.npz"),
-        "--show", "2", "--device", "cpu", "--mask-prob", "0.3", str(imported["bert"])])
+    out = run_script(
+        "evaluate_mlm.py",
+        [
+            "--text",
+            str(imported["root"] / "valid.raw"),
+            "--synonym-table",
+            str(imported["data_bin"] / "synonyms.npz"),
+            "--show",
+            "2",
+            "--device",
+            "cpu",
+            "--mask-prob",
+            "0.3",
+            str(imported["bert"]),
+        ],
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("case ") == 2
-    assert "prediction: main" in out.stdout and re.search(r"synonyms of '\w+' in the vocabulary: .*\bmain\b", out.stdout)
+    assert "prediction: main" in out.stdout and re.search(
+        r"synonyms of '\w+' in the vocabulary: .*\bmain\b", out.stdout
+    )
     m = re.search(r"pred_corr_ratio ([\d.]+) \| iter_corr_ratio ([\d.]+)", out.stdout)
     assert m and float(m.group(1)) > 0 and float(m.group(2)) > 0
-    bad = run_script("evaluate_mlm.py", ["--text", str(imported["root"] / "valid.raw"), "--show", "2", str(imported["bert"])])
+    bad = run_script(
+        "evaluate_mlm.py",
+        ["--text", str(imported["root"] / "valid.raw"), "--show", "2", str(imported["bert"])],
+    )
     assert bad.returncode == 2 and "--show needs --synonym-table" in bad.stderr
 
 
@@ -141,13 +216,31 @@ def test_bert_recipe_script_continues_an_import(imported, tmp_path):
 
     # no size flags: the 2 x 32 model's sizes come from the import's import.json; its published
     # MLM head needs no warm-up
-    tiny = ["--max-update", "2", "--batch-size", "4", "--update-freq", "1", "--warmup-updates", "1", "--cpu"]
-    out = run_recipe("bert/pretrain.sh", [str(imported["bert"]), str(imported["data_bin"]), "mlm_hard_correction",
-                                          *tiny], tmp_path, SAVE_DIR=str(tmp_path / "ckpt"),
-                     SYNONYM_TABLE=str(imported["data_bin"] / "synonyms.npz"))
+    tiny = [
+        "--max-update",
+        "2",
+        "--batch-size",
+        "4",
+        "--update-freq",
+        "1",
+        "--warmup-updates",
+        "1",
+        "--cpu",
+    ]
+    out = run_recipe(
+        "bert/pretrain.sh",
+        [str(imported["bert"]), str(imported["data_bin"]), "mlm_hard_correction", *tiny],
+        tmp_path,
+        SAVE_DIR=str(tmp_path / "ckpt"),
+        SYNONYM_TABLE=str(imported["data_bin"] / "synonyms.npz"),
+    )
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-3000:]
     assert re.search(r"Loaded checkpoint .*bert/model\.pt", log) and updates(log) == 2
     assert "warming it up" not in log and (tmp_path / "ckpt" / "checkpoint_last.pt").is_file()
-    missing = run_recipe("bert/pretrain.sh", [str(tmp_path / "nowhere"), str(imported["data_bin"]), "masked_lm"], tmp_path)
+    missing = run_recipe(
+        "bert/pretrain.sh",
+        [str(tmp_path / "nowhere"), str(imported["data_bin"]), "masked_lm"],
+        tmp_path,
+    )
     assert missing.returncode == 2 and "convert_hf.py import" in missing.stderr

@@ -53,7 +53,7 @@ def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
         stack.append(u)
         for v in sorted(graph[u]):
             if state.get(v) == 1:
-                out.append(stack[stack.index(v):] + [v])
+                out.append(stack[stack.index(v) :] + [v])
             elif v not in state:
                 visit(v)
         stack.pop()
@@ -106,7 +106,9 @@ def layer_of(module: str) -> int:
     for i, (_, tops) in enumerate(LAYERS):
         if parts[1] in tops:
             return i
-    raise AssertionError(f"{module} is in no layer: add its package to LAYERS and docs/architecture.md")
+    raise AssertionError(
+        f"{module} is in no layer: add its package to LAYERS and docs/architecture.md"
+    )
 
 
 def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
@@ -116,28 +118,42 @@ def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
             continue
         for dst in sorted(targets):
             if dst != "truneg_fairseq" and layer_of(dst) > layer_of(src):
-                out.append(f"{src} ({LAYERS[layer_of(src)][0]}) imports {dst} ({LAYERS[layer_of(dst)][0]})")
+                out.append(
+                    f"{src} ({LAYERS[layer_of(src)][0]}) imports {dst} ({LAYERS[layer_of(dst)][0]})"
+                )
     return out
 
 
 def test_imports_go_down_the_layers():
     graph = package_graph()
-    assert "truneg_fairseq.data.corpus" in graph["truneg_fairseq.data.cline"]  # the graph sees imports
+    assert (
+        "truneg_fairseq.data.corpus" in graph["truneg_fairseq.data.cline"]
+    )  # the graph sees imports
     bad = upward_imports(graph)
     assert not bad, "imports against the layers (docs/architecture.md):\n" + "\n".join(bad)
 
 
 def test_the_direction_check_finds_an_upward_import():
-    graph = {"truneg_fairseq.data.corpus": {"truneg_fairseq.models.electra", "truneg_fairseq.text.spec",
-                                            "truneg_fairseq"}}
+    graph = {
+        "truneg_fairseq.data.corpus": {
+            "truneg_fairseq.models.electra",
+            "truneg_fairseq.text.spec",
+            "truneg_fairseq",
+        }
+    }
     assert upward_imports(graph) == [
-        "truneg_fairseq.data.corpus (data) imports truneg_fairseq.models.electra (models)"]
+        "truneg_fairseq.data.corpus (data) imports truneg_fairseq.models.electra (models)"
+    ]
 
 
 # fairseq's functions that read a checkpoint file. Inference reads checkpoints only through
 # truneg_fairseq.checkpoints.load_for_inference, so that every script, evaluation and export gets
 # the same config checks, the same --data resolution and the same one-line errors.
-CHECKPOINT_READERS = {"load_checkpoint_to_cpu", "load_model_ensemble", "load_model_ensemble_and_task"}
+CHECKPOINT_READERS = {
+    "load_checkpoint_to_cpu",
+    "load_model_ensemble",
+    "load_model_ensemble_and_task",
+}
 
 
 def checkpoint_reads(path: Path) -> List[str]:
@@ -153,16 +169,23 @@ def checkpoint_reads(path: Path) -> List[str]:
 
 
 def test_only_the_inference_loader_reads_checkpoints():
-    sources = [p for top in ("truneg_fairseq", "scripts", "examples", "benchmarks") for p in (REPO / top).rglob("*.py")]
+    sources = [
+        p
+        for top in ("truneg_fairseq", "scripts", "examples", "benchmarks")
+        for p in (REPO / top).rglob("*.py")
+    ]
     found = {str(p.relative_to(REPO)): checkpoint_reads(p) for p in sources}
     found = {p: calls for p, calls in found.items() if calls}
     assert set(found) == {"truneg_fairseq/checkpoints.py"}, (
         "checkpoints read for inference outside truneg_fairseq.checkpoints.load_for_inference: "
-        f"{ {p: c for p, c in found.items() if p != 'truneg_fairseq/checkpoints.py'} }")
+        f"{ {p: c for p, c in found.items() if p != 'truneg_fairseq/checkpoints.py'} }"
+    )
 
 
 def test_the_checkpoint_read_finder_sees_a_call(tmp_path):
     src = tmp_path / "m.py"
-    src.write_text("from fairseq import checkpoint_utils\n\n"
-                   "def f(p):\n    return checkpoint_utils.load_model_ensemble_and_task([p])\n")
+    src.write_text(
+        "from fairseq import checkpoint_utils\n\n"
+        "def f(p):\n    return checkpoint_utils.load_model_ensemble_and_task([p])\n"
+    )
     assert checkpoint_reads(src) == ["load_model_ensemble_and_task:4"]

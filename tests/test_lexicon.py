@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from utils import run_script
 
 from truneg_fairseq.lexicon import SynonymTable, SynonymTableError, build_table, vocab_view
-from truneg_fairseq.lexicon.synonyms import wordnet_synonyms, stopwords
+from truneg_fairseq.lexicon.synonyms import stopwords, wordnet_synonyms
 from truneg_fairseq.lexicon.wordnet import assemble_nltk_wordnet, lexnames_text
-from utils import run_script
 
 
 def write_dict(path: Path, words):
@@ -29,7 +29,18 @@ def test_wordnet_version_and_paper_example(wn):
 
 
 def test_whitespace_table_primary_main_stay_remain(tmp_path, wn):
-    words = ["primary", "main", "chief", "stay", "remain", "banana", "the", "Primary", "Main", "primary_coil"]
+    words = [
+        "primary",
+        "main",
+        "chief",
+        "stay",
+        "remain",
+        "banana",
+        "the",
+        "Primary",
+        "Main",
+        "primary_coil",
+    ]
     d = write_dict(tmp_path / "dict.txt", words)
     view = vocab_view(d, "whitespace")
     table, report = build_table(view, source="wordnet", wn=wn)
@@ -65,7 +76,14 @@ def test_sentencepiece_table_on_real_corpus(corpus_dir, data_bin, wn):
 
 
 def test_gpt2_vocabulary(tmp_path, wn):
-    enc = {"\u0120primary": 10, "\u0120main": 11, "ary": 12, "\u0120stay": 13, "\u0120remain": 14, "<|endoftext|>": 15}
+    enc = {
+        "\u0120primary": 10,
+        "\u0120main": 11,
+        "ary": 12,
+        "\u0120stay": 13,
+        "\u0120remain": 14,
+        "<|endoftext|>": 15,
+    }
     (tmp_path / "encoder.json").write_text(json.dumps(enc))
     d = write_dict(tmp_path / "dict.txt", ["10", "11", "12", "13", "14", "15"])
     view = vocab_view(d, "gpt2", gpt2_encoder_json=tmp_path / "encoder.json")
@@ -79,7 +97,9 @@ def test_gpt2_vocabulary(tmp_path, wn):
 def test_embedding_source(tmp_path):
     d = write_dict(tmp_path / "dict.txt", ["cat", "dog", "car", "truck", "kitten"])
     vec = tmp_path / "glove.txt"
-    vec.write_text("cat 1 0 0\ndog 0.8 0.2 0\nkitten 0.95 0.05 0\ncar 0 0 1\ntruck 0 0.1 0.9\nunused 1 1 1\n")
+    vec.write_text(
+        "cat 1 0 0\ndog 0.8 0.2 0\nkitten 0.95 0.05 0\ncar 0 0 1\ntruck 0 0.1 0.9\nunused 1 1 1\n"
+    )
     view = vocab_view(d, "whitespace")
     idx = {s: i for i, s in enumerate(view.symbols)}
     table, _ = build_table(view, source="embedding", vectors=vec, topk=1)
@@ -108,7 +128,9 @@ def test_save_load_roundtrip_and_atomicity(tmp_path, wn):
     assert oct(out.stat().st_mode & 0o777) != oct(0o600)
 
     # a failing write leaves the previous file intact and no temporary file
-    bad = SynonymTable(table.pairs, table.continuation_ids, table.num_symbols, table.fingerprint, {"x": object()})
+    bad = SynonymTable(
+        table.pairs, table.continuation_ids, table.num_symbols, table.fingerprint, {"x": object()}
+    )
     with pytest.raises(TypeError):
         bad.save(out)
     assert sorted(os.listdir(out.parent)) == ["syn.npz"]
@@ -134,7 +156,9 @@ def test_assemble_from_princeton_dict_dir(tmp_path):
         "from nltk.corpus import wordnet as wn; print(wn.get_version(), "
         "sorted({l.name() for s in wn.synsets('stay') for l in s.lemmas()})[:50])"
     ) % str(tmp_path / "nltk_data")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.startswith("3.0") and "remain" in out
 
 
@@ -154,8 +178,19 @@ def test_no_wordnet_gives_one_clear_error(tmp_path):
 
 def test_cli_builds_table_and_reports_coverage(corpus_dir, data_bin, tmp_path):
     out = tmp_path / "syn.npz"
-    proc = run_script("build_synonym_table.py", ["--dict", str(data_bin / "dict.txt"), "--tokenizer", "sentencepiece",
-                                                  "--spm-model", str(corpus_dir / "spm.model"), "--output", str(out)])
+    proc = run_script(
+        "build_synonym_table.py",
+        [
+            "--dict",
+            str(data_bin / "dict.txt"),
+            "--tokenizer",
+            "sentencepiece",
+            "--spm-model",
+            str(corpus_dir / "spm.model"),
+            "--output",
+            str(out),
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     assert "coverage" in proc.stdout and "synonym pairs" in proc.stdout
     assert len(SynonymTable.load(out)) > 0
@@ -171,7 +206,11 @@ def test_cli_builds_table_and_reports_coverage(corpus_dir, data_bin, tmp_path):
     ],
 )
 def test_cli_bad_input(data_bin, tmp_path, args, message):
-    base = {"--dict": str(data_bin / "dict.txt"), "--tokenizer": "whitespace", "--output": str(tmp_path / "o.npz")}
+    base = {
+        "--dict": str(data_bin / "dict.txt"),
+        "--tokenizer": "whitespace",
+        "--output": str(tmp_path / "o.npz"),
+    }
     for k, v in zip(args[::2], args[1::2]):
         base[k] = v
     argv = [x for kv in base.items() for x in kv]
@@ -186,6 +225,8 @@ def test_sentencepiece_model_mismatch(corpus_dir, data_bin, tmp_path):
 
     other_txt = tmp_path / "other.txt"
     other_txt.write_text("\n".join(f"zq{i} xv{i} wk{i}" for i in range(300)) + "\n")
-    other = corpus.train_sentencepiece(other_txt, tmp_path / "other", vocab_size=60, model_type="bpe")
+    other = corpus.train_sentencepiece(
+        other_txt, tmp_path / "other", vocab_size=60, model_type="bpe"
+    )
     with pytest.raises(SynonymTableError, match="not produced by this sentencepiece model"):
         vocab_view(data_bin / "dict.txt", "sentencepiece", spm_model=other)

@@ -16,7 +16,9 @@ PAD = 1
 def make_table(pairs, num_symbols=10, continuation=()):
     symbols = [f"s{i}" for i in range(num_symbols)]
     arr = np.asarray(sorted(pairs), dtype=np.int64).reshape(-1, 2)
-    return SynonymTable(arr, np.asarray(continuation, np.int64), num_symbols, dictionary_fingerprint(symbols))
+    return SynonymTable(
+        arr, np.asarray(continuation, np.int64), num_symbols, dictionary_fingerprint(symbols)
+    )
 
 
 def test_lookup_is_synonym_matches_pairs():

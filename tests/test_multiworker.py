@@ -24,18 +24,32 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from utils import REPO, TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, USER_DIR, train_in_process
 
 WORKER = str(REPO / "tests" / "cpu_worker.py")
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0"]
-ELECTRA = [*TINY_ELECTRA, "--electra-dropout", "0", "--electra-attention-dropout", "0",
-           "--electra-sample-temperature", "1e-8"]
+ELECTRA = [
+    *TINY_ELECTRA,
+    "--electra-dropout",
+    "0",
+    "--electra-attention-dropout",
+    "0",
+    "--electra-sample-temperature",
+    "1e-8",
+]
 CASES = {
     # fairseq's own RoBERTa (its masked-LM forward), the plugin's (sentence-KL encodings inside
     # its forward), ELECTRA (sampling, corrupted input and discriminator inside its forward)
-    "roberta_hc": ("masked_lm", [*TINY_ROBERTA, *NO_DROPOUT], ["--criterion", "mlm_hard_correction"]),
-    "roberta_sent_kl": ("masked_lm", [*TINY_TN_ROBERTA, *NO_DROPOUT], ["--criterion", "mlm_sent_kl"]),
+    "roberta_hc": (
+        "masked_lm",
+        [*TINY_ROBERTA, *NO_DROPOUT],
+        ["--criterion", "mlm_hard_correction"],
+    ),
+    "roberta_sent_kl": (
+        "masked_lm",
+        [*TINY_TN_ROBERTA, *NO_DROPOUT],
+        ["--criterion", "mlm_sent_kl"],
+    ),
     "electra": ("electra", ELECTRA, ["--criterion", "electra"]),
 }
 
@@ -48,11 +62,39 @@ def free_port() -> int:
 
 def _train_cmd(data_bin, save_dir, task, arch, crit, updates, extra=()):
     return [
-        str(data_bin), "--user-dir", USER_DIR, "--task", task, "--cpu", "--num-workers", "0",
-        "--save-dir", str(save_dir), "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "4",
-        "--required-batch-size-multiple", "1", "--log-format", "simple", "--log-interval", "1",
-        "--seed", "5", "--no-epoch-checkpoints", "--disable-validation", "--max-update", str(updates),
-        *arch, *crit, "--synonym-table", "synonyms.npz", *extra,
+        str(data_bin),
+        "--user-dir",
+        USER_DIR,
+        "--task",
+        task,
+        "--cpu",
+        "--num-workers",
+        "0",
+        "--save-dir",
+        str(save_dir),
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--batch-size",
+        "4",
+        "--required-batch-size-multiple",
+        "1",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "1",
+        "--seed",
+        "5",
+        "--no-epoch-checkpoints",
+        "--disable-validation",
+        "--max-update",
+        str(updates),
+        *arch,
+        *crit,
+        "--synonym-table",
+        "synonyms.npz",
+        *extra,
     ]
 
 
@@ -65,12 +107,28 @@ def launch_workers(args, tmp_path, name, world=2, dump=False):
         if dump:
             env["TRUNEG_DUMP_PARAMS"] = str(tmp_path / f"{name}_rank{rank}.pt")
         log = open(tmp_path / f"{name}_rank{rank}.log", "w")
-        procs.append(subprocess.Popen(
-            [sys.executable, WORKER, *args, "--distributed-world-size", str(world), "--distributed-rank", str(rank),
-             "--distributed-no-spawn", "--distributed-init-method", f"tcp://127.0.0.1:{port}",
-             "--distributed-backend", "gloo"],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        ))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    WORKER,
+                    *args,
+                    "--distributed-world-size",
+                    str(world),
+                    "--distributed-rank",
+                    str(rank),
+                    "--distributed-no-spawn",
+                    "--distributed-init-method",
+                    f"tcp://127.0.0.1:{port}",
+                    "--distributed-backend",
+                    "gloo",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        )
     return procs
 
 
@@ -101,23 +159,36 @@ def model_of(checkpoint: Path):
 def assert_same(a, b, what):
     assert a.keys() == b.keys(), what
     for k in a:
-        torch.testing.assert_close(a[k].float(), b[k].float(), rtol=1e-5, atol=1e-6, msg=lambda m: f"{what} {k}: {m}")
+        torch.testing.assert_close(
+            a[k].float(), b[k].float(), rtol=1e-5, atol=1e-6, msg=lambda m: f"{what} {k}: {m}"
+        )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
-def test_hand_launched_workers_on_the_default_backend_equal_one_worker(name, data_bin, synonym_table, tmp_path):
+def test_hand_launched_workers_on_the_default_backend_equal_one_worker(
+    name, data_bin, synonym_table, tmp_path
+):
     task, arch, crit = CASES[name]
-    two = launch_workers(_train_cmd(data_bin, tmp_path / "two", task, arch, crit, 3), tmp_path, name, dump=True)
+    two = launch_workers(
+        _train_cmd(data_bin, tmp_path / "two", task, arch, crit, 3), tmp_path, name, dump=True
+    )
     logs = wait_all(two, tmp_path, name)
     assert "num_updates 3" in logs[0]
-    one_log = one_worker(_train_cmd(data_bin, tmp_path / "one", task, arch, crit, 3, ["--update-freq", "2"]), tmp_path, name)
+    one_log = one_worker(
+        _train_cmd(data_bin, tmp_path / "one", task, arch, crit, 3, ["--update-freq", "2"]),
+        tmp_path,
+        name,
+    )
     assert "num_updates 3" in one_log
 
     rank0, rank1 = (torch.load(tmp_path / f"{name}_rank{r}.pt") for r in (0, 1))
     assert_same(rank0, rank1, f"{name} rank 0 vs rank 1")
-    assert_same(model_of(tmp_path / "two" / "checkpoint_last.pt"), model_of(tmp_path / "one" / "checkpoint_last.pt"),
-                f"{name} 2 workers vs 1 worker --update-freq 2")
+    assert_same(
+        model_of(tmp_path / "two" / "checkpoint_last.pt"),
+        model_of(tmp_path / "one" / "checkpoint_last.pt"),
+        f"{name} 2 workers vs 1 worker --update-freq 2",
+    )
     init = _initial_state(data_bin, task, arch, crit, tmp_path / "init")
     moved = sum(not torch.equal(rank0[k], init[k]) for k in init)
     assert moved > len(init) // 2  # the updates did change the weights
@@ -131,23 +202,47 @@ def test_killed_two_worker_job_resumes_with_the_same_command(data_bin, synonym_t
     procs = launch_workers(args, tmp_path, "first")
     deadline = time.time() + 300
     while not (save / "checkpoint_last.pt").is_file():  # preempted right after its first save
-        assert time.time() < deadline and all(p.poll() is None for p in procs), "no checkpoint was saved"
+        assert time.time() < deadline and all(
+            p.poll() is None for p in procs
+        ), "no checkpoint was saved"
         time.sleep(0.05)
     for p in procs:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
-    saved_at = torch.load(save / "checkpoint_last.pt", map_location="cpu")["optimizer_history"][-1]["num_updates"]
+    saved_at = torch.load(save / "checkpoint_last.pt", map_location="cpu")["optimizer_history"][-1][
+        "num_updates"
+    ]
     assert 10 <= saved_at < 40
 
     logs = wait_all(launch_workers(args, tmp_path, "again"), tmp_path, "again")  # the same command
-    assert f"Loaded checkpoint {save / 'checkpoint_last.pt'} (epoch 1 @ {saved_at} updates)" in logs[0]
+    assert (
+        f"Loaded checkpoint {save / 'checkpoint_last.pt'} (epoch 1 @ {saved_at} updates)" in logs[0]
+    )
     assert "num_updates 40" in logs[0]
-    assert torch.load(save / "checkpoint_last.pt", map_location="cpu")["optimizer_history"][-1]["num_updates"] == 40
+    assert (
+        torch.load(save / "checkpoint_last.pt", map_location="cpu")["optimizer_history"][-1][
+            "num_updates"
+        ]
+        == 40
+    )
 
     # --restore-file into a fresh directory, with 2 workers
-    restore = _train_cmd(data_bin, tmp_path / "ft", task, arch, crit, 2, [
-        "--restore-file", str(save / "checkpoint_last.pt"), "--reset-optimizer", "--reset-dataloader",
-        "--reset-meters", "--reset-lr-scheduler"])
+    restore = _train_cmd(
+        data_bin,
+        tmp_path / "ft",
+        task,
+        arch,
+        crit,
+        2,
+        [
+            "--restore-file",
+            str(save / "checkpoint_last.pt"),
+            "--reset-optimizer",
+            "--reset-dataloader",
+            "--reset-meters",
+            "--reset-lr-scheduler",
+        ],
+    )
     logs = wait_all(launch_workers(restore, tmp_path, "restore"), tmp_path, "restore")
     assert "Loaded checkpoint" in logs[0] and "num_updates 2" in logs[0]
 
@@ -167,10 +262,25 @@ def _initial_state(data_bin, task_name, arch, crit, save_dir):
 
 STEPS, PER_WORKER, WORLD = 3, 4, 2
 TRAINER_CASES = {
-    "soft_reg/c10d": ("masked_lm", [*TINY_TN_ROBERTA, *NO_DROPOUT], ["--criterion", "mlm_soft_reg"], "c10d"),
-    "hc/no_c10d": ("masked_lm", [*TINY_ROBERTA, *NO_DROPOUT], ["--criterion", "mlm_hard_correction"], "no_c10d"),
+    "soft_reg/c10d": (
+        "masked_lm",
+        [*TINY_TN_ROBERTA, *NO_DROPOUT],
+        ["--criterion", "mlm_soft_reg"],
+        "c10d",
+    ),
+    "hc/no_c10d": (
+        "masked_lm",
+        [*TINY_ROBERTA, *NO_DROPOUT],
+        ["--criterion", "mlm_hard_correction"],
+        "no_c10d",
+    ),
     "electra_sr/legacy_ddp": ("electra", ELECTRA, ["--criterion", "mlm_soft_reg"], "legacy_ddp"),
-    "electra_sent_kl/pytorch_ddp": ("electra", ELECTRA, ["--criterion", "mlm_sent_kl"], "pytorch_ddp"),
+    "electra_sent_kl/pytorch_ddp": (
+        "electra",
+        ELECTRA,
+        ["--criterion", "mlm_sent_kl"],
+        "pytorch_ddp",
+    ),
 }
 
 
@@ -178,36 +288,67 @@ def _trainer_cfg(data_bin, task, arch, crit, world, rank, backend, save_dir):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    argv = [str(data_bin), "--task", task, "--cpu", "--seed", "5", *arch, *crit, "--optimizer", "adam",
-            "--lr", "1e-3", "--clip-norm", "0", "--num-workers", "0", "--required-batch-size-multiple", "1",
-            "--save-dir", str(save_dir), "--synonym-table", "synonyms.npz", "--ddp-backend", backend]
+    argv = [
+        str(data_bin),
+        "--task",
+        task,
+        "--cpu",
+        "--seed",
+        "5",
+        *arch,
+        *crit,
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--clip-norm",
+        "0",
+        "--num-workers",
+        "0",
+        "--required-batch-size-multiple",
+        "1",
+        "--save-dir",
+        str(save_dir),
+        "--synonym-table",
+        "synonyms.npz",
+        "--ddp-backend",
+        backend,
+    ]
     if world > 1:
         argv += ["--distributed-world-size", str(world), "--distributed-rank", str(rank)]
-    return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    return convert_namespace_to_omegaconf(
+        options.parse_args_and_arch(options.get_training_parser(), argv)
+    )
 
 
 def _trainer_worker(rank, world, init_file, data_bin, task_name, arch, crit, backend, out):
+    import cpu_worker
+    import fairseq.models.distributed_fairseq_model as distributed_fairseq_model
     import torch.distributed as dist
     from fairseq import tasks, utils
     from fairseq.trainer import Trainer
 
-    import cpu_worker
-    import fairseq.models.distributed_fairseq_model as distributed_fairseq_model
     import truneg_fairseq  # noqa: F401  (registration, as --user-dir does)
 
     torch.set_num_threads(1)
     if world > 1:
         distributed_fairseq_model.DistributedDataParallel = cpu_worker.CpuDistributedDataParallel
-        dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    cfg = _trainer_cfg(data_bin, task_name, arch, crit, world, rank, backend, Path(out).parent / "save")
+        dist.init_process_group(
+            "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
+        )
+    cfg = _trainer_cfg(
+        data_bin, task_name, arch, crit, world, rank, backend, Path(out).parent / "save"
+    )
     utils.set_torch_seed(cfg.common.seed)
     task = tasks.setup_task(cfg.task)
     task.load_dataset("train")
     trainer = Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
     ds = task.dataset("train")
     for step in range(STEPS):
-        batch = list(range(step * WORLD * PER_WORKER, (step + 1) * WORLD * PER_WORKER))  # the combined batch
-        mine = batch[rank * PER_WORKER: (rank + 1) * PER_WORKER] if world > 1 else batch
+        batch = list(
+            range(step * WORLD * PER_WORKER, (step + 1) * WORLD * PER_WORKER)
+        )  # the combined batch
+        mine = batch[rank * PER_WORKER : (rank + 1) * PER_WORKER] if world > 1 else batch
         log = trainer.train_step([ds.collater([ds[i] for i in mine])])
         assert log is not None and trainer.get_num_updates() == step + 1
     state = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
@@ -222,7 +363,16 @@ def _spawn(tmp_path, key, world, data_bin, case):
 
     task_name, arch, crit, backend = case
     out = tmp_path / f"{key.replace('/', '_')}_{world}.pt"
-    args = (world, str(tmp_path / f"init_{out.name}"), str(data_bin), task_name, arch, crit, backend, str(out))
+    args = (
+        world,
+        str(tmp_path / f"init_{out.name}"),
+        str(data_bin),
+        task_name,
+        arch,
+        crit,
+        backend,
+        str(out),
+    )
     if world == 1:  # the reference needs no process group: it runs here
         threads = torch.get_num_threads()
         try:
@@ -236,7 +386,9 @@ def _spawn(tmp_path, key, world, data_bin, case):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", list(TRAINER_CASES))
-def test_every_backend_equals_one_process_on_the_combined_batch(key, data_bin, synonym_table, tmp_path):
+def test_every_backend_equals_one_process_on_the_combined_batch(
+    key, data_bin, synonym_table, tmp_path
+):
     case = TRAINER_CASES[key]
     (one,) = _spawn(tmp_path, key, 1, data_bin, case)
     two = _spawn(tmp_path, key, WORLD, data_bin, case)
@@ -249,9 +401,19 @@ def test_fully_sharded_without_fairscale_is_one_clear_error(data_bin, synonym_ta
     """fairscale is not a dependency: fairseq's own error names it, before any plugin message."""
     task, arch, crit = CASES["roberta_hc"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "fairseq_cli.train",
-                           *_train_cmd(data_bin, tmp_path / "fs", task, arch, crit, 1, ["--ddp-backend", "fully_sharded"])],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fairseq_cli.train",
+            *_train_cmd(
+                data_bin, tmp_path / "fs", task, arch, crit, 1, ["--ddp-backend", "fully_sharded"]
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode != 0
     assert "pip install fairscale" in proc.stderr
     assert "masked-LM model" not in proc.stderr

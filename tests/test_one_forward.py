@@ -10,19 +10,42 @@ import math
 import pytest
 import torch
 from fairseq.logging import metrics
-
 from utils import TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, build_components, valid_batch
 
 CASES = {
     "hc/fairseq_roberta": (TINY_ROBERTA, "masked_lm", ["--criterion", "mlm_hard_correction"]),
     "hc/truneg_roberta": (TINY_TN_ROBERTA, "masked_lm", ["--criterion", "mlm_hard_correction"]),
-    "sr/truneg_roberta": (TINY_TN_ROBERTA, "masked_lm", ["--criterion", "mlm_soft_reg", "--synonym-sr-weight", "0.7"]),
-    "kl/truneg_roberta": (TINY_TN_ROBERTA, "masked_lm", ["--criterion", "mlm_sent_kl", "--synonym-kl-weight", "0.3"]),
-    "kl_grad/truneg_roberta": (TINY_TN_ROBERTA, "masked_lm", ["--criterion", "mlm_sent_kl", "--synonym-kl-grad-original"]),
-    "electra": (TINY_ELECTRA, "electra", ["--criterion", "electra", "--electra-gen-weight", "2", "--electra-disc-weight", "10"]),
+    "sr/truneg_roberta": (
+        TINY_TN_ROBERTA,
+        "masked_lm",
+        ["--criterion", "mlm_soft_reg", "--synonym-sr-weight", "0.7"],
+    ),
+    "kl/truneg_roberta": (
+        TINY_TN_ROBERTA,
+        "masked_lm",
+        ["--criterion", "mlm_sent_kl", "--synonym-kl-weight", "0.3"],
+    ),
+    "kl_grad/truneg_roberta": (
+        TINY_TN_ROBERTA,
+        "masked_lm",
+        ["--criterion", "mlm_sent_kl", "--synonym-kl-grad-original"],
+    ),
+    "electra": (
+        TINY_ELECTRA,
+        "electra",
+        ["--criterion", "electra", "--electra-gen-weight", "2", "--electra-disc-weight", "10"],
+    ),
     "electra_hc": (TINY_ELECTRA, "electra", ["--criterion", "mlm_hard_correction"]),
-    "electra_sr": (TINY_ELECTRA, "electra", ["--criterion", "mlm_soft_reg", "--synonym-sr-weight", "0.5"]),
-    "electra_kl_static": (TINY_ELECTRA, "electra", ["--criterion", "mlm_sent_kl", "--mlm-prediction-slots", "static"]),
+    "electra_sr": (
+        TINY_ELECTRA,
+        "electra",
+        ["--criterion", "mlm_soft_reg", "--synonym-sr-weight", "0.5"],
+    ),
+    "electra_kl_static": (
+        TINY_ELECTRA,
+        "electra",
+        ["--criterion", "mlm_sent_kl", "--mlm-prediction-slots", "static"],
+    ),
 }
 # the logged terms and their weights in the loss, per case (names as logged)
 WEIGHTS = {
@@ -58,8 +81,12 @@ class Opaque(torch.nn.Module):
 
 def _build(case, synonym_table):
     arch, task, crit = CASES[case]
-    return build_components(synonym_table.parent, [*crit, "--synonym-table", str(synonym_table)], arch_args=arch,
-                            task=task)
+    return build_components(
+        synonym_table.parent,
+        [*crit, "--synonym-table", str(synonym_table)],
+        arch_args=arch,
+        task=task,
+    )
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -70,7 +97,9 @@ def test_one_forward_call_and_every_parameter_trained(case, synonym_table):
     loss, sample_size, log = crit(wrapped, valid_batch(task))
     assert wrapped.calls == 1
     loss.backward()
-    unused = [n for n, p in model.named_parameters() if p.grad is None and "classification_heads" not in n]
+    unused = [
+        n for n, p in model.named_parameters() if p.grad is None and "classification_heads" not in n
+    ]
     assert unused == []  # DDP without --find-unused-parameters
 
 
@@ -83,14 +112,20 @@ def test_logged_loss_is_the_weighted_sum_of_the_logged_terms(case, synonym_table
         type(crit).reduce_metrics(logs)
         out = agg.get_smoothed_values()
     weights = WEIGHTS[case]
-    terms = [k for k in ("mlm_loss", "corrected_loss", "sr_loss", "kl_loss", "disc_loss") if k in out]
+    terms = [
+        k for k in ("mlm_loss", "corrected_loss", "sr_loss", "kl_loss", "disc_loss") if k in out
+    ]
     assert sorted(terms) == sorted(weights)
     expect = sum(weights[k] * out[k] for k in terms)
-    assert out["loss"] == pytest.approx(expect, abs=2e-3)  # logged values are rounded (3-4 decimals)
+    assert out["loss"] == pytest.approx(
+        expect, abs=2e-3
+    )  # logged values are rounded (3-4 decimals)
     # and exactly, before rounding: the summed values in the loss's unit
     total = {k: sum(float(log[k]) for log in logs) for k in ["loss", *terms, "sample_size"]}
     per = total["sample_size"] * math.log(2)
-    assert total["loss"] / per == pytest.approx(sum(weights[k] * total[k] / per for k in terms), rel=1e-5)
+    assert total["loss"] / per == pytest.approx(
+        sum(weights[k] * total[k] / per for k in terms), rel=1e-5
+    )
     if "sr_loss" in weights:
         assert 0 < out["sr_dist"] <= 2  # the cosine distance itself
     if "disc_loss" in weights:
@@ -110,7 +145,9 @@ def test_hard_correction_is_the_same_through_both_robertas(synonym_table):
         model.eval()
         loss, ss, log = crit(model, sample)
         loss.backward()
-        results.append((loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}))
+        results.append(
+            (loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+        )
     (l1, g1), (l2, g2) = results
     torch.testing.assert_close(l1, l2)
     assert g1.keys() == g2.keys()
@@ -140,5 +177,9 @@ def test_unknown_output_is_refused(synonym_table):
     task, model, _ = _build("sr/truneg_roberta", synonym_table)
     sample = valid_batch(task)
     with pytest.raises(ValueError, match="unknown mlm_outputs \\['hiddens'\\]"):
-        model(sample["net_input"]["src_tokens"], masked_tokens=sample["target"].ne(1), mlm_targets=sample["target"],
-              mlm_outputs=("hiddens",))
+        model(
+            sample["net_input"]["src_tokens"],
+            masked_tokens=sample["target"].ne(1),
+            mlm_targets=sample["target"],
+            mlm_outputs=("hiddens",),
+        )

@@ -15,7 +15,11 @@ from truneg_fairseq.io_utils import MARKER, OutputDirError, atomic_dir, staged_e
 
 
 def _snapshot(root):
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -31,27 +35,54 @@ def test_prepare_corpus_rerun_keeps_the_spm_model_it_was_given_and_a_synonym_tab
     assert run_script("prepare_corpus.py", args).returncode == 0
     spm = (out / "spm.model").read_bytes()
     # the user builds the table where the docs say, then re-runs on the model already there
-    proc = run_script("build_synonym_table.py", ["--dict", str(out / "data-bin" / "dict.txt"), "--tokenizer",
-                                                  "sentencepiece", "--spm-model", str(out / "spm.model"),
-                                                  "--output", str(out / "data-bin" / "synonyms.npz")])
+    proc = run_script(
+        "build_synonym_table.py",
+        [
+            "--dict",
+            str(out / "data-bin" / "dict.txt"),
+            "--tokenizer",
+            "sentencepiece",
+            "--spm-model",
+            str(out / "spm.model"),
+            "--output",
+            str(out / "data-bin" / "synonyms.npz"),
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     table = (out / "data-bin" / "synonyms.npz").read_bytes()
     train = (out / "raw" / "train.txt").read_bytes()
     (out / "raw" / "train.txt").write_text("stale\n")  # an output of ours, changed since: refused
     before = _snapshot(out)
     proc = run_script("prepare_corpus.py", [*args, "--spm-model", str(out / "spm.model")])
-    assert proc.returncode == 2 and "raw/train.txt" in proc.stderr and "Move that directory away" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "raw/train.txt" in proc.stderr
+        and "Move that directory away" in proc.stderr
+    )
     assert _snapshot(out) == before
     (out / "raw" / "train.txt").write_bytes(train)  # as the earlier run left it
-    proc = run_script("prepare_corpus.py", [*args, "--spm-model", str(out / "spm.model"), "--seed", "2"])
+    proc = run_script(
+        "prepare_corpus.py", [*args, "--spm-model", str(out / "spm.model"), "--seed", "2"]
+    )
     assert proc.returncode == 0, proc.stderr
-    assert (out / "spm.model").read_bytes() != b"" and (out / "data-bin" / "synonyms.npz").read_bytes() == table
-    assert not (out / "spm.vocab").exists()  # an output of the first run that this one does not write
+    assert (out / "spm.model").read_bytes() != b"" and (
+        out / "data-bin" / "synonyms.npz"
+    ).read_bytes() == table
+    assert not (
+        out / "spm.vocab"
+    ).exists()  # an output of the first run that this one does not write
     owned = json.loads((out / MARKER).read_text())["files"]
-    assert "spm.model" not in owned and "data-bin/synonyms.npz" not in owned and "raw/train.txt" in owned
+    assert (
+        "spm.model" not in owned
+        and "data-bin/synonyms.npz" not in owned
+        and "raw/train.txt" in owned
+    )
     # and once more: the model the user passed is theirs now, kept as it is
     spm_now = (out / "spm.model").read_bytes()
-    assert run_script("prepare_corpus.py", [*args, "--spm-model", str(out / "spm.model")]).returncode == 0
+    assert (
+        run_script("prepare_corpus.py", [*args, "--spm-model", str(out / "spm.model")]).returncode
+        == 0
+    )
     assert (out / "spm.model").read_bytes() == spm_now == spm
 
 
@@ -60,9 +91,20 @@ def test_prepare_corpus_refuses_an_input_it_would_overwrite(tmp_path, text):
     args = ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
     assert run_script("prepare_corpus.py", args).returncode == 0
     before = _snapshot(out)
-    proc = run_script("prepare_corpus.py", ["--input", str(out / "raw" / "train.txt"), "--output-dir", str(out),
-                                            "--vocab-size", "100"])
-    assert proc.returncode == 2 and "--input" in proc.stderr and "would be overwritten" in proc.stderr
+    proc = run_script(
+        "prepare_corpus.py",
+        [
+            "--input",
+            str(out / "raw" / "train.txt"),
+            "--output-dir",
+            str(out),
+            "--vocab-size",
+            "100",
+        ],
+    )
+    assert (
+        proc.returncode == 2 and "--input" in proc.stderr and "would be overwritten" in proc.stderr
+    )
     assert _snapshot(out) == before
 
 
@@ -76,27 +118,46 @@ def test_convert_hf_import_rerun_keeps_a_users_file(tmp_path):
     (out / "runs" / "eval.txt").write_text("mine too")
     proc = run_script("convert_hf.py", ["import", str(hf), str(out), "--seed", "2"])
     assert proc.returncode == 0, proc.stderr
-    assert (out / "notes.md").read_text() == "my notes" and (out / "runs" / "eval.txt").read_text() == "mine too"
-    assert (out / "model.pt").is_file() and "notes.md" not in json.loads((out / MARKER).read_text())["files"]
+    assert (out / "notes.md").read_text() == "my notes" and (
+        out / "runs" / "eval.txt"
+    ).read_text() == "mine too"
+    assert (out / "model.pt").is_file() and "notes.md" not in json.loads(
+        (out / MARKER).read_text()
+    )["files"]
     # importing from the output itself (the HF files copied there) would overwrite the source
     for name in ("config.json", "model.safetensors"):
         shutil.copyfile(hf / name, out / name)
     before = _snapshot(out)
     proc = run_script("convert_hf.py", ["import", str(out), str(out)])
-    assert proc.returncode == 2 and "HF_DIR" in proc.stderr and "would be overwritten" in proc.stderr
+    assert (
+        proc.returncode == 2 and "HF_DIR" in proc.stderr and "would be overwritten" in proc.stderr
+    )
     assert _snapshot(out) == before
 
 
 def test_build_synonym_table_refuses_output_equal_to_dict(corpus_dir, tmp_path):
     d = tmp_path / "dict.txt"
     d.write_bytes((corpus_dir / "data-bin" / "dict.txt").read_bytes())
-    proc = run_script("build_synonym_table.py", ["--dict", str(d), "--tokenizer", "sentencepiece",
-                                                  "--spm-model", str(corpus_dir / "spm.model"), "--output", str(d)])
+    proc = run_script(
+        "build_synonym_table.py",
+        [
+            "--dict",
+            str(d),
+            "--tokenizer",
+            "sentencepiece",
+            "--spm-model",
+            str(corpus_dir / "spm.model"),
+            "--output",
+            str(d),
+        ],
+    )
     assert proc.returncode == 2 and "--output" in proc.stderr and "--dict" in proc.stderr
     assert d.read_bytes() == (corpus_dir / "data-bin" / "dict.txt").read_bytes()
 
 
-@pytest.mark.parametrize("forgery", ["copied", "edited", "not_an_object", "no_files", "outside", "not_json"])
+@pytest.mark.parametrize(
+    "forgery", ["copied", "edited", "not_an_object", "no_files", "outside", "not_json"]
+)
 def test_a_forged_or_copied_marker_is_refused_and_nothing_is_deleted(tmp_path, forgery):
     mine = tmp_path / "mine"
     with atomic_dir(mine, "a command") as work:
@@ -106,18 +167,24 @@ def test_a_forged_or_copied_marker_is_refused_and_nothing_is_deleted(tmp_path, f
     out.mkdir()
     (out / "a.txt").write_text("the user's own a.txt")  # the same name, another file
     (out / "b.txt").write_text("the user's b.txt")
-    text = {"copied": marker,
-            "edited": marker.replace('"a.txt"', '"b.txt"'),
-            "not_an_object": '["a command", "a.txt"]',
-            "no_files": '{"command": "a command"}',
-            "outside": json.dumps({"command": "a command", "files": {"../mine/a.txt": {"size": 20}}}),
-            "not_json": '{"command": '}[forgery]
+    text = {
+        "copied": marker,
+        "edited": marker.replace('"a.txt"', '"b.txt"'),
+        "not_an_object": '["a command", "a.txt"]',
+        "no_files": '{"command": "a command"}',
+        "outside": json.dumps({"command": "a command", "files": {"../mine/a.txt": {"size": 20}}}),
+        "not_json": '{"command": ',
+    }[forgery]
     (out / MARKER).write_text(text)
     before = _snapshot(out)
     with pytest.raises(OutputDirError) as e:
         with atomic_dir(out, "a command") as work:
             (work / "a.txt").write_text("new")
-    assert str(out) in str(e.value) and MARKER in str(e.value) and "Move that directory away" in str(e.value)
+    assert (
+        str(out) in str(e.value)
+        and MARKER in str(e.value)
+        and "Move that directory away" in str(e.value)
+    )
     assert str(e.value).count("\n") == 0
     assert _snapshot(out) == before and _snapshot(mine)["a.txt"] == b"written by a command"
     with pytest.raises(OutputDirError, match="Move that directory away"):
@@ -169,12 +236,21 @@ def test_a_crash_at_any_rename_of_the_swap_leaves_one_whole_set_after_recovery(t
             (stage / rel).write_bytes(data)
     (out / "d" / "users.txt").write_text("the user's")
     code = _CRASHER.format(kind=kind, extra=extra, path=sys.modules[atomic_dir.__module__].__file__)
-    proc = subprocess.run([sys.executable, "-c", code, str(out), str(at)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(out), str(at)], capture_output=True, text=True
+    )
     assert proc.returncode in (0, 9), proc.stderr
     messages = []
-    with getattr(sys.modules[atomic_dir.__module__], kind)(out, "a command", *eval(extra), log=messages.append):
+    with getattr(sys.modules[atomic_dir.__module__], kind)(
+        out, "a command", *eval(extra), log=messages.append
+    ):
         got = {k: v for k, v in _snapshot(out).items() if k != MARKER}
     new = {f"d/n{i}.txt": b"new" for i in range(6)}
-    assert got in ({**_old_set(out), "d/users.txt": b"the user's"}, {**new, "d/users.txt": b"the user's"})
+    assert got in (
+        {**_old_set(out), "d/users.txt": b"the user's"},
+        {**new, "d/users.txt": b"the user's"},
+    )
     assert proc.returncode == 0 or messages  # what was restored or removed is said
-    assert not [p for p in tmp_path.rglob(".*") if p.name != MARKER and not p.name.endswith(".lock")]
+    assert not [
+        p for p in tmp_path.rglob(".*") if p.name != MARKER and not p.name.endswith(".lock")
+    ]

@@ -13,14 +13,19 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from hf_fixtures import _randomize, bert_config, wordpiece_vocab
-from utils import USER_DIR, fairseq_train, run_recipe, run_script, tiny_corpus_lines
+from utils import fairseq_train, run_recipe, run_script, tiny_corpus_lines
 
 from truneg_fairseq.convert import hf as hf_convert
 
 # 3 layers x 48, 3 heads, FFN 80, 40 positions: no arch of the plugin has these sizes
-ODD = dict(hidden_size=48, num_hidden_layers=3, num_attention_heads=3, intermediate_size=80, max_position_embeddings=40)
+ODD = dict(
+    hidden_size=48,
+    num_hidden_layers=3,
+    num_attention_heads=3,
+    intermediate_size=80,
+    max_position_embeddings=40,
+)
 
 
 def save_headless_bert(hf_dir: Path, vocab):
@@ -34,8 +39,12 @@ def save_headless_bert(hf_dir: Path, vocab):
     _randomize(model, 0)
     model.save_pretrained(str(hf_dir), safe_serialization=True)
     (hf_dir / "vocab.txt").write_text("".join(t + "\n" for t in vocab))
-    BertWordPieceTokenizer(str(hf_dir / "vocab.txt"), lowercase=True).save(str(hf_dir / "tokenizer.json"))
-    (hf_dir / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True}))
+    BertWordPieceTokenizer(str(hf_dir / "vocab.txt"), lowercase=True).save(
+        str(hf_dir / "tokenizer.json")
+    )
+    (hf_dir / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "BertTokenizer", "do_lower_case": True})
+    )
     (hf_dir / "vocab.txt").unlink()  # published sentence encoders often ship tokenizer.json alone
     assert not (hf_dir / "pytorch_model.bin").exists() and (hf_dir / "tokenizer.json").is_file()
     return model
@@ -47,9 +56,10 @@ def state(path):
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory, wn):
+    from tokenizers import BertWordPieceTokenizer
+
     from truneg_fairseq.data import corpus
     from truneg_fairseq.lexicon import build_table, vocab_view
-    from tokenizers import BertWordPieceTokenizer
 
     root = tmp_path_factory.mktemp("published")
     vocab = wordpiece_vocab()
@@ -62,9 +72,14 @@ def published(tmp_path_factory, wn):
     (root / "tok").mkdir()
     for name, part in (("train", train_lines), ("valid", lines[360:] + [long_line])):
         (root / "tok" / f"{name}.txt").write_text(
-            "".join(" ".join(tok.encode(l, add_special_tokens=False).tokens) + "\n" for l in part))
-    data_bin = corpus.binarize(root / "tok" / "train.txt", root / "tok" / "valid.txt", root / "data-bin",
-                               srcdict=imported / "dict.txt")
+            "".join(" ".join(tok.encode(l, add_special_tokens=False).tokens) + "\n" for l in part)
+        )
+    data_bin = corpus.binarize(
+        root / "tok" / "train.txt",
+        root / "tok" / "valid.txt",
+        root / "data-bin",
+        srcdict=imported / "dict.txt",
+    )
     table, _ = build_table(vocab_view(data_bin / "dict.txt", "whitespace"), source="wordnet", wn=wn)
     table.save(data_bin / "synonyms.npz")
     return {"root": root, "hf": hf, "imported": imported, "data_bin": data_bin, "vocab": vocab}
@@ -75,8 +90,13 @@ def test_import_records_sizes_seeds_the_head_and_keeps_the_pooler(published, tmp
     info = json.loads((imported / "import.json").read_text())
     assert info["fairseq_arch"] == "bert_hf" and info["mlm_head"] == "fresh (seed 1)"
     sizes = info["model_args"]
-    assert (sizes["encoder_layers"], sizes["encoder_embed_dim"], sizes["encoder_ffn_embed_dim"],
-            sizes["encoder_attention_heads"], sizes["max_positions"]) == (3, 48, 80, 3, 40)
+    assert (
+        sizes["encoder_layers"],
+        sizes["encoder_embed_dim"],
+        sizes["encoder_ffn_embed_dim"],
+        sizes["encoder_attention_heads"],
+        sizes["max_positions"],
+    ) == (3, 48, 80, 3, 40)
     first = state(imported / "model.pt")
     assert torch.equal(first["bert_pooler_weight"], hf.pooler.dense.weight)
     assert torch.equal(first["bert_pooler_bias"], hf.pooler.dense.bias)
@@ -87,7 +107,9 @@ def test_import_records_sizes_seeds_the_head_and_keeps_the_pooler(published, tmp
     again = state(hf_convert.import_hf(published["root"] / "hf", tmp_path / "again") / "model.pt")
     for k in first:
         assert torch.equal(first[k], again[k]), k  # two imports: the same model, head included
-    other = state(hf_convert.import_hf(published["root"] / "hf", tmp_path / "seed2", seed=2) / "model.pt")
+    other = state(
+        hf_convert.import_hf(published["root"] / "hf", tmp_path / "seed2", seed=2) / "model.pt"
+    )
     assert not torch.equal(other["encoder.lm_head.dense.weight"], w)
 
 
@@ -100,11 +122,17 @@ def test_sizes_from_the_import_directory_and_clear_errors(published, tmp_path):
         import_sizes.read_model_args(str(tmp_path), "--bert-sizes-from")
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "import.json").write_text(json.dumps({"model_args": {"encoder_layers": "__import__('os')"}}))
+    (bad / "import.json").write_text(
+        json.dumps({"model_args": {"encoder_layers": "__import__('os')"}})
+    )
     with pytest.raises(import_sizes.ImportSizesError, match="encoder_layers"):
         import_sizes.read_model_args(str(bad), "--bert-sizes-from")
-    out = fairseq_train(published["data_bin"], tmp_path / "ck", [
-        "--arch", "bert_hf", "--bert-sizes-from", str(bad), "--max-update", "1"], check=False)
+    out = fairseq_train(
+        published["data_bin"],
+        tmp_path / "ck",
+        ["--arch", "bert_hf", "--bert-sizes-from", str(bad), "--max-update", "1"],
+        check=False,
+    )
     assert out.returncode != 0 and "encoder_layers" in out.stdout + out.stderr
 
 
@@ -112,11 +140,33 @@ def test_sizes_from_the_import_directory_and_clear_errors(published, tmp_path):
 def test_head_warmup_changes_only_the_head(published, tmp_path):
     imported = published["imported"]
     save = tmp_path / "warm"
-    out = fairseq_train(published["data_bin"], save, [
-        "--arch", "bert_hf", "--bert-sizes-from", str(imported), "--bert-freeze-encoder", "--criterion", "masked_lm",
-        "--tokens-per-sample", "40", "--skip-invalid-size-inputs-valid-test", "--max-update", "4", "--lr", "1e-3",
-        "--restore-file", str(imported / "model.pt"), "--reset-optimizer", "--reset-dataloader", "--reset-meters",
-        "--reset-lr-scheduler", "--disable-validation"])
+    out = fairseq_train(
+        published["data_bin"],
+        save,
+        [
+            "--arch",
+            "bert_hf",
+            "--bert-sizes-from",
+            str(imported),
+            "--bert-freeze-encoder",
+            "--criterion",
+            "masked_lm",
+            "--tokens-per-sample",
+            "40",
+            "--skip-invalid-size-inputs-valid-test",
+            "--max-update",
+            "4",
+            "--lr",
+            "1e-3",
+            "--restore-file",
+            str(imported / "model.pt"),
+            "--reset-optimizer",
+            "--reset-dataloader",
+            "--reset-meters",
+            "--reset-lr-scheduler",
+            "--disable-validation",
+        ],
+    )
     log = out.stdout + out.stderr
     assert "--bert-freeze-encoder" in log and "num_updates=4" in log
     before, after = state(imported / "model.pt"), state(save / "checkpoint_last.pt")
@@ -125,13 +175,30 @@ def test_head_warmup_changes_only_the_head(published, tmp_path):
     assert changed and all(k.startswith(head) for k in changed), changed
     assert "encoder.lm_head.dense.weight" in changed
     # the body (the tied output projection with it) kept every bit
-    assert torch.equal(before["encoder.sentence_encoder.embed_tokens.weight"], after["encoder.lm_head.weight"])
-    cfg = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]["model"]
-    assert cfg.encoder_layers == 3 and cfg.bert_sizes_from is None  # the checkpoint holds the sizes itself
+    assert torch.equal(
+        before["encoder.sentence_encoder.embed_tokens.weight"], after["encoder.lm_head.weight"]
+    )
+    cfg = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"][
+        "model"
+    ]
+    assert (
+        cfg.encoder_layers == 3 and cfg.bert_sizes_from is None
+    )  # the checkpoint holds the sizes itself
 
 
-RECIPE_TINY = ["--max-update", "3", "--batch-size", "4", "--update-freq", "1", "--warmup-updates", "1", "--cpu",
-               "--log-interval", "1"]
+RECIPE_TINY = [
+    "--max-update",
+    "3",
+    "--batch-size",
+    "4",
+    "--update-freq",
+    "1",
+    "--warmup-updates",
+    "1",
+    "--cpu",
+    "--log-interval",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +207,19 @@ def recipe_hc(published, tmp_path_factory):
     HC continued from it (SAVE_DIR), with an HC-only flag the warm-up (masked_lm) must not get."""
     root = tmp_path_factory.mktemp("recipe_hc")
     env = dict(SAVE_DIR=str(root / "hc"), HEAD_DIR=str(root / "head"), HEAD_UPDATES="4")
-    out = run_recipe("bert/pretrain.sh", [str(published["imported"]), str(published["data_bin"]), "mlm_hard_correction",
-                                          *RECIPE_TINY, "--mlm-prediction-slots", "dynamic"], root, **env)
+    out = run_recipe(
+        "bert/pretrain.sh",
+        [
+            str(published["imported"]),
+            str(published["data_bin"]),
+            "mlm_hard_correction",
+            *RECIPE_TINY,
+            "--mlm-prediction-slots",
+            "dynamic",
+        ],
+        root,
+        **env,
+    )
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-3000:]
     return {"root": root, "log": log, "env": env}
@@ -152,27 +230,48 @@ def test_recipe_warms_up_then_continues_with_hc(recipe_hc):
     log, root = recipe_hc["log"], recipe_hc["root"]
     assert "warming it up for 4 updates" in log and "invalid sizes and will be skipped" in log
     assert re.search(r"Loaded checkpoint .*head/checkpoint_1_4\.pt", log)
-    assert (root / "head" / "checkpoint_last.pt").is_file() and (root / "hc" / "checkpoint_last.pt").is_file()
+    assert (root / "head" / "checkpoint_last.pt").is_file() and (
+        root / "hc" / "checkpoint_last.pt"
+    ).is_file()
 
 
 @pytest.mark.slow
-def test_recipe_reuses_a_finished_warm_up_and_reruns_an_unfinished_one(published, recipe_hc, tmp_path):
+def test_recipe_reuses_a_finished_warm_up_and_reruns_an_unfinished_one(
+    published, recipe_hc, tmp_path
+):
     imported, data_bin = published["imported"], published["data_bin"]
     shutil.copytree(recipe_hc["root"] / "head", tmp_path / "head")  # this test changes it
     # a second criterion reuses the same warmed-up head
     env = dict(recipe_hc["env"], SAVE_DIR=str(tmp_path / "mlm"), HEAD_DIR=str(tmp_path / "head"))
-    again = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "masked_lm", *RECIPE_TINY], tmp_path, **env)
-    assert again.returncode == 0 and "is complete (checkpoint_1_4.pt): continuing from it" in again.stderr
+    again = run_recipe(
+        "bert/pretrain.sh",
+        [str(imported), str(data_bin), "masked_lm", *RECIPE_TINY],
+        tmp_path,
+        **env,
+    )
+    assert (
+        again.returncode == 0
+        and "is complete (checkpoint_1_4.pt): continuing from it" in again.stderr
+    )
     # a warm-up that did not reach its last update is run again, not continued from; SR's flag
     # reaches SR only
     (tmp_path / "head" / "checkpoint_1_4.pt").unlink()
     env["SAVE_DIR"] = str(tmp_path / "sr")
-    sr = run_recipe("bert/pretrain.sh", [str(imported), str(data_bin), "mlm_soft_reg", *RECIPE_TINY,
-                                         "--synonym-sr-weight", "0.5"], tmp_path, **env)
+    sr = run_recipe(
+        "bert/pretrain.sh",
+        [str(imported), str(data_bin), "mlm_soft_reg", *RECIPE_TINY, "--synonym-sr-weight", "0.5"],
+        tmp_path,
+        **env,
+    )
     assert sr.returncode == 0, (sr.stdout + sr.stderr)[-3000:]
-    assert "holds an unfinished warm-up" in sr.stderr and (tmp_path / "head" / "checkpoint_1_4.pt").is_file()
+    assert (
+        "holds an unfinished warm-up" in sr.stderr
+        and (tmp_path / "head" / "checkpoint_1_4.pt").is_file()
+    )
     assert (tmp_path / "sr" / "checkpoint_last.pt").is_file()
-    old = run_recipe("bert/pretrain.sh", ["base", str(imported), str(data_bin), "masked_lm"], tmp_path)
+    old = run_recipe(
+        "bert/pretrain.sh", ["base", str(imported), str(data_bin), "masked_lm"], tmp_path
+    )
     assert old.returncode == 2 and "import directory first" in old.stderr
 
 
@@ -182,8 +281,16 @@ def test_export_of_the_recipes_checkpoint_reloads_in_transformers(published, rec
 
     imported = published["imported"]
     hf_out = tmp_path / "hf_out"
-    exp = run_script("convert_hf.py", ["export", str(recipe_hc["root"] / "hc" / "checkpoint_last.pt"), str(hf_out),
-                                       "--vocab", str(imported / "vocab.txt")])
+    exp = run_script(
+        "convert_hf.py",
+        [
+            "export",
+            str(recipe_hc["root"] / "hc" / "checkpoint_last.pt"),
+            str(hf_out),
+            "--vocab",
+            str(imported / "vocab.txt"),
+        ],
+    )
     assert exp.returncode == 0, exp.stderr
     umask = os.umask(0)
     os.umask(umask)
@@ -198,7 +305,9 @@ def test_export_of_the_recipes_checkpoint_reloads_in_transformers(published, rec
     long_text = " ".join(tiny_corpus_lines(30, seed=1))
     assert len(tok(long_text)["input_ids"]) > 40
     assert len(tok(long_text, truncation=True)["input_ids"]) == 40
-    fill = pipeline("fill-mask", model=BertForMaskedLM.from_pretrained(str(hf_out)), tokenizer=tok, device=-1)
+    fill = pipeline(
+        "fill-mask", model=BertForMaskedLM.from_pretrained(str(hf_out)), tokenizer=tok, device=-1
+    )
     assert len(fill("the [MASK] reason " + long_text, tokenizer_kwargs={"truncation": True})) == 5
 
 
@@ -208,22 +317,55 @@ def test_hydra_configs_warm_up_and_continue_with_sizes_from_the_import(published
 
     imported, data_bin = published["imported"], published["data_bin"]
     config = REPO / "examples" / "bert" / "config"
-    common = [f"task.data={data_bin}", f"model.bert_sizes_from={imported}", "task.tokens_per_sample=40",
-              "dataset.batch_size=4", "optimization.update_freq=[1]", "dataset.validate_interval_updates=0",
-              "dataset.disable_validation=true"]
-    warm = hydra_train(config, "head_warmup", [*common, f"checkpoint.restore_file={imported / 'model.pt'}",
-                                               f"checkpoint.save_dir={tmp_path / 'head'}", "optimization.max_update=2",
-                                               "lr_scheduler.total_num_update=2"], tmp_path / "run1")
+    common = [
+        f"task.data={data_bin}",
+        f"model.bert_sizes_from={imported}",
+        "task.tokens_per_sample=40",
+        "dataset.batch_size=4",
+        "optimization.update_freq=[1]",
+        "dataset.validate_interval_updates=0",
+        "dataset.disable_validation=true",
+    ]
+    warm = hydra_train(
+        config,
+        "head_warmup",
+        [
+            *common,
+            f"checkpoint.restore_file={imported / 'model.pt'}",
+            f"checkpoint.save_dir={tmp_path / 'head'}",
+            "optimization.max_update=2",
+            "lr_scheduler.total_num_update=2",
+        ],
+        tmp_path / "run1",
+    )
     assert warm.returncode == 0, (warm.stdout + warm.stderr)[-3000:]
     before, after = state(imported / "model.pt"), state(tmp_path / "head" / "checkpoint_last.pt")
-    assert torch.equal(before["encoder.sentence_encoder.layers.2.fc1.weight"], after["encoder.sentence_encoder.layers.2.fc1.weight"])
-    assert not torch.equal(before["encoder.lm_head.dense.weight"], after["encoder.lm_head.dense.weight"])
-    hc = hydra_train(config, "base_continue_hc", [*common, f"checkpoint.restore_file={tmp_path / 'head' / 'checkpoint_last.pt'}",
-                                                  f"checkpoint.save_dir={tmp_path / 'hc'}", f"criterion.synonym_table={data_bin / 'synonyms.npz'}",
-                                                  "optimization.max_update=2", "lr_scheduler.total_num_update=2"], tmp_path / "run2")
+    assert torch.equal(
+        before["encoder.sentence_encoder.layers.2.fc1.weight"],
+        after["encoder.sentence_encoder.layers.2.fc1.weight"],
+    )
+    assert not torch.equal(
+        before["encoder.lm_head.dense.weight"], after["encoder.lm_head.dense.weight"]
+    )
+    hc = hydra_train(
+        config,
+        "base_continue_hc",
+        [
+            *common,
+            f"checkpoint.restore_file={tmp_path / 'head' / 'checkpoint_last.pt'}",
+            f"checkpoint.save_dir={tmp_path / 'hc'}",
+            f"criterion.synonym_table={data_bin / 'synonyms.npz'}",
+            "optimization.max_update=2",
+            "lr_scheduler.total_num_update=2",
+        ],
+        tmp_path / "run2",
+    )
     assert hc.returncode == 0, (hc.stdout + hc.stderr)[-3000:]
     cont = state(tmp_path / "hc" / "checkpoint_last.pt")
-    assert not torch.equal(after["encoder.sentence_encoder.layers.2.fc1.weight"], cont["encoder.sentence_encoder.layers.2.fc1.weight"])
+    assert not torch.equal(
+        after["encoder.sentence_encoder.layers.2.fc1.weight"],
+        cont["encoder.sentence_encoder.layers.2.fc1.weight"],
+    )
 
 
 @pytest.mark.slow
@@ -233,27 +375,75 @@ def test_electra_pair_continues_with_sizes_and_epsilon_from_the_import(published
     from hf_fixtures import save_electra_pair
 
     save_electra_pair(tmp_path / "disc", tmp_path / "gen", vocab=published["vocab"])
-    imported = hf_convert.import_hf(tmp_path / "disc", tmp_path / "electra", generator_dir=tmp_path / "gen")
+    imported = hf_convert.import_hf(
+        tmp_path / "disc", tmp_path / "electra", generator_dir=tmp_path / "gen"
+    )
     sizes = json.loads((imported / "import.json").read_text())["model_args"]
     assert sizes["electra_hidden_dim"] == 32 and sizes["electra_gen_hidden_dim"] == 16
-    common = ["--task", "electra", "--arch", "electra_base", "--criterion", "mlm_hard_correction",
-              "--synonym-table", str(published["data_bin"] / "synonyms.npz"), "--tokens-per-sample", "64",
-              "--sample-break-mode", "none", "--max-update", "2", "--disable-validation",
-              "--restore-file", str(imported / "model.pt"), "--reset-optimizer", "--reset-dataloader",
-              "--reset-meters", "--reset-lr-scheduler"]
-    out = fairseq_train(published["data_bin"], tmp_path / "ck", [*common, "--electra-sizes-from", str(imported)])
+    common = [
+        "--task",
+        "electra",
+        "--arch",
+        "electra_base",
+        "--criterion",
+        "mlm_hard_correction",
+        "--synonym-table",
+        str(published["data_bin"] / "synonyms.npz"),
+        "--tokens-per-sample",
+        "64",
+        "--sample-break-mode",
+        "none",
+        "--max-update",
+        "2",
+        "--disable-validation",
+        "--restore-file",
+        str(imported / "model.pt"),
+        "--reset-optimizer",
+        "--reset-dataloader",
+        "--reset-meters",
+        "--reset-lr-scheduler",
+    ]
+    out = fairseq_train(
+        published["data_bin"], tmp_path / "ck", [*common, "--electra-sizes-from", str(imported)]
+    )
     assert "num_updates=2" in out.stdout + out.stderr
-    cfg = torch.load(tmp_path / "ck" / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]["model"]
-    assert cfg["electra_layers"] == 2 and cfg["electra_layernorm_eps"] == 1e-12 and cfg["electra_sizes_from"] is None
+    cfg = torch.load(
+        tmp_path / "ck" / "checkpoint_last.pt", map_location="cpu", weights_only=False
+    )["cfg"]["model"]
+    assert (
+        cfg["electra_layers"] == 2
+        and cfg["electra_layernorm_eps"] == 1e-12
+        and cfg["electra_sizes_from"] is None
+    )
     plain = fairseq_train(published["data_bin"], tmp_path / "ck2", common, check=False)
     assert plain.returncode != 0  # electra_base's 12 x 768 cannot take the 2 x 32 weights
-    rec = run_recipe("electra/pretrain.sh", [str(imported), str(published["data_bin"]), "mlm_hard_correction", "--cpu",
-                                             "--max-update", "2", "--log-interval", "1", "--disable-validation"],
-                     tmp_path, SAVE_DIR=str(tmp_path / "recipe"), MAX_SENTENCES="4", UPDATE_FREQ="1", PRECISION="fp32")
+    rec = run_recipe(
+        "electra/pretrain.sh",
+        [
+            str(imported),
+            str(published["data_bin"]),
+            "mlm_hard_correction",
+            "--cpu",
+            "--max-update",
+            "2",
+            "--log-interval",
+            "1",
+            "--disable-validation",
+        ],
+        tmp_path,
+        SAVE_DIR=str(tmp_path / "recipe"),
+        MAX_SENTENCES="4",
+        UPDATE_FREQ="1",
+        PRECISION="fp32",
+    )
     assert rec.returncode == 0, (rec.stdout + rec.stderr)[-3000:]
     assert re.search(r"Loaded checkpoint .*electra/model\.pt", rec.stdout + rec.stderr)
-    cfg = torch.load(tmp_path / "recipe" / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]
-    assert cfg["model"]["electra_hidden_dim"] == 32 and cfg["task"]["tokens_per_sample"] == 64  # the pair's 64 positions
+    cfg = torch.load(
+        tmp_path / "recipe" / "checkpoint_last.pt", map_location="cpu", weights_only=False
+    )["cfg"]
+    assert (
+        cfg["model"]["electra_hidden_dim"] == 32 and cfg["task"]["tokens_per_sample"] == 64
+    )  # the pair's 64 positions
 
 
 @pytest.mark.slow
@@ -263,24 +453,55 @@ def test_evaluate_the_odd_sized_model_on_over_long_lines(published, tmp_path):
     directory (it stands for its model.pt) cuts the lines and reports the MLM loss."""
     imported, data_bin = published["imported"], published["data_bin"]
     table = str(data_bin / "synonyms.npz")
-    fairseq_train(data_bin, tmp_path / "ck", [
-        "--arch", "bert_hf", "--bert-sizes-from", str(imported), "--restore-file", str(imported / "model.pt"),
-        "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler", "--bert-freeze-encoder",
-        "--tokens-per-sample", "40", "--sample-break-mode", "complete", "--skip-invalid-size-inputs-valid-test",
-        "--max-update", "1", "--disable-validation"])
+    fairseq_train(
+        data_bin,
+        tmp_path / "ck",
+        [
+            "--arch",
+            "bert_hf",
+            "--bert-sizes-from",
+            str(imported),
+            "--restore-file",
+            str(imported / "model.pt"),
+            "--reset-optimizer",
+            "--reset-dataloader",
+            "--reset-meters",
+            "--reset-lr-scheduler",
+            "--bert-freeze-encoder",
+            "--tokens-per-sample",
+            "40",
+            "--sample-break-mode",
+            "complete",
+            "--skip-invalid-size-inputs-valid-test",
+            "--max-update",
+            "1",
+            "--disable-validation",
+        ],
+    )
     ck = str(tmp_path / "ck" / "checkpoint_last.pt")
-    skip = run_script("evaluate_mlm.py", ["--data", str(data_bin), "--synonym-table", table, "--json", ck])
+    skip = run_script(
+        "evaluate_mlm.py", ["--data", str(data_bin), "--synonym-table", table, "--json", ck]
+    )
     assert skip.returncode == 0, skip.stderr[-2000:]
     assert re.search(r"left out 1 of \d+ blocks longer than 40 tokens", skip.stdout + skip.stderr)
     res = json.loads(skip.stdout.strip().splitlines()[-1])
     assert res["mlm_loss"] > 0 and "pred_corr_ratio" in res
-    broken = run_script("evaluate_mlm.py", ["--data", str(data_bin), "--long-lines", "break", "--json", ck])
+    broken = run_script(
+        "evaluate_mlm.py", ["--data", str(data_bin), "--long-lines", "break", "--json", ck]
+    )
     assert broken.returncode == 0, broken.stderr[-2000:]
     assert json.loads(broken.stdout.strip().splitlines()[-1])["masked"] > res["masked"]
     raw = tmp_path / "long.txt"
-    raw.write_text(" ".join(tiny_corpus_lines(12, seed=7)) + "\n" + "\n".join(tiny_corpus_lines(20, seed=8)) + "\n")
-    text = run_script("evaluate_mlm.py", ["--text", str(raw), "--synonym-table", table, "--device", "cpu", "--json",
-                                          str(imported)])
+    raw.write_text(
+        " ".join(tiny_corpus_lines(12, seed=7))
+        + "\n"
+        + "\n".join(tiny_corpus_lines(20, seed=8))
+        + "\n"
+    )
+    text = run_script(
+        "evaluate_mlm.py",
+        ["--text", str(raw), "--synonym-table", table, "--device", "cpu", "--json", str(imported)],
+    )
     assert text.returncode == 0, text.stderr[-2000:]
     out = json.loads(text.stdout.strip().splitlines()[-1])
     assert out["mlm_loss"] > 0 and "pred_corr_ratio" in out
@@ -297,27 +518,61 @@ def test_electra_discriminator_alone_gets_a_warmed_up_generator(published, tmp_p
     imported = hf_convert.import_hf(tmp_path / "disc", tmp_path / "electra-disc")
     info = json.loads((imported / "import.json").read_text())
     assert info["model_args"]["electra_discriminator_only"] is True
-    assert info["model_args"]["electra_gen_hidden_dim"] == 8 and info["model_args"]["electra_gen_heads"] == 1
+    assert (
+        info["model_args"]["electra_gen_hidden_dim"] == 8
+        and info["model_args"]["electra_gen_heads"] == 1
+    )
     data_bin = published["data_bin"]
-    env = dict(SAVE_DIR=str(tmp_path / "hc"), HEAD_DIR=str(tmp_path / "gen_warm"), HEAD_UPDATES="3",
-               MAX_SENTENCES="4", UPDATE_FREQ="1", PRECISION="fp32")
-    flags = ["--cpu", "--max-update", "2", "--log-interval", "1", "--disable-validation", "--synonym-kl-weight", "0.5"]
-    rec = run_recipe("electra/pretrain.sh", [str(imported), str(data_bin), "mlm_sent_kl", *flags], tmp_path, **env)
+    env = dict(
+        SAVE_DIR=str(tmp_path / "hc"),
+        HEAD_DIR=str(tmp_path / "gen_warm"),
+        HEAD_UPDATES="3",
+        MAX_SENTENCES="4",
+        UPDATE_FREQ="1",
+        PRECISION="fp32",
+    )
+    flags = [
+        "--cpu",
+        "--max-update",
+        "2",
+        "--log-interval",
+        "1",
+        "--disable-validation",
+        "--synonym-kl-weight",
+        "0.5",
+    ]
+    rec = run_recipe(
+        "electra/pretrain.sh",
+        [str(imported), str(data_bin), "mlm_sent_kl", *flags],
+        tmp_path,
+        **env,
+    )
     log = rec.stdout + rec.stderr
     assert rec.returncode == 0, log[-3000:]
     assert "has no generator: warming a fresh one up for 3 updates" in log
     assert "the checkpoint has no generator: a fresh one (2 x 8" in log
-    assert re.search(r"--electra-freeze-discriminator: \d+ discriminator and embedding parameters fixed, \d+ of the "
-                     r"generator trained", log)
+    assert re.search(
+        r"--electra-freeze-discriminator: \d+ discriminator and embedding parameters fixed, \d+ of the "
+        r"generator trained",
+        log,
+    )
     assert re.search(r"Loaded checkpoint .*gen_warm/checkpoint_1_3\.pt", log)
     before, warm = state(imported / "model.pt"), state(tmp_path / "gen_warm" / "checkpoint_1_3.pt")
     shared = [k for k in before if not k.startswith(("generator", "layernorm_eps"))]
-    assert shared and all(torch.equal(before[k], warm[k]) for k in shared)  # discriminator and embeddings kept
+    assert shared and all(
+        torch.equal(before[k], warm[k]) for k in shared
+    )  # discriminator and embeddings kept
     assert {"generator_head.dense.weight", "generator_bias"} <= set(warm)
     cont = state(tmp_path / "hc" / "checkpoint_last.pt")
-    assert not torch.equal(warm["discriminator.layers.0.fc1.weight"], cont["discriminator.layers.0.fc1.weight"])
-    again = run_recipe("electra/pretrain.sh", [str(imported), str(data_bin), "electra", *flags[:-2]], tmp_path,
-                       **dict(env, SAVE_DIR=str(tmp_path / "base")))
+    assert not torch.equal(
+        warm["discriminator.layers.0.fc1.weight"], cont["discriminator.layers.0.fc1.weight"]
+    )
+    again = run_recipe(
+        "electra/pretrain.sh",
+        [str(imported), str(data_bin), "electra", *flags[:-2]],
+        tmp_path,
+        **dict(env, SAVE_DIR=str(tmp_path / "base")),
+    )
     assert again.returncode == 0 and "is complete (checkpoint_1_3.pt)" in again.stderr
 
 
@@ -329,12 +584,24 @@ def test_hydra_generator_warmup_keeps_the_discriminator(published, tmp_path):
 
     save_electra_pair(tmp_path / "disc", tmp_path / "gen", vocab=published["vocab"])
     imported = hf_convert.import_hf(tmp_path / "disc", tmp_path / "electra-disc")
-    warm = hydra_train(REPO / "examples" / "electra" / "config", "generator_warmup", [
-        f"task.data={published['data_bin']}", f"model.electra_sizes_from={imported}", "task.tokens_per_sample=64",
-        "task.electra_bf16_autocast=false", "dataset.batch_size=4", "optimization.update_freq=[1]",
-        "dataset.disable_validation=true", f"checkpoint.restore_file={imported / 'model.pt'}",
-        f"checkpoint.save_dir={tmp_path / 'warm'}", "optimization.max_update=2", "lr_scheduler.total_num_update=2",
-        ], tmp_path / "run")
+    warm = hydra_train(
+        REPO / "examples" / "electra" / "config",
+        "generator_warmup",
+        [
+            f"task.data={published['data_bin']}",
+            f"model.electra_sizes_from={imported}",
+            "task.tokens_per_sample=64",
+            "task.electra_bf16_autocast=false",
+            "dataset.batch_size=4",
+            "optimization.update_freq=[1]",
+            "dataset.disable_validation=true",
+            f"checkpoint.restore_file={imported / 'model.pt'}",
+            f"checkpoint.save_dir={tmp_path / 'warm'}",
+            "optimization.max_update=2",
+            "lr_scheduler.total_num_update=2",
+        ],
+        tmp_path / "run",
+    )
     assert warm.returncode == 0, (warm.stdout + warm.stderr)[-3000:]
     before, after = state(imported / "model.pt"), state(tmp_path / "warm" / "checkpoint_last.pt")
     assert all(torch.equal(before[k], after[k]) for k in before if not k.startswith("generator"))

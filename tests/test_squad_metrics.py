@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from utils import run_script
 
 from truneg_fairseq.evaluation.squad_metrics import evaluate, exact_match, f1, normalize_answer
-from utils import run_script
 
 
 def test_normalisation_articles_punctuation_case():
@@ -23,11 +23,36 @@ def test_f1_hand_computed():
 
 
 def test_evaluate_takes_best_gold_and_counts_missing(tmp_path):
-    data = [{"title": "t", "paragraphs": [{"context": "c", "qas": [
-        {"id": "q1", "question": "?", "answers": [{"text": "the Eiffel Tower", "answer_start": 0}, {"text": "tower", "answer_start": 0}]},
-        {"id": "q2", "question": "?", "answers": [{"text": "1889", "answer_start": 0}]},
-        {"id": "q3", "question": "?", "answers": [{"text": "Paris", "answer_start": 0}]},
-    ]}]}]
+    data = [
+        {
+            "title": "t",
+            "paragraphs": [
+                {
+                    "context": "c",
+                    "qas": [
+                        {
+                            "id": "q1",
+                            "question": "?",
+                            "answers": [
+                                {"text": "the Eiffel Tower", "answer_start": 0},
+                                {"text": "tower", "answer_start": 0},
+                            ],
+                        },
+                        {
+                            "id": "q2",
+                            "question": "?",
+                            "answers": [{"text": "1889", "answer_start": 0}],
+                        },
+                        {
+                            "id": "q3",
+                            "question": "?",
+                            "answers": [{"text": "Paris", "answer_start": 0}],
+                        },
+                    ],
+                }
+            ],
+        }
+    ]
     preds = {"q1": "Tower", "q2": "in 1889"}
     res = evaluate(data, preds)
     assert res["exact_match"] == pytest.approx(100 / 3)  # q1 exact against 'tower'

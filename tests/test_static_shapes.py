@@ -5,9 +5,9 @@ ELECTRA step (the property that lets the step be compiled and captured on a GPU)
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from utils import TINY_ELECTRA, TINY_TN_ROBERTA, build_components, valid_batch
 
 from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count
-from utils import TINY_ELECTRA, TINY_TN_ROBERTA, build_components, valid_batch
 
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 ROBERTA_CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
@@ -16,9 +16,19 @@ COLD = ["--electra-sample-temperature", "1e-6"]
 
 
 def run(data_bin, synonym_table, criterion, slots, electra, extra=()):
-    args = ["--criterion", criterion, "--synonym-table", str(synonym_table), "--mlm-prediction-slots", slots, *extra]
+    args = [
+        "--criterion",
+        criterion,
+        "--synonym-table",
+        str(synonym_table),
+        "--mlm-prediction-slots",
+        slots,
+        *extra,
+    ]
     if electra:
-        task, model, crit = build_components(data_bin, [*args, *COLD], arch_args=TINY_ELECTRA, task="electra")
+        task, model, crit = build_components(
+            data_bin, [*args, *COLD], arch_args=TINY_ELECTRA, task="electra"
+        )
     else:  # static slots are the plugin's forward: its RoBERTa
         task, model, crit = build_components(data_bin, args, arch_args=TINY_TN_ROBERTA)
     model.eval()  # no dropout: both paths see the same network
@@ -29,15 +39,23 @@ def run(data_bin, synonym_table, criterion, slots, electra, extra=()):
     return loss.detach(), sample_size, log, grads
 
 
-@pytest.mark.parametrize("electra,criterion", [(True, c) for c in ELECTRA_CRITERIA] + [(False, c) for c in ROBERTA_CRITERIA])
+@pytest.mark.parametrize(
+    "electra,criterion",
+    [(True, c) for c in ELECTRA_CRITERIA] + [(False, c) for c in ROBERTA_CRITERIA],
+)
 def test_static_slots_equal_dynamic(data_bin, synonym_table, electra, criterion):
     dyn = run(data_bin, synonym_table, criterion, "dynamic", electra)
     sta = run(data_bin, synonym_table, criterion, "static", electra)
     assert int(dyn[1]) == int(sta[1]) > 0
     torch.testing.assert_close(sta[0], dyn[0], rtol=1e-5, atol=1e-5)
     for key, value in dyn[2].items():
-        torch.testing.assert_close(torch.as_tensor(sta[2][key]).float(), torch.as_tensor(value).float(),
-                                   rtol=1e-5, atol=1e-5, msg=key)
+        torch.testing.assert_close(
+            torch.as_tensor(sta[2][key]).float(),
+            torch.as_tensor(value).float(),
+            rtol=1e-5,
+            atol=1e-5,
+            msg=key,
+        )
     assert int(sta[2]["slots_dropped"]) == 0
     assert dyn[3].keys() == sta[3].keys()
     for name, g in dyn[3].items():
@@ -69,7 +87,14 @@ def test_slots_keep_order_and_count_what_does_not_fit():
 
 
 def test_too_few_slots_are_counted_not_hidden(data_bin, synonym_table):
-    _, _, log, _ = run(data_bin, synonym_table, "mlm_hard_correction", "static", False, ["--mlm-max-predictions", "1"])
+    _, _, log, _ = run(
+        data_bin,
+        synonym_table,
+        "mlm_hard_correction",
+        "static",
+        False,
+        ["--mlm-max-predictions", "1"],
+    )
     assert int(log["slots_dropped"]) > 0
 
 
@@ -83,18 +108,35 @@ class OpLog(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func.overloadpacket)
         flat = [a for a in args if isinstance(a, (list, tuple))]
-        bool_index = any(isinstance(t, torch.Tensor) and t.dtype == torch.bool for lst in flat for t in lst)
+        bool_index = any(
+            isinstance(t, torch.Tensor) and t.dtype == torch.bool for lst in flat for t in lst
+        )
         self.ops.append((name, bool_index))
         return func(*args, **(kwargs or {}))
 
 
-SYNCING = {"aten.nonzero", "aten._local_scalar_dense", "aten.masked_select", "aten.is_nonzero", "aten.item"}
+SYNCING = {
+    "aten.nonzero",
+    "aten._local_scalar_dense",
+    "aten.masked_select",
+    "aten.is_nonzero",
+    "aten.item",
+}
 
 
 def step_ops(data_bin, synonym_table, criterion, slots):
     task, model, crit = build_components(
-        data_bin, ["--criterion", criterion, "--synonym-table", str(synonym_table), "--mlm-prediction-slots", slots],
-        arch_args=TINY_ELECTRA, task="electra",
+        data_bin,
+        [
+            "--criterion",
+            criterion,
+            "--synonym-table",
+            str(synonym_table),
+            "--mlm-prediction-slots",
+            slots,
+        ],
+        arch_args=TINY_ELECTRA,
+        task="electra",
     )
     model.train()
     sample = valid_batch(task)
@@ -114,4 +156,6 @@ def test_static_electra_step_never_waits_for_the_device(data_bin, synonym_table,
 
 def test_the_sync_detector_sees_the_dynamic_path(data_bin, synonym_table):
     ops = step_ops(data_bin, synonym_table, "electra", "dynamic")
-    assert any(name in SYNCING for name, _ in ops) or any(b for name, b in ops if name.startswith("aten.index"))
+    assert any(name in SYNCING for name, _ in ops) or any(
+        b for name, b in ops if name.startswith("aten.index")
+    )

@@ -3,7 +3,6 @@
 import re
 
 import pytest
-
 from utils import TINY_ROBERTA, TINY_TN_ROBERTA, arch_for, fairseq_train, run_script
 
 CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
@@ -17,8 +16,15 @@ def last_num_updates(log: str) -> int:
 @pytest.mark.parametrize("criterion", CRITERIA)
 def test_train_save_resume_restore(data_bin, synonym_table, tmp_path, criterion):
     save = tmp_path / "ckpt"
-    args = [*arch_for(criterion), "--criterion", criterion, "--synonym-table", "synonyms.npz",
-            "--tensorboard-logdir", str(tmp_path / "tb")]
+    args = [
+        *arch_for(criterion),
+        "--criterion",
+        criterion,
+        "--synonym-table",
+        "synonyms.npz",
+        "--tensorboard-logdir",
+        str(tmp_path / "tb"),
+    ]
     first = fairseq_train(data_bin, save, [*args, "--max-update", "6"])
     out = first.stdout + first.stderr
     assert (save / "checkpoint_last.pt").is_file()
@@ -39,9 +45,21 @@ def test_train_save_resume_restore(data_bin, synonym_table, tmp_path, criterion)
     assert last_num_updates(out2) == 9
 
     # --restore-file into a fresh directory, optimizer and counters reset
-    third = fairseq_train(data_bin, tmp_path / "ft", [
-        *args, "--max-update", "2", "--restore-file", str(save / "checkpoint_last.pt"),
-        "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"])
+    third = fairseq_train(
+        data_bin,
+        tmp_path / "ft",
+        [
+            *args,
+            "--max-update",
+            "2",
+            "--restore-file",
+            str(save / "checkpoint_last.pt"),
+            "--reset-optimizer",
+            "--reset-dataloader",
+            "--reset-meters",
+            "--reset-lr-scheduler",
+        ],
+    )
     out3 = third.stdout + third.stderr
     assert "Loaded checkpoint" in out3
     assert last_num_updates(out3) == 2
@@ -50,9 +68,22 @@ def test_train_save_resume_restore(data_bin, synonym_table, tmp_path, criterion)
 @pytest.mark.slow
 def test_one_sentence_per_sample_trains_under_numpy_2(data_bin, synonym_table, tmp_path):
     """--sample-break-mode eos: fairseq's eos-mode block index used numpy.compat (gone in NumPy 2)."""
-    proc = fairseq_train(data_bin, tmp_path / "eos", [*TINY_TN_ROBERTA, "--criterion", "mlm_hard_correction",
-                                                       "--synonym-table", str(synonym_table),
-                                                       "--sample-break-mode", "eos", "--max-update", "2"], cli=True)
+    proc = fairseq_train(
+        data_bin,
+        tmp_path / "eos",
+        [
+            *TINY_TN_ROBERTA,
+            "--criterion",
+            "mlm_hard_correction",
+            "--synonym-table",
+            str(synonym_table),
+            "--sample-break-mode",
+            "eos",
+            "--max-update",
+            "2",
+        ],
+        cli=True,
+    )
     assert last_num_updates(proc.stdout + proc.stderr) == 2
     assert (tmp_path / "eos" / "checkpoint_last.pt").is_file()
     # fairseq-train converts its arguments through hydra's compose API after importing the
@@ -61,7 +92,12 @@ def test_one_sentence_per_sample_trains_under_numpy_2(data_bin, synonym_table, t
 
 
 def test_hc_without_table_fails_clearly(data_bin, tmp_path):
-    proc = fairseq_train(data_bin, tmp_path / "c", [*TINY_ROBERTA, "--criterion", "mlm_hard_correction", "--max-update", "1"], check=False)
+    proc = fairseq_train(
+        data_bin,
+        tmp_path / "c",
+        [*TINY_ROBERTA, "--criterion", "mlm_hard_correction", "--max-update", "1"],
+        check=False,
+    )
     assert proc.returncode != 0
     assert "needs --synonym-table FILE" in proc.stderr
 
@@ -72,7 +108,20 @@ def test_table_for_other_dictionary_fails_clearly(data_bin, tmp_path):
 
     other = tmp_path / "other.npz"
     SynonymTable.empty(["<s>", "<pad>", "</s>", "<unk>", "x"]).save(other)
-    proc = fairseq_train(data_bin, tmp_path / "c", [*TINY_TN_ROBERTA, "--criterion", "mlm_soft_reg", "--synonym-table", str(other), "--max-update", "1"], check=False)
+    proc = fairseq_train(
+        data_bin,
+        tmp_path / "c",
+        [
+            *TINY_TN_ROBERTA,
+            "--criterion",
+            "mlm_soft_reg",
+            "--synonym-table",
+            str(other),
+            "--max-update",
+            "1",
+        ],
+        check=False,
+    )
     assert proc.returncode != 0
     assert "was built for another dictionary" in proc.stderr and "Rebuild the table" in proc.stderr
 
@@ -80,7 +129,9 @@ def test_table_for_other_dictionary_fails_clearly(data_bin, tmp_path):
 def test_prepare_corpus_rejects_empty_input(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n   \n")
-    proc = run_script("prepare_corpus.py", ["--input", str(empty), "--output-dir", str(tmp_path / "out")])
+    proc = run_script(
+        "prepare_corpus.py", ["--input", str(empty), "--output-dir", str(tmp_path / "out")]
+    )
     assert proc.returncode != 0
     assert f"--input {empty}: no text" in proc.stderr
     assert not (tmp_path / "out").exists()
@@ -89,17 +140,39 @@ def test_prepare_corpus_rejects_empty_input(tmp_path):
 def test_prepare_corpus_wordnet_entries(tmp_path):
     """--wordnet-headwords: each definition line starts with its synset's words, as in a dictionary."""
     out = tmp_path / "out"
-    proc = run_script("prepare_corpus.py", ["--wordnet-glosses", "--wordnet-headwords", "--max-lines", "3000",
-                                            "--tokenizer", "whitespace", "--vocab-size", "2000", "--output-dir", str(out)])
+    proc = run_script(
+        "prepare_corpus.py",
+        [
+            "--wordnet-glosses",
+            "--wordnet-headwords",
+            "--max-lines",
+            "3000",
+            "--tokenizer",
+            "whitespace",
+            "--vocab-size",
+            "2000",
+            "--output-dir",
+            str(out),
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     assert "WordNet glosses with their headwords" in proc.stdout
-    lines = (out / "raw" / "train.txt").read_text().splitlines() + (out / "raw" / "valid.txt").read_text().splitlines()
+    lines = (out / "raw" / "train.txt").read_text().splitlines() + (
+        out / "raw" / "valid.txt"
+    ).read_text().splitlines()
     # WordNet's noun file starts with "entity: that which is perceived ..."
     assert any(l.startswith("entity: that which is perceived") for l in lines)
     assert sum(bool(re.match(r"^[\w' -]+(, [\w' -]+)*: ", l)) for l in lines) > len(lines) / 2
     before = (out / "raw" / "train.txt").read_bytes()
-    bad = run_script("prepare_corpus.py", ["--input", str(tmp_path / "x.txt"), "--wordnet-headwords", "--output-dir", str(out)])
-    assert bad.returncode == 2 and "--wordnet-headwords" in bad.stderr and "--wordnet-glosses" in bad.stderr
+    bad = run_script(
+        "prepare_corpus.py",
+        ["--input", str(tmp_path / "x.txt"), "--wordnet-headwords", "--output-dir", str(out)],
+    )
+    assert (
+        bad.returncode == 2
+        and "--wordnet-headwords" in bad.stderr
+        and "--wordnet-glosses" in bad.stderr
+    )
     assert (out / "raw" / "train.txt").read_bytes() == before  # the refused run wrote nothing
 
 
@@ -108,11 +181,28 @@ def test_prepare_corpus_end_to_end(tmp_path):
 
     src = tmp_path / "corpus.txt"
     src.write_text("\n".join(tiny_corpus_lines(400)) + "\n\n")
-    proc = run_script("prepare_corpus.py", ["--input", str(src), "--output-dir", str(tmp_path / "out"),
-                                            "--vocab-size", "150", "--model-type", "bpe"])
+    proc = run_script(
+        "prepare_corpus.py",
+        [
+            "--input",
+            str(src),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--vocab-size",
+            "150",
+            "--model-type",
+            "bpe",
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     assert "1 empty lines skipped" in proc.stdout
-    for f in ("spm.model", "data-bin/dict.txt", "data-bin/train.bin", "data-bin/valid.idx", "raw/train.txt"):
+    for f in (
+        "spm.model",
+        "data-bin/dict.txt",
+        "data-bin/train.bin",
+        "data-bin/valid.idx",
+        "raw/train.txt",
+    ):
         assert (tmp_path / "out" / f).is_file(), f
 
 
@@ -122,13 +212,27 @@ def test_hydra_config_trains(data_bin, synonym_table, tmp_path, criterion):
     """examples/mlm/config/roberta_base_hc.yaml with fairseq-hydra-train, shrunk to a tiny model."""
     from utils import REPO, hydra_train
 
-    proc = hydra_train(REPO / "examples" / "mlm" / "config", "roberta_base_hc", [
-        f"task.data={data_bin}", f"criterion._name={criterion}", f"criterion.synonym_table={synonym_table}",
-        "+model.encoder_layers=2", "+model.encoder_embed_dim=32", "+model.encoder_ffn_embed_dim=64",
-        "+model.encoder_attention_heads=2", "model.max_positions=64", "task.tokens_per_sample=64",
-        "optimization.max_update=2", "optimization.update_freq=[1]", "dataset.batch_size=4",
-        f"checkpoint.save_dir={tmp_path / 'ck'}", f"common.tensorboard_logdir={tmp_path / 'tb'}",
-    ], tmp_path / "run")
+    proc = hydra_train(
+        REPO / "examples" / "mlm" / "config",
+        "roberta_base_hc",
+        [
+            f"task.data={data_bin}",
+            f"criterion._name={criterion}",
+            f"criterion.synonym_table={synonym_table}",
+            "+model.encoder_layers=2",
+            "+model.encoder_embed_dim=32",
+            "+model.encoder_ffn_embed_dim=64",
+            "+model.encoder_attention_heads=2",
+            "model.max_positions=64",
+            "task.tokens_per_sample=64",
+            "optimization.max_update=2",
+            "optimization.update_freq=[1]",
+            "dataset.batch_size=4",
+            f"checkpoint.save_dir={tmp_path / 'ck'}",
+            f"common.tensorboard_logdir={tmp_path / 'tb'}",
+        ],
+        tmp_path / "run",
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert (tmp_path / "ck" / "checkpoint_last.pt").is_file()
@@ -142,9 +246,25 @@ def test_mlm_shell_recipe(data_bin, synonym_table, tmp_path):
     from utils import run_recipe
 
     # the recipe's default arch (the plugin's RoBERTa), shrunk
-    proc = run_recipe("mlm/pretrain.sh", [str(data_bin), "mlm_soft_reg", "--cpu", *TINY_ROBERTA[2:], "--max-update", "2",
-                                          "--log-interval", "1", "--warmup-updates", "1"],
-                      tmp_path, SAVE_DIR=str(tmp_path / "ck"), MAX_SENTENCES="4", UPDATE_FREQ="1")
+    proc = run_recipe(
+        "mlm/pretrain.sh",
+        [
+            str(data_bin),
+            "mlm_soft_reg",
+            "--cpu",
+            *TINY_ROBERTA[2:],
+            "--max-update",
+            "2",
+            "--log-interval",
+            "1",
+            "--warmup-updates",
+            "1",
+        ],
+        tmp_path,
+        SAVE_DIR=str(tmp_path / "ck"),
+        MAX_SENTENCES="4",
+        UPDATE_FREQ="1",
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "sr_loss=" in out and (tmp_path / "ck" / "checkpoint_last.pt").is_file()

@@ -4,8 +4,13 @@ and fine-tuning the discriminator with fairseq's sentence_prediction."""
 import re
 
 import pytest
-
-from utils import TINY_ELECTRA, TINY_ELECTRA_MODEL, TINY_ROBERTA, fairseq_train, make_classification_data
+from utils import (
+    TINY_ELECTRA,
+    TINY_ELECTRA_MODEL,
+    TINY_ROBERTA,
+    fairseq_train,
+    make_classification_data,
+)
 
 CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
@@ -15,9 +20,22 @@ def updates(log):
 
 
 def electra_train(data_bin, save, criterion, n, extra=()):
-    return fairseq_train(data_bin, save, [
-        *TINY_ELECTRA, "--task", "electra", "--criterion", criterion, "--synonym-table", "synonyms.npz",
-        "--max-update", str(n), *extra])
+    return fairseq_train(
+        data_bin,
+        save,
+        [
+            *TINY_ELECTRA,
+            "--task",
+            "electra",
+            "--criterion",
+            criterion,
+            "--synonym-table",
+            "synonyms.npz",
+            "--max-update",
+            str(n),
+            *extra,
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +51,16 @@ def test_electra_pretrain_and_resume(data_bin, synonym_table, tmp_path, criterio
     save = tmp_path / "ckpt"
     out = electra_train(data_bin, save, criterion, 4, ["--electra-rtd-synonym-policy", "ignore"])
     log = out.stdout + out.stderr
-    for key in ("mlm_loss=", "disc_loss=", "disc_acc=", "replaced=", "rtd_precision=", "rtd_recall=", "rtd_synonym=", "pred_corr_ratio="):
+    for key in (
+        "mlm_loss=",
+        "disc_loss=",
+        "disc_acc=",
+        "replaced=",
+        "rtd_precision=",
+        "rtd_recall=",
+        "rtd_synonym=",
+        "pred_corr_ratio=",
+    ):
         assert key in log, key
     assert updates(log) == 4
     again = electra_train(data_bin, save, criterion, 6, ["--electra-rtd-synonym-policy", "ignore"])
@@ -44,10 +71,29 @@ def test_electra_pretrain_and_resume(data_bin, synonym_table, tmp_path, criterio
 
 def finetune(data, save, restore, check=True):
     cmd_args = [
-        *TINY_ELECTRA_MODEL, "--task", "sentence_prediction", "--criterion", "sentence_prediction",
-        "--num-classes", "2", "--init-token", "0", "--separator-token", "2", "--max-positions", "64",
-        "--restore-file", str(restore), "--reset-optimizer", "--reset-dataloader", "--reset-meters",
-        "--reset-lr-scheduler", "--max-update", "6", "--best-checkpoint-metric", "accuracy",
+        *TINY_ELECTRA_MODEL,
+        "--task",
+        "sentence_prediction",
+        "--criterion",
+        "sentence_prediction",
+        "--num-classes",
+        "2",
+        "--init-token",
+        "0",
+        "--separator-token",
+        "2",
+        "--max-positions",
+        "64",
+        "--restore-file",
+        str(restore),
+        "--reset-optimizer",
+        "--reset-dataloader",
+        "--reset-meters",
+        "--reset-lr-scheduler",
+        "--max-update",
+        "6",
+        "--best-checkpoint-metric",
+        "accuracy",
         "--maximize-best-checkpoint-metric",
     ]
     # fairseq_train's defaults set --task masked_lm first; argparse keeps the last --task
@@ -65,7 +111,9 @@ def test_finetune_discriminator_with_sentence_prediction(corpus_dir, pretrained,
     assert updates(log) == 6
     import torch
 
-    state = torch.load(tmp_path / "ft" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = torch.load(
+        tmp_path / "ft" / "checkpoint_last.pt", map_location="cpu", weights_only=False
+    )
     keys = state["model"].keys()
     assert not any(k.startswith(("generator.", "generator_head.", "generator_bias")) for k in keys)
     assert any(k.startswith("classification_heads.sentence_classification_head.") for k in keys)
@@ -73,7 +121,9 @@ def test_finetune_discriminator_with_sentence_prediction(corpus_dir, pretrained,
 
 @pytest.mark.slow
 def test_finetune_from_non_electra_checkpoint_fails_clearly(data_bin, corpus_dir, tmp_path):
-    fairseq_train(data_bin, tmp_path / "rob", [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"])
+    fairseq_train(
+        data_bin, tmp_path / "rob", [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"]
+    )
     data = make_classification_data(corpus_dir, tmp_path / "cls")
     out = finetune(data, tmp_path / "ft", tmp_path / "rob" / "checkpoint_last.pt", check=False)
     assert out.returncode != 0
@@ -87,16 +137,28 @@ def test_electra_hydra_configs_train(data_bin, synonym_table, tmp_path, config):
     from utils import REPO, hydra_train
 
     overrides = [
-        f"task.data={data_bin}", "+model.electra_layers=2", "+model.electra_gen_layers=2",
-        "+model.electra_embed_dim=16", "+model.electra_hidden_dim=32", "+model.electra_heads=2",
-        "+model.electra_ffn_dim=64", "+model.electra_gen_hidden_dim=16", "+model.electra_gen_heads=1",
-        "+model.electra_gen_ffn_dim=32", "model.electra_max_positions=64", "task.tokens_per_sample=64",
-        "optimization.max_update=2", "dataset.batch_size=4", f"checkpoint.save_dir={tmp_path / 'ck'}",
+        f"task.data={data_bin}",
+        "+model.electra_layers=2",
+        "+model.electra_gen_layers=2",
+        "+model.electra_embed_dim=16",
+        "+model.electra_hidden_dim=32",
+        "+model.electra_heads=2",
+        "+model.electra_ffn_dim=64",
+        "+model.electra_gen_hidden_dim=16",
+        "+model.electra_gen_heads=1",
+        "+model.electra_gen_ffn_dim=32",
+        "model.electra_max_positions=64",
+        "task.tokens_per_sample=64",
+        "optimization.max_update=2",
+        "dataset.batch_size=4",
+        f"checkpoint.save_dir={tmp_path / 'ck'}",
         f"common.tensorboard_logdir={tmp_path / 'tb'}",
     ]
     if config != "small_scratch":
         overrides.append(f"criterion.synonym_table={synonym_table}")
-    proc = hydra_train(REPO / "examples" / "electra" / "config", config, overrides, tmp_path / "run")
+    proc = hydra_train(
+        REPO / "examples" / "electra" / "config", config, overrides, tmp_path / "run"
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert (tmp_path / "ck" / "checkpoint_last.pt").is_file()
@@ -110,14 +172,44 @@ def test_shell_recipes_pretrain_then_finetune(data_bin, synonym_table, corpus_di
     """examples/electra/pretrain.sh (small, ELECTRA^HC) then finetune_glue.sh, shrunk and in fp32."""
     from utils import run_recipe
 
-    pre = run_recipe("electra/pretrain.sh", ["small", str(data_bin), "mlm_hard_correction", "--cpu", *TINY_ELECTRA,
-                                             "--max-update", "2", "--log-interval", "1"],
-                     tmp_path, SAVE_DIR=str(tmp_path / "pre"), MAX_SENTENCES="4")
+    pre = run_recipe(
+        "electra/pretrain.sh",
+        [
+            "small",
+            str(data_bin),
+            "mlm_hard_correction",
+            "--cpu",
+            *TINY_ELECTRA,
+            "--max-update",
+            "2",
+            "--log-interval",
+            "1",
+        ],
+        tmp_path,
+        SAVE_DIR=str(tmp_path / "pre"),
+        MAX_SENTENCES="4",
+    )
     assert pre.returncode == 0, pre.stderr[-3000:]
     assert (tmp_path / "pre" / "checkpoint_last.pt").is_file()
     data = make_classification_data(corpus_dir, tmp_path / "cls")
-    ft = run_recipe("electra/finetune_glue.sh", ["small", str(data), str(tmp_path / "pre" / "checkpoint_last.pt"), "2",
-                                                 "--cpu", *TINY_ELECTRA_MODEL, "--max-positions", "64", "--max-update", "3"],
-                    tmp_path, SAVE_DIR=str(tmp_path / "ft"))
+    ft = run_recipe(
+        "electra/finetune_glue.sh",
+        [
+            "small",
+            str(data),
+            str(tmp_path / "pre" / "checkpoint_last.pt"),
+            "2",
+            "--cpu",
+            *TINY_ELECTRA_MODEL,
+            "--max-positions",
+            "64",
+            "--max-update",
+            "3",
+        ],
+        tmp_path,
+        SAVE_DIR=str(tmp_path / "ft"),
+    )
     assert ft.returncode == 0, ft.stderr[-3000:]
-    assert "dropped" in ft.stdout + ft.stderr and re.search(r"accuracy [\d.]+", ft.stdout + ft.stderr)
+    assert "dropped" in ft.stdout + ft.stderr and re.search(
+        r"accuracy [\d.]+", ft.stdout + ft.stderr
+    )

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from hf_fixtures import save_bert, wordpiece_vocab
 from utils import TINY_ROBERTA, fairseq_train, run_script
 
@@ -39,21 +38,43 @@ def _crafted(plain: Path, out: Path, where: str, field: str, value: str) -> Path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where,field", [("model", "encoder_xformers_att_config"), ("optimizer", "adam_betas")])
-def test_checkpoint_config_with_code_is_refused_everywhere(plain_checkpoint, data_bin, tmp_path, where, field):
+@pytest.mark.parametrize(
+    "where,field", [("model", "encoder_xformers_att_config"), ("optimizer", "adam_betas")]
+)
+def test_checkpoint_config_with_code_is_refused_everywhere(
+    plain_checkpoint, data_bin, tmp_path, where, field
+):
     marker = tmp_path / "PWNED"
     evil = _crafted(plain_checkpoint, tmp_path / "evil.pt", where, field, _payload(marker))
     runs = {
-        "export": run_script("convert_hf.py", ["export", str(evil), str(tmp_path / "hf"), "--data", str(data_bin)]),
+        "export": run_script(
+            "convert_hf.py", ["export", str(evil), str(tmp_path / "hf"), "--data", str(data_bin)]
+        ),
         "evaluate": run_script("evaluate_mlm.py", ["--data", str(data_bin), str(evil)]),
     }
-    if where == "optimizer":  # fairseq-train builds its optimizer from the command line, not from here
-        runs["restore"] = fairseq_train(data_bin, tmp_path / "ft", [*TINY_ROBERTA, "--criterion", "masked_lm",
-                                        "--max-update", "1", "--restore-file", str(evil)], check=False)
+    if (
+        where == "optimizer"
+    ):  # fairseq-train builds its optimizer from the command line, not from here
+        runs["restore"] = fairseq_train(
+            data_bin,
+            tmp_path / "ft",
+            [
+                *TINY_ROBERTA,
+                "--criterion",
+                "masked_lm",
+                "--max-update",
+                "1",
+                "--restore-file",
+                str(evil),
+            ],
+            check=False,
+        )
     for name, proc in runs.items():
         assert not marker.exists(), name
         assert proc.returncode != 0, name
-        assert f"cfg.{where}.{field}" in proc.stderr and "fairseq evaluates this field" in proc.stderr, name
+        assert (
+            f"cfg.{where}.{field}" in proc.stderr and "fairseq evaluates this field" in proc.stderr
+        ), name
         if name != "restore":
             assert "Traceback" not in proc.stderr, name
     assert not (tmp_path / "hf").exists()
@@ -61,8 +82,9 @@ def test_checkpoint_config_with_code_is_refused_everywhere(plain_checkpoint, dat
 
 def test_literal_values_still_load(plain_checkpoint, tmp_path):
     """A literal stays what it was: fairseq evaluates the literal's own repr."""
-    import truneg_fairseq  # noqa: F401  (installs the check)
     from fairseq import checkpoint_utils
+
+    import truneg_fairseq  # noqa: F401  (installs the check)
 
     path = _crafted(plain_checkpoint, tmp_path / "ok.pt", "optimizer", "adam_betas", " (0.9, 0.98)")
     state = checkpoint_utils.load_checkpoint_to_cpu(str(path))
@@ -78,13 +100,23 @@ def _other_architecture(plain: Path, out: Path, payload: str, old_style: bool) -
     state = torch.load(plain, map_location="cpu", weights_only=True)
     if old_style:
         flat = {}
-        for group in ("common", "checkpoint", "dataset", "optimization", "task", "criterion", "optimizer",
-                      "lr_scheduler"):
+        for group in (
+            "common",
+            "checkpoint",
+            "dataset",
+            "optimization",
+            "task",
+            "criterion",
+            "optimizer",
+            "lr_scheduler",
+        ):
             value = state["cfg"].get(group)
             flat.update(vars(value) if isinstance(value, argparse.Namespace) else dict(value or {}))
         flat.update(vars(state["cfg"]["model"]))
         flat = {k: v for k, v in flat.items() if k != "_name"}
-        flat.update(arch="fconv_lm", decoder_layers=payload, task="masked_lm", criterion="masked_lm")
+        flat.update(
+            arch="fconv_lm", decoder_layers=payload, task="masked_lm", criterion="masked_lm"
+        )
         state["args"] = argparse.Namespace(**flat)
         state["cfg"] = None
     else:
@@ -98,31 +130,44 @@ def _other_architecture(plain: Path, out: Path, payload: str, old_style: bool) -
 
 
 @pytest.mark.parametrize("old_style", [False, True], ids=["cfg", "args"])
-def test_a_checkpoint_of_another_family_is_refused_before_anything_is_built(plain_checkpoint, data_bin, tmp_path,
-                                                                            old_style):
-    import truneg_fairseq  # noqa: F401  (installs the checks)
+def test_a_checkpoint_of_another_family_is_refused_before_anything_is_built(
+    plain_checkpoint, data_bin, tmp_path, old_style
+):
     from fairseq import checkpoint_utils
 
+    import truneg_fairseq  # noqa: F401  (installs the checks)
     from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
     from truneg_fairseq.compat import UnsafeCheckpointError
 
     marker = tmp_path / "PWNED"
     evil = _other_architecture(plain_checkpoint, tmp_path / "evil.pt", _payload(marker), old_style)
-    with pytest.raises(CheckpointError, match=r"evil\.pt is a checkpoint of architecture 'fconv_lm', which the "
-                                              r"plugin does not load: .*electra.*roberta"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"evil\.pt is a checkpoint of architecture 'fconv_lm', which the "
+        r"plugin does not load: .*electra.*roberta",
+    ):
         load_for_inference(evil, str(data_bin))
     # fairseq's own loaders under the plugin (what fairseq-validate or a resume call) refuse the field
-    with pytest.raises(UnsafeCheckpointError, match=r"decoder_layers is .*fairseq evaluates this field"):
-        checkpoint_utils.load_model_ensemble_and_task([str(evil)], arg_overrides={"data": str(data_bin)})
+    with pytest.raises(
+        UnsafeCheckpointError, match=r"decoder_layers is .*fairseq evaluates this field"
+    ):
+        checkpoint_utils.load_model_ensemble_and_task(
+            [str(evil)], arg_overrides={"data": str(data_bin)}
+        )
     runs = {
         "evaluate": run_script("evaluate_mlm.py", ["--data", str(data_bin), str(evil)]),
-        "export": run_script("convert_hf.py", ["export", str(evil), str(tmp_path / "hf"), "--data", str(data_bin)]),
+        "export": run_script(
+            "convert_hf.py", ["export", str(evil), str(tmp_path / "hf"), "--data", str(data_bin)]
+        ),
     }
     for name, proc in runs.items():
         assert not marker.exists(), name
         assert proc.returncode != 0, name
         lines = [line for line in proc.stderr.splitlines() if "fconv_lm" in line]
-        assert len(lines) == 1 and str(evil) in lines[0] and "does not load" in lines[0], (name, proc.stderr[-2000:])
+        assert len(lines) == 1 and str(evil) in lines[0] and "does not load" in lines[0], (
+            name,
+            proc.stderr[-2000:],
+        )
         assert "Traceback" not in proc.stderr, name
     assert not marker.exists() and not (tmp_path / "hf").exists()
 
@@ -132,11 +177,33 @@ def test_the_loadable_families_are_the_plugins_own():
     from truneg_fairseq.compat import loadable_architectures
 
     names = loadable_architectures()
-    for arch in ("roberta", "roberta_base", "roberta_large", "truneg_roberta_base", "bert_hf_base", "electra_small",
-                 "electra", "cline_roberta_base", "cline_electra_small", "cline_bert_hf_base"):
+    for arch in (
+        "roberta",
+        "roberta_base",
+        "roberta_large",
+        "truneg_roberta_base",
+        "bert_hf_base",
+        "electra_small",
+        "electra",
+        "cline_roberta_base",
+        "cline_electra_small",
+        "cline_bert_hf_base",
+    ):
         assert arch in names, arch
-    for arch in ("fconv_lm", "fconv", "fconv_self_att", "transformer_lm", "lightconv_lm", "wav2vec2", "hubert",
-                 "wav2vec", "s2t_transformer", "transformer", "roberta_enc_dec", "bert_base"):
+    for arch in (
+        "fconv_lm",
+        "fconv",
+        "fconv_self_att",
+        "transformer_lm",
+        "lightconv_lm",
+        "wav2vec2",
+        "hubert",
+        "wav2vec",
+        "s2t_transformer",
+        "transformer",
+        "roberta_enc_dec",
+        "bert_base",
+    ):
         assert arch not in names, arch
 
 
@@ -152,11 +219,18 @@ def fairseq_evaluated_fields():
     import fairseq
 
     root = Path(fairseq.__file__).parent
-    sources = {p: p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*.py"))}
+    sources = {
+        p: p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*.py"))
+    }
     options = set()
     for text in sources.values():
-        options.update(m.replace("-", "_") for m in re.findall(r"[\"']--([A-Za-z0-9][A-Za-z0-9_-]*)[\"']", text))
-        options.update(re.findall(r"^\s+([A-Za-z_][A-Za-z0-9_]*)\s*:[^=\n]+=\s*field\(", text, re.M))
+        options.update(
+            m.replace("-", "_")
+            for m in re.findall(r"[\"']--([A-Za-z0-9][A-Za-z0-9_-]*)[\"']", text)
+        )
+        options.update(
+            re.findall(r"^\s+([A-Za-z_][A-Za-z0-9_]*)\s*:[^=\n]+=\s*field\(", text, re.M)
+        )
     fields, other = set(), []
     for path, text in sources.items():
         try:
@@ -168,15 +242,25 @@ def fairseq_evaluated_fields():
                 continue
             f = node.func
             python_eval = isinstance(f, ast.Name) and f.id == "eval"
-            helper = (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None) in (
-                "eval_str_list", "eval_str_dict", "eval_bool")
+            helper = (
+                f.id
+                if isinstance(f, ast.Name)
+                else f.attr
+                if isinstance(f, ast.Attribute)
+                else None
+            ) in ("eval_str_list", "eval_str_dict", "eval_bool")
             if not (python_eval or helper):
                 continue
             arg = node.args[0]
             if isinstance(arg, ast.Attribute):
                 fields.add(arg.attr)
-            elif (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "getattr"
-                  and len(arg.args) >= 2 and isinstance(arg.args[1], ast.Constant)):
+            elif (
+                isinstance(arg, ast.Call)
+                and isinstance(arg.func, ast.Name)
+                and arg.func.id == "getattr"
+                and len(arg.args) >= 2
+                and isinstance(arg.args[1], ast.Constant)
+            ):
                 fields.add(arg.args[1].value)
             elif isinstance(arg, ast.Name) and arg.id in options:
                 fields.add(arg.id)
@@ -189,19 +273,36 @@ def test_every_field_fairseq_evaluates_is_checked():
     from truneg_fairseq.compat import _evaluated
 
     fields, other = fairseq_evaluated_fields()
-    assert {"decoder_layers", "encoder_layers", "character_filters", "conv_feature_layers",
-            "conv_aggregator_layers", "adam_betas", "xformers_att_config"} <= fields  # the scan finds them
+    assert {
+        "decoder_layers",
+        "encoder_layers",
+        "character_filters",
+        "conv_feature_layers",
+        "conv_aggregator_layers",
+        "adam_betas",
+        "xformers_att_config",
+    } <= fields  # the scan finds them
     assert sorted(f for f in fields if not _evaluated(f)) == []
     # what is not a field: data lines, argparse converters (x, uf), local strings of a script
     assert all(re.search(r": (x|uf|line(\.strip\(\))?|[a-z_]+)$", site) for site in other), other
 
 
-@pytest.mark.parametrize("text,ok", [
-    ("[(512, 3)] * 20", True), ("[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512, 2, 2)] * 2", True),
-    (" (0.9, 0.98)", True), ("0,2", True), ("True", True), ("{'a': [1, 2]}", True),
-    ("[0] * 10 ** 12", False), ("[0] * 100000 * 100000", False), ("__import__('os')", False),
-    ("[x for x in ()]", False), ("().__class__", False),
-])
+@pytest.mark.parametrize(
+    "text,ok",
+    [
+        ("[(512, 3)] * 20", True),
+        ("[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512, 2, 2)] * 2", True),
+        (" (0.9, 0.98)", True),
+        ("0,2", True),
+        ("True", True),
+        ("{'a': [1, 2]}", True),
+        ("[0] * 10 ** 12", False),
+        ("[0] * 100000 * 100000", False),
+        ("__import__('os')", False),
+        ("[x for x in ()]", False),
+        ("().__class__", False),
+    ],
+)
 def test_fairseqs_own_default_forms_pass_and_code_does_not(text, ok):
     from truneg_fairseq.compat import UnsafeCheckpointError, safe_literal
 
@@ -212,13 +313,16 @@ def test_fairseqs_own_default_forms_pass_and_code_does_not(text, ok):
             safe_literal(text, "f")
 
 
-@pytest.mark.parametrize("key,value", [
-    ("hidden_dropout_prob", "--user-dir=EVILPKG"),
-    ("num_hidden_layers", "--user-dir=EVILPKG"),
-    ("layer_norm_eps", "__import__('os').system('touch MARKER')"),
-    ("hidden_size", True),
-    ("hidden_act", ["gelu"]),
-])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("hidden_dropout_prob", "--user-dir=EVILPKG"),
+        ("num_hidden_layers", "--user-dir=EVILPKG"),
+        ("layer_norm_eps", "__import__('os').system('touch MARKER')"),
+        ("hidden_size", True),
+        ("hidden_act", ["gelu"]),
+    ],
+)
 def test_hf_config_values_are_type_checked_before_anything_is_built(tmp_path, key, value):
     vocab = wordpiece_vocab()
     hf = tmp_path / "hf"
@@ -228,10 +332,16 @@ def test_hf_config_values_are_type_checked_before_anything_is_built(tmp_path, ke
     pkg.mkdir()
     (pkg / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     config = json.loads((hf / "config.json").read_text())
-    text = value.replace("EVILPKG", str(pkg)).replace("MARKER", str(marker)) if isinstance(value, str) else value
+    text = (
+        value.replace("EVILPKG", str(pkg)).replace("MARKER", str(marker))
+        if isinstance(value, str)
+        else value
+    )
     config[key] = text
     (hf / "config.json").write_text(json.dumps(config))
-    proc = run_script("convert_hf.py", ["import", str(hf), str(tmp_path / "out")], cwd=str(tmp_path))
+    proc = run_script(
+        "convert_hf.py", ["import", str(hf), str(tmp_path / "out")], cwd=str(tmp_path)
+    )
     assert not marker.exists()
     assert proc.returncode == 2
     assert f"{hf / 'config.json'}: {key} must be" in proc.stderr
@@ -243,7 +353,9 @@ def test_hf_config_values_are_type_checked_before_anything_is_built(tmp_path, ke
 
 
 def _snapshot(root: Path) -> dict:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -255,14 +367,21 @@ def imported(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("case", ["export_into_run_dir", "import_into_cwd", "import_over_source", "export_over_hf"])
-def test_outputs_never_replace_what_the_command_did_not_write(imported, plain_checkpoint, data_bin, tmp_path, case):
+@pytest.mark.parametrize(
+    "case", ["export_into_run_dir", "import_into_cwd", "import_over_source", "export_over_hf"]
+)
+def test_outputs_never_replace_what_the_command_did_not_write(
+    imported, plain_checkpoint, data_bin, tmp_path, case
+):
     import shutil
 
     if case == "export_into_run_dir":  # export run1/checkpoint_last.pt run1
         run = tmp_path / "run1"
         shutil.copytree(plain_checkpoint.parent, run)
-        target, args = run, ["export", str(run / "checkpoint_last.pt"), str(run), "--data", str(data_bin)]
+        target, args = (
+            run,
+            ["export", str(run / "checkpoint_last.pt"), str(run), "--data", str(data_bin)],
+        )
     elif case == "import_into_cwd":  # import HF .
         cwd = tmp_path / "cwd"
         cwd.mkdir()
@@ -277,7 +396,9 @@ def test_outputs_never_replace_what_the_command_did_not_write(imported, plain_ch
         shutil.copytree(imported / "hf", hf)
         target, args = hf, ["export", str(imported / "out" / "model.pt"), str(hf)]
     before = _snapshot(target)
-    proc = run_script("convert_hf.py", args, cwd=str(target if case == "import_into_cwd" else tmp_path))
+    proc = run_script(
+        "convert_hf.py", args, cwd=str(target if case == "import_into_cwd" else tmp_path)
+    )
     assert proc.returncode == 2, proc.stderr
     assert "already holds" in proc.stderr and "never deletes anything else" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -292,7 +413,9 @@ def test_perturb_into_its_input_keeps_the_original(tmp_path):
     before = _snapshot(task_dir)
     proc = run_script("perturb.py", ["glue", "--task", "RTE", str(task_dir), str(task_dir)])
     assert proc.returncode == 2 and "is the input" in proc.stderr
-    proc = run_script("perturb.py", ["glue", "--task", "RTE", str(task_dir), str(tmp_path / "g" / "SST-2")])
+    proc = run_script(
+        "perturb.py", ["glue", "--task", "RTE", str(task_dir), str(tmp_path / "g" / "SST-2")]
+    )
     assert proc.returncode == 2 and "already holds" in proc.stderr
     assert _snapshot(task_dir) == before
 
@@ -345,7 +468,9 @@ def test_a_kill_during_replacement_leaves_one_whole_directory(tmp_path, delay):
     with atomic_dir(out, "a command") as work:
         for i in range(200):
             (work / f"f{i}.txt").write_text("old" * 1000)
-    proc = subprocess.Popen([sys.executable, "-c", _REPLACER, str(out)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _REPLACER, str(out)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(delay)  # somewhere in the writing or the renames
     proc.send_signal(signal.SIGKILL)
@@ -380,20 +505,30 @@ def test_weights_with_more_layers_than_the_config_are_refused(tmp_path):
 
 
 def test_generator_with_other_embedding_values_is_refused_unless_allowed(tmp_path):
+    from hf_fixtures import save_electra_pair
     from safetensors.torch import load_file, save_file
 
-    from hf_fixtures import save_electra_pair
     from truneg_fairseq.convert.hf import ConversionError, import_hf
 
     save_electra_pair(tmp_path / "disc", tmp_path / "gen")
     weights = tmp_path / "gen" / "model.safetensors"
     state = load_file(str(weights))
-    state["electra.embeddings.word_embeddings.weight"] = state["electra.embeddings.word_embeddings.weight"] + 0.01
+    state["electra.embeddings.word_embeddings.weight"] = (
+        state["electra.embeddings.word_embeddings.weight"] + 0.01
+    )
     save_file(state, str(weights))
-    with pytest.raises(ConversionError, match="differ in electra.embeddings.word_embeddings.weight.*not a published pair"):
+    with pytest.raises(
+        ConversionError,
+        match="differ in electra.embeddings.word_embeddings.weight.*not a published pair",
+    ):
         import_hf(tmp_path / "disc", tmp_path / "out", generator_dir=tmp_path / "gen")
     assert not (tmp_path / "out").exists()
-    import_hf(tmp_path / "disc", tmp_path / "out", generator_dir=tmp_path / "gen", allow_unshared_embeddings=True)
+    import_hf(
+        tmp_path / "disc",
+        tmp_path / "out",
+        generator_dir=tmp_path / "gen",
+        allow_unshared_embeddings=True,
+    )
     assert (tmp_path / "out" / "model.pt").is_file()
 
 
@@ -411,24 +546,45 @@ def test_export_of_a_cased_vocabulary_without_tokenizer_config_stays_cased(tmp_p
     import_hf(tmp_path / "hf", tmp_path / "imp")
     assert json.loads((tmp_path / "imp" / "import.json").read_text())["lowercase"] is None
     export_hf(tmp_path / "imp" / "model.pt", tmp_path / "back")
-    assert json.loads((tmp_path / "back" / "tokenizer_config.json").read_text())["do_lower_case"] is False
+    assert (
+        json.loads((tmp_path / "back" / "tokenizer_config.json").read_text())["do_lower_case"]
+        is False
+    )
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "back"))
     assert tok.tokenize("The Paris") == ["The", "Paris"]
 
 
 def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path):
-    from truneg_fairseq.data import corpus
-    from truneg_fairseq.text import TokenizerSpec, TokenizerError, build_tokenizer, check_record, write_record
     from utils import tiny_corpus_lines
+
+    from truneg_fairseq.data import corpus
+    from truneg_fairseq.text import (
+        TokenizerError,
+        TokenizerSpec,
+        build_tokenizer,
+        check_record,
+        write_record,
+    )
 
     text = tmp_path / "text.txt"
     text.write_text("\n".join(tiny_corpus_lines(400)) + "\n")
-    models = [corpus.train_sentencepiece(text, tmp_path / f"run{i}" / "spm", 120, "unigram") for i in (1, 2)]
-    assert Path(models[0]).read_bytes() != Path(models[1]).read_bytes()  # the trainer section differs
-    prints = [build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(m))).fingerprint() for m in models]
+    models = [
+        corpus.train_sentencepiece(text, tmp_path / f"run{i}" / "spm", 120, "unigram")
+        for i in (1, 2)
+    ]
+    assert (
+        Path(models[0]).read_bytes() != Path(models[1]).read_bytes()
+    )  # the trainer section differs
+    prints = [
+        build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(m))).fingerprint()
+        for m in models
+    ]
     assert prints[0] == prints[1]
     other = corpus.train_sentencepiece(text, tmp_path / "run3" / "spm", 140, "unigram")
-    assert build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(other))).fingerprint() != prints[0]
+    assert (
+        build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(other))).fingerprint()
+        != prints[0]
+    )
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in wordpiece_vocab()))
@@ -437,15 +593,26 @@ def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path)
     crlf.write_bytes(vocab.read_bytes().replace(b"\n", b"\r\n"))
     data = tmp_path / "data"
     data.mkdir()
-    write_record(data, build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=True)))
-    check_record(data / "dict.txt", build_tokenizer(TokenizerSpec("wordpiece", vocab=str(crlf), lowercase=True)))
+    write_record(
+        data, build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=True))
+    )
+    check_record(
+        data / "dict.txt",
+        build_tokenizer(TokenizerSpec("wordpiece", vocab=str(crlf), lowercase=True)),
+    )
     with pytest.raises(TokenizerError, match="lowercase"):
-        check_record(data / "dict.txt", build_tokenizer(TokenizerSpec("wordpiece", vocab=str(crlf), lowercase=False)))
+        check_record(
+            data / "dict.txt",
+            build_tokenizer(TokenizerSpec("wordpiece", vocab=str(crlf), lowercase=False)),
+        )
     changed = tmp_path / "changed" / "vocab.txt"
     changed.parent.mkdir()
     changed.write_text("".join(t + "\n" for t in wordpiece_vocab()[:-1]))
     with pytest.raises(TokenizerError, match="is not the file that made"):
-        check_record(data / "dict.txt", build_tokenizer(TokenizerSpec("wordpiece", vocab=str(changed), lowercase=True)))
+        check_record(
+            data / "dict.txt",
+            build_tokenizer(TokenizerSpec("wordpiece", vocab=str(changed), lowercase=True)),
+        )
 
 
 @pytest.mark.parametrize("lowercase,warned", [("no", True), ("yes", False)])
@@ -457,8 +624,21 @@ def test_unknown_token_rate_is_logged_and_a_high_one_is_a_warning(tmp_path, lowe
     vocab.write_text("".join(t + "\n" for t in wordpiece_vocab()))
     text = tmp_path / "text.txt"
     text.write_text("".join(line.capitalize() + "\n" for line in tiny_corpus_lines(300)))
-    proc = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(tmp_path / "work"),
-                                            "--tokenizer", "wordpiece", "--vocab", str(vocab), "--lowercase", lowercase])
+    proc = run_script(
+        "prepare_corpus.py",
+        [
+            "--input",
+            str(text),
+            "--output-dir",
+            str(tmp_path / "work"),
+            "--tokenizer",
+            "wordpiece",
+            "--vocab",
+            str(vocab),
+            "--lowercase",
+            lowercase,
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout + proc.stderr
     assert re.search(r"data-bin/train: \d+ of \d+ tokens \([\d.]+%\) are <unk>", out)
@@ -471,11 +651,15 @@ def test_a_second_prepare_corpus_on_the_same_output_is_refused_and_deletes_nothi
     text = tmp_path / "text.txt"
     text.write_text("\n".join(tiny_corpus_lines(200)) + "\n")
     out = tmp_path / "work"
-    first = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
+    first = run_script(
+        "prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+    )
     assert first.returncode == 0, first.stderr
     before = _snapshot(out)
     (tmp_path / ".work.lock").write_text("1")  # a run in progress (pid 1 is alive)
-    second = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
+    second = run_script(
+        "prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+    )
     assert second.returncode == 2 and "being written by another run (pid 1" in second.stderr
     assert _snapshot(out) == before
 
@@ -496,19 +680,31 @@ def test_a_failed_prepare_corpus_rerun_leaves_the_earlier_outputs_whole(tmp_path
     text = tmp_path / "text.txt"
     text.write_text("\n".join(tiny_corpus_lines(300)) + "\n")
     out = tmp_path / "work"
-    first = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
+    first = run_script(
+        "prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+    )
     assert first.returncode == 0, first.stderr
     before = _snapshot(out)
     other = tmp_path / "other.txt"
     other.write_text("\n".join(tiny_corpus_lines(400))[::-1] + "\n")  # another text: other outputs
-    assert other.stat().st_size < 60_000  # raw/ fits under the limit, a sentencepiece model (~250 kB) does not
-    second = run_script("prepare_corpus.py", ["--input", str(other), "--output-dir", str(out), "--vocab-size", "100"],
-                        preexec_fn=_file_size_limit(100_000))
+    assert (
+        other.stat().st_size < 60_000
+    )  # raw/ fits under the limit, a sentencepiece model (~250 kB) does not
+    second = run_script(
+        "prepare_corpus.py",
+        ["--input", str(other), "--output-dir", str(out), "--vocab-size", "100"],
+        preexec_fn=_file_size_limit(100_000),
+    )
     assert second.returncode == 2
     assert "sentencepiece training could not write its model in " + str(out) + " (" in second.stderr
-    assert "--spm-model" not in second.stderr.split("choose another")[0] and "Traceback" not in second.stderr
+    assert (
+        "--spm-model" not in second.stderr.split("choose another")[0]
+        and "Traceback" not in second.stderr
+    )
     assert _snapshot(out) == before
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".truneg-output.json"]
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [
+        ".truneg-output.json"
+    ]
 
 
 def test_prepare_corpus_never_replaces_entries_it_did_not_write(tmp_path):
@@ -520,18 +716,30 @@ def test_prepare_corpus_never_replaces_entries_it_did_not_write(tmp_path):
     (out / "raw").mkdir(parents=True)
     (out / "raw" / "train.txt").write_text("my own data")  # where an output would go
     (out / "notes.txt").write_text("kept")
-    proc = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
-    assert proc.returncode == 2 and str(out / "raw" / "train.txt") in proc.stderr and "Move" in proc.stderr
+    proc = run_script(
+        "prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+    )
+    assert (
+        proc.returncode == 2
+        and str(out / "raw" / "train.txt") in proc.stderr
+        and "Move" in proc.stderr
+    )
     assert (out / "raw" / "train.txt").read_text() == "my own data"
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "raw"]
     # other files beside the outputs, or inside their directories, are fine, and stay
     (out / "raw" / "train.txt").rename(out / "raw" / "mine.txt")
-    proc = run_script("prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"])
+    proc = run_script(
+        "prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+    )
     assert proc.returncode == 0, proc.stderr
-    assert (out / "raw" / "mine.txt").read_text() == "my own data" and (out / "raw" / "train.txt").is_file()
+    assert (out / "raw" / "mine.txt").read_text() == "my own data" and (
+        out / "raw" / "train.txt"
+    ).is_file()
     assert (out / "notes.txt").read_text() == "kept" and (out / "data-bin" / "dict.txt").is_file()
     record = json.loads((out / "data-bin" / "tokenizer_fingerprint.json").read_text())
-    assert record["files"]["spm_model"]["path"] == str(out / "spm.model")  # the final place, not the staging one
+    assert record["files"]["spm_model"]["path"] == str(
+        out / "spm.model"
+    )  # the final place, not the staging one
 
 
 _ENTRIES = [f"e{i}" for i in range(300)]
@@ -572,7 +780,9 @@ def test_a_kill_during_a_staged_swap_leaves_one_whole_set_after_recovery(tmp_pat
         for n in _ENTRIES:
             (stage / n).write_text("old")
     (out / "mine.txt").write_text("not an output")
-    proc = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(out)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER, str(out)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
@@ -582,11 +792,15 @@ def test_a_kill_during_a_staged_swap_leaves_one_whole_set_after_recovery(tmp_pat
         assert _one_whole_set(out) in ("old", "new")  # recovered before anything is written
         (stage / "e0").write_text("next")
     assert (out / "e0").read_text() == "next" and (out / "mine.txt").read_text() == "not an output"
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".truneg-output.json"]
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [
+        ".truneg-output.json"
+    ]
 
 
-@pytest.mark.parametrize("case", ["pickle_bin", "garbled_safetensors", "truncated_safetensors", "latin1_vocab",
-                                  "shard_outside"])
+@pytest.mark.parametrize(
+    "case",
+    ["pickle_bin", "garbled_safetensors", "truncated_safetensors", "latin1_vocab", "shard_outside"],
+)
 def test_damaged_or_crafted_hf_files_are_one_error_naming_the_file(tmp_path, case):
     import pickle
 
@@ -629,9 +843,13 @@ def test_an_output_that_cannot_be_written_is_one_error(imported, tmp_path):
     assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr
 
 
-@pytest.mark.parametrize("script", ["evaluate_mlm.py", "convert_hf.py", "cline_hits.py", "squad_predict.py"])
+@pytest.mark.parametrize(
+    "script", ["evaluate_mlm.py", "convert_hf.py", "cline_hits.py", "squad_predict.py"]
+)
 @pytest.mark.parametrize("data", ["empty", "missing"])
-def test_a_wrong_data_flag_is_named_not_the_recorded_directory(plain_checkpoint, data_bin, tmp_path, script, data):
+def test_a_wrong_data_flag_is_named_not_the_recorded_directory(
+    plain_checkpoint, data_bin, tmp_path, script, data
+):
     """Every loading path resolves --data the same way: the error names the directory given."""
     given = tmp_path / data
     if data == "empty":
@@ -639,24 +857,49 @@ def test_a_wrong_data_flag_is_named_not_the_recorded_directory(plain_checkpoint,
     ck = str(plain_checkpoint)
     triplets = tmp_path / "t.tsv"
     triplets.write_text("a b c\ta b d\ta b e\n")
-    args = {"evaluate_mlm.py": [ck, "--data", str(given)],
-            "convert_hf.py": ["export", ck, str(tmp_path / "exported"), "--data", str(given)],
-            "cline_hits.py": [ck, "--data", str(given), "--triplets", str(triplets),
-                             "--spm-model", str(data_bin.parent / "spm.model")],
-            "squad_predict.py": ["--checkpoint", ck, "--data", str(given), "--output", str(tmp_path / "p.json")]}[script]
+    args = {
+        "evaluate_mlm.py": [ck, "--data", str(given)],
+        "convert_hf.py": ["export", ck, str(tmp_path / "exported"), "--data", str(given)],
+        "cline_hits.py": [
+            ck,
+            "--data",
+            str(given),
+            "--triplets",
+            str(triplets),
+            "--spm-model",
+            str(data_bin.parent / "spm.model"),
+        ],
+        "squad_predict.py": [
+            "--checkpoint",
+            ck,
+            "--data",
+            str(given),
+            "--output",
+            str(tmp_path / "p.json"),
+        ],
+    }[script]
     proc = run_script(script, args)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    want = f"--data {given}: no such directory" if data == "missing" else f"--data {given} has no dict.txt"
+    want = (
+        f"--data {given}: no such directory"
+        if data == "missing"
+        else f"--data {given} has no dict.txt"
+    )
     assert want in proc.stderr and "Traceback" not in proc.stderr
     assert "recorded" not in proc.stderr and not (tmp_path / "exported").exists()
 
 
 @pytest.mark.parametrize("command", ["import", "export"])
-def test_a_full_disk_during_conversion_is_one_error_and_replaces_nothing(imported, plain_checkpoint, tmp_path, command):
+def test_a_full_disk_during_conversion_is_one_error_and_replaces_nothing(
+    imported, plain_checkpoint, tmp_path, command
+):
     """Weight files that cannot be written (a file-size limit: EFBIG, as ENOSPC on a full disk)."""
     out = tmp_path / "out"
-    args = (["import", str(imported / "hf"), str(out)] if command == "import"
-            else ["export", str(plain_checkpoint), str(out)])
+    args = (
+        ["import", str(imported / "hf"), str(out)]
+        if command == "import"
+        else ["export", str(plain_checkpoint), str(out)]
+    )
     proc = run_script("convert_hf.py", args, preexec_fn=_file_size_limit(20_000))
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"{out}: writing failed" in proc.stderr and "nothing was replaced" in proc.stderr

@@ -13,9 +13,16 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import open_dict
-
-from utils import (REPO, TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, USER_DIR, build_components,
-                   fairseq_train, valid_batch)
+from utils import (
+    REPO,
+    TINY_ELECTRA,
+    TINY_ROBERTA,
+    TINY_TN_ROBERTA,
+    USER_DIR,
+    build_components,
+    fairseq_train,
+    valid_batch,
+)
 
 # fairseq's defaults on the validation command line: a batch is a multiple of 8 sequences
 BATCH = ["--batch-size", "8", "--required-batch-size-multiple", "8"]
@@ -25,19 +32,42 @@ def fairseq_validate(data_bin: Path, checkpoint: Path, args) -> subprocess.Compl
     """The ``fairseq-validate`` command of this environment, with the plugin, on the CPU."""
     script = Path(sys.executable).with_name("fairseq-validate")
     cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "fairseq_cli.validate"]
-    cmd += [str(data_bin), "--user-dir", USER_DIR, "--path", str(checkpoint), "--cpu", "--num-workers", "0",
-            "--log-format", "simple", *BATCH, *args]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    cmd += [
+        str(data_bin),
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        str(checkpoint),
+        "--cpu",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        *BATCH,
+        *args,
+    ]
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(checkpoint.parent))
 
 
 def summary(proc: subprocess.CompletedProcess) -> dict:
     """The metrics of fairseq-validate's summary line for the valid subset."""
-    assert proc.returncode == 0, f"fairseq-validate failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert (
+        proc.returncode == 0
+    ), f"fairseq-validate failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     lines = [l for l in proc.stdout.splitlines() if "valid on 'valid' subset" in l]
     assert len(lines) == 1, proc.stdout[-3000:]
-    return {k: float(v) for k, v in re.findall(r"\| (\w+) ([-\d.e]+)", lines[0].split("valid on 'valid' subset", 1)[1])}
+    return {
+        k: float(v)
+        for k, v in re.findall(
+            r"\| (\w+) ([-\d.e]+)", lines[0].split("valid on 'valid' subset", 1)[1]
+        )
+    }
 
 
 def valid_blocks(data_bin: Path, task: str, extra=()) -> int:
@@ -47,8 +77,19 @@ def valid_blocks(data_bin: Path, task: str, extra=()) -> int:
 
     import truneg_fairseq  # noqa: F401  (registration)
 
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(data_bin), "--task", task, "--tokens-per-sample", "64", "--arch", "roberta_base", *extra])
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        [
+            str(data_bin),
+            "--task",
+            task,
+            "--tokens-per-sample",
+            "64",
+            "--arch",
+            "roberta_base",
+            *extra,
+        ],
+    )
     t = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
     t.load_dataset("valid")
     return len(t.dataset("valid"))
@@ -63,20 +104,36 @@ def train(data_bin, save, args):
 @pytest.fixture(scope="module")
 def roberta_hc(data_bin, synonym_table, tmp_path_factory):
     """fairseq's RoBERTa trained with hard correction (--task masked_lm)."""
-    return train(data_bin, tmp_path_factory.mktemp("val_roberta") / "ckpt",
-                 [*TINY_ROBERTA, "--criterion", "mlm_hard_correction"])
+    return train(
+        data_bin,
+        tmp_path_factory.mktemp("val_roberta") / "ckpt",
+        [*TINY_ROBERTA, "--criterion", "mlm_hard_correction"],
+    )
 
 
 @pytest.fixture(scope="module")
 def electra(data_bin, synonym_table, tmp_path_factory):
     """ELECTRA trained with its own criterion (--task electra)."""
-    return train(data_bin, tmp_path_factory.mktemp("val_electra") / "ckpt",
-                 [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra"])
+    return train(
+        data_bin,
+        tmp_path_factory.mktemp("val_electra") / "ckpt",
+        [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra"],
+    )
 
 
 def test_validate_roberta_hard_correction(data_bin, synonym_table, roberta_hc):
-    proc = fairseq_validate(data_bin, roberta_hc, ["--task", "masked_lm", "--criterion", "mlm_hard_correction",
-                                                   "--synonym-table", str(synonym_table)])
+    proc = fairseq_validate(
+        data_bin,
+        roberta_hc,
+        [
+            "--task",
+            "masked_lm",
+            "--criterion",
+            "mlm_hard_correction",
+            "--synonym-table",
+            str(synonym_table),
+        ],
+    )
     out = summary(proc)
     for key in ("loss", "mlm_loss", "corrected_loss", "pred_corr_ratio", "iter_corr_ratio"):
         assert key in out, key
@@ -90,8 +147,11 @@ def test_validate_roberta_hard_correction(data_bin, synonym_table, roberta_hc):
 
 
 def test_validate_electra(data_bin, synonym_table, electra):
-    proc = fairseq_validate(data_bin, electra, ["--task", "electra", "--criterion", "electra",
-                                                "--synonym-table", str(synonym_table)])
+    proc = fairseq_validate(
+        data_bin,
+        electra,
+        ["--task", "electra", "--criterion", "electra", "--synonym-table", str(synonym_table)],
+    )
     out = summary(proc)
     for key in ("loss", "mlm_loss", "disc_loss", "disc_acc", "pred_corr_ratio", "iter_corr_ratio"):
         assert key in out, key
@@ -100,14 +160,20 @@ def test_validate_electra(data_bin, synonym_table, electra):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("criterion,arch,terms", [
-    ("mlm_soft_reg", TINY_TN_ROBERTA, ("mlm_loss", "sr_loss", "pred_corr_ratio")),
-    ("mlm_sent_kl", TINY_TN_ROBERTA, ("mlm_loss", "kl_loss", "pred_corr_ratio")),
-    ("masked_lm", TINY_ROBERTA, ("loss", "ppl")),  # the baseline: fairseq's own criterion
-], ids=["mlm_soft_reg", "mlm_sent_kl", "masked_lm"])
+@pytest.mark.parametrize(
+    "criterion,arch,terms",
+    [
+        ("mlm_soft_reg", TINY_TN_ROBERTA, ("mlm_loss", "sr_loss", "pred_corr_ratio")),
+        ("mlm_sent_kl", TINY_TN_ROBERTA, ("mlm_loss", "kl_loss", "pred_corr_ratio")),
+        ("masked_lm", TINY_ROBERTA, ("loss", "ppl")),  # the baseline: fairseq's own criterion
+    ],
+    ids=["mlm_soft_reg", "mlm_sent_kl", "masked_lm"],
+)
 def test_validate_other_criterions(data_bin, synonym_table, tmp_path, criterion, arch, terms):
     ckpt = train(data_bin, tmp_path / "ckpt", [*arch, "--criterion", criterion])
-    out = summary(fairseq_validate(data_bin, ckpt, ["--task", "masked_lm", "--criterion", criterion]))
+    out = summary(
+        fairseq_validate(data_bin, ckpt, ["--task", "masked_lm", "--criterion", criterion])
+    )
     for key in terms:
         assert key in out, key
     assert out["bsz"] == valid_blocks(data_bin, "masked_lm")
@@ -137,8 +203,10 @@ def _without_arch(crit, task):
 def test_criterion_without_arch_decides_at_its_first_call(synonym_table):
     """The criterion called through a data-parallel wrapper (torch's DataParallel: ``.module``)
     unwraps it, calls it as it would with the arch known and gives the same loss."""
-    task, model, crit = build_components(synonym_table.parent, ["--criterion", "mlm_hard_correction",
-                                                                "--synonym-table", str(synonym_table)])
+    task, model, crit = build_components(
+        synonym_table.parent,
+        ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)],
+    )
     late = _without_arch(crit, task)
     assert late.fairseq_roberta is None and late.has_discriminator is None
     model.eval()
@@ -152,40 +220,64 @@ def test_criterion_without_arch_decides_at_its_first_call(synonym_table):
 
 def test_criterion_without_arch_refuses_a_model_it_cannot_train(synonym_table):
     """The build-time error, at the first call: soft regularisation needs the plugin's forward."""
-    task, _, crit = build_components(synonym_table.parent, ["--criterion", "mlm_soft_reg",
-                                                            "--synonym-table", str(synonym_table)],
-                                     arch_args=TINY_TN_ROBERTA)
-    _, fairseq_roberta, _ = build_components(synonym_table.parent, ["--criterion", "mlm_hard_correction",
-                                                                    "--synonym-table", str(synonym_table)])
+    task, _, crit = build_components(
+        synonym_table.parent,
+        ["--criterion", "mlm_soft_reg", "--synonym-table", str(synonym_table)],
+        arch_args=TINY_TN_ROBERTA,
+    )
+    _, fairseq_roberta, _ = build_components(
+        synonym_table.parent,
+        ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)],
+    )
     late = _without_arch(crit, task)
-    with pytest.raises(ValueError, match="--criterion mlm_soft_reg needs the model's forward .* "
-                                         "Use --arch truneg_roberta_base"):
+    with pytest.raises(
+        ValueError,
+        match="--criterion mlm_soft_reg needs the model's forward .* "
+        "Use --arch truneg_roberta_base",
+    ):
         late(fairseq_roberta, valid_batch(task))
 
 
 # ---- every sequence batched ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("vec", [False, True], ids=["num_tokens_fn", "num_tokens_vec"])
 def test_batch_by_size_keeps_the_remainder(vec):
-    import truneg_fairseq  # noqa: F401  (the shims)
     from fairseq.data import data_utils
+
+    import truneg_fairseq  # noqa: F401  (the shims)
 
     sizes = np.full(12, 10, dtype=np.int64)
     kw = dict(num_tokens_vec=sizes) if vec else {}
-    fairseq_own = data_utils.batch_by_size.__wrapped__(np.arange(12), lambda i: 10, max_sentences=8,
-                                                       required_batch_size_multiple=8, **kw)
+    fairseq_own = data_utils.batch_by_size.__wrapped__(
+        np.arange(12), lambda i: 10, max_sentences=8, required_batch_size_multiple=8, **kw
+    )
     assert [len(b) for b in fairseq_own] == [8]  # fairseq 0.12 drops the 4 left over
-    batches = data_utils.batch_by_size(np.arange(12), lambda i: 10, max_sentences=8,
-                                       required_batch_size_multiple=8, **kw)
+    batches = data_utils.batch_by_size(
+        np.arange(12), lambda i: 10, max_sentences=8, required_batch_size_multiple=8, **kw
+    )
     assert [len(b) for b in batches] == [8, 4]
     assert np.concatenate(batches).tolist() == list(range(12))
     # fewer sequences than one full batch, a multiple, and a token budget: nothing lost
-    assert [len(b) for b in data_utils.batch_by_size(range(4), lambda i: 10, max_sentences=8,
-                                                     required_batch_size_multiple=8)] == [4]
-    assert [len(b) for b in data_utils.batch_by_size(np.arange(16), lambda i: 10, max_sentences=8,
-                                                     required_batch_size_multiple=8)] == [8, 8]
-    budget = data_utils.batch_by_size(np.arange(21), None, num_tokens_vec=np.arange(21) * 10 + 5, max_tokens=400,
-                                      required_batch_size_multiple=8)
+    assert [
+        len(b)
+        for b in data_utils.batch_by_size(
+            range(4), lambda i: 10, max_sentences=8, required_batch_size_multiple=8
+        )
+    ] == [4]
+    assert [
+        len(b)
+        for b in data_utils.batch_by_size(
+            np.arange(16), lambda i: 10, max_sentences=8, required_batch_size_multiple=8
+        )
+    ] == [8, 8]
+    budget = data_utils.batch_by_size(
+        np.arange(21),
+        None,
+        num_tokens_vec=np.arange(21) * 10 + 5,
+        max_tokens=400,
+        required_batch_size_multiple=8,
+    )
     assert np.concatenate(budget).tolist() == list(range(21))
     assert all(sum(i * 10 + 5 for i in b) <= 400 for b in budget)
 
@@ -198,7 +290,8 @@ def test_task_batch_iterator_scores_every_sequence(data_bin, split):
     task.load_dataset(split)
     ds = task.dataset(split)
     assert len(ds) % 8 != 0
-    itr = task.get_batch_iterator(dataset=ds, max_sentences=8, required_batch_size_multiple=8
-                                  ).next_epoch_itr(shuffle=split == "train")
+    itr = task.get_batch_iterator(
+        dataset=ds, max_sentences=8, required_batch_size_multiple=8
+    ).next_epoch_itr(shuffle=split == "train")
     ids = [i for batch in itr for i in batch["id"].tolist()]
     assert sorted(ids) == list(range(len(ds)))

@@ -18,9 +18,32 @@ REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "truneg_fairseq")
 
 # Sentences rich in WordNet synonym pairs (primary/main/chief, stay/remain, big/large, ...).
-_SUBJ = ["the farmer", "the teacher", "a child", "my friend", "the old man", "the doctor", "her sister", "the pilot"]
-_VERB = ["will stay", "will remain", "wants to stay", "decided to remain", "had to stay", "chose to remain"]
-_PLACE = ["at home", "in the big house", "in the large house", "near the small lake", "by the little lake", "in the town"]
+_SUBJ = [
+    "the farmer",
+    "the teacher",
+    "a child",
+    "my friend",
+    "the old man",
+    "the doctor",
+    "her sister",
+    "the pilot",
+]
+_VERB = [
+    "will stay",
+    "will remain",
+    "wants to stay",
+    "decided to remain",
+    "had to stay",
+    "chose to remain",
+]
+_PLACE = [
+    "at home",
+    "in the big house",
+    "in the large house",
+    "near the small lake",
+    "by the little lake",
+    "in the town",
+]
 _ADJ = ["primary", "main", "chief", "principal", "big", "large", "quick", "fast", "small", "little"]
 _NOUN = ["reason", "problem", "goal", "road", "question", "idea", "answer", "river"]
 
@@ -49,17 +72,34 @@ def make_corpus(workdir: Path, lines: Sequence[str] = None, vocab_size: int = 20
 
     workdir = Path(workdir)
     lines = list(lines) if lines is not None else tiny_corpus_lines()
-    train, valid, _, _ = corpus.write_split_corpus(lines, workdir / "raw", valid_fraction=0.1, seed=1)
-    model = corpus.train_sentencepiece(train, workdir / "spm", vocab_size=vocab_size, model_type="bpe")
+    train, valid, _, _ = corpus.write_split_corpus(
+        lines, workdir / "raw", valid_fraction=0.1, seed=1
+    )
+    model = corpus.train_sentencepiece(
+        train, workdir / "spm", vocab_size=vocab_size, model_type="bpe"
+    )
     for split, path in (("train", train), ("valid", valid)):
         corpus.encode_file(model, path, workdir / "tok" / f"{split}.txt")
-    return corpus.binarize(workdir / "tok" / "train.txt", workdir / "tok" / "valid.txt", workdir / "data-bin")
+    return corpus.binarize(
+        workdir / "tok" / "train.txt", workdir / "tok" / "valid.txt", workdir / "data-bin"
+    )
 
 
 TINY_ROBERTA = [
-    "--arch", "roberta_base", "--encoder-layers", "2", "--encoder-embed-dim", "32",
-    "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "64",
-    "--tokens-per-sample", "64",
+    "--arch",
+    "roberta_base",
+    "--encoder-layers",
+    "2",
+    "--encoder-embed-dim",
+    "32",
+    "--encoder-ffn-embed-dim",
+    "64",
+    "--encoder-attention-heads",
+    "2",
+    "--max-positions",
+    "64",
+    "--tokens-per-sample",
+    "64",
 ]
 # the same model as the plugin's RoBERTa, whose forward serves every masked-LM objective
 TINY_TN_ROBERTA = ["--arch", "truneg_roberta_base", *TINY_ROBERTA[2:]]
@@ -70,7 +110,13 @@ def arch_for(criterion: str) -> List[str]:
     return TINY_ROBERTA if criterion in ("masked_lm", "mlm_hard_correction") else TINY_TN_ROBERTA
 
 
-def build_components(data_bin: Path, criterion_args: Sequence[str], arch_args: Sequence[str] = TINY_ROBERTA, seed: int = 3, task: str = "masked_lm"):
+def build_components(
+    data_bin: Path,
+    criterion_args: Sequence[str],
+    arch_args: Sequence[str] = TINY_ROBERTA,
+    seed: int = 3,
+    task: str = "masked_lm",
+):
     """Build (task, model, criterion) in-process, as fairseq-train would."""
     import torch
     from fairseq import options, tasks, utils
@@ -80,7 +126,8 @@ def build_components(data_bin: Path, criterion_args: Sequence[str], arch_args: S
 
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(
-        parser, [str(data_bin), "--task", task, "--cpu", "--seed", str(seed), *arch_args, *criterion_args]
+        parser,
+        [str(data_bin), "--task", task, "--cpu", "--seed", str(seed), *arch_args, *criterion_args],
     )
     cfg = convert_namespace_to_omegaconf(args)
     utils.set_torch_seed(seed)
@@ -99,13 +146,36 @@ def valid_batch(task, n: int = 8):
 
 def _train_argv(data_bin: Path, save_dir: Path, args: Sequence[str]) -> List[str]:
     return [
-        str(data_bin), "--user-dir", USER_DIR, "--task", "masked_lm", "--cpu", "--num-workers", "0",
-        "--save-dir", str(save_dir), "--optimizer", "adam", "--lr", "5e-4", "--batch-size", "8",
-        "--log-format", "simple", "--log-interval", "1", "--seed", "1", "--no-epoch-checkpoints", *args,
+        str(data_bin),
+        "--user-dir",
+        USER_DIR,
+        "--task",
+        "masked_lm",
+        "--cpu",
+        "--num-workers",
+        "0",
+        "--save-dir",
+        str(save_dir),
+        "--optimizer",
+        "adam",
+        "--lr",
+        "5e-4",
+        "--batch-size",
+        "8",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "1",
+        "--seed",
+        "1",
+        "--no-epoch-checkpoints",
+        *args,
     ]
 
 
-def fairseq_train(data_bin: Path, save_dir: Path, args: Sequence[str], check: bool = True, cli: bool = False) -> subprocess.CompletedProcess:
+def fairseq_train(
+    data_bin: Path, save_dir: Path, args: Sequence[str], check: bool = True, cli: bool = False
+) -> subprocess.CompletedProcess:
     """Run fairseq-train with the plugin: fairseq's own training entry point (parse, convert,
     ``fairseq_cli.train.main``) in this process, or with ``cli=True`` the ``fairseq-train``
     command in a subprocess, for tests about the command itself (its exit, its stderr, signals).
@@ -115,11 +185,15 @@ def fairseq_train(data_bin: Path, save_dir: Path, args: Sequence[str], check: bo
     if cli:
         cmd = [sys.executable, "-m", "fairseq_cli.train", *argv]
         env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(save_dir.parent))
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, cwd=str(save_dir.parent)
+        )
     else:
         proc = train_in_process(argv, cwd=save_dir.parent)
     if check and proc.returncode != 0:
-        raise AssertionError(f"fairseq-train failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+        raise AssertionError(
+            f"fairseq-train failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        )
     return proc
 
 
@@ -128,13 +202,18 @@ class _Exit:
 
 
 def _loggers() -> List[logging.Logger]:
-    return [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
-                                    if isinstance(lg, logging.Logger)]
+    return [logging.getLogger()] + [
+        lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)
+    ]
 
 
 @contextlib.contextmanager
-def as_a_process(argv: Sequence[str], cwd: Optional[Path] = None, log_level: int = logging.WARNING,
-                 log_format: Optional[str] = None):
+def as_a_process(
+    argv: Sequence[str],
+    cwd: Optional[Path] = None,
+    log_level: int = logging.WARNING,
+    log_format: Optional[str] = None,
+):
     """Run a command's ``main`` in this process the way a new interpreter would run it: in
     ``cwd``, with ``sys.argv`` = ``argv``, one torch thread (``OMP_NUM_THREADS=1``), nothing in the
     root logger but a handler to the command's stdout (``log_format``; none: the logging
@@ -161,9 +240,15 @@ def as_a_process(argv: Sequence[str], cwd: Optional[Path] = None, log_level: int
         os.makedirs(cwd, exist_ok=True)
         os.chdir(cwd)
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             warnings.simplefilter("default")
-            warnings.showwarning = lambda m, c, f, n, file=None, line=None: err.write(warnings.formatwarning(m, c, f, n, line))
+            warnings.showwarning = lambda m, c, f, n, file=None, line=None: err.write(
+                warnings.formatwarning(m, c, f, n, line)
+            )
             try:
                 yield out, err, status
             except SystemExit as e:
@@ -205,15 +290,23 @@ def train_in_process(argv: Sequence[str], cwd: Path) -> subprocess.CompletedProc
 
     from truneg_fairseq.compat import _stop_prefetch_threads
 
-    for fn, attrs in ((checkpoint_utils.save_checkpoint, ("best",)),
-                      (fairseq_train_cli.should_stop_early, ("best", "num_runs"))):
+    for fn, attrs in (
+        (checkpoint_utils.save_checkpoint, ("best",)),
+        (fairseq_train_cli.should_stop_early, ("best", "num_runs")),
+    ):
         for attr in attrs:
             if hasattr(fn, attr):
                 delattr(fn, attr)
     try:
-        with as_a_process(["fairseq-train", *argv], cwd, logging.INFO, FAIRSEQ_LOG_FORMAT) as (out, err, status):
+        with as_a_process(["fairseq-train", *argv], cwd, logging.INFO, FAIRSEQ_LOG_FORMAT) as (
+            out,
+            err,
+            status,
+        ):
             args = options.parse_args_and_arch(options.get_training_parser(), input_args=list(argv))
-            cfg = dataclass_utils.convert_namespace_to_omegaconf(args)  # the plugin's (quiet) conversion
+            cfg = dataclass_utils.convert_namespace_to_omegaconf(
+                args
+            )  # the plugin's (quiet) conversion
             distributed_utils.call_main(cfg, fairseq_train_cli.main)
     finally:
         # what the end of the process does: fairseq's tensorboard writers (one per split name for
@@ -221,10 +314,14 @@ def train_in_process(argv: Sequence[str], cwd: Path) -> subprocess.CompletedProc
         progress_bar._close_writers()
         progress_bar._tensorboard_writers.clear()
         _stop_prefetch_threads()
-    return subprocess.CompletedProcess(["fairseq-train", *argv], status.code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(
+        ["fairseq-train", *argv], status.code, out.getvalue(), err.getvalue()
+    )
 
 
-def run_script(name: str, args: Sequence[str], cli: bool = False, **kw) -> subprocess.CompletedProcess:
+def run_script(
+    name: str, args: Sequence[str], cli: bool = False, **kw
+) -> subprocess.CompletedProcess:
     """``python scripts/NAME ARGS``: the script's ``main(ARGS)`` in this process (see
     :func:`as_a_process`; ``cwd=`` is honoured), or a real subprocess with ``cli=True`` or any
     other ``subprocess.run`` keyword (``env``, ``preexec_fn``): a test about the process itself
@@ -232,18 +329,40 @@ def run_script(name: str, args: Sequence[str], cli: bool = False, **kw) -> subpr
     path = REPO / "scripts" / name
     if cli or set(kw) - {"cwd"}:
         env = dict(os.environ, **kw.pop("env", {}))
-        return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, env=env, **kw)
+        return subprocess.run(
+            [sys.executable, str(path), *args], capture_output=True, text=True, env=env, **kw
+        )
     cwd = kw.get("cwd")
     with as_a_process([str(path), *args], Path(cwd) if cwd else None) as (out, err, status):
         status.code = runpy.run_path(str(path), run_name="__script__")["main"](list(args)) or 0
-    return subprocess.CompletedProcess([str(path), *args], status.code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(
+        [str(path), *args], status.code, out.getvalue(), err.getvalue()
+    )
 
 
 TINY_ELECTRA_MODEL = [
-    "--arch", "electra_small", "--electra-embed-dim", "16", "--electra-hidden-dim", "32",
-    "--electra-layers", "2", "--electra-heads", "2", "--electra-ffn-dim", "64",
-    "--electra-gen-hidden-dim", "16", "--electra-gen-layers", "2", "--electra-gen-heads", "1",
-    "--electra-gen-ffn-dim", "32", "--electra-max-positions", "64",
+    "--arch",
+    "electra_small",
+    "--electra-embed-dim",
+    "16",
+    "--electra-hidden-dim",
+    "32",
+    "--electra-layers",
+    "2",
+    "--electra-heads",
+    "2",
+    "--electra-ffn-dim",
+    "64",
+    "--electra-gen-hidden-dim",
+    "16",
+    "--electra-gen-layers",
+    "2",
+    "--electra-gen-heads",
+    "1",
+    "--electra-gen-ffn-dim",
+    "32",
+    "--electra-max-positions",
+    "64",
 ]
 TINY_ELECTRA = [*TINY_ELECTRA_MODEL, "--tokens-per-sample", "64"]
 
@@ -261,29 +380,59 @@ def make_classification_data(corpus_dir: Path, out_dir: Path) -> Path:
         corpus.atomic_write_lines(raw / f"{split}.txt", lines[sl])
         corpus.atomic_write_lines(raw / f"{split}.label", labels[sl])
         corpus.encode_file(corpus_dir / "spm.model", raw / f"{split}.txt", raw / f"{split}.tok")
-    corpus.binarize(raw / "train.tok", raw / "valid.tok", out_dir / "input0", srcdict=corpus_dir / "data-bin" / "dict.txt")
+    corpus.binarize(
+        raw / "train.tok",
+        raw / "valid.tok",
+        out_dir / "input0",
+        srcdict=corpus_dir / "data-bin" / "dict.txt",
+    )
     corpus.binarize(raw / "train.label", raw / "valid.label", out_dir / "label")
     return out_dir
 
 
-def hydra_train(config_dir: Path, config_name: str, overrides: Sequence[str], run_dir: Path) -> subprocess.CompletedProcess:
+def hydra_train(
+    config_dir: Path, config_name: str, overrides: Sequence[str], run_dir: Path
+) -> subprocess.CompletedProcess:
     """Run fairseq-hydra-train with a recipe config, on the CPU, with the plugin."""
     cmd = [
-        sys.executable, "-m", "fairseq_cli.hydra_train", "--config-dir", str(config_dir), "--config-name", config_name,
-        f"common.user_dir={USER_DIR}", "common.fp16=false", "common.cpu=true", "dataset.num_workers=0",
-        "common.log_interval=1", "lr_scheduler.warmup_updates=1", f"hydra.run.dir={run_dir}", *overrides,
+        sys.executable,
+        "-m",
+        "fairseq_cli.hydra_train",
+        "--config-dir",
+        str(config_dir),
+        "--config-name",
+        config_name,
+        f"common.user_dir={USER_DIR}",
+        "common.fp16=false",
+        "common.cpu=true",
+        "dataset.num_workers=0",
+        "common.log_interval=1",
+        "lr_scheduler.warmup_updates=1",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1")
+    )
 
 
 def run_recipe(script: str, args: Sequence[str], cwd: Path, **env) -> subprocess.CompletedProcess:
     """Run a shell recipe from examples/ with the virtualenv's fairseq-train on PATH, in fp32."""
     path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     full_env = dict(os.environ, PATH=path, FP16="", NUM_WORKERS="0", OMP_NUM_THREADS="1", **env)
-    return subprocess.run(["bash", str(REPO / "examples" / script), *args], capture_output=True, text=True, env=full_env, cwd=str(cwd))
+    return subprocess.run(
+        ["bash", str(REPO / "examples" / script), *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=str(cwd),
+    )
 
 
-def write_toy_gpt2_bpe(out_dir: Path, merges=(("\u0120", "t"), ("\u0120t", "h"), ("\u0120th", "e"), ("t", "h"), ("th", "e"))):
+def write_toy_gpt2_bpe(
+    out_dir: Path,
+    merges=(("\u0120", "t"), ("\u0120t", "h"), ("\u0120th", "e"), ("t", "h"), ("th", "e")),
+):
     """A tiny byte-level GPT-2 BPE (encoder.json + vocab.bpe in the real formats) and a fairseq
     dict.txt over its ids, for tests of the GPT-2 code paths."""
     import json as _json
@@ -295,7 +444,9 @@ def write_toy_gpt2_bpe(out_dir: Path, merges=(("\u0120", "t"), ("\u0120t", "h"),
     vocab = list(bytes_to_unicode().values()) + ["".join(m) for m in merges]
     encoder = {tok: i for i, tok in enumerate(vocab)}
     (out_dir / "encoder.json").write_text(_json.dumps(encoder))
-    (out_dir / "vocab.bpe").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
+    (out_dir / "vocab.bpe").write_text(
+        "#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n"
+    )
     (out_dir / "dict.txt").write_text("".join(f"{i} 1\n" for i in range(len(vocab))))
     return out_dir
 
@@ -333,4 +484,4 @@ def squad_span_text(example, words, feature, start: int, end: int) -> str:
     word offsets ``words``): what a decoded span answers."""
     w0 = feature.token_word[start - feature.ctx_offset]
     w1 = feature.token_word[end - feature.ctx_offset]
-    return example.context[words[w0][0]: words[w1][1]]
+    return example.context[words[w0][0] : words[w1][1]]

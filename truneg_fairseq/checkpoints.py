@@ -12,8 +12,14 @@ _SHAPE = re.compile(
     r"the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"
 )
 _EMBEDDINGS = ("embed_tokens.weight", "embeddings.token.weight", "lm_head.weight", "lm_head.bias")
-_CORRUPT = ("PytorchStreamReader failed", "failed finding central directory", "Ran out of input",
-            "invalid load key", "unexpected EOF", "file might be corrupted")
+_CORRUPT = (
+    "PytorchStreamReader failed",
+    "failed finding central directory",
+    "Ran out of input",
+    "invalid load key",
+    "unexpected EOF",
+    "file might be corrupted",
+)
 
 
 def describe_load_error(path, exc: BaseException, data: Optional[str] = None) -> Optional[str]:
@@ -24,22 +30,31 @@ def describe_load_error(path, exc: BaseException, data: Optional[str] = None) ->
     if isinstance(exc, UnsafeCheckpointError):
         return str(exc)  # names the file and the field already
     text = str(exc)
-    unreadable = isinstance(exc, (EOFError, zipfile.BadZipFile, pickle.UnpicklingError)) and "GLOBAL" not in text
+    unreadable = (
+        isinstance(exc, (EOFError, zipfile.BadZipFile, pickle.UnpicklingError))
+        and "GLOBAL" not in text
+    )
     if unreadable or any(s in text for s in _CORRUPT):
         first = text.strip().splitlines()[0].split(". ")[0] if text.strip() else type(exc).__name__
-        return (f"{path} is not a readable checkpoint: truncated or corrupt ({first}). Use another "
-                "one (checkpoint_best.pt, an earlier checkpoint_N_M.pt) or copy it again")
+        return (
+            f"{path} is not a readable checkpoint: truncated or corrupt ({first}). Use another "
+            "one (checkpoint_best.pt, an earlier checkpoint_N_M.pt) or copy it again"
+        )
     mismatches = _SHAPE.findall(text)
     for name, ckpt_shape, model_shape in mismatches:
         if name.endswith(_EMBEDDINGS):
             n_ckpt, n_here = ckpt_shape.split(",")[0], model_shape.split(",")[0]
             where = f"{data}/dict.txt" if data else "the dictionary given here"
-            return (f"{path} was trained with another dictionary: its vocabulary has {n_ckpt} entries, "
-                    f"{where} gives {n_here}. Evaluate it on the data-bin it was trained on (the same dict.txt)")
+            return (
+                f"{path} was trained with another dictionary: its vocabulary has {n_ckpt} entries, "
+                f"{where} gives {n_here}. Evaluate it on the data-bin it was trained on (the same dict.txt)"
+            )
     if mismatches:
         name, a, b = mismatches[0]
-        return (f"{path} does not fit the model built here ({name}: [{a}] in the checkpoint, [{b}] here; "
-                f"{len(mismatches)} parameters differ): the architecture flags differ from the training run")
+        return (
+            f"{path} does not fit the model built here ({name}: [{a}] in the checkpoint, [{b}] here; "
+            f"{len(mismatches)} parameters differ): the architecture flags differ from the training run"
+        )
     return None
 
 
@@ -47,8 +62,13 @@ class CheckpointError(RuntimeError):
     """A checkpoint or its data directory cannot be used: the message names the file and the fix."""
 
 
-def data_dir_for(checkpoint, recorded: Optional[str], data: Optional[str] = None, flag: str = "--data",
-                 needs: str = "dict.txt") -> str:
+def data_dir_for(
+    checkpoint,
+    recorded: Optional[str],
+    data: Optional[str] = None,
+    flag: str = "--data",
+    needs: str = "dict.txt",
+) -> str:
     """The data directory to load ``checkpoint`` with: ``data`` when given (it must hold
     ``needs``: the error names ``flag`` and that directory), else the one ``recorded`` in the
     checkpoint, else the checkpoint's own directory (an import keeps dict.txt beside model.pt)."""
@@ -56,18 +76,24 @@ def data_dir_for(checkpoint, recorded: Optional[str], data: Optional[str] = None
 
     if data:
         if not os.path.isdir(data):
-            raise CheckpointError(f"{flag} {data}: no such directory; give the data directory {checkpoint} was "
-                                  f"trained on (the one holding {needs})")
+            raise CheckpointError(
+                f"{flag} {data}: no such directory; give the data directory {checkpoint} was "
+                f"trained on (the one holding {needs})"
+            )
         if not os.path.isfile(os.path.join(data, needs)):
-            raise CheckpointError(f"{flag} {data} has no {needs}; give the data directory {checkpoint} was trained "
-                                  f"on (the one holding {needs})")
+            raise CheckpointError(
+                f"{flag} {data} has no {needs}; give the data directory {checkpoint} was trained "
+                f"on (the one holding {needs})"
+            )
         return data
     first = str(recorded).split(os.pathsep)[0] if recorded else None
     for cand in (first, os.path.dirname(os.path.abspath(str(checkpoint)))):
         if cand and os.path.isfile(os.path.join(cand, needs)):
             return cand
-    raise CheckpointError(f"no {needs} for {checkpoint}: the directory recorded in it ({recorded}) is gone or moved; "
-                          f"pass the data directory (the one holding {needs}) with {flag}")
+    raise CheckpointError(
+        f"no {needs} for {checkpoint}: the directory recorded in it ({recorded}) is gone or moved; "
+        f"pass the data directory (the one holding {needs}) with {flag}"
+    )
 
 
 def discriminator_only(cfg) -> bool:
@@ -89,8 +115,13 @@ def build_model(cfg, task):
     return task.build_model(cfg.model)
 
 
-def load_for_inference(checkpoint, data: Optional[str] = None, overrides: Optional[dict] = None,
-                       flag: str = "--data", needs: str = "dict.txt"):
+def load_for_inference(
+    checkpoint,
+    data: Optional[str] = None,
+    overrides: Optional[dict] = None,
+    flag: str = "--data",
+    needs: str = "dict.txt",
+):
     """(models, cfg, task) of a fairseq checkpoint, the plugin's one loading path for inference
     (scripts, evaluation, HuggingFace export), so that every reader gets the same checks and the
     same errors: the checkpoint must be of a family the plugin trains and converts (RoBERTa, BERT,
@@ -122,11 +153,15 @@ def load_for_inference(checkpoint, data: Optional[str] = None, overrides: Option
         raise CheckpointError(msg) from None
     cfg = state.get("cfg")
     if cfg is None or getattr(cfg, "task", None) is None:
-        raise CheckpointError(f"{checkpoint} has no fairseq config (cfg): not a fairseq checkpoint of this kind")
+        raise CheckpointError(
+            f"{checkpoint} has no fairseq config (cfg): not a fairseq checkpoint of this kind"
+        )
     data = data_dir_for(checkpoint, cfg.task.get("data", None), data, flag, needs)
     from fairseq.dataclass.utils import overwrite_args_by_name
 
-    overwrite_args_by_name(cfg, {"data": data, **(overrides or {})})  # as fairseq's loader applies arg_overrides
+    overwrite_args_by_name(
+        cfg, {"data": data, **(overrides or {})}
+    )  # as fairseq's loader applies arg_overrides
     try:
         if discriminator_only(cfg):
             from fairseq import tasks
@@ -136,7 +171,9 @@ def load_for_inference(checkpoint, data: Optional[str] = None, overrides: Option
             model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
             models = [model]
         else:
-            models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], state=state)
+            models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+                [str(checkpoint)], state=state
+            )
     except Exception as e:
         msg = describe_load_error(checkpoint, e, data)
         if msg is None:

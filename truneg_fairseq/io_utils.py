@@ -79,13 +79,21 @@ def _describe(root: Path, names) -> dict:
     files = {}
     for rel in names:
         size = (root / rel).stat().st_size
-        files[rel] = {"size": size, **({"sha256": _sha256(root / rel)} if size <= HASHED_UP_TO else {})}
+        files[rel] = {
+            "size": size,
+            **({"sha256": _sha256(root / rel)} if size <= HASHED_UP_TO else {}),
+        }
     return files
 
 
 def _bad_name(rel) -> bool:
     parts = rel.split("/") if isinstance(rel, str) else None
-    return not parts or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or rel == MARKER
+    return (
+        not parts
+        or rel.startswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+        or rel == MARKER
+    )
 
 
 def _marker_shape_error(data) -> str:
@@ -103,8 +111,11 @@ def _marker_shape_error(data) -> str:
         if not isinstance(entry, dict) or type(entry.get("size")) is not int or entry["size"] < 0:
             return f'the entry of {rel} has no "size"'
         digest = entry.get("sha256")
-        if digest is not None and not (isinstance(digest, str) and len(digest) == 64
-                                       and all(c in "0123456789abcdef" for c in digest)):
+        if digest is not None and not (
+            isinstance(digest, str)
+            and len(digest) == 64
+            and all(c in "0123456789abcdef" for c in digest)
+        ):
             return f"the sha256 of {rel} is not a sha256"
     return ""
 
@@ -147,17 +158,21 @@ def _owned_files(out: Path, owner: str) -> dict:
         raise OutputDirError(f"{out}: its {MARKER} is not readable JSON ({e}); {advice}") from None
     why = _marker_shape_error(data)
     if why:
-        raise OutputDirError(f"{out}: its {MARKER} is not a marker of this project ({why}); {advice}")
+        raise OutputDirError(
+            f"{out}: its {MARKER} is not a marker of this project ({why}); {advice}"
+        )
     if data["command"] != owner:
         raise OutputDirError(
             f"{out} already holds the output of `{data['command']}`; {owner} writes only into a new (or empty) "
-            "directory or into its own earlier output, and never deletes anything else. Give a new output directory")
+            "directory or into its own earlier output, and never deletes anything else. Give a new output directory"
+        )
     for rel, entry in sorted(data["files"].items()):
         why = _mismatch(out, rel, entry)
         if why:
             raise OutputDirError(
                 f"{out}: its {MARKER} says {owner} wrote {rel}, but {why}: the marker was copied or the files "
-                f"changed since; {advice}")
+                f"changed since; {advice}"
+            )
     return data["files"]
 
 
@@ -182,17 +197,27 @@ def _plan(out: Path, owner: str, old: dict, new_names, inputs) -> list:
             if _inside(target, p):
                 raise OutputDirError(
                     f"{flag} {p} would be overwritten by this run's {target}: copy it out of {out} and give "
-                    "the copy, or choose another output directory")
+                    "the copy, or choose another output directory"
+                )
         if rel in old:
             continue
         path = out
         for part in rel.split("/"):
             path = path / part
-            if path.is_symlink() or (path.exists() and not path.is_dir()) or (path == out / rel and path.exists()):
+            if (
+                path.is_symlink()
+                or (path.exists() and not path.is_dir())
+                or (path == out / rel and path.exists())
+            ):
                 raise OutputDirError(
                     f"{path} was not written by {owner}, and this run would write {out / rel}; {owner} never "
-                    f"replaces what it did not write. Move {path} away, or choose another output directory")
-    return [rel for rel in old if rel not in new_names and not any(_inside(real_out / rel, p) for _, p in ins)]
+                    f"replaces what it did not write. Move {path} away, or choose another output directory"
+                )
+    return [
+        rel
+        for rel in old
+        if rel not in new_names and not any(_inside(real_out / rel, p) for _, p in ins)
+    ]
 
 
 def _move(src: Path, dst: Path) -> None:
@@ -250,11 +275,15 @@ def _recover_swap(out: Path, stage: Path, aside: Path, log) -> None:
     """Put right what a swap (:func:`_swap`) killed part way left: see there."""
     staged = stage / MARKER
     if aside.is_dir() and staged.is_file():
-        log(f"restoring the previous outputs of {out} from {aside}: a run was killed while replacing them")
+        log(
+            f"restoring the previous outputs of {out} from {aside}: a run was killed while replacing them"
+        )
         new_names = json.loads(staged.read_text(encoding="utf-8"))["files"]
         if (aside / _ASIDE_DONE).exists():  # every old file is aside: the new ones moved in go back
             for rel in new_names:
-                if not (stage / rel).exists() and ((out / rel).exists() or (out / rel).is_symlink()):
+                if not (stage / rel).exists() and (
+                    (out / rel).exists() or (out / rel).is_symlink()
+                ):
                     _move(out / rel, stage / rel)
         for rel in _files_under(aside) + ([MARKER] if (aside / MARKER).exists() else []):
             if rel != _ASIDE_DONE:
@@ -271,9 +300,15 @@ def _recover_swap(out: Path, stage: Path, aside: Path, log) -> None:
 def _recover_all(out: Path, stage_dir: Path, prefix: str, log) -> None:
     """Every staging (``PREFIX.new-PID``) and set-aside (``PREFIX.old-PID``) directory of killed
     runs in ``stage_dir``, put right pair by pair."""
-    pids = {p.name[len(prefix) + 5:] for kind in ("new", "old") for p in stage_dir.glob(f"{prefix}.{kind}-*")}
+    pids = {
+        p.name[len(prefix) + 5 :]
+        for kind in ("new", "old")
+        for p in stage_dir.glob(f"{prefix}.{kind}-*")
+    }
     for pid in sorted(pids):
-        _recover_swap(out, stage_dir / f"{prefix}.new-{pid}", stage_dir / f"{prefix}.old-{pid}", log)
+        _recover_swap(
+            out, stage_dir / f"{prefix}.new-{pid}", stage_dir / f"{prefix}.old-{pid}", log
+        )
     if out.is_dir():
         for tmp in out.glob(f".{MARKER}.*.tmp"):  # a marker being written when the run was killed
             tmp.unlink(missing_ok=True)
@@ -344,23 +379,34 @@ def _write_errors(path: Path):
         yield
     except OSError as e:
         if e.errno in WRITE_ERRNOS:
-            raise OutputDirError(f"{path}: writing failed ({e.strerror}): free space or choose another "
-                                 "directory; nothing was replaced") from None
+            raise OutputDirError(
+                f"{path}: writing failed ({e.strerror}): free space or choose another "
+                "directory; nothing was replaced"
+            ) from None
         raise
     except Exception as e:  # torch.save and safetensors report a full disk in their own errors
         if _write_failure(e):
-            raise OutputDirError(f"{path}: writing failed (disk full or a file-size limit): "
-                                 "free space or choose another directory; nothing was replaced") from None
+            raise OutputDirError(
+                f"{path}: writing failed (disk full or a file-size limit): "
+                "free space or choose another directory; nothing was replaced"
+            ) from None
         raise
-_WRITE_FAILURE_TEXTS = ("inline_container", "No space left", "File too large", "Disk quota", "os error 28",
-                        "os error 27", "os error 122")
+
+
+_WRITE_FAILURE_TEXTS = (
+    "inline_container",
+    "No space left",
+    "File too large",
+    "Disk quota",
+    "os error 28",
+    "os error 27",
+    "os error 122",
+)
 
 
 def _write_failure(e: BaseException) -> bool:
     """A writer's own error (torch's zip writer, safetensors) that is a full disk underneath."""
     return any(t in str(e) for t in _WRITE_FAILURE_TEXTS)
-
-
 
 
 @contextlib.contextmanager
@@ -388,7 +434,9 @@ def atomic_dir(path: os.PathLike, owner: str, log=None, inputs=None):
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = _lock(path, log)
     except OSError as e:
-        raise OutputDirError(f"{path}: cannot write there ({e.strerror or e}); choose a writable directory") from None
+        raise OutputDirError(
+            f"{path}: cannot write there ({e.strerror or e}); choose a writable directory"
+        ) from None
     prefix = f".{path.name}"
     stage = path.parent / f"{prefix}.new-{os.getpid()}"
     try:
@@ -396,19 +444,24 @@ def atomic_dir(path: os.PathLike, owner: str, log=None, inputs=None):
         old = {}
         if path.exists() or path.is_symlink():
             if path.is_symlink() or not path.is_dir():
-                raise OutputDirError(f"{path} is a file, not a directory: choose a new output directory")
+                raise OutputDirError(
+                    f"{path} is a file, not a directory: choose a new output directory"
+                )
             old = _owned_files(path, owner)
             if not old and not (path / MARKER).exists() and any(path.iterdir()):
                 raise OutputDirError(
                     f"{path} already holds files this command did not write; {owner} writes only into a new (or "
                     "empty) directory or into its own earlier output, and never deletes anything else. Give a new "
-                    "output directory")
+                    "output directory"
+                )
         try:
             if stage.exists():
                 shutil.rmtree(stage)
             stage.mkdir()
         except OSError as e:
-            raise OutputDirError(f"{path}: cannot write there ({e.strerror or e}); choose a writable directory") from None
+            raise OutputDirError(
+                f"{path}: cannot write there ({e.strerror or e}); choose a writable directory"
+            ) from None
         with _write_errors(path):
             yield stage
             names = _finish_stage(stage, owner)
@@ -417,7 +470,13 @@ def atomic_dir(path: os.PathLike, owner: str, log=None, inputs=None):
             os.replace(stage, path)
         else:
             gone = _plan(path, owner, old, names, inputs)
-            _swap(path, stage, path.parent / f"{prefix}.old-{os.getpid()}", [r for r in old if r in set(names)] + gone, log)
+            _swap(
+                path,
+                stage,
+                path.parent / f"{prefix}.old-{os.getpid()}",
+                [r for r in old if r in set(names)] + gone,
+                log,
+            )
     finally:
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)
@@ -455,16 +514,26 @@ def staged_entries(out_dir: os.PathLike, owner: str, names, log=None, inputs=Non
             shutil.rmtree(stage)
         stage.mkdir()
     except OSError as e:
-        raise OutputDirError(f"{out}: cannot write there ({e.strerror or e}); choose a writable directory") from None
+        raise OutputDirError(
+            f"{out}: cannot write there ({e.strerror or e}); choose a writable directory"
+        ) from None
     try:
         with _write_errors(out):
             yield stage
             unexpected = sorted(p.name for p in stage.iterdir() if p.name not in names)
             if unexpected:
-                raise ValueError(f"{owner} staged {unexpected}, not among its outputs {list(names)}")
+                raise ValueError(
+                    f"{owner} staged {unexpected}, not among its outputs {list(names)}"
+                )
             new = _finish_stage(stage, owner)
         gone = _plan(out, owner, old, new, inputs)
-        _swap(out, stage, out / f"{prefix}.old-{os.getpid()}", [r for r in old if r in set(new)] + gone, log)
+        _swap(
+            out,
+            stage,
+            out / f"{prefix}.old-{os.getpid()}",
+            [r for r in old if r in set(new)] + gone,
+            log,
+        )
     finally:
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)

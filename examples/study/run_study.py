@@ -48,57 +48,182 @@ ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_
 # The study's models, in one place per scale: (RoBERTa flags, ELECTRA flags).
 STUDY_ARCHS = {
     "tiny": (
-        ["--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "2", "--encoder-embed-dim", "32",
-         "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "128"],
-        ["--arch", "electra_small", "--electra-embed-dim", "32", "--electra-hidden-dim", "32", "--electra-layers", "2",
-         "--electra-heads", "2", "--electra-ffn-dim", "64", "--electra-gen-hidden-dim", "16", "--electra-gen-layers", "2",
-         "--electra-gen-heads", "1", "--electra-gen-ffn-dim", "32", "--electra-max-positions", "128"],
+        [
+            "--arch",
+            "truneg_roberta_base",
+            "--encoder-normalize-before",
+            "--encoder-layers",
+            "2",
+            "--encoder-embed-dim",
+            "32",
+            "--encoder-ffn-embed-dim",
+            "64",
+            "--encoder-attention-heads",
+            "2",
+            "--max-positions",
+            "128",
+        ],
+        [
+            "--arch",
+            "electra_small",
+            "--electra-embed-dim",
+            "32",
+            "--electra-hidden-dim",
+            "32",
+            "--electra-layers",
+            "2",
+            "--electra-heads",
+            "2",
+            "--electra-ffn-dim",
+            "64",
+            "--electra-gen-hidden-dim",
+            "16",
+            "--electra-gen-layers",
+            "2",
+            "--electra-gen-heads",
+            "1",
+            "--electra-gen-ffn-dim",
+            "32",
+            "--electra-max-positions",
+            "128",
+        ],
     ),
     "cpu": (
-        ["--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "4", "--encoder-embed-dim", "128",
-         "--encoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4", "--max-positions", "128", "--dropout", "0",
-         "--attention-dropout", "0"],
-        ["--arch", "electra_small", "--electra-embed-dim", "128", "--electra-hidden-dim", "128", "--electra-layers", "4",
-         "--electra-heads", "4", "--electra-ffn-dim", "512", "--electra-gen-hidden-dim", "64", "--electra-gen-layers", "4",
-         "--electra-gen-heads", "2", "--electra-gen-ffn-dim", "256", "--electra-max-positions", "128"],
+        [
+            "--arch",
+            "truneg_roberta_base",
+            "--encoder-normalize-before",
+            "--encoder-layers",
+            "4",
+            "--encoder-embed-dim",
+            "128",
+            "--encoder-ffn-embed-dim",
+            "512",
+            "--encoder-attention-heads",
+            "4",
+            "--max-positions",
+            "128",
+            "--dropout",
+            "0",
+            "--attention-dropout",
+            "0",
+        ],
+        [
+            "--arch",
+            "electra_small",
+            "--electra-embed-dim",
+            "128",
+            "--electra-hidden-dim",
+            "128",
+            "--electra-layers",
+            "4",
+            "--electra-heads",
+            "4",
+            "--electra-ffn-dim",
+            "512",
+            "--electra-gen-hidden-dim",
+            "64",
+            "--electra-gen-layers",
+            "4",
+            "--electra-gen-heads",
+            "2",
+            "--electra-gen-ffn-dim",
+            "256",
+            "--electra-max-positions",
+            "128",
+        ],
     ),
     "gpu": (
-        ["--arch", "truneg_roberta_base", "--encoder-normalize-before", "--encoder-layers", "12", "--encoder-embed-dim", "256",
-         "--encoder-ffn-embed-dim", "1024", "--encoder-attention-heads", "4", "--max-positions", "128"],
+        [
+            "--arch",
+            "truneg_roberta_base",
+            "--encoder-normalize-before",
+            "--encoder-layers",
+            "12",
+            "--encoder-embed-dim",
+            "256",
+            "--encoder-ffn-embed-dim",
+            "1024",
+            "--encoder-attention-heads",
+            "4",
+            "--max-positions",
+            "128",
+        ],
         ["--arch", "electra_small", "--electra-max-positions", "128"],
     ),
 }
 # (stage-1 updates, stage-2 updates, batch size, peak lr, warm-up, corpus lines kept, vocabulary)
 SCALES = {
     "tiny": (6, 5, 8, 2e-3, 2, 2000, 2000),
-    "cpu": (1200, 500, 128, 2e-3, 100, 0, 16000),  # RoBERTa: the demo's model, with a longer stage 2
+    "cpu": (
+        1200,
+        500,
+        128,
+        2e-3,
+        100,
+        0,
+        16000,
+    ),  # RoBERTa: the demo's model, with a longer stage 2
     "gpu": (20000, 10000, 512, 1e-3, 1000, 0, 30000),
 }
 
 
 def get_parser():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scale", choices=sorted(SCALES), default="cpu", help="preset sizes and budgets (default cpu)")
-    p.add_argument("--workdir", default="study_work", help="data, checkpoints, logs (default study_work)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--scale",
+        choices=sorted(SCALES),
+        default="cpu",
+        help="preset sizes and budgets (default cpu)",
+    )
+    p.add_argument(
+        "--workdir", default="study_work", help="data, checkpoints, logs (default study_work)"
+    )
     p.add_argument("--out", help="results folder (default WORKDIR/results)")
-    p.add_argument("--input", nargs="+", help="your own text files instead of WordNet's entries and examples")
-    p.add_argument("--no-embed-init", action="store_true",
-                   help="RoBERTa's stage 1 from random embeddings (default: from count-based word vectors)")
-    p.add_argument("--families", nargs="+", choices=["roberta", "electra"], default=["roberta", "electra"])
+    p.add_argument(
+        "--input", nargs="+", help="your own text files instead of WordNet's entries and examples"
+    )
+    p.add_argument(
+        "--no-embed-init",
+        action="store_true",
+        help="RoBERTa's stage 1 from random embeddings (default: from count-based word vectors)",
+    )
+    p.add_argument(
+        "--families", nargs="+", choices=["roberta", "electra"], default=["roberta", "electra"]
+    )
     p.add_argument("--roberta-criteria", nargs="+", default=ROBERTA_CRITERIA)
     p.add_argument("--electra-criteria", nargs="+", default=ELECTRA_CRITERIA)
     p.add_argument("--stage1-updates", type=int, help="override the scale's stage-1 updates")
-    p.add_argument("--stage2-updates", type=int, help="override the scale's updates per continuation")
-    p.add_argument("--batch-size", type=int, help="override the scale's batch size (lines, one sample each)")
+    p.add_argument(
+        "--stage2-updates", type=int, help="override the scale's updates per continuation"
+    )
+    p.add_argument(
+        "--batch-size", type=int, help="override the scale's batch size (lines, one sample each)"
+    )
     p.add_argument("--lr", type=float, help="override the scale's peak learning rate")
     p.add_argument("--vocab-size", type=int, help="override the scale's dictionary size (words)")
-    p.add_argument("--points", type=int, default=5, help="checkpoints per continuation (default 5: 20/40/60/80/100%%)")
-    p.add_argument("--jobs", type=count_arg, default=0,
-                   help="trainings and scorings run side by side (default 0: one per CPU core; on a GPU one at a time)")
+    p.add_argument(
+        "--points",
+        type=int,
+        default=5,
+        help="checkpoints per continuation (default 5: 20/40/60/80/100%%)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=count_arg,
+        default=0,
+        help="trainings and scorings run side by side (default 0: one per CPU core; on a GPU one at a time)",
+    )
     p.add_argument("--cases", type=int, default=5, help="Figure-3-style cases kept (default 5)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
+    p.add_argument(
+        "--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)"
+    )
     p.add_argument("--force", action="store_true", help="remove WORKDIR first")
-    p.add_argument("--train-args", default="", help="extra fairseq-train flags for every run, e.g. '--amp'")
+    p.add_argument(
+        "--train-args", default="", help="extra fairseq-train flags for every run, e.g. '--amp'"
+    )
     return p
 
 
@@ -116,14 +241,29 @@ def main(argv=None) -> int:
     extra = args.train_args.split()
     families = []
     if "roberta" in args.families:
-        families.append(study.Family("roberta", "masked_lm", roberta_arch, "masked_lm", list(args.roberta_criteria)))
+        families.append(
+            study.Family(
+                "roberta", "masked_lm", roberta_arch, "masked_lm", list(args.roberta_criteria)
+            )
+        )
     if "electra" in args.families:
-        families.append(study.Family("electra", "electra", electra_arch, "electra", list(args.electra_criteria)))
+        families.append(
+            study.Family("electra", "electra", electra_arch, "electra", list(args.electra_criteria))
+        )
     setting = study.Setting(
-        vocab_size=args.vocab_size or vocab, batch_size=args.batch_size or bsz, lr=args.lr or lr, warmup=warm,
-        stage1_updates=args.stage1_updates or s1, stage2_updates=args.stage2_updates or s2, points=args.points,
-        families=families, extra_train_args=extra, max_lines=max_lines, cpu=args.scale != "gpu",
-        embed_init=not args.no_embed_init, jobs=args.jobs,
+        vocab_size=args.vocab_size or vocab,
+        batch_size=args.batch_size or bsz,
+        lr=args.lr or lr,
+        warmup=warm,
+        stage1_updates=args.stage1_updates or s1,
+        stage2_updates=args.stage2_updates or s2,
+        points=args.points,
+        families=families,
+        extra_train_args=extra,
+        max_lines=max_lines,
+        cpu=args.scale != "gpu",
+        embed_init=not args.no_embed_init,
+        jobs=args.jobs,
     )
     work = os.path.abspath(args.workdir)
     if args.force and os.path.isdir(work):
@@ -138,8 +278,14 @@ def main(argv=None) -> int:
     scores = study.score_all(setting, work, data_bin, table, args.cases, log)
     results, cases, meta = scores.reports, scores.cases, scores.meta()
     machine = study.machine_description(args.scale == "gpu")
-    meta.update(unk_rate=unk, setting=study.asdict(setting), train_seconds=run.seconds, machine=machine,
-                scale=args.scale, wall_seconds=time.time() - t0)
+    meta.update(
+        unk_rate=unk,
+        setting=study.asdict(setting),
+        train_seconds=run.seconds,
+        machine=machine,
+        scale=args.scale,
+        wall_seconds=time.time() - t0,
+    )
     study.write_results(out, results, cases, meta)
     run.write_commands(os.path.join(out, "commands.sh"))
     plots = [] if args.no_plots else study.plot(out, results)
@@ -149,8 +295,10 @@ def main(argv=None) -> int:
     print(study.format_rows(study.table2(results, "iter_corr_ratio", "iter-level % at")))
     print()
     print(study.format_rows(study.progress_table(results)))
-    print(f"\nresults in {out} ({', '.join(os.path.basename(p) for p in plots) or 'no plots'}); machine: {machine}; "
-          f"{time.time() - t0:.0f}s")
+    print(
+        f"\nresults in {out} ({', '.join(os.path.basename(p) for p in plots) or 'no plots'}); machine: {machine}; "
+        f"{time.time() - t0:.0f}s"
+    )
     return 0
 
 

@@ -46,13 +46,22 @@ from __future__ import annotations
 from .amp_unscale import _amp_update_is_short, amp_unscales_once  # noqa: F401
 from .bf16_autocast import PrecisionFlagError, bf16_means_autocast  # noqa: F401
 from .checkpoint_configs import (  # noqa: F401
-    EVALUATED_FIELDS, UnknownArchitectureError, UnsafeCheckpointError, _evaluated,
-    check_architecture, checkpoint_architecture, loadable_architectures, plugin_families_only,
-    safe_checkpoint_configs, safe_literal, sanitise_config,
+    EVALUATED_FIELDS,
+    UnknownArchitectureError,
+    UnsafeCheckpointError,
+    _evaluated,
+    check_architecture,
+    checkpoint_architecture,
+    loadable_architectures,
+    plugin_families_only,
+    safe_checkpoint_configs,
+    safe_literal,
+    sanitise_config,
 )
 from .checkpoint_copies import atomic_checkpoint_copies, atomic_copy_file  # noqa: F401
 from .checkpoint_globals import (  # noqa: F401
-    allow_fairseq_checkpoints, fairseq_checkpoint_globals,
+    allow_fairseq_checkpoints,
+    fairseq_checkpoint_globals,
 )
 from .hydra_notices import HYDRA_NOTICES, quiet_config_composition  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401

@@ -30,13 +30,21 @@ def _amp_update_is_short() -> bool:
     try:
         from fairseq.optim.amp_optimizer import AMPOptimizer
 
-        cfg = OmegaConf.create({
-            "optimizer": {"_name": "sgd", "lr": [1.0], "momentum": 0.0, "weight_decay": 0.0},
-            "common": {"fp16_init_scale": 4, "amp_init_scale": 4, "amp_scale_window": None,
-                       "min_loss_scale": 1e-4},
-        })
+        cfg = OmegaConf.create(
+            {
+                "optimizer": {"_name": "sgd", "lr": [1.0], "momentum": 0.0, "weight_decay": 0.0},
+                "common": {
+                    "fp16_init_scale": 4,
+                    "amp_init_scale": 4,
+                    "amp_scale_window": None,
+                    "min_loss_scale": 1e-4,
+                },
+            }
+        )
         param = torch.nn.Parameter(torch.zeros(1))
-        with warnings.catch_warnings():  # fairseq builds torch.cuda.amp.GradScaler (deprecated; no CUDA here)
+        with (
+            warnings.catch_warnings()
+        ):  # fairseq builds torch.cuda.amp.GradScaler (deprecated; no CUDA here)
             warnings.simplefilter("ignore")
             amp = AMPOptimizer.build_optimizer(cfg, [param])
             amp._grad_scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
@@ -67,7 +75,9 @@ def amp_unscales_once() -> None:
         # unscaling through the object step() passes makes step() apply these gradients as they are
         self.scaler.unscale_(self.fp32_optimizer)
         grad_norm = self.fp32_optimizer.clip_grad_norm(max_norm, aggregate_norm_fn)
-        if not torch.isfinite(grad_norm).all():  # step() skips the update, update() backs off the scale
+        if not torch.isfinite(
+            grad_norm
+        ).all():  # step() skips the update, update() backs off the scale
             next_scale = self.next_loss_scale
             if next_scale <= self.min_loss_scale:
                 raise FloatingPointError(
@@ -75,7 +85,9 @@ def amp_unscales_once() -> None:
                     f"{self.min_loss_scale}: the loss is probably diverging. Restart from an earlier "
                     "checkpoint (a lower --lr or a longer warm-up) or train in fp32"
                 )
-            log.info("AMP: gradients overflowed; skipping the update, loss scale goes to %s", next_scale)
+            log.info(
+                "AMP: gradients overflowed; skipping the update, loss scale goes to %s", next_scale
+            )
         return grad_norm
 
     clip_grad_norm.truneg_unscale_once = True

@@ -49,9 +49,14 @@ def bf16_means_autocast() -> None:
 
     convert = dataclass_utils.convert_namespace_to_omegaconf
     if not getattr(convert, "truneg_bf16", False):
+
         @functools.wraps(convert)
         def convert_namespace_to_omegaconf(args):
-            if getattr(args, "bf16", False) and getattr(args, "tpu", False) and not _xla_installed():
+            if (
+                getattr(args, "bf16", False)
+                and getattr(args, "tpu", False)
+                and not _xla_installed()
+            ):
                 args.tpu = False  # fairseq's "--bf16 implies --tpu": there is no TPU runtime here
             return convert(args)
 
@@ -61,6 +66,7 @@ def bf16_means_autocast() -> None:
 
     init = Trainer.__init__
     if not getattr(init, "truneg_bf16", False):
+
         @functools.wraps(init)
         def __init__(self, cfg, task, model, criterion, *args, **kwargs):
             if isinstance(cfg, argparse.Namespace):
@@ -77,8 +83,10 @@ def bf16_means_autocast() -> None:
                     common.bf16 = False  # fp32 weights, batches and optimizer in fairseq's trainer
                     common.memory_efficient_bf16 = False
                 setattr(task, AUTOCAST_ATTR, True)
-                log.info("--bf16: fp32 weights and optimizer, forward pass and loss under "
-                         "torch.autocast(bfloat16), no loss scaler")
+                log.info(
+                    "--bf16: fp32 weights and optimizer, forward pass and loss under "
+                    "torch.autocast(bfloat16), no loss scaler"
+                )
             init(self, cfg, task, model, criterion, *args, **kwargs)
 
         __init__.truneg_bf16 = True
@@ -86,11 +94,21 @@ def bf16_means_autocast() -> None:
 
     train_step = FairseqTask.train_step
     if not getattr(train_step, "truneg_bf16", False):
+
         @functools.wraps(train_step)
-        def task_train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        def task_train_step(
+            self, sample, model, criterion, optimizer, update_num, ignore_grad=False
+        ):
             # only the forward pass and loss run under autocast; fairseq's step does the backward
-            return train_step(self, sample, model, autocast_criterion(self, criterion), optimizer, update_num,
-                              ignore_grad)
+            return train_step(
+                self,
+                sample,
+                model,
+                autocast_criterion(self, criterion),
+                optimizer,
+                update_num,
+                ignore_grad,
+            )
 
         @functools.wraps(FairseqTask.valid_step)
         def task_valid_step(self, sample, model, criterion):

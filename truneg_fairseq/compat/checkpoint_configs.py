@@ -25,26 +25,54 @@ import ast
 import contextlib
 import contextvars
 
-
 # config fields (any group, any prefix such as encoder_/decoder_) whose string value fairseq 0.12
 # evaluates with eval(), utils.eval_str_dict / eval_str_list / eval_bool anywhere in its source
 # (models of every family, optimizers, tasks, criterions, examples). tests/test_untrusted_files.py
 # derives the set from the installed fairseq and fails when a call site reads a field missing here:
 # a deny-list kept by hand missed fconv's decoder_layers and wav2vec's conv_feature_layers.
 EVALUATED_FIELDS = (
-    "xformers_att_config", "adaptive_softmax_cutoff", "adaptive_input_cutoff", "kernel_size_list",
-    "left_pad_source", "left_pad_target", "pipeline_balance", "pipeline_devices", "decoder_attention",
-    "adam_betas", "adamax_betas", "lamb_betas", "adafactor_eps", "wer_args",
+    "xformers_att_config",
+    "adaptive_softmax_cutoff",
+    "adaptive_input_cutoff",
+    "kernel_size_list",
+    "left_pad_source",
+    "left_pad_target",
+    "pipeline_balance",
+    "pipeline_devices",
+    "decoder_attention",
+    "adam_betas",
+    "adamax_betas",
+    "lamb_betas",
+    "adafactor_eps",
+    "wer_args",
     # fconv, fconv_lm, fconv_self_att
-    "encoder_layers", "decoder_layers", "encoder_attention", "self_attention", "project_input",
-    "gated_attention", "downsample", "pretrained",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention",
+    "self_attention",
+    "project_input",
+    "gated_attention",
+    "downsample",
+    "pretrained",
     # transformer_lm, lightconv_lm; wav2vec, wav2vec2, hubert, speech_to_text, data2vec
-    "character_filters", "conv_feature_layers", "conv_aggregator_layers", "feature_encoder_spec",
+    "character_filters",
+    "conv_feature_layers",
+    "conv_aggregator_layers",
+    "feature_encoder_spec",
     # pipeline-parallel transformer; examples (laser, speech_recognition, scripts)
-    "pipeline_encoder_balance", "pipeline_encoder_devices", "pipeline_decoder_balance",
-    "pipeline_decoder_devices", "decoder_zero_init", "conv_enc_config", "conv_dec_config",
-    "vggblock_enc_config", "transformer_enc_config", "transformer_dec_config", "transformer_context",
-    "transformer_sampling", "model_overrides",
+    "pipeline_encoder_balance",
+    "pipeline_encoder_devices",
+    "pipeline_decoder_balance",
+    "pipeline_decoder_devices",
+    "decoder_zero_init",
+    "conv_enc_config",
+    "conv_dec_config",
+    "vggblock_enc_config",
+    "transformer_enc_config",
+    "transformer_dec_config",
+    "transformer_context",
+    "transformer_sampling",
+    "model_overrides",
 )
 
 
@@ -57,7 +85,9 @@ class UnknownArchitectureError(UnsafeCheckpointError):
 
 
 def _evaluated(key: str) -> bool:
-    return key.endswith(EVALUATED_FIELDS)  # the field itself or a prefixed one (encoder_..., decoder_...)
+    return key.endswith(
+        EVALUATED_FIELDS
+    )  # the field itself or a prefixed one (encoder_..., decoder_...)
 
 
 _MAX_ITEMS = 100_000  # a value fairseq evaluates is a short layer list, never this long
@@ -75,13 +105,21 @@ def _data_value(node):
         if isinstance(node.op, ast.Mult):
             count = right if isinstance(right, int) and not isinstance(right, bool) else left
             other = left if count is right else right
-            if isinstance(other, (list, tuple, str)) and isinstance(count, int) and not isinstance(count, bool):
+            if (
+                isinstance(other, (list, tuple, str))
+                and isinstance(count, int)
+                and not isinstance(count, bool)
+            ):
                 if len(other) * max(count, 0) > _MAX_ITEMS:
                     raise ValueError("too long")
             elif not (isinstance(left, (int, float)) and isinstance(right, (int, float))):
                 raise ValueError("not data")
-        elif not (type(left) is type(right) and isinstance(left, (list, tuple, str))
-                  or isinstance(left, (int, float, complex)) and isinstance(right, (int, float, complex))):
+        elif not (
+            type(left) is type(right)
+            and isinstance(left, (list, tuple, str))
+            or isinstance(left, (int, float, complex))
+            and isinstance(right, (int, float, complex))
+        ):
             raise ValueError("not data")
         value = left * right if isinstance(node.op, ast.Mult) else left + right
         if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > 1e18:
@@ -133,7 +171,9 @@ def sanitise_config(cfg, path: str) -> None:
                 walk(child, f"{prefix}{key}.")
                 continue
             raw = child._value()
-            if isinstance(raw, argparse.Namespace):  # fairseq keeps a legacy model's args as an object
+            if isinstance(
+                raw, argparse.Namespace
+            ):  # fairseq keeps a legacy model's args as an object
                 for name, value in vars(raw).items():
                     if _evaluated(name):
                         setattr(raw, name, safe_literal(value, f"{path}: cfg.{prefix}{key}.{name}"))
@@ -164,7 +204,13 @@ def loadable_architectures() -> dict:
         return cls is RobertaModel or cls.__module__.split(".")[0] == __name__.split(".")[0]
 
     out = {name: name for name, cls in MODEL_REGISTRY.items() if ours(cls)}
-    out.update({arch: ARCH_MODEL_NAME_REGISTRY[arch] for arch, cls in ARCH_MODEL_REGISTRY.items() if ours(cls)})
+    out.update(
+        {
+            arch: ARCH_MODEL_NAME_REGISTRY[arch]
+            for arch, cls in ARCH_MODEL_REGISTRY.items()
+            if ours(cls)
+        }
+    )
     return out
 
 
@@ -184,7 +230,11 @@ def checkpoint_architecture(state: dict):
             continue
         for key in ("_name", "arch"):
             try:
-                name = source[key] if not isinstance(source, argparse.Namespace) else getattr(source, key, None)
+                name = (
+                    source[key]
+                    if not isinstance(source, argparse.Namespace)
+                    else getattr(source, key, None)
+                )
             except Exception:
                 name = getattr(source, key, None)
             if name:

@@ -45,7 +45,9 @@ def atomic_checkpoint_copies() -> None:
         return
 
     def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-        if PathManager.path_requires_pathmanager(src_path) or PathManager.path_requires_pathmanager(dst_path):
+        if PathManager.path_requires_pathmanager(src_path) or PathManager.path_requires_pathmanager(
+            dst_path
+        ):
             return original(src_path, dst_path, overwrite=overwrite)
         if os.path.exists(dst_path) and not overwrite:
             return False  # as iopath does

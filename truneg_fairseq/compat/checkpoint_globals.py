@@ -28,7 +28,9 @@ def fairseq_checkpoint_globals() -> list:
     for name in ("scalar", "_reconstruct"):
         obj = getattr(core.multiarray, name, None)
         if obj is not None:
-            out += [(obj, f"{prefix}.multiarray.{name}") for prefix in ("numpy.core", "numpy._core")]
+            out += [
+                (obj, f"{prefix}.multiarray.{name}") for prefix in ("numpy.core", "numpy._core")
+            ]
     dtypes = getattr(np, "dtypes", None)  # numpy >= 1.25: one class per dtype, named in pickles
     if dtypes is not None:
         out += [c for c in vars(dtypes).values() if isinstance(c, type) and issubclass(c, np.dtype)]

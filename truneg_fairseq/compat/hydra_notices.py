@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from .namespace_conversion import rebind_conversion
 
-
 # hydra 1.3's notices for the calls fairseq 0.12 makes when it composes a config from command-line
 # arguments (hydra.experimental's initialize/compose, no version_base, the "_group_" package
 # header of fairseq's config files, schema matching by name, compose's strict flag): about fifteen

@@ -16,7 +16,15 @@ def rebind_conversion(original, replacement) -> None:
     from fairseq.dataclass import utils as dataclass_utils
 
     dataclass_utils.convert_namespace_to_omegaconf = replacement
-    for name in ("fairseq.checkpoint_utils", "fairseq_cli.train", "fairseq_cli.validate", "__main__"):
+    for name in (
+        "fairseq.checkpoint_utils",
+        "fairseq_cli.train",
+        "fairseq_cli.validate",
+        "__main__",
+    ):
         module = sys.modules.get(name)
-        if module is not None and getattr(module, "convert_namespace_to_omegaconf", None) is original:
+        if (
+            module is not None
+            and getattr(module, "convert_namespace_to_omegaconf", None) is original
+        ):
             module.convert_namespace_to_omegaconf = replacement

@@ -27,18 +27,33 @@ def keep_remainder_batch() -> None:
     if getattr(original, "truneg_keeps_remainder", False):  # installed already
         return
 
-    def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, max_sentences=None,
-                      required_batch_size_multiple=1, fixed_shapes=None):
+    def batch_by_size(
+        indices,
+        num_tokens_fn,
+        num_tokens_vec=None,
+        max_tokens=None,
+        max_sentences=None,
+        required_batch_size_multiple=1,
+        fixed_shapes=None,
+    ):
         if not isinstance(indices, np.ndarray):  # an iterator can be read once: as fairseq reads it
             indices = np.fromiter(indices, dtype=np.int64, count=-1)
-        batches = original(indices, num_tokens_fn, num_tokens_vec=num_tokens_vec, max_tokens=max_tokens,
-                           max_sentences=max_sentences, required_batch_size_multiple=required_batch_size_multiple,
-                           fixed_shapes=fixed_shapes)
+        batches = original(
+            indices,
+            num_tokens_fn,
+            num_tokens_vec=num_tokens_vec,
+            max_tokens=max_tokens,
+            max_sentences=max_sentences,
+            required_batch_size_multiple=required_batch_size_multiple,
+            fixed_shapes=fixed_shapes,
+        )
         if fixed_shapes is not None or required_batch_size_multiple <= 1:
             return batches  # nothing is dropped there
         batched = sum(len(b) for b in batches)
         rest = indices[batched:]
-        if len(rest) and (not batches or np.array_equal(np.concatenate(batches), indices[:batched])):
+        if len(rest) and (
+            not batches or np.array_equal(np.concatenate(batches), indices[:batched])
+        ):
             batches = list(batches) + [rest]
         return batches
 

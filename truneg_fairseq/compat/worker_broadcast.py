@@ -21,7 +21,9 @@ def trusted_worker_broadcast() -> None:
     broadcast."""
     from fairseq.distributed import utils as distributed_utils
 
-    if getattr(distributed_utils._broadcast_object_slow, "truneg_trusted", False):  # installed already
+    if getattr(
+        distributed_utils._broadcast_object_slow, "truneg_trusted", False
+    ):  # installed already
         return
 
     def broadcast_object_slow(obj, src_rank: int, group, dist_device):

@@ -21,7 +21,12 @@ logger = logging.getLogger(__name__)
 
 
 def _layers(state, hf_prefix: str, fs_prefix: str, n: int, where: str) -> Dict[str, torch.Tensor]:
-    found = {int(m.group(1)) for k in state for m in [re.match(re.escape(hf_prefix) + r"(\d+)\.", k)] if m}
+    found = {
+        int(m.group(1))
+        for k in state
+        for m in [re.match(re.escape(hf_prefix) + r"(\d+)\.", k)]
+        if m
+    }
     if found and max(found) >= n:
         raise ConversionError(
             f"{where}: the weights hold {max(found) + 1} layers ({hf_prefix}0-{max(found)}) but config.json says "
@@ -34,7 +39,7 @@ def _layers(state, hf_prefix: str, fs_prefix: str, n: int, where: str) -> Dict[s
 def _positions(pos: torch.Tensor, type0: torch.Tensor, padding_idx: int) -> torch.Tensor:
     """HF 0-based position rows (+ segment 0) -> fairseq's table (rows shifted by padding_idx+1)."""
     table = pos.new_zeros(pos.size(0) + padding_idx + 1, pos.size(1))
-    table[padding_idx + 1:] = pos + type0
+    table[padding_idx + 1 :] = pos + type0
     return table
 
 
@@ -44,7 +49,9 @@ def _embeddings(state, prefix, order, padding_idx, where):
     types = _take(state, prefix + "token_type_embeddings.weight", where)
     return {
         "tokens": words[order],
-        "positions": _positions(_take(state, prefix + "position_embeddings.weight", where), types[0], padding_idx),
+        "positions": _positions(
+            _take(state, prefix + "position_embeddings.weight", where), types[0], padding_idx
+        ),
         "segment_offsets": types - types[0:1],
         "ln_w": _take(state, prefix + "LayerNorm.weight", where),
         "ln_b": _take(state, prefix + "LayerNorm.bias", where),
@@ -69,7 +76,9 @@ def _build(task: str, arch: str, sizes: Dict[str, object], data_dir: Path):
     import truneg_fairseq  # noqa: F401  (registration)
 
     parser = options.get_training_parser()
-    ns = options.parse_args_and_arch(parser, [str(data_dir), "--cpu", "--task", task, "--arch", arch])
+    ns = options.parse_args_and_arch(
+        parser, [str(data_dir), "--cpu", "--task", task, "--arch", arch]
+    )
     for key, value in sizes.items():  # keys: fields of the arch's model (and task) config
         setattr(ns, key, value)
     cfg = convert_namespace_to_omegaconf(ns)
@@ -84,13 +93,21 @@ def _fill(model, converted: Dict[str, torch.Tensor]) -> None:
     unknown = sorted(set(converted) - set(own))
     if unknown:
         raise ConversionError(f"internal mapping produced keys the model lacks: {unknown[:5]}")
-    buffers = {n for n, _ in model.named_buffers()}  # the model's own bookkeeping (e.g. its LayerNorm eps)
-    missing = [k for k in own if k not in converted and k not in buffers and not k.endswith(".version")]
+    buffers = {
+        n for n, _ in model.named_buffers()
+    }  # the model's own bookkeeping (e.g. its LayerNorm eps)
+    missing = [
+        k for k in own if k not in converted and k not in buffers and not k.endswith(".version")
+    ]
     if missing:
-        raise ConversionError(f"the weights give no value for {len(missing)} tensors, e.g. {missing[:5]}")
+        raise ConversionError(
+            f"the weights give no value for {len(missing)} tensors, e.g. {missing[:5]}"
+        )
     for k, v in converted.items():
         if own[k].shape != v.shape:
-            raise ConversionError(f"tensor {k}: the weights have shape {tuple(v.shape)}, the model {tuple(own[k].shape)}")
+            raise ConversionError(
+                f"tensor {k}: the weights have shape {tuple(v.shape)}, the model {tuple(own[k].shape)}"
+            )
     merged = dict(own)
     merged.update(converted)
     model.load_state_dict(merged, strict=True)
@@ -105,7 +122,12 @@ def _save_checkpoint(path: Path, cfg, model) -> None:
         "model": model.state_dict(),
         "criterion": {},
         "optimizer_history": [
-            {"criterion_name": "none", "optimizer_name": "none", "lr_scheduler_state": {"best": None}, "num_updates": 0}
+            {
+                "criterion_name": "none",
+                "optimizer_name": "none",
+                "lr_scheduler_state": {"best": None},
+                "num_updates": 0,
+            }
         ],
         "task_state": {},
         "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2}},
@@ -118,5 +140,7 @@ def _warn_untied(state, key, embeddings, what):
     if key in state and state[key].shape == embeddings.shape:
         diff = (state[key].float() - embeddings).abs().max().item()
         if diff > 0:
-            logger.warning(f"the {what} weight differs from the word embeddings (max {diff:.3g}); "
-                           "the fairseq model ties them and keeps the word embeddings")
+            logger.warning(
+                f"the {what} weight differs from the word embeddings (max {diff:.3g}); "
+                "the fairseq model ties them and keeps the word embeddings"
+            )

@@ -14,10 +14,23 @@ import torch
 
 from truneg_fairseq.checkpoints import load_for_inference
 from truneg_fairseq.convert.errors import ConversionError
-from truneg_fairseq.convert.keys import (BERT_MLM_HEAD, BERT_POOLER, DISCRIMINATOR_HEAD, ELECTRA_PROJECTION,
-                                         FAIRSEQ_TO_HF_ACT, GENERATOR_HEAD, ROBERTA_MLM_HEAD, _fairseq_to_hf,
-                                         _layer_table)
-from truneg_fairseq.convert.vocab import _hf_vocab_order, _recorded_lowercase, _write_roberta_vocab, _write_wordpiece
+from truneg_fairseq.convert.keys import (
+    BERT_MLM_HEAD,
+    BERT_POOLER,
+    DISCRIMINATOR_HEAD,
+    ELECTRA_PROJECTION,
+    FAIRSEQ_TO_HF_ACT,
+    GENERATOR_HEAD,
+    ROBERTA_MLM_HEAD,
+    _fairseq_to_hf,
+    _layer_table,
+)
+from truneg_fairseq.convert.vocab import (
+    _hf_vocab_order,
+    _recorded_lowercase,
+    _write_roberta_vocab,
+    _write_wordpiece,
+)
 from truneg_fairseq.io_utils import atomic_dir
 
 logger = logging.getLogger(__name__)
@@ -28,19 +41,48 @@ def _write_hf(out: Path, config: dict, tensors: Dict[str, torch.Tensor]) -> None
 
     with open(out / "config.json", "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2, sort_keys=True)
-    save_file({k: v.detach().float().contiguous().clone() for k, v in tensors.items()}, str(out / "model.safetensors"),
-              metadata={"format": "pt"})
+    save_file(
+        {k: v.detach().float().contiguous().clone() for k, v in tensors.items()},
+        str(out / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
 
 
-def _common_config(arch, model_type, vocab, hidden, layers, heads, ffn, act, eps, max_pos, dropout, attn_dropout, pad):
+def _common_config(
+    arch,
+    model_type,
+    vocab,
+    hidden,
+    layers,
+    heads,
+    ffn,
+    act,
+    eps,
+    max_pos,
+    dropout,
+    attn_dropout,
+    pad,
+):
     if act not in FAIRSEQ_TO_HF_ACT:
-        raise ConversionError(f"activation {act!r} has no HuggingFace counterpart ({', '.join(FAIRSEQ_TO_HF_ACT)})")
+        raise ConversionError(
+            f"activation {act!r} has no HuggingFace counterpart ({', '.join(FAIRSEQ_TO_HF_ACT)})"
+        )
     return {
-        "architectures": [arch], "model_type": model_type, "vocab_size": vocab, "hidden_size": hidden,
-        "num_hidden_layers": layers, "num_attention_heads": heads, "intermediate_size": ffn,
-        "hidden_act": FAIRSEQ_TO_HF_ACT[act], "layer_norm_eps": float(eps), "max_position_embeddings": max_pos,
-        "hidden_dropout_prob": float(dropout), "attention_probs_dropout_prob": float(attn_dropout),
-        "pad_token_id": pad, "initializer_range": 0.02, "tie_word_embeddings": True,
+        "architectures": [arch],
+        "model_type": model_type,
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": ffn,
+        "hidden_act": FAIRSEQ_TO_HF_ACT[act],
+        "layer_norm_eps": float(eps),
+        "max_position_embeddings": max_pos,
+        "hidden_dropout_prob": float(dropout),
+        "attention_probs_dropout_prob": float(attn_dropout),
+        "pad_token_id": pad,
+        "initializer_range": 0.02,
+        "tie_word_embeddings": True,
     }
 
 
@@ -53,7 +95,9 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
     E, H = c.electra_embed_dim, c.electra_hidden_dim
     emb = {
         "electra.embeddings.word_embeddings.weight": s["embeddings.embed_tokens.weight"][rows_t],
-        "electra.embeddings.position_embeddings.weight": s["embeddings.embed_positions.weight"][pad + 1:],
+        "electra.embeddings.position_embeddings.weight": s["embeddings.embed_positions.weight"][
+            pad + 1 :
+        ],
         "electra.embeddings.token_type_embeddings.weight": torch.zeros(2, E),
         "electra.embeddings.LayerNorm.weight": s["embeddings.layer_norm.weight"],
         "electra.embeddings.LayerNorm.bias": s["embeddings.layer_norm.bias"],
@@ -62,20 +106,52 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
     hf_pad = vocab.index("[PAD]")
     act = str(c.electra_activation_fn)
     if act != "gelu":
-        raise ConversionError(f"ELECTRA with --electra-activation-fn {act}: HuggingFace's ELECTRA heads use erf GELU")
+        raise ConversionError(
+            f"ELECTRA with --electra-activation-fn {act}: HuggingFace's ELECTRA heads use erf GELU"
+        )
 
     def stack(prefix, hidden, layers, heads, ffn, arch):
         t = dict(emb)
-        t.update(_fairseq_to_hf(s, _layer_table("electra.encoder.layer.", prefix + "layers.", layers)))
+        t.update(
+            _fairseq_to_hf(s, _layer_table("electra.encoder.layer.", prefix + "layers.", layers))
+        )
         if prefix + "project.weight" in s:
             t.update(_fairseq_to_hf(s, ELECTRA_PROJECTION, fs_base=prefix))
-        conf = _common_config(arch, "electra", len(vocab), hidden, layers, heads, ffn, act, c.electra_layernorm_eps,
-                              max_pos, c.electra_dropout, c.electra_attention_dropout, hf_pad)
-        conf.update({"embedding_size": E, "type_vocab_size": 2, "summary_type": "first", "summary_use_proj": True,
-                     "summary_activation": "gelu", "summary_last_dropout": 0.1})
+        conf = _common_config(
+            arch,
+            "electra",
+            len(vocab),
+            hidden,
+            layers,
+            heads,
+            ffn,
+            act,
+            c.electra_layernorm_eps,
+            max_pos,
+            c.electra_dropout,
+            c.electra_attention_dropout,
+            hf_pad,
+        )
+        conf.update(
+            {
+                "embedding_size": E,
+                "type_vocab_size": 2,
+                "summary_type": "first",
+                "summary_use_proj": True,
+                "summary_activation": "gelu",
+                "summary_last_dropout": 0.1,
+            }
+        )
         return t, conf
 
-    t, conf = stack("discriminator.", H, c.electra_layers, c.electra_heads, c.electra_ffn_dim, "ElectraForPreTraining")
+    t, conf = stack(
+        "discriminator.",
+        H,
+        c.electra_layers,
+        c.electra_heads,
+        c.electra_ffn_dim,
+        "ElectraForPreTraining",
+    )
     t.update(_fairseq_to_hf(s, DISCRIMINATOR_HEAD))
     _write_hf(out, conf, t)
     _write_wordpiece(out, vocab, lowercase, max_pos)
@@ -83,8 +159,14 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
     if model.generator is not None:
         g = out / "generator"
         g.mkdir()
-        t, conf = stack("generator.", c.electra_gen_hidden_dim, c.electra_gen_layers, c.electra_gen_heads,
-                        c.electra_gen_ffn_dim, "ElectraForMaskedLM")
+        t, conf = stack(
+            "generator.",
+            c.electra_gen_hidden_dim,
+            c.electra_gen_layers,
+            c.electra_gen_heads,
+            c.electra_gen_ffn_dim,
+            "ElectraForMaskedLM",
+        )
         t.update(_fairseq_to_hf(s, GENERATOR_HEAD))
         t["generator_lm_head.bias"] = s["generator_bias"][rows_t]
         _write_hf(g, conf, t)
@@ -93,8 +175,9 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
     return written
 
 
-def _export_roberta_family(model, symbols, vocab_file, out: Path, lowercase: bool, dict_txt: Path,
-                           gpt2_files) -> List[str]:
+def _export_roberta_family(
+    model, symbols, vocab_file, out: Path, lowercase: bool, dict_txt: Path, gpt2_files
+) -> List[str]:
     from truneg_fairseq.models.bert import BertModel
 
     a = model.args
@@ -106,11 +189,13 @@ def _export_roberta_family(model, symbols, vocab_file, out: Path, lowercase: boo
     if is_bert:
         vocab, rows = _hf_vocab_order(symbols, vocab_file)
         prefix, arch, mtype = "bert.", "BertForMaskedLM", "bert"
-        positions, types = table[pad + 1:], s["bert_segment_offsets"]
+        positions, types = table[pad + 1 :], s["bert_segment_offsets"]
         eps, hf_pad = a.bert_layernorm_eps, vocab.index("[PAD]")
     else:
         if vocab_file is not None:
-            raise ConversionError("--vocab is for WordPiece (BERT/ELECTRA) checkpoints; a RoBERTa export keeps fairseq's ids")
+            raise ConversionError(
+                "--vocab is for WordPiece (BERT/ELECTRA) checkpoints; a RoBERTa export keeps fairseq's ids"
+            )
         vocab, rows = list(symbols), list(range(len(symbols)))
         prefix, arch, mtype = "roberta.", "RobertaForMaskedLM", "roberta"
         # HF's RoBERTa counts positions from padding_idx + 1 exactly as fairseq does
@@ -125,21 +210,44 @@ def _export_roberta_family(model, symbols, vocab_file, out: Path, lowercase: boo
         prefix + "embeddings.LayerNorm.weight": s[enc + "layernorm_embedding.weight"],
         prefix + "embeddings.LayerNorm.bias": s[enc + "layernorm_embedding.bias"],
     }
-    t.update(_fairseq_to_hf(s, _layer_table(prefix + "encoder.layer.", enc + "layers.", a.encoder_layers)))
+    t.update(
+        _fairseq_to_hf(
+            s, _layer_table(prefix + "encoder.layer.", enc + "layers.", a.encoder_layers)
+        )
+    )
     t.update(_fairseq_to_hf(s, BERT_MLM_HEAD if is_bert else ROBERTA_MLM_HEAD))
     t[("cls.predictions." if is_bert else "lm_head.") + "bias"] = s["encoder.lm_head.bias"][rows_t]
-    untied = (s["encoder.lm_head.weight"] - s[enc + "embed_tokens.weight"]).abs().max().item() if (
-        s["encoder.lm_head.weight"].shape == s[enc + "embed_tokens.weight"].shape) else 1.0
+    untied = (
+        (s["encoder.lm_head.weight"] - s[enc + "embed_tokens.weight"]).abs().max().item()
+        if (s["encoder.lm_head.weight"].shape == s[enc + "embed_tokens.weight"].shape)
+        else 1.0
+    )
     if untied > 0:
-        raise ConversionError("the checkpoint's masked-LM output projection is not tied to its embeddings "
-                              "(--untie-weights-roberta); HuggingFace's masked-LM heads are tied")
-    conf = _common_config(arch, mtype, len(vocab), a.encoder_embed_dim, a.encoder_layers, a.encoder_attention_heads,
-                          a.encoder_ffn_embed_dim, a.activation_fn, eps, positions.size(0), a.dropout,
-                          a.attention_dropout, hf_pad)
+        raise ConversionError(
+            "the checkpoint's masked-LM output projection is not tied to its embeddings "
+            "(--untie-weights-roberta); HuggingFace's masked-LM heads are tied"
+        )
+    conf = _common_config(
+        arch,
+        mtype,
+        len(vocab),
+        a.encoder_embed_dim,
+        a.encoder_layers,
+        a.encoder_attention_heads,
+        a.encoder_ffn_embed_dim,
+        a.activation_fn,
+        eps,
+        positions.size(0),
+        a.dropout,
+        a.attention_dropout,
+        hf_pad,
+    )
     conf["type_vocab_size"] = types.size(0)
     if not is_bert:
         conf.update({"bos_token_id": 0, "eos_token_id": 2})
-    elif s["bert_pooler_weight"].abs().max() > 0:  # the source had a pooler (BertModel's pooled output)
+    elif (
+        s["bert_pooler_weight"].abs().max() > 0
+    ):  # the source had a pooler (BertModel's pooled output)
         t.update(_fairseq_to_hf(s, BERT_POOLER, hf_base="bert."))
     _write_hf(out, conf, t)
     if is_bert:
@@ -149,8 +257,14 @@ def _export_roberta_family(model, symbols, vocab_file, out: Path, lowercase: boo
     return [arch]
 
 
-def export_hf(checkpoint, hf_dir, vocab_file=None, data=None, lowercase: Optional[bool] = None,
-              gpt2_files: Optional[Tuple[str, str]] = None) -> List[str]:
+def export_hf(
+    checkpoint,
+    hf_dir,
+    vocab_file=None,
+    data=None,
+    lowercase: Optional[bool] = None,
+    gpt2_files: Optional[Tuple[str, str]] = None,
+) -> List[str]:
     """Write a plugin ELECTRA, BERT or fairseq RoBERTa checkpoint as a HuggingFace directory;
     returns the architectures written. ``vocab_file`` restores the original WordPiece ids;
     ``lowercase`` defaults to the import's record (``import.json``), else to what the
@@ -167,22 +281,35 @@ def export_hf(checkpoint, hf_dir, vocab_file=None, data=None, lowercase: Optiona
     symbols = list(task.source_dictionary.symbols)
     wordpiece = isinstance(model, (ElectraModel, BertModel))
     if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():
-        vocab_file = Path(checkpoint).parent / "vocab.txt"  # an imported directory exported as it is
+        vocab_file = (
+            Path(checkpoint).parent / "vocab.txt"
+        )  # an imported directory exported as it is
     if lowercase is None:
         lowercase = _recorded_lowercase(checkpoint, vocab_file, symbols)
     if getattr(model, "classification_heads", None):
-        logger.warning(f"classification heads {', '.join(model.classification_heads)} are not exported")
+        logger.warning(
+            f"classification heads {', '.join(model.classification_heads)} are not exported"
+        )
     hf_dir = Path(hf_dir).resolve()
-    inputs = {"CHECKPOINT": checkpoint, "--vocab": vocab_file, "--data": data,
-              "--gpt2-encoder-json": gpt2_files and gpt2_files[0], "--gpt2-vocab-bpe": gpt2_files and gpt2_files[1]}
+    inputs = {
+        "CHECKPOINT": checkpoint,
+        "--vocab": vocab_file,
+        "--data": data,
+        "--gpt2-encoder-json": gpt2_files and gpt2_files[0],
+        "--gpt2-vocab-bpe": gpt2_files and gpt2_files[1],
+    }
     with atomic_dir(hf_dir, "convert_hf.py export", inputs=inputs) as work, torch.no_grad():
         if isinstance(model, ElectraModel):
             written = _export_electra(model, symbols, vocab_file, work, lowercase)
         elif isinstance(model, RobertaModel):
             dict_txt = Path(str(cfg.task.data).split(os.pathsep)[0]) / "dict.txt"
-            written = _export_roberta_family(model, symbols, vocab_file, work, lowercase, dict_txt, gpt2_files)
+            written = _export_roberta_family(
+                model, symbols, vocab_file, work, lowercase, dict_txt, gpt2_files
+            )
         else:
-            raise ConversionError(f"{checkpoint} holds a {type(model).__name__}; export supports the plugin's "
-                                  "electra and bert models and fairseq's roberta")
+            raise ConversionError(
+                f"{checkpoint} holds a {type(model).__name__}; export supports the plugin's "
+                "electra and bert models and fairseq's roberta"
+            )
     logger.info(f"exported {checkpoint} to {hf_dir}: {', '.join(written)}")
     return written

@@ -16,14 +16,18 @@ from truneg_fairseq.convert.keys import HF_TO_FAIRSEQ_ACT
 from truneg_fairseq.text import TokenizerError
 from truneg_fairseq.text import read_wordpiece_vocab as text_vocab
 
-
 BERT_ARCHS = ("BertForMaskedLM", "BertForPreTraining", "BertModel")
 ELECTRA_ARCHS = ("ElectraForPreTraining",)
 GENERATOR_ARCHS = ("ElectraForMaskedLM",)
 SUPPORTED_ARCHS = BERT_ARCHS + ELECTRA_ARCHS
 
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 
 
 @dataclass
@@ -82,11 +86,14 @@ def _load_weight_file(path: Path) -> Dict[str, torch.Tensor]:
         raise ConversionError(
             f"{path} is refused: it holds Python objects, not only weights ({first[:160]}); a weight file is "
             "never loaded with code. Use the model.safetensors of the same model"
-            if unsafe else f"{path} is not a readable weight file ({first[:160]}): truncated or damaged; download it again"
+            if unsafe
+            else f"{path} is not a readable weight file ({first[:160]}): truncated or damaged; download it again"
         ) from None
     except (RuntimeError, EOFError, OSError) as e:
-        raise ConversionError(f"{path} is not a readable weight file ({str(e).splitlines()[0][:160]}): truncated or "
-                              "damaged; download it again") from None
+        raise ConversionError(
+            f"{path} is not a readable weight file ({str(e).splitlines()[0][:160]}): truncated or "
+            "damaged; download it again"
+        ) from None
     if not isinstance(state, dict):
         raise ConversionError(f"{path} does not hold a state dict (got {type(state).__name__})")
     return state
@@ -101,13 +108,21 @@ def load_weights(hf_dir: Path) -> Dict[str, torch.Tensor]:
             continue
         if name.endswith(".index.json"):
             shards = sorted(set(_read_json(path).get("weight_map", {}).values()))
-            outside = [s for s in shards if not isinstance(s, str) or (hf_dir / s).resolve().parent != hf_dir.resolve()]
+            outside = [
+                s
+                for s in shards
+                if not isinstance(s, str) or (hf_dir / s).resolve().parent != hf_dir.resolve()
+            ]
             if outside:
-                raise ConversionError(f"{path} names shard files outside {hf_dir}: {', '.join(map(str, outside))}; "
-                                      "a shard index may only name files beside it")
+                raise ConversionError(
+                    f"{path} names shard files outside {hf_dir}: {', '.join(map(str, outside))}; "
+                    "a shard index may only name files beside it"
+                )
             missing = [s for s in shards if not (hf_dir / s).is_file()]
             if missing:
-                raise ConversionError(f"{path} names shard files that are missing: {', '.join(missing)}")
+                raise ConversionError(
+                    f"{path} names shard files that are missing: {', '.join(missing)}"
+                )
             state = {}
             for s in shards:
                 state.update(_load_weight_file(hf_dir / s))
@@ -141,9 +156,23 @@ def read_hf_vocab(hf_dir: Path, what: str = "HF_DIR") -> Tuple[Optional[List[str
 
 # the config.json values the converter builds a model from, and their types: checked before
 # anything is built, so a value can only ever be a number of the right kind
-CONFIG_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-               "max_position_embeddings", "type_vocab_size", "embedding_size", "pad_token_id")
-CONFIG_FLOATS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps", "initializer_range")
+CONFIG_INTS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "embedding_size",
+    "pad_token_id",
+)
+CONFIG_FLOATS = (
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "layer_norm_eps",
+    "initializer_range",
+)
 CONFIG_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 
@@ -157,8 +186,12 @@ def check_config_types(config, cfg_path: Path) -> None:
             raise ConversionError(f"{cfg_path}: no {key!r}: not a complete BERT/ELECTRA config")
     for key in CONFIG_INTS:
         value = config.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ConversionError(f"{cfg_path}: {key} must be a non-negative integer, got {value!r}")
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise ConversionError(
+                f"{cfg_path}: {key} must be a non-negative integer, got {value!r}"
+            )
     for key in CONFIG_FLOATS:
         value = config.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -169,11 +202,15 @@ def check_config_types(config, cfg_path: Path) -> None:
             raise ConversionError(f"{cfg_path}: {key} must be a string, got {value!r}")
     for key in ("architectures",):
         value = config.get(key)
-        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
             raise ConversionError(f"{cfg_path}: {key} must be a list of class names, got {value!r}")
 
 
-def read_hf_dir(path, what: str = "HF_DIR", archs=SUPPORTED_ARCHS, need_vocab: bool = True) -> HFCheckpoint:
+def read_hf_dir(
+    path, what: str = "HF_DIR", archs=SUPPORTED_ARCHS, need_vocab: bool = True
+) -> HFCheckpoint:
     """Read and check a local HuggingFace directory of one of ``archs``."""
     hf_dir = _check_local_dir(path, what)
     cfg_path = hf_dir / "config.json"
@@ -190,13 +227,17 @@ def read_hf_dir(path, what: str = "HF_DIR", archs=SUPPORTED_ARCHS, need_vocab: b
         )
     for key, want in (("position_embedding_type", "absolute"),):
         if config.get(key, want) != want:
-            raise ConversionError(f"{cfg_path}: {key} {config[key]!r} is not supported (only {want!r})")
+            raise ConversionError(
+                f"{cfg_path}: {key} {config[key]!r} is not supported (only {want!r})"
+            )
     if config.get("hidden_act", "gelu") not in HF_TO_FAIRSEQ_ACT:
         raise ConversionError(
             f"{cfg_path}: hidden_act {config['hidden_act']!r} is not supported ({', '.join(HF_TO_FAIRSEQ_ACT)})"
         )
     vocab, lowercase = read_hf_vocab(hf_dir, what)
     if vocab is None and need_vocab:
-        raise ConversionError(f"no vocabulary in {hf_dir}: expected vocab.txt or a WordPiece tokenizer.json")
+        raise ConversionError(
+            f"no vocabulary in {hf_dir}: expected vocab.txt or a WordPiece tokenizer.json"
+        )
     state = load_weights(hf_dir)
     return HFCheckpoint(hf_dir, config, arch, state, vocab, lowercase)

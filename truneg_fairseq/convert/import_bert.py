@@ -8,9 +8,23 @@ from typing import Dict
 
 import torch
 
-from truneg_fairseq.convert.build import _build, _check_vocab_size, _embeddings, _fill, _layers, _warn_untied
+from truneg_fairseq.convert.build import (
+    _build,
+    _check_vocab_size,
+    _embeddings,
+    _fill,
+    _layers,
+    _warn_untied,
+)
 from truneg_fairseq.convert.hf_dir import HFCheckpoint
-from truneg_fairseq.convert.keys import BERT_MLM_HEAD, BERT_POOLER, HF_TO_FAIRSEQ_ACT, _has, _hf_to_fairseq, _take
+from truneg_fairseq.convert.keys import (
+    BERT_MLM_HEAD,
+    BERT_POOLER,
+    HF_TO_FAIRSEQ_ACT,
+    _has,
+    _hf_to_fairseq,
+    _take,
+)
 from truneg_fairseq.text import wordpiece_row_order
 
 logger = logging.getLogger(__name__)
@@ -18,9 +32,12 @@ logger = logging.getLogger(__name__)
 
 def _bert_sizes(c: dict, max_positions: int) -> Dict[str, object]:
     return {
-        "encoder_layers": int(c["num_hidden_layers"]), "encoder_embed_dim": int(c["hidden_size"]),
-        "encoder_ffn_embed_dim": int(c["intermediate_size"]), "encoder_attention_heads": int(c["num_attention_heads"]),
-        "max_positions": max_positions, "tokens_per_sample": max_positions,
+        "encoder_layers": int(c["num_hidden_layers"]),
+        "encoder_embed_dim": int(c["hidden_size"]),
+        "encoder_ffn_embed_dim": int(c["intermediate_size"]),
+        "encoder_attention_heads": int(c["num_attention_heads"]),
+        "max_positions": max_positions,
+        "tokens_per_sample": max_positions,
         "activation_fn": HF_TO_FAIRSEQ_ACT[c.get("hidden_act", "gelu")],
         "dropout": float(c.get("hidden_dropout_prob", 0.1)),
         "attention_dropout": float(c.get("attention_probs_dropout_prob", 0.1)),
@@ -54,10 +71,21 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
         bias_key = head + "bias" if head + "bias" in s else head + "decoder.bias"
         out.update(_hf_to_fairseq(s, BERT_MLM_HEAD, where))
         out["encoder.lm_head.bias"] = _take(s, bias_key, where)[order]
-        _warn_untied(s, head + "decoder.weight", _take(s, base + "embeddings.word_embeddings.weight", where), "MLM decoder")
+        _warn_untied(
+            s,
+            head + "decoder.weight",
+            _take(s, base + "embeddings.word_embeddings.weight", where),
+            "MLM decoder",
+        )
     else:
-        out.update(fresh_mlm_head(model.args.encoder_embed_dim, len(task.source_dictionary),
-                                  float(c.get("initializer_range") or 0.02), seed))
+        out.update(
+            fresh_mlm_head(
+                model.args.encoder_embed_dim,
+                len(task.source_dictionary),
+                float(c.get("initializer_range") or 0.02),
+                seed,
+            )
+        )
         logger.warning(
             f"{ck.arch} in {ck.path} has no masked-LM head: the head (dense, LayerNorm, output bias) starts "
             f"from a fresh initialisation (seed {seed}, as transformers initialises BertLMPredictionHead); the "

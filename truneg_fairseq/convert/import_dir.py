@@ -25,7 +25,9 @@ logger = logging.getLogger(__name__)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bool = False, seed: int = 1) -> Path:
+def import_hf(
+    hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bool = False, seed: int = 1
+) -> Path:
     """Convert a local HF directory to ``out_dir`` (model.pt, dict.txt, vocab.txt, import.json
     and the tokenizer files found). Nothing is written unless the whole conversion succeeds.
     ``import.json`` records the source, the fairseq model fields (``model_args``: what
@@ -35,7 +37,9 @@ def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bo
     gen = None
     if generator_dir is not None:
         if ck.arch not in ELECTRA_ARCHS:
-            raise ConversionError(f"--generator is for ElectraForPreTraining; {ck.path} holds {ck.arch}")
+            raise ConversionError(
+                f"--generator is for ElectraForPreTraining; {ck.path} holds {ck.arch}"
+            )
         gen = read_hf_dir(generator_dir, "--generator", GENERATOR_ARCHS, need_vocab=False)
     out_dir = Path(out_dir).resolve()
     inputs = {"HF_DIR": hf_dir, "--generator": generator_dir}  # kept, even inside OUT_DIR
@@ -54,14 +58,26 @@ def import_hf(hf_dir, out_dir, generator_dir=None, allow_unshared_embeddings: bo
                 sizes = _bert_sizes(ck.config, cfg.model.max_positions)
             else:
                 cfg, model = _import_electra(ck, gen, work, allow_unshared_embeddings)
-                head = "imported" if gen is not None else "none (discriminator only: pre-training adds a fresh generator)"
-                sizes = _electra_sizes(ck.config, gen.config if gen else None, cfg.model.electra_max_positions)
+                head = (
+                    "imported"
+                    if gen is not None
+                    else "none (discriminator only: pre-training adds a fresh generator)"
+                )
+                sizes = _electra_sizes(
+                    ck.config, gen.config if gen else None, cfg.model.electra_max_positions
+                )
         cfg.task.data = str(out_dir)  # where dict.txt will be once the directory is in place
         _save_checkpoint(work / "model.pt", cfg, model)
         sizes.pop("tokens_per_sample")  # a task field; the recipes read max_positions
-        info = {"source": str(ck.path), "architecture": ck.arch, "generator": str(gen.path) if gen else None,
-                "lowercase": ck.lowercase, "fairseq_arch": cfg.model._name, "mlm_head": head,
-                "model_args": sizes}
+        info = {
+            "source": str(ck.path),
+            "architecture": ck.arch,
+            "generator": str(gen.path) if gen else None,
+            "lowercase": ck.lowercase,
+            "fairseq_arch": cfg.model._name,
+            "mlm_head": head,
+            "model_args": sizes,
+        }
         with open(work / "import.json", "w", encoding="utf-8") as f:
             json.dump(info, f, indent=2)
     logger.info(f"imported {ck.arch} from {ck.path} into {out_dir} (model.pt, dict.txt, vocab.txt)")

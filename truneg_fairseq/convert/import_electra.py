@@ -8,10 +8,24 @@ from typing import Dict, Optional
 
 import torch
 
-from truneg_fairseq.convert.build import _build, _check_vocab_size, _embeddings, _fill, _layers, _warn_untied
+from truneg_fairseq.convert.build import (
+    _build,
+    _check_vocab_size,
+    _embeddings,
+    _fill,
+    _layers,
+    _warn_untied,
+)
 from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.hf_dir import HFCheckpoint
-from truneg_fairseq.convert.keys import DISCRIMINATOR_HEAD, ELECTRA_PROJECTION, GENERATOR_HEAD, _has, _hf_to_fairseq, _take
+from truneg_fairseq.convert.keys import (
+    DISCRIMINATOR_HEAD,
+    ELECTRA_PROJECTION,
+    GENERATOR_HEAD,
+    _has,
+    _hf_to_fairseq,
+    _take,
+)
 from truneg_fairseq.text import wordpiece_row_order
 
 logger = logging.getLogger(__name__)
@@ -22,19 +36,30 @@ def generator_sizes(hidden: int) -> Dict[str, int]:
     a quarter of the discriminator's width (a third for width 768, as ELECTRA-base), heads of
     64, FFN 4 x hidden; as many layers as the discriminator."""
     gen_hidden = max(hidden // 3 if hidden == 768 else hidden // 4, 1)
-    return {"hidden_size": gen_hidden, "num_attention_heads": max(gen_hidden // 64, 1), "intermediate_size": 4 * gen_hidden}
+    return {
+        "hidden_size": gen_hidden,
+        "num_attention_heads": max(gen_hidden // 64, 1),
+        "intermediate_size": 4 * gen_hidden,
+    }
 
 
 def _electra_sizes(d: dict, g: Optional[dict], max_positions: int) -> Dict[str, object]:
     # a discriminator alone: the generator that pre-training adds (fresh, warmed up first)
-    gen = g or dict(generator_sizes(int(d["hidden_size"])), num_hidden_layers=d["num_hidden_layers"])
+    gen = g or dict(
+        generator_sizes(int(d["hidden_size"])), num_hidden_layers=d["num_hidden_layers"]
+    )
     return {
         "electra_embed_dim": int(d.get("embedding_size", d["hidden_size"])),
-        "electra_hidden_dim": int(d["hidden_size"]), "electra_layers": int(d["num_hidden_layers"]),
-        "electra_heads": int(d["num_attention_heads"]), "electra_ffn_dim": int(d["intermediate_size"]),
-        "electra_gen_hidden_dim": int(gen["hidden_size"]), "electra_gen_layers": int(gen["num_hidden_layers"]),
-        "electra_gen_heads": int(gen["num_attention_heads"]), "electra_gen_ffn_dim": int(gen["intermediate_size"]),
-        "electra_max_positions": max_positions, "tokens_per_sample": max_positions,
+        "electra_hidden_dim": int(d["hidden_size"]),
+        "electra_layers": int(d["num_hidden_layers"]),
+        "electra_heads": int(d["num_attention_heads"]),
+        "electra_ffn_dim": int(d["intermediate_size"]),
+        "electra_gen_hidden_dim": int(gen["hidden_size"]),
+        "electra_gen_layers": int(gen["num_hidden_layers"]),
+        "electra_gen_heads": int(gen["num_attention_heads"]),
+        "electra_gen_ffn_dim": int(gen["intermediate_size"]),
+        "electra_max_positions": max_positions,
+        "tokens_per_sample": max_positions,
         "electra_dropout": float(d.get("hidden_dropout_prob", 0.1)),
         "electra_attention_dropout": float(d.get("attention_probs_dropout_prob", 0.1)),
         "electra_layernorm_eps": float(d.get("layer_norm_eps", 1e-12)),
@@ -42,7 +67,13 @@ def _electra_sizes(d: dict, g: Optional[dict], max_positions: int) -> Dict[str, 
     }
 
 
-def _check_pair(ck: HFCheckpoint, gen: HFCheckpoint, words: torch.Tensor, pos: torch.Tensor, allow_unshared: bool) -> None:
+def _check_pair(
+    ck: HFCheckpoint,
+    gen: HFCheckpoint,
+    words: torch.Tensor,
+    pos: torch.Tensor,
+    allow_unshared: bool,
+) -> None:
     """A generator and a discriminator that ELECTRA can share embeddings between: the same
     embedding and position sizes, the same vocabulary and (unless ``allow_unshared``) the same
     embedding values."""
@@ -56,7 +87,9 @@ def _check_pair(ck: HFCheckpoint, gen: HFCheckpoint, words: torch.Tensor, pos: t
             "published with this discriminator"
         )
     if gen.vocab is not None and gen.vocab != ck.vocab:
-        raise ConversionError(f"the generator's vocabulary in {gen.path} differs from the discriminator's in {ck.path}")
+        raise ConversionError(
+            f"the generator's vocabulary in {gen.path} differs from the discriminator's in {ck.path}"
+        )
     for name in ("word_embeddings", "position_embeddings", "token_type_embeddings", "LayerNorm"):
         for p in ("weight",) if name != "LayerNorm" else ("weight", "bias"):
             key = f"electra.embeddings.{name}.{p}"
@@ -71,22 +104,30 @@ def _check_pair(ck: HFCheckpoint, gen: HFCheckpoint, words: torch.Tensor, pos: t
                         "published one)"
                     )
                 if diff > 0:
-                    logger.warning(f"generator and discriminator differ in {key} (max {diff:.3g}); the "
-                                   "imported model shares the discriminator's embeddings")
+                    logger.warning(
+                        f"generator and discriminator differ in {key} (max {diff:.3g}); the "
+                        "imported model shares the discriminator's embeddings"
+                    )
 
 
-def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, allow_unshared: bool = False):
+def _import_electra(
+    ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, allow_unshared: bool = False
+):
     d, s, where = ck.config, ck.state, str(ck.path)
     for cfg_ in (d, gen.config if gen else {}):
         if cfg_.get("hidden_act", "gelu") != "gelu":
-            raise ConversionError(f"ELECTRA with hidden_act {cfg_['hidden_act']!r}: only 'gelu' (erf) is supported")
+            raise ConversionError(
+                f"ELECTRA with hidden_act {cfg_['hidden_act']!r}: only 'gelu' (erf) is supported"
+            )
     words = _take(s, "electra.embeddings.word_embeddings.weight", where)
     _check_vocab_size(ck, words.size(0))
     order = wordpiece_row_order(ck.vocab)
     pos = _take(s, "electra.embeddings.position_embeddings.weight", where)
     if gen is not None:
         _check_pair(ck, gen, words, pos, allow_unshared)
-    cfg, task, model = _build("electra", "electra_base", _electra_sizes(d, gen.config if gen else None, pos.size(0)), work)
+    cfg, task, model = _build(
+        "electra", "electra_base", _electra_sizes(d, gen.config if gen else None, pos.size(0)), work
+    )
     pad = task.source_dictionary.pad()
     emb = _embeddings(s, "electra.embeddings.", order, pad, where)
     out = {
@@ -97,8 +138,10 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, a
         **_hf_to_fairseq(s, DISCRIMINATOR_HEAD, where),
     }
     if emb["segment_offsets"].abs().max() > 0:
-        logger.info("ELECTRA in the plugin feeds one segment: token-type row 0 is folded into the positions, "
-                    "the other rows are not kept")
+        logger.info(
+            "ELECTRA in the plugin feeds one segment: token-type row 0 is folded into the positions, "
+            "the other rows are not kept"
+        )
     out.update(_stack(s, "discriminator.", d, where))
     if gen is not None:
         gs, gwhere = gen.state, str(gen.path)
@@ -117,7 +160,9 @@ def _import_electra(ck: HFCheckpoint, gen: Optional[HFCheckpoint], work: Path, a
 
 
 def _stack(state, fs_prefix: str, config: dict, where: str) -> Dict[str, torch.Tensor]:
-    out = _layers(state, "electra.encoder.layer.", fs_prefix + "layers.", config["num_hidden_layers"], where)
+    out = _layers(
+        state, "electra.encoder.layer.", fs_prefix + "layers.", config["num_hidden_layers"], where
+    )
     if _has(state, ELECTRA_PROJECTION):
         out.update(_hf_to_fairseq(state, ELECTRA_PROJECTION, where, fs_base=fs_prefix))
     return out

@@ -7,10 +7,19 @@ import torch
 
 from truneg_fairseq.convert.errors import ConversionError
 
-
 # HF hidden_act -> fairseq activation_fn (erf GELU is "gelu" in both)
-HF_TO_FAIRSEQ_ACT = {"gelu": "gelu", "gelu_new": "gelu_accurate", "gelu_pytorch_tanh": "gelu_accurate", "relu": "relu"}
-FAIRSEQ_TO_HF_ACT = {"gelu": "gelu", "gelu_accurate": "gelu_new", "gelu_fast": "gelu_new", "relu": "relu"}
+HF_TO_FAIRSEQ_ACT = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_accurate",
+    "gelu_pytorch_tanh": "gelu_accurate",
+    "relu": "relu",
+}
+FAIRSEQ_TO_HF_ACT = {
+    "gelu": "gelu",
+    "gelu_accurate": "gelu_new",
+    "gelu_fast": "gelu_new",
+    "relu": "relu",
+}
 
 # one transformer layer: HF suffix -> fairseq TransformerEncoderLayerBase suffix
 LAYER_MAP = (
@@ -28,24 +37,46 @@ LAYER_MAP = (
 # (HuggingFace prefix, fairseq prefix) pairs, each naming a ``weight`` and a ``bias``: one table per
 # part, read in both directions (import: HF -> fairseq, export: fairseq -> HF)
 KeyTable = Tuple[Tuple[str, str], ...]
-DISCRIMINATOR_HEAD: KeyTable = (("discriminator_predictions.dense.", "discriminator_head.dense."),
-                                ("discriminator_predictions.dense_prediction.", "discriminator_head.out_proj."))
-GENERATOR_HEAD: KeyTable = (("generator_predictions.dense.", "generator_head.dense."),
-                            ("generator_predictions.LayerNorm.", "generator_head.layer_norm."))
-BERT_MLM_HEAD: KeyTable = (("cls.predictions.transform.dense.", "encoder.lm_head.dense."),
-                           ("cls.predictions.transform.LayerNorm.", "encoder.lm_head.layer_norm."))
-ROBERTA_MLM_HEAD: KeyTable = (("lm_head.dense.", "encoder.lm_head.dense."),
-                              ("lm_head.layer_norm.", "encoder.lm_head.layer_norm."))
-BERT_POOLER: KeyTable = (("pooler.dense.", "bert_pooler_"),)  # HF side under the model's base prefix
-ELECTRA_PROJECTION: KeyTable = (("electra.embeddings_project.", "project."),)  # fairseq side under the stack's prefix
+DISCRIMINATOR_HEAD: KeyTable = (
+    ("discriminator_predictions.dense.", "discriminator_head.dense."),
+    ("discriminator_predictions.dense_prediction.", "discriminator_head.out_proj."),
+)
+GENERATOR_HEAD: KeyTable = (
+    ("generator_predictions.dense.", "generator_head.dense."),
+    ("generator_predictions.LayerNorm.", "generator_head.layer_norm."),
+)
+BERT_MLM_HEAD: KeyTable = (
+    ("cls.predictions.transform.dense.", "encoder.lm_head.dense."),
+    ("cls.predictions.transform.LayerNorm.", "encoder.lm_head.layer_norm."),
+)
+ROBERTA_MLM_HEAD: KeyTable = (
+    ("lm_head.dense.", "encoder.lm_head.dense."),
+    ("lm_head.layer_norm.", "encoder.lm_head.layer_norm."),
+)
+BERT_POOLER: KeyTable = (
+    ("pooler.dense.", "bert_pooler_"),
+)  # HF side under the model's base prefix
+ELECTRA_PROJECTION: KeyTable = (
+    ("electra.embeddings_project.", "project."),
+)  # fairseq side under the stack's prefix
 
 
-def _hf_to_fairseq(state, table: KeyTable, where: str, hf_base: str = "", fs_base: str = "") -> Dict[str, torch.Tensor]:
-    return {fs_base + fs + p: _take(state, hf_base + hf + p, where) for hf, fs in table for p in ("weight", "bias")}
+def _hf_to_fairseq(
+    state, table: KeyTable, where: str, hf_base: str = "", fs_base: str = ""
+) -> Dict[str, torch.Tensor]:
+    return {
+        fs_base + fs + p: _take(state, hf_base + hf + p, where)
+        for hf, fs in table
+        for p in ("weight", "bias")
+    }
 
 
-def _fairseq_to_hf(state, table: KeyTable, hf_base: str = "", fs_base: str = "") -> Dict[str, torch.Tensor]:
-    return {hf_base + hf + p: state[fs_base + fs + p] for hf, fs in table for p in ("weight", "bias")}
+def _fairseq_to_hf(
+    state, table: KeyTable, hf_base: str = "", fs_base: str = ""
+) -> Dict[str, torch.Tensor]:
+    return {
+        hf_base + hf + p: state[fs_base + fs + p] for hf, fs in table for p in ("weight", "bias")
+    }
 
 
 def _has(state, table: KeyTable, hf_base: str = "") -> bool:
@@ -55,10 +86,14 @@ def _has(state, table: KeyTable, hf_base: str = "") -> bool:
 
 def _layer_table(hf_prefix: str, fs_prefix: str, n: int) -> KeyTable:
     """(HF prefix, fairseq prefix) of every tensor of ``n`` transformer layers."""
-    return tuple((f"{hf_prefix}{i}.{hf}", f"{fs_prefix}{i}.{fs}") for i in range(n) for hf, fs in LAYER_MAP)
+    return tuple(
+        (f"{hf_prefix}{i}.{hf}", f"{fs_prefix}{i}.{fs}") for i in range(n) for hf, fs in LAYER_MAP
+    )
 
 
 def _take(state: Dict[str, torch.Tensor], key: str, where: str) -> torch.Tensor:
     if key not in state:
-        raise ConversionError(f"{where} lacks the tensor {key}: the weights do not match config.json's architecture")
+        raise ConversionError(
+            f"{where} lacks the tensor {key}: the weights do not match config.json's architecture"
+        )
     return state[key].float()

@@ -55,20 +55,31 @@ def _write_wordpiece(out: Path, vocab: List[str], lowercase: bool, max_length: i
     model can take instead of passing a longer input that fails inside the model."""
     with open(out / "vocab.txt", "w", encoding="utf-8") as f:
         f.write("".join(t + "\n" for t in vocab))
-    tok_cfg = {"tokenizer_class": "BertTokenizer", "do_lower_case": lowercase, "unk_token": "[UNK]",
-               "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
-               "model_max_length": int(max_length)}
+    tok_cfg = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": lowercase,
+        "unk_token": "[UNK]",
+        "sep_token": "[SEP]",
+        "pad_token": "[PAD]",
+        "cls_token": "[CLS]",
+        "mask_token": "[MASK]",
+        "model_max_length": int(max_length),
+    }
     with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
         json.dump(tok_cfg, f, indent=2)
 
 
-def _write_roberta_vocab(out: Path, symbols: List[str], dict_txt: Path, gpt2_files, max_length: int) -> None:
+def _write_roberta_vocab(
+    out: Path, symbols: List[str], dict_txt: Path, gpt2_files, max_length: int
+) -> None:
     """fairseq's dict (always) and, with GPT-2's encoder.json + vocab.bpe, the byte-level BPE files
     ``transformers``' RoBERTa tokenizer reads (vocab.json maps BPE strings to the model's rows)."""
     shutil.copyfile(dict_txt, out / "dict.txt")
     if not gpt2_files:
-        logger.warning("RoBERTa export without --gpt2-encoder-json/--gpt2-vocab-bpe: only dict.txt is written; "
-                       "give them to also write vocab.json and merges.txt")
+        logger.warning(
+            "RoBERTa export without --gpt2-encoder-json/--gpt2-vocab-bpe: only dict.txt is written; "
+            "give them to also write vocab.json and merges.txt"
+        )
         return
     encoder_json, vocab_bpe = gpt2_files
     gpt2 = _read_json(Path(encoder_json))
@@ -80,14 +91,28 @@ def _write_roberta_vocab(out: Path, symbols: List[str], dict_txt: Path, gpt2_fil
         elif row < 4 or sym == "<mask>":
             vocab[sym] = row
         else:
-            raise ConversionError(f"dictionary entry {sym!r} (row {row}) is not a GPT-2 BPE id of {encoder_json}")
+            raise ConversionError(
+                f"dictionary entry {sym!r} (row {row}) is not a GPT-2 BPE id of {encoder_json}"
+            )
     with open(out / "vocab.json", "w", encoding="utf-8") as f:
         json.dump(vocab, f, ensure_ascii=False)
     shutil.copyfile(vocab_bpe, out / "merges.txt")
     with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
-        json.dump({"tokenizer_class": "RobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>",
-                   "cls_token": "<s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
-                   "model_max_length": int(max_length)}, f, indent=2)
+        json.dump(
+            {
+                "tokenizer_class": "RobertaTokenizer",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "sep_token": "</s>",
+                "cls_token": "<s>",
+                "unk_token": "<unk>",
+                "pad_token": "<pad>",
+                "mask_token": "<mask>",
+                "model_max_length": int(max_length),
+            },
+            f,
+            indent=2,
+        )
 
 
 def _recorded_lowercase(checkpoint, vocab_file, symbols) -> bool:
@@ -97,7 +122,11 @@ def _recorded_lowercase(checkpoint, vocab_file, symbols) -> bool:
     from truneg_fairseq.text import uncased
 
     for d in (Path(checkpoint).parent, Path(vocab_file).parent if vocab_file else None):
-        if d is not None and (d / "import.json").is_file() and _read_json(d / "import.json").get("lowercase") is not None:
+        if (
+            d is not None
+            and (d / "import.json").is_file()
+            and _read_json(d / "import.json").get("lowercase") is not None
+        ):
             return bool(_read_json(d / "import.json")["lowercase"])
     vocab = symbols
     if vocab_file is not None and Path(vocab_file).is_file():

@@ -3,4 +3,11 @@
 ``cline`` and ``squad``. All loss math is in ``losses.py``; each reads only what one call of the
 model's ``forward`` returns."""
 
-from . import cline, electra, mlm_hard_correction, mlm_sent_kl, mlm_soft_reg, squad  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    cline,
+    electra,
+    mlm_hard_correction,
+    mlm_sent_kl,
+    mlm_soft_reg,
+    squad,
+)

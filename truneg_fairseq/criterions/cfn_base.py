@@ -21,7 +21,6 @@ When the model detects replaced tokens (ELECTRA), the MLM terms are weighted by
 :mod:`truneg_fairseq.criterions.rtd` is added with ``--electra-disc-weight``.
 """
 
-
 import logging
 import math
 import os
@@ -113,9 +112,12 @@ def load_synonym_lookup(path: str, task) -> SynonymLookup:
     logger.info(
         f"synonym table {path}: {len(table)} pairs, source {table.meta.get('source')}, "
         f"coverage {table.meta.get('coverage')}, {len(table.continuation_ids)} continuation pieces, "
-        + (f"{len(table.content_ids)} content words" if table.content_ids is not None else
-           "no content-word list (a table built before it existed: content_pred is not reported; rebuild it "
-           "with scripts/build_synonym_table.py)")
+        + (
+            f"{len(table.content_ids)} content words"
+            if table.content_ids is not None
+            else "no content-word list (a table built before it existed: content_pred is not reported; rebuild it "
+            "with scripts/build_synonym_table.py)"
+        )
     )
     return SynonymLookup(table, len(symbols))
 
@@ -153,7 +155,11 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         super().__init__(task)
         self.cfg = cfg
         # unresolved only for a config built in code, outside fairseq: then the task's own value
-        mask_prob = cfg.mask_prob if _resolved(cfg.mask_prob) is not None else getattr(task.cfg, "mask_prob", None)
+        mask_prob = (
+            cfg.mask_prob
+            if _resolved(cfg.mask_prob) is not None
+            else getattr(task.cfg, "mask_prob", None)
+        )
         self.mask_prob = None if mask_prob is None else float(mask_prob)
         self.fairseq_roberta, self.has_discriminator = self._check_model_class(cfg)
         if cfg.synonym_table:
@@ -204,7 +210,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         """
         name = _resolved(cfg.arch) or None
         if name is None:
-            self._first_call = self.register_forward_pre_hook(self._decide_at_first_call, with_kwargs=True)
+            self._first_call = self.register_forward_pre_hook(
+                self._decide_at_first_call, with_kwargs=True
+            )
             return None, None
         model_cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)
         if model_cls is None:
@@ -226,7 +234,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         # the arch the model was built as, for the suggestions of the messages (fairseq's legacy
         # models keep their arguments as ``args``)
         name = str(getattr(getattr(model, "args", None), "arch", None) or cls.__name__)
-        self.fairseq_roberta, self.has_discriminator = self._check_class(cls, f"the model ({cls.__name__})", name)
+        self.fairseq_roberta, self.has_discriminator = self._check_class(
+            cls, f"the model ({cls.__name__})", name
+        )
         self._first_call.remove()
         logger.info(
             f"--criterion {self.criterion_name()}: the config names no arch; the model is a "
@@ -239,9 +249,11 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         messages, ``name`` is its arch)."""
         cfg = self.cfg
         crit = f"--criterion {self.criterion_name()}"
-        works = ("fairseq's roberta_* archs with --task masked_lm (hard correction only), the plugin's "
-                 "truneg_roberta_* and bert_hf_* archs with --task masked_lm, or its electra_* archs with "
-                 "--task electra")
+        works = (
+            "fairseq's roberta_* archs with --task masked_lm (hard correction only), the plugin's "
+            "truneg_roberta_* and bert_hf_* archs with --task masked_lm, or its electra_* archs with "
+            "--task electra"
+        )
         if issubclass(model_cls, MaskedLMObjectives):
             fairseq_roberta = False
         elif issubclass(model_cls, RobertaModel):
@@ -253,8 +265,8 @@ class CounterFalseNegativeLoss(FairseqCriterion):
                     f"masked-LM logits; fairseq's {what} returns the logits only. Use "
                     f"--arch truneg_{name} (the same RoBERTa: same weights, sizes and checkpoint "
                     "keys, so --restore-file and fine-tuning work unchanged)"
-                    if name.startswith("roberta_") else
-                    f"{crit} needs {' and '.join(need)} from the model's forward, which {what} does not "
+                    if name.startswith("roberta_")
+                    else f"{crit} needs {' and '.join(need)} from the model's forward, which {what} does not "
                     f"return; use {works}"
                 )
             if cfg.mlm_prediction_slots == "static":
@@ -302,7 +314,12 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             # fairseq's RoBERTa masked-LM forward: logits at the masked positions, nothing else
             logits = model(**net_input, **sel.forward_kwargs())[0]  # M x V
             return {"mlm_logits": logits, "mlm_pred": logits.detach().argmax(dim=-1)}
-        return model(**net_input, **sel.forward_kwargs(), mlm_targets=target, mlm_outputs=self.model_output_names())
+        return model(
+            **net_input,
+            **sel.forward_kwargs(),
+            mlm_targets=target,
+            mlm_outputs=self.model_output_names(),
+        )
 
     def forward(self, model, sample, reduce=True):
         target = sample["target"]  # B x T, padding outside the masked positions
@@ -318,8 +335,12 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         original = torch.where(target.ne(self.padding_idx), target, src_tokens)  # B x T
         whole = None
         if self.lookup is not None:
-            whole = sel.take(self.lookup.ends_word(original))  # S: subword pieces are never corrected
-            synonym = valid & fn.synonym_predictions(gold, pred, self.lookup.is_synonym(gold, pred), whole)  # S
+            whole = sel.take(
+                self.lookup.ends_word(original)
+            )  # S: subword pieces are never corrected
+            synonym = valid & fn.synonym_predictions(
+                gold, pred, self.lookup.is_synonym(gold, pred), whole
+            )  # S
         else:
             synonym = torch.zeros_like(valid)
         step = MaskedLMStep(net, sel, src_tokens, target, gold, valid, nll, synonym)
@@ -327,10 +348,13 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         if self.has_discriminator:
             syn_sample = None
             if self.lookup is not None:
-                syn_sample = sel.put(torch.zeros_like(target, dtype=torch.bool),
-                                     valid & whole & self.lookup.is_synonym(gold, net["rtd_sampled"]))
-            rtd_sum, rtd_stats = rtd.rtd_term(net, original, self.padding_idx, syn_sample,
-                                              self.cfg.electra_rtd_synonym_policy)
+                syn_sample = sel.put(
+                    torch.zeros_like(target, dtype=torch.bool),
+                    valid & whole & self.lookup.is_synonym(gold, net["rtd_sampled"]),
+                )
+            rtd_sum, rtd_stats = rtd.rtd_term(
+                net, original, self.padding_idx, syn_sample, self.cfg.electra_rtd_synonym_policy
+            )
             gen_w = self.cfg.electra_gen_weight
             terms = [(name, gen_w * w, value) for name, w, value in terms]
             # mask_prob x the sum over all tokens = (in expectation) the per-token mean per masked token
@@ -344,11 +368,22 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             "nsentences": sample["nsentences"],
             "sample_size": sample_size,
         }
-        word = valid & fn.ordinary_positions(gold, self.nspecial, self.mask_idx)  # S: masked word positions
-        logging_output.update(fn.step_counts(
-            sel.rows_any, word, pred.eq(gold), valid & ~word, target.size(0),
-            synonym if self.lookup is not None else None,
-            self.lookup.content[pred] if self.lookup is not None and self.lookup.has_content else None))
+        word = valid & fn.ordinary_positions(
+            gold, self.nspecial, self.mask_idx
+        )  # S: masked word positions
+        logging_output.update(
+            fn.step_counts(
+                sel.rows_any,
+                word,
+                pred.eq(gold),
+                valid & ~word,
+                target.size(0),
+                synonym if self.lookup is not None else None,
+                self.lookup.content[pred]
+                if self.lookup is not None and self.lookup.has_content
+                else None,
+            )
+        )
         for name, _, value in terms:
             logging_output[name] = value.data
         if sel.dropped is not None:
@@ -383,7 +418,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         metrics.log_scalar("loss", total("loss") / sample_size / math.log(2), sample_size, round=3)
         for term in cls.TERMS:
             if any(term in log for log in logging_outputs):
-                metrics.log_scalar(term, total(term) / sample_size / math.log(2), sample_size, round=4)
+                metrics.log_scalar(
+                    term, total(term) / sample_size / math.log(2), sample_size, round=4
+                )
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
         fn.log_metrics(logging_outputs)  # mlm_acc, syn_acc, the ratios, content_pred, nseq
         if any("slots_dropped" in log for log in logging_outputs):

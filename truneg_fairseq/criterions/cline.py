@@ -53,8 +53,12 @@ def contrastive_loss(h_ori: torch.Tensor, h_syn: torch.Tensor, h_ant: torch.Tens
 @dataclass
 class ClineCriterionConfig(FairseqDataclass):
     cline_mlm_weight: float = field(default=1.0, metadata={"help": "weight of the MLM term l1"})
-    cline_rtd_weight: float = field(default=1.0, metadata={"help": "weight of the replaced-token-detection term l2"})
-    cline_cts_weight: float = field(default=1.0, metadata={"help": "weight of the contrastive term l3"})
+    cline_rtd_weight: float = field(
+        default=1.0, metadata={"help": "weight of the replaced-token-detection term l2"}
+    )
+    cline_cts_weight: float = field(
+        default=1.0, metadata={"help": "weight of the contrastive term l3"}
+    )
     cline_learned_weights: bool = field(
         default=False,
         metadata={
@@ -77,7 +81,9 @@ class ClineCriterion(FairseqCriterion):
             )
         fixed = (cfg.cline_mlm_weight, cfg.cline_rtd_weight, cfg.cline_cts_weight)
         if cfg.cline_learned_weights and fixed != (1.0, 1.0, 1.0):
-            raise ValueError("--cline-learned-weights learns the weights: drop --cline-mlm/rtd/cts-weight")
+            raise ValueError(
+                "--cline-learned-weights learns the weights: drop --cline-mlm/rtd/cts-weight"
+            )
         self.cfg = cfg
         self.weights = fixed
         self.mask_prob = float(task.cfg.mask_prob)
@@ -102,15 +108,15 @@ class ClineCriterion(FairseqCriterion):
         rtd_labels = torch.cat([c["syn_labels"], c["ant_labels"]], dim=0)  # 2B x T
         bce = losses.rtd_loss(rtd_logits, rtd_labels.float(), rtd_w)  # 2B x T
 
-        cts = contrastive_loss(cls[:B], cls[B:2 * B], cls[2 * B:])  # B
+        cts = contrastive_loss(cls[:B], cls[B : 2 * B], cls[2 * B :])  # B
         has_neg = c["has_negative"].float()  # B
         cts_coef = self.mask_prob * ori.ne(pad).sum(dim=1).float() * has_neg  # B
 
         terms = (nll.sum(), self.mask_prob * bce.sum(), (cts * cts_coef).sum())
         loss, weights, logvar_sum = self._weigh(terms, net["log_vars"].float(), sample_size)
         with torch.no_grad():
-            pos = torch.einsum("bc,bc->b", cls[:B].float(), cls[B:2 * B].float())  # B
-            neg = torch.einsum("bc,bc->b", cls[:B].float(), cls[2 * B:].float())  # B
+            pos = torch.einsum("bc,bc->b", cls[:B].float(), cls[B : 2 * B].float())  # B
+            neg = torch.einsum("bc,bc->b", cls[:B].float(), cls[2 * B :].float())  # B
             logging_output = {
                 "loss": loss.detach(),
                 "mlm_loss": terms[0].detach(),
@@ -118,7 +124,9 @@ class ClineCriterion(FairseqCriterion):
                 "cts_loss": terms[2].detach(),
                 "rtd_bce_sum": bce.sum().detach(),
                 "rtd_tokens": rtd_w.sum(),
-                "rtd_correct": (rtd_logits.detach().gt(0).eq(rtd_labels.gt(0)).float() * rtd_w).sum(),
+                "rtd_correct": (
+                    rtd_logits.detach().gt(0).eq(rtd_labels.gt(0)).float() * rtd_w
+                ).sum(),
                 "rtd_replaced": (rtd_labels.gt(0).float() * rtd_w).sum(),
                 "cts_nll_sum": (cts.detach() * has_neg).sum(),
                 "cts_pairs": has_neg.sum(),
@@ -129,7 +137,9 @@ class ClineCriterion(FairseqCriterion):
             }
             if weights is not None:
                 logging_output["logvar_loss"] = logvar_sum.detach()
-                logging_output.update({f"w_{name}": weights[i].detach() for i, name in enumerate(TERMS)})
+                logging_output.update(
+                    {f"w_{name}": weights[i].detach() for i, name in enumerate(TERMS)}
+                )
                 logging_output["w_count"] = 1
         return loss, sample_size, logging_output
 
@@ -161,7 +171,9 @@ class ClineCriterion(FairseqCriterion):
         n_rtd = total("rtd_tokens")
         metrics.log_scalar("rtd_bce", total("rtd_bce_sum") / max(n_rtd, 1), n_rtd, round=4)
         metrics.log_scalar("rtd_acc", 100.0 * total("rtd_correct") / max(n_rtd, 1), n_rtd, round=2)
-        metrics.log_scalar("rtd_replaced", 100.0 * total("rtd_replaced") / max(n_rtd, 1), n_rtd, round=2)
+        metrics.log_scalar(
+            "rtd_replaced", 100.0 * total("rtd_replaced") / max(n_rtd, 1), n_rtd, round=2
+        )
         pairs = total("cts_pairs")
         metrics.log_scalar("cts_nll", total("cts_nll_sum") / max(pairs, 1), pairs, round=4)
         metrics.log_scalar("cts_acc", 100.0 * total("cts_correct") / max(pairs, 1), pairs, round=2)

@@ -17,9 +17,7 @@ def masked_nll(logits: torch.Tensor, targets: torch.Tensor, padding_idx: int) ->
     logits: M x V (any float dtype; computed in fp32), targets: M. Returns M fp32 values, 0 where
     ``targets == padding_idx``.
     """
-    return F.cross_entropy(
-        logits.float(), targets, reduction="none", ignore_index=padding_idx
-    )  # M
+    return F.cross_entropy(logits.float(), targets, reduction="none", ignore_index=padding_idx)  # M
 
 
 def corrected_nll(nll: torch.Tensor, corrected: torch.Tensor) -> torch.Tensor:
@@ -50,8 +48,11 @@ def sentence_kl(h_p: torch.Tensor, h_s: torch.Tensor) -> torch.Tensor:
 
 
 def rtd_targets(
-    original: torch.Tensor, corrupted: torch.Tensor, nonpad: torch.Tensor,
-    synonym_sample: torch.Tensor, policy: str = "replaced",
+    original: torch.Tensor,
+    corrupted: torch.Tensor,
+    nonpad: torch.Tensor,
+    synonym_sample: torch.Tensor,
+    policy: str = "replaced",
 ):
     """Labels and weights of ELECTRA's replaced-token detection.
 

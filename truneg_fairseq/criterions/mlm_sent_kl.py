@@ -41,10 +41,15 @@ class SentKLLoss(CounterFalseNegativeLoss):
     model_outputs = ("sentence_kl",)
 
     def model_output_names(self):
-        return self.model_outputs + (("sentence_kl_grad",) if self.cfg.synonym_kl_grad_original else ())
+        return self.model_outputs + (
+            ("sentence_kl_grad",) if self.cfg.synonym_kl_grad_original else ()
+        )
 
     def objective(self, step):
         h_p, h_s = step.net["kl_h_p"], step.net["kl_h_s"]  # B x T x C each
         nonpad = step.src_tokens.ne(self.padding_idx)  # B x T
         kl_sum = (losses.sentence_kl(h_p, h_s) * nonpad.float()).sum()
-        return [("mlm_loss", 1.0, step.nll.sum()), ("kl_loss", self.cfg.synonym_kl_weight, kl_sum)], {}
+        return [
+            ("mlm_loss", 1.0, step.nll.sum()),
+            ("kl_loss", self.cfg.synonym_kl_weight, kl_sum),
+        ], {}

@@ -25,6 +25,7 @@ from truneg_fairseq.criterions import logs, losses
 
 RTD_POLICIES = ChoiceEnum(["replaced", "original", "ignore"])
 
+
 @dataclass
 class ReplacedTokenDetectionConfig(FairseqDataclass):
     electra_gen_weight: float = field(
@@ -47,7 +48,9 @@ class ReplacedTokenDetectionConfig(FairseqDataclass):
 
 
 # flags that only mean something when the model has a discriminator, with their defaults
-ELECTRA_ONLY = {f.name: f.default for f in fields(ReplacedTokenDetectionConfig) if f.name.startswith("electra_")}
+ELECTRA_ONLY = {
+    f.name: f.default for f in fields(ReplacedTokenDetectionConfig) if f.name.startswith("electra_")
+}
 
 
 def changed_electra_flags(cfg) -> list:
@@ -60,8 +63,11 @@ def changed_electra_flags(cfg) -> list:
 
 
 def rtd_term(
-    net: Dict[str, torch.Tensor], original: torch.Tensor, padding_idx: int,
-    synonym_sample: Optional[torch.Tensor], policy: str,
+    net: Dict[str, torch.Tensor],
+    original: torch.Tensor,
+    padding_idx: int,
+    synonym_sample: Optional[torch.Tensor],
+    policy: str,
 ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """Score the discriminator of the model's pass.
 
@@ -102,11 +108,17 @@ def reduce_rtd_metrics(logging_outputs) -> None:
 
     n_disc = total("disc_tokens")
     n_rep = total("rtd_replaced")
-    metrics.log_scalar("disc_bce", total("disc_bce_sum") / max(n_disc, 1), n_disc, round=4)  # nats per token
+    metrics.log_scalar(
+        "disc_bce", total("disc_bce_sum") / max(n_disc, 1), n_disc, round=4
+    )  # nats per token
     metrics.log_scalar("disc_acc", 100.0 * total("disc_correct") / max(n_disc, 1), n_disc, round=2)
     metrics.log_scalar("replaced", 100.0 * n_rep / max(n_disc, 1), n_disc, round=2)
     pred_pos, pos = total("rtd_pred_pos"), total("rtd_pos")
-    metrics.log_scalar("rtd_precision", 100.0 * total("rtd_true_pos") / max(pred_pos, 1), pred_pos, round=2)
+    metrics.log_scalar(
+        "rtd_precision", 100.0 * total("rtd_true_pos") / max(pred_pos, 1), pred_pos, round=2
+    )
     metrics.log_scalar("rtd_recall", 100.0 * total("rtd_true_pos") / max(pos, 1), pos, round=2)
     if any("rtd_synonym" in log for log in logging_outputs):
-        metrics.log_scalar("rtd_synonym", 100.0 * total("rtd_synonym") / max(n_rep, 1), n_rep, round=3)
+        metrics.log_scalar(
+            "rtd_synonym", 100.0 * total("rtd_synonym") / max(n_rep, 1), n_rep, round=3
+        )

@@ -7,9 +7,9 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
+from truneg_fairseq.criterions import logs
 from truneg_fairseq.data import squad
 from truneg_fairseq.evaluation import squad_metrics
-from truneg_fairseq.criterions import logs
 
 
 @register_criterion("squad", dataclass=FairseqDataclass)
@@ -18,13 +18,21 @@ class SquadSpanLoss(FairseqCriterion):
         tokens = sample["net_input"]["src_tokens"]  # F x T
         start_logits, end_logits = squad.span_logits(model, tokens, self.padding_idx)  # F x T each
         loss = F.cross_entropy(start_logits, sample["start"], reduction="sum") + F.cross_entropy(
-            end_logits, sample["end"], reduction="sum")
+            end_logits, sample["end"], reduction="sum"
+        )
         n = tokens.size(0)
-        log = {"loss": loss.data, "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": n}
+        log = {
+            "loss": loss.data,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["nsentences"],
+            "sample_size": n,
+        }
         if not model.training and "squad" in sample:  # validation batches hold whole questions
             cfg = self.task.cfg
             info = sample["squad"]
-            preds = squad.decode(info, start_logits, end_logits, cfg.squad_n_best, cfg.squad_max_answer_len)
+            preds = squad.decode(
+                info, start_logits, end_logits, cfg.squad_n_best, cfg.squad_max_answer_len
+            )
             em = f1 = 0.0
             for qid, golds in zip(info["qids"], info["answers"]):
                 em += max((squad_metrics.exact_match(preds[qid], g) for g in golds), default=0.0)

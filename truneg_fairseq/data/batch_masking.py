@@ -63,7 +63,9 @@ def random_bits(seed: int, epoch: int, stream: int, index: np.ndarray, width: in
     """B x ``width`` uint64 random words, one per (block ``index``, position): a pure function of
     (seed, epoch, stream, index, position)."""
     key = _mix_int(_mix_int(_mix_int(seed & _M64) ^ (epoch & _M64)) ^ stream)
-    counter = (index.astype(np.uint64)[:, None] << np.uint64(_POS_BITS)) | np.arange(width, dtype=np.uint64)
+    counter = (index.astype(np.uint64)[:, None] << np.uint64(_POS_BITS)) | np.arange(
+        width, dtype=np.uint64
+    )
     counter ^= np.uint64(key)
     return _mix(counter)
 
@@ -74,7 +76,9 @@ def _uniform(bits: np.ndarray, high: bool) -> np.ndarray:
     return half.astype(np.float64) * (1.0 / 4294967296.0)
 
 
-def select_exact(candidates: np.ndarray, rate: float, bits: np.ndarray, round_u: np.ndarray) -> np.ndarray:
+def select_exact(
+    candidates: np.ndarray, rate: float, bits: np.ndarray, round_u: np.ndarray
+) -> np.ndarray:
     """B x T bool: in each row, ``int(rate * n + u)`` of the row's ``n`` candidate positions,
     uniformly without replacement (the positions whose random keys are the smallest)."""
     b, t = candidates.shape
@@ -95,22 +99,49 @@ class BatchMaskedLMDataset(FairseqDataset):
 
     ``__getitem__`` returns the index alone; the collater reads, pads and masks the batch."""
 
-    def __init__(self, dataset, dictionary, mask_idx: int, seed: int = 1, mask_prob: float = 0.15,
-                 leave_unmasked_prob: float = 0.1, random_token_prob: float = 0.1,
-                 freq_weighted_replacement: bool = False, word_begins: Optional[torch.Tensor] = None,
-                 include_target_tokens: bool = False, include_index: bool = True, skip_masking: bool = False):
+    def __init__(
+        self,
+        dataset,
+        dictionary,
+        mask_idx: int,
+        seed: int = 1,
+        mask_prob: float = 0.15,
+        leave_unmasked_prob: float = 0.1,
+        random_token_prob: float = 0.1,
+        freq_weighted_replacement: bool = False,
+        word_begins: Optional[torch.Tensor] = None,
+        include_target_tokens: bool = False,
+        include_index: bool = True,
+        skip_masking: bool = False,
+    ):
         super().__init__()
         self.dataset = dataset
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"--mask-prob must be in (0, 1), got {mask_prob}")
-        if min(leave_unmasked_prob, random_token_prob) < 0 or leave_unmasked_prob + random_token_prob > 1:
-            raise ValueError("--leave-unmasked-prob and --random-token-prob must be >= 0 and sum to at most 1")
+        if (
+            min(leave_unmasked_prob, random_token_prob) < 0
+            or leave_unmasked_prob + random_token_prob > 1
+        ):
+            raise ValueError(
+                "--leave-unmasked-prob and --random-token-prob must be >= 0 and sum to at most 1"
+            )
         self.pad, self.mask_idx = dictionary.pad(), mask_idx
         self.seed, self.epoch = seed, 0
-        self.mask_prob, self.leave_unmasked_prob, self.random_token_prob = mask_prob, leave_unmasked_prob, random_token_prob
-        self.include_target_tokens, self.include_index, self.skip_masking = include_target_tokens, include_index, skip_masking
+        self.mask_prob, self.leave_unmasked_prob, self.random_token_prob = (
+            mask_prob,
+            leave_unmasked_prob,
+            random_token_prob,
+        )
+        self.include_target_tokens, self.include_index, self.skip_masking = (
+            include_target_tokens,
+            include_index,
+            skip_masking,
+        )
         self.word_begins = None if word_begins is None else np.asarray(word_begins, dtype=bool)
-        weights = np.array(dictionary.count if freq_weighted_replacement else np.ones(len(dictionary)), dtype=np.float64)
+        weights = np.array(
+            dictionary.count if freq_weighted_replacement else np.ones(len(dictionary)),
+            dtype=np.float64,
+        )
         weights[: dictionary.nspecial] = 0  # as MaskTokensDataset: no special as a random token
         self.replacement_cdf = np.cumsum(weights) / weights.sum()
         self._blocks = _stream_blocks(dataset)
@@ -156,8 +187,13 @@ class BatchMaskedLMDataset(FairseqDataset):
             net_input["target_tokens"] = tgt_t
         if self.include_index:
             net_input["src_id"] = id_t
-        return {"id": id_t, "net_input": net_input, "target": tgt_t, "nsentences": len(samples),
-                "ntokens": int(lengths.sum())}
+        return {
+            "id": id_t,
+            "net_input": net_input,
+            "target": tgt_t,
+            "nsentences": len(samples),
+            "ntokens": int(lengths.sum()),
+        }
 
     def read(self, index: np.ndarray):
         """(B x T int64 tokens padded on the right, B int64 lengths) of the blocks ``index``."""
@@ -177,7 +213,9 @@ class BatchMaskedLMDataset(FairseqDataset):
         if self.skip_masking:
             return tokens, tokens.copy()
         if (tokens[valid] == self.mask_idx).any():
-            raise ValueError(f"the data holds the <mask> symbol (id {self.mask_idx}): it must not be in the corpus")
+            raise ValueError(
+                f"the data holds the <mask> symbol (id {self.mask_idx}): it must not be in the corpus"
+            )
         bits = random_bits(self.seed, self.epoch, _SELECT, index, t)
         round_u = _uniform(random_bits(self.seed, self.epoch, _ROUND, index, 1)[:, 0], True)
         if self.word_begins is None:
@@ -223,8 +261,13 @@ class _TokenStream:
     def __init__(self, blocks: TokenBlockDataset, indexed: MMapIndexedDataset, bos: int):
         self.indexed, self.bos = indexed, bos
         itemsize = np.dtype(indexed._index.dtype).itemsize
-        first_sentence, offset = blocks.block_to_dataset_index[:, 0], blocks.block_to_dataset_index[:, 1]
-        self.starts = (indexed._index._pointers[first_sentence] // itemsize + offset).astype(np.int64)
+        first_sentence, offset = (
+            blocks.block_to_dataset_index[:, 0],
+            blocks.block_to_dataset_index[:, 1],
+        )
+        self.starts = (indexed._index._pointers[first_sentence] // itemsize + offset).astype(
+            np.int64
+        )
         self.lengths = np.asarray(blocks.sizes, dtype=np.int64) + 1
         self._flat = None
 
@@ -257,6 +300,8 @@ def _stream_blocks(dataset) -> Optional[_TokenStream]:
     if not isinstance(dataset.dataset, TokenBlockDataset):
         return None
     blocks = dataset.dataset
-    if not isinstance(blocks.dataset, MMapIndexedDataset) or getattr(blocks, "include_targets", False):
+    if not isinstance(blocks.dataset, MMapIndexedDataset) or getattr(
+        blocks, "include_targets", False
+    ):
         return None
     return _TokenStream(blocks, blocks.dataset, dataset.token)

@@ -53,7 +53,13 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from truneg_fairseq.data.cline_triples import (  # noqa: F401  (the module's public names, kept here)
-    ANT_RATE, SYN_RATE, CorpusVocabulary, Triple, build_triple, collect_vocabulary, make_hits_triplets,
+    ANT_RATE,
+    SYN_RATE,
+    CorpusVocabulary,
+    Triple,
+    build_triple,
+    collect_vocabulary,
+    make_hits_triplets,
 )
 from truneg_fairseq.data.corpus import read_text_lines
 from truneg_fairseq.errors import ClineDataError, CorpusError
@@ -120,7 +126,7 @@ def _process_chunk(job: Tuple[str, int, List[str]]) -> List[tuple]:
 
 def _chunks(split: str, lines: List[str], size: int) -> Iterator[Tuple[str, int, List[str]]]:
     for s in range(0, len(lines), size):
-        yield split, s, lines[s: s + size]
+        yield split, s, lines[s : s + size]
 
 
 def read_sentences(path: os.PathLike) -> Tuple[List[str], int]:
@@ -183,11 +189,13 @@ def _build_split(split, lines, n_empty, tok_dir, pool, chunk_size, log_every):
     t0 = time.time()
     jobs = _chunks(split, lines, chunk_size)
     results = pool.imap(_process_chunk, jobs) if pool is not None else map(_process_chunk, jobs)
-    with atomic_open(paths["ori"], "w", encoding="utf-8") as f_ori, \
-            atomic_open(paths["syn"], "w", encoding="utf-8") as f_syn, \
-            atomic_open(paths["ant"], "w", encoding="utf-8") as f_ant, \
-            atomic_open(paths["syn_label"], "w", encoding="utf-8") as f_sl, \
-            atomic_open(paths["ant_label"], "w", encoding="utf-8") as f_al:
+    with (
+        atomic_open(paths["ori"], "w", encoding="utf-8") as f_ori,
+        atomic_open(paths["syn"], "w", encoding="utf-8") as f_syn,
+        atomic_open(paths["ant"], "w", encoding="utf-8") as f_ant,
+        atomic_open(paths["syn_label"], "w", encoding="utf-8") as f_sl,
+        atomic_open(paths["ant_label"], "w", encoding="utf-8") as f_al,
+    ):
         for chunk in results:
             for ori, syn, syn_lab, ant, ant_lab, stats, syn_kinds in chunk:
                 f_ori.write(" ".join(ori) + "\n")
@@ -209,7 +217,9 @@ def _build_split(split, lines, n_empty, tok_dir, pool, chunk_size, log_every):
                 kinds.update(syn_kinds)
                 if counts["sentences"] % log_every == 0:
                     n = counts["sentences"]
-                    logger.info(f"{split}: {n}/{len(lines)} sentences ({n / (time.time() - t0):.0f}/s)")
+                    logger.info(
+                        f"{split}: {n}/{len(lines)} sentences ({n / (time.time() - t0):.0f}/s)"
+                    )
     logger.info(f"{split}: built {counts['sentences']} triples in {time.time() - t0:.1f}s")
     return counts, kinds
 
@@ -217,24 +227,41 @@ def _build_split(split, lines, n_empty, tok_dir, pool, chunk_size, log_every):
 def _read_inputs(splits: Dict[str, os.PathLike], settings: Settings, srcdict) -> Tuple[dict, dict]:
     """Check the settings and files; (sentences per split, empty lines per split)."""
     if "train" not in splits:
-        raise ClineDataError("a train split is needed (its words are the random replacements of x_ant)")
+        raise ClineDataError(
+            "a train split is needed (its words are the random replacements of x_ant)"
+        )
     for name, rate in (("--syn-rate", settings.syn_rate), ("--ant-rate", settings.ant_rate)):
         if not 0.0 < rate <= 1.0:
             raise ClineDataError(f"{name} {rate}: give a share of the eligible words in (0, 1]")
     if srcdict is not None and not Path(srcdict).is_file():
-        raise ClineDataError(f"--srcdict {srcdict} not found (the dict.txt of the model to continue)")
+        raise ClineDataError(
+            f"--srcdict {srcdict} not found (the dict.txt of the model to continue)"
+        )
     PieceEncoder(settings.tokenizer)  # checks files
     texts, empty = {}, {}
     for split, path in splits.items():
         texts[split], empty[split] = read_sentences(path)
         if not texts[split]:
-            raise ClineDataError(f"{path} ({split}): no text (all lines empty); give one sentence per line")
-        logger.info(f"{split}: {len(texts[split])} sentences from {path} ({empty[split]} empty lines skipped)")
+            raise ClineDataError(
+                f"{path} ({split}): no text (all lines empty); give one sentence per line"
+            )
+        logger.info(
+            f"{split}: {len(texts[split])} sentences from {path} ({empty[split]} empty lines skipped)"
+        )
     return texts, empty
 
 
-def _tokenize_splits(texts, empty, settings: Settings, vocab: CorpusVocabulary, wn, tok_dir: Path, workers: int,
-                     chunk_size: int, log_every: int) -> dict:
+def _tokenize_splits(
+    texts,
+    empty,
+    settings: Settings,
+    vocab: CorpusVocabulary,
+    wn,
+    tok_dir: Path,
+    workers: int,
+    chunk_size: int,
+    log_every: int,
+) -> dict:
     """Build and tokenize every split's triples into ``tok_dir``; {split: (counts, kinds)}."""
     pool = None
     if workers > 1:
@@ -243,8 +270,10 @@ def _tokenize_splits(texts, empty, settings: Settings, vocab: CorpusVocabulary, 
     else:
         _init_worker(settings, vocab, wn)
     try:
-        return {split: _build_split(split, lines, empty[split], tok_dir, pool, chunk_size, log_every)
-                for split, lines in texts.items()}
+        return {
+            split: _build_split(split, lines, empty[split], tok_dir, pool, chunk_size, log_every)
+            for split, lines in texts.items()
+        }
     finally:
         if pool is not None:
             pool.terminate()
@@ -271,13 +300,17 @@ def _binarize_split(split: str, dictionary, tok_dir: Path, out: Path) -> int:
     unk = 0
     sizes = {}
     for n in ("ori", "syn", "ant"):
+
         def ids(n=n):
             nonlocal unk
             for toks in _read_tok(tok_dir / f"{split}.{n}"):
                 t = dictionary.encode_line(" ".join(toks), add_if_not_exist=False, append_eos=True)
                 unk += int((t == dictionary.unk()).sum())
                 yield t.tolist()
-        sizes[n] = _binarize(ids(), out / f"{split}.{n}", np.uint16 if len(dictionary) < 65500 else np.int32)
+
+        sizes[n] = _binarize(
+            ids(), out / f"{split}.{n}", np.uint16 if len(dictionary) < 65500 else np.int32
+        )
     for n in ("syn_label", "ant_label"):
         labels = ([int(x) for x in toks] + [0] for toks in _read_tok(tok_dir / f"{split}.{n}"))
         if _binarize(labels, out / f"{split}.{n}", np.uint8) != sizes[n[:3]]:
@@ -298,9 +331,14 @@ def _log_summary(split: str, s: dict) -> None:
 
 
 def make_cline_data(
-    splits: Dict[str, os.PathLike], out_dir: os.PathLike, settings: Settings,
-    srcdict: Optional[os.PathLike] = None, workers: int = 1, chunk_size: int = 500,
-    log_every: int = 10000, wn=None,
+    splits: Dict[str, os.PathLike],
+    out_dir: os.PathLike,
+    settings: Settings,
+    srcdict: Optional[os.PathLike] = None,
+    workers: int = 1,
+    chunk_size: int = 500,
+    log_every: int = 10000,
+    wn=None,
 ) -> dict:
     """Build the aligned triples for each split (``{"train": path, "valid": path}``) under
     ``out_dir`` (see the module docstring); returns the summary (also saved and logged)."""
@@ -317,7 +355,9 @@ def make_cline_data(
         f"({', '.join(f'{p}: {len(w)}' for p, w in sorted(vocab.pools.items()))}) in {time.time() - t0:.1f}s"
     )
     tok_dir = out / "tok"
-    counts_by_split = _tokenize_splits(texts, empty, settings, vocab, wn, tok_dir, workers, chunk_size, log_every)
+    counts_by_split = _tokenize_splits(
+        texts, empty, settings, vocab, wn, tok_dir, workers, chunk_size, log_every
+    )
     dictionary = _dictionary(srcdict, tok_dir)
 
     summaries = {}

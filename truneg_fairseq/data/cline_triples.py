@@ -83,12 +83,21 @@ def _fallback_pool(lex: Lexicon, pos: str) -> List[str]:
     key = "_pool_" + pos
     if key not in lex.__dict__:
         names = (l.name() for s in lex.wn.all_synsets(pos=pos) for l in s.lemmas())
-        pool = sorted({n for n, _ in zip((n for n in names if single_word(n) and n not in lex.stop), range(5000))})
+        pool = sorted(
+            {
+                n
+                for n, _ in zip(
+                    (n for n in names if single_word(n) and n not in lex.stop), range(5000)
+                )
+            }
+        )
         lex.__dict__[key] = pool
     return lex.__dict__[key]
 
 
-def _syn_candidates(lex: Lexicon, vocab: CorpusVocabulary, core: str, pos: str, base: str) -> Dict[str, List[str]]:
+def _syn_candidates(
+    lex: Lexicon, vocab: CorpusVocabulary, core: str, pos: str, base: str
+) -> Dict[str, List[str]]:
     """{kind: replacements} for x_syn: an inflected word gets other forms of its base found in
     the training text (``variant``); a base form also its WordNet synonyms and hypernyms."""
     low = core.lower()
@@ -97,12 +106,17 @@ def _syn_candidates(lex: Lexicon, vocab: CorpusVocabulary, core: str, pos: str, 
         variants.append(base)
     if low != base:
         return {"variant": sorted(variants)} if variants else {}
-    kinds = {"synonym": lex.synonyms(low, pos, base), "hypernym": lex.hypernyms(low, pos, base),
-             "variant": sorted(variants)}
+    kinds = {
+        "synonym": lex.synonyms(low, pos, base),
+        "hypernym": lex.hypernyms(low, pos, base),
+        "variant": sorted(variants),
+    }
     return {k: v for k, v in kinds.items() if v}
 
 
-def _random_word(lex: Lexicon, vocab: CorpusVocabulary, rng: random.Random, low: str, pos: str, base: str) -> str:
+def _random_word(
+    lex: Lexicon, vocab: CorpusVocabulary, rng: random.Random, low: str, pos: str, base: str
+) -> str:
     """x_ant's replacement for a word without an antonym: a training-text word of the same part
     of speech that is neither the word nor one of its synonyms."""
     avoid = {low, base, *lex.synonyms(low, pos, base)}
@@ -111,13 +125,19 @@ def _random_word(lex: Lexicon, vocab: CorpusVocabulary, rng: random.Random, low:
         cand = rng.choice(pool)
         if cand not in avoid:
             return cand
-    rest = [w for w in pool if w not in avoid] or [w for w in _fallback_pool(lex, pos) if w not in avoid]
+    rest = [w for w in pool if w not in avoid] or [
+        w for w in _fallback_pool(lex, pos) if w not in avoid
+    ]
     return rng.choice(rest)
 
 
 def build_triple(
-    line: str, lex: Lexicon, vocab: CorpusVocabulary, rng: random.Random,
-    syn_rate: float = SYN_RATE, ant_rate: float = ANT_RATE,
+    line: str,
+    lex: Lexicon,
+    vocab: CorpusVocabulary,
+    rng: random.Random,
+    syn_rate: float = SYN_RATE,
+    ant_rate: float = ANT_RATE,
 ) -> Triple:
     words = line.split()
     eligible = []  # (word index, pre, core, pos, base)
@@ -128,13 +148,20 @@ def build_triple(
         pb = lex.pos_and_base(parts[1].lower())
         if pb is not None:
             eligible.append((i, parts[0], parts[1], pb[0], pb[1]))
-    t = Triple(list(words), list(words), list(words), [None] * len(words), [None] * len(words), eligible=len(eligible))
+    t = Triple(
+        list(words),
+        list(words),
+        list(words),
+        [None] * len(words),
+        [None] * len(words),
+        eligible=len(eligible),
+    )
     if not eligible:
         return t
 
     def replace(target, cores, i, pre, core, new):
         new = match_case(core, new)
-        target[i] = pre + new + words[i][len(pre) + len(core):]
+        target[i] = pre + new + words[i][len(pre) + len(core) :]
         cores[i] = (len(pre), len(pre) + len(new))
         return new
 
@@ -174,7 +201,10 @@ def build_triple(
 
 # ---- Hits triplets (the paper's Table 7; scored by truneg_fairseq.evaluation.hits) ------------
 
-def make_hits_triplets(lines: Iterable[str], lex: Lexicon, seed: int = 1) -> Tuple[List[Tuple[str, str, str]], int]:
+
+def make_hits_triplets(
+    lines: Iterable[str], lex: Lexicon, seed: int = 1
+) -> Tuple[List[Tuple[str, str, str]], int]:
     """One triplet per sentence that has a word with both a synonym and an antonym (a base form,
     so the swaps keep its inflection); returns (triplets, sentences skipped for lack of one)."""
     out, skipped = [], 0

@@ -14,9 +14,10 @@ import random
 import re
 import shutil
 from pathlib import Path
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
 from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.io_utils import WRITE_ERRNOS, atomic_dir, atomic_open
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,9 @@ def write_split_corpus(
     """Deduplicate, shuffle (seeded) and split ``lines`` into train.txt / valid.txt."""
     uniq = list(dict.fromkeys(l for l in lines if l.strip()))
     if len(uniq) < 2:
-        raise CorpusError(f"corpus has {len(uniq)} non-empty distinct lines; need at least 2 to split train/valid")
+        raise CorpusError(
+            f"corpus has {len(uniq)} non-empty distinct lines; need at least 2 to split train/valid"
+        )
     rng = random.Random(seed)
     rng.shuffle(uniq)
     n_valid = max(1, int(len(uniq) * valid_fraction))
@@ -144,8 +147,12 @@ def write_split_corpus(
 
 
 def train_sentencepiece(
-    text_file: os.PathLike, model_prefix: os.PathLike, vocab_size: int = 8000,
-    model_type: str = "unigram", input_sentence_size: int = 2_000_000, seed_sentencepiece_size: int = 1_000_000,
+    text_file: os.PathLike,
+    model_prefix: os.PathLike,
+    vocab_size: int = 8000,
+    model_type: str = "unigram",
+    input_sentence_size: int = 2_000_000,
+    seed_sentencepiece_size: int = 1_000_000,
 ) -> Path:
     """Train a sentencepiece model on ``text_file``; returns ``<model_prefix>.model``.
 
@@ -161,13 +168,25 @@ def train_sentencepiece(
     tmp_prefix = prefix.parent / f".{prefix.name}.tmp{os.getpid()}"
     try:
         spm.SentencePieceTrainer.train(
-            input=str(text_file), model_prefix=str(tmp_prefix), vocab_size=vocab_size,
-            model_type=model_type, character_coverage=1.0, bos_id=-1, eos_id=-1, pad_id=-1,
-            unk_id=0, input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
-            seed_sentencepiece_size=seed_sentencepiece_size, minloglevel=2, num_threads=os.cpu_count() or 1,
+            input=str(text_file),
+            model_prefix=str(tmp_prefix),
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=1.0,
+            bos_id=-1,
+            eos_id=-1,
+            pad_id=-1,
+            unk_id=0,
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
+            seed_sentencepiece_size=seed_sentencepiece_size,
+            minloglevel=2,
+            num_threads=os.cpu_count() or 1,
             hard_vocab_limit=False,
         )
-        spm.SentencePieceProcessor(model_file=f"{tmp_prefix}.model")  # a full disk leaves a truncated model
+        spm.SentencePieceProcessor(
+            model_file=f"{tmp_prefix}.model"
+        )  # a full disk leaves a truncated model
     except (OSError, RuntimeError) as e:
         for ext in (".model", ".vocab"):
             Path(f"{tmp_prefix}{ext}").unlink(missing_ok=True)
@@ -209,8 +228,13 @@ def encode_file(tokenizer, src: os.PathLike, dst: os.PathLike) -> int:
 
 
 def binarize(
-    trainpref: os.PathLike, validpref: os.PathLike, destdir: os.PathLike, workers: int = 1,
-    srcdict: Optional[os.PathLike] = None, nwords: int = -1, name_as: Optional[os.PathLike] = None,
+    trainpref: os.PathLike,
+    validpref: os.PathLike,
+    destdir: os.PathLike,
+    workers: int = 1,
+    srcdict: Optional[os.PathLike] = None,
+    nwords: int = -1,
+    name_as: Optional[os.PathLike] = None,
 ) -> Path:
     """Run ``fairseq-preprocess --only-source`` into ``destdir`` (atomically: built beside it,
     then renamed into place). ``nwords`` > 0 keeps that many of the most frequent symbols in the
@@ -219,8 +243,17 @@ def binarize(
     destdir = Path(destdir)
     with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.data.corpus.binarize)") as tmp:
         argv = [
-            "--only-source", "--trainpref", str(trainpref), "--validpref", str(validpref),
-            "--destdir", str(tmp), "--workers", str(workers), "--dataset-impl", "mmap",
+            "--only-source",
+            "--trainpref",
+            str(trainpref),
+            "--validpref",
+            str(validpref),
+            "--destdir",
+            str(tmp),
+            "--workers",
+            str(workers),
+            "--dataset-impl",
+            "mmap",
         ]
         if srcdict:
             argv += ["--srcdict", str(srcdict)]
@@ -254,13 +287,15 @@ def run_preprocess(argv: Sequence[str]) -> None:
     except (Exception, SystemExit) as e:
         raise CorpusError(f"fairseq-preprocess failed: {type(e).__name__}: {e}") from e
     finally:
-        for handler in log.handlers[len(saved[0]):]:
+        for handler in log.handlers[len(saved[0]) :]:
             handler.close()
         log.handlers, log.propagate = saved[0], saved[1]
         log.setLevel(saved[2])
 
 
-UNKNOWN_WARNING = 5.0  # % of tokens that are <unk> above which the tokenizer or vocabulary is suspect
+UNKNOWN_WARNING = (
+    5.0  # % of tokens that are <unk> above which the tokenizer or vocabulary is suspect
+)
 
 
 def unknown_rate(prefix: os.PathLike, unk: int = 3) -> Tuple[int, int]:

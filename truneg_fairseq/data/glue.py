@@ -52,16 +52,98 @@ ENTAILMENT = ("entailment", "not_entailment")
 TASKS: Dict[str, GlueTask] = {
     t.name: t
     for t in [
-        GlueTask("CoLA", "CoLA", (("train", "train.tsv"), ("valid", "dev.tsv")), 3, None, 1, 2, "mcc", header=False, labels=BINARY),
-        GlueTask("SST-2", "SST-2", (("train", "train.tsv"), ("valid", "dev.tsv")), "sentence", None, "label", 2, "accuracy", labels=BINARY),
-        GlueTask("MRPC", "MRPC", (("train", "train.tsv"), ("valid", "dev.tsv")), "#1 String", "#2 String", "Quality", 2, "acc_and_f1", labels=BINARY),
-        GlueTask("STS-B", "STS-B", (("train", "train.tsv"), ("valid", "dev.tsv")), "sentence1", "sentence2", "score", 1, "pearson_and_spearman"),
-        GlueTask("QQP", "QQP", (("train", "train.tsv"), ("valid", "dev.tsv")), "question1", "question2", "is_duplicate", 2, "acc_and_f1", labels=BINARY),
-        GlueTask("MNLI", "MNLI", (("train", "train.tsv"), ("valid", "dev_matched.tsv"), ("valid1", "dev_mismatched.tsv")),
-                 "sentence1", "sentence2", "gold_label", 3, "accuracy",
-                 labels=("entailment", "neutral", "contradiction")),
-        GlueTask("QNLI", "QNLI", (("train", "train.tsv"), ("valid", "dev.tsv")), "question", "sentence", "label", 2, "accuracy", labels=ENTAILMENT),
-        GlueTask("RTE", "RTE", (("train", "train.tsv"), ("valid", "dev.tsv")), "sentence1", "sentence2", "label", 2, "accuracy", labels=ENTAILMENT),
+        GlueTask(
+            "CoLA",
+            "CoLA",
+            (("train", "train.tsv"), ("valid", "dev.tsv")),
+            3,
+            None,
+            1,
+            2,
+            "mcc",
+            header=False,
+            labels=BINARY,
+        ),
+        GlueTask(
+            "SST-2",
+            "SST-2",
+            (("train", "train.tsv"), ("valid", "dev.tsv")),
+            "sentence",
+            None,
+            "label",
+            2,
+            "accuracy",
+            labels=BINARY,
+        ),
+        GlueTask(
+            "MRPC",
+            "MRPC",
+            (("train", "train.tsv"), ("valid", "dev.tsv")),
+            "#1 String",
+            "#2 String",
+            "Quality",
+            2,
+            "acc_and_f1",
+            labels=BINARY,
+        ),
+        GlueTask(
+            "STS-B",
+            "STS-B",
+            (("train", "train.tsv"), ("valid", "dev.tsv")),
+            "sentence1",
+            "sentence2",
+            "score",
+            1,
+            "pearson_and_spearman",
+        ),
+        GlueTask(
+            "QQP",
+            "QQP",
+            (("train", "train.tsv"), ("valid", "dev.tsv")),
+            "question1",
+            "question2",
+            "is_duplicate",
+            2,
+            "acc_and_f1",
+            labels=BINARY,
+        ),
+        GlueTask(
+            "MNLI",
+            "MNLI",
+            (
+                ("train", "train.tsv"),
+                ("valid", "dev_matched.tsv"),
+                ("valid1", "dev_mismatched.tsv"),
+            ),
+            "sentence1",
+            "sentence2",
+            "gold_label",
+            3,
+            "accuracy",
+            labels=("entailment", "neutral", "contradiction"),
+        ),
+        GlueTask(
+            "QNLI",
+            "QNLI",
+            (("train", "train.tsv"), ("valid", "dev.tsv")),
+            "question",
+            "sentence",
+            "label",
+            2,
+            "accuracy",
+            labels=ENTAILMENT,
+        ),
+        GlueTask(
+            "RTE",
+            "RTE",
+            (("train", "train.tsv"), ("valid", "dev.tsv")),
+            "sentence1",
+            "sentence2",
+            "label",
+            2,
+            "accuracy",
+            labels=ENTAILMENT,
+        ),
     ]
 }
 
@@ -80,7 +162,11 @@ MAX_SKIP_FLOOR = 10  # a few malformed rows are always tolerated (small files)
 def _columns(task: GlueTask, path: Path, lines: List[str]):
     """(data rows, (first text, second text or None, label) column indices, columns per row)."""
     if not task.header:
-        return lines, (task.sentence1, task.sentence2, task.label), 4  # CoLA: source, label, original label, sentence
+        return (
+            lines,
+            (task.sentence1, task.sentence2, task.label),
+            4,
+        )  # CoLA: source, label, original label, sentence
     if not lines:
         raise CorpusError(f"{path} is empty")
     header = lines[0].split("\t")
@@ -89,10 +175,16 @@ def _columns(task: GlueTask, path: Path, lines: List[str]):
         if key is None:
             continue
         if key not in header:
-            raise CorpusError(f"{path}: column {key!r} not in the header ({', '.join(header)}); is this the {task.name} file?")
+            raise CorpusError(
+                f"{path}: column {key!r} not in the header ({', '.join(header)}); is this the {task.name} file?"
+            )
         # MNLI's gold_label is the last column; label1..label5 come before it
         cols[key] = len(header) - 1 - header[::-1].index(key)
-    return lines[1:], (cols[task.sentence1], cols.get(task.sentence2), cols[task.label]), len(header)
+    return (
+        lines[1:],
+        (cols[task.sentence1], cols.get(task.sentence2), cols[task.label]),
+        len(header),
+    )
 
 
 def read_split_counted(
@@ -155,7 +247,11 @@ def read_split_counted(
 
 
 def prepare_task(
-    task: GlueTask, glue_dir: Path, out_dir: Path, tokenizer: Tokenizer, srcdict: Path,
+    task: GlueTask,
+    glue_dir: Path,
+    out_dir: Path,
+    tokenizer: Tokenizer,
+    srcdict: Path,
     max_skip_fraction: float = MAX_SKIP_FRACTION,
 ) -> Dict[str, int]:
     """Prepare one task into ``out_dir/TASK`` (atomically); returns skipped-row counts per split."""
@@ -163,7 +259,9 @@ def prepare_task(
     data = {}
     skipped, reasons = {}, {}
     for split, fname in task.splits:
-        data[split], reasons[split] = read_split_counted(task, glue_dir / task.folder / fname, max_skip_fraction)
+        data[split], reasons[split] = read_split_counted(
+            task, glue_dir / task.folder / fname, max_skip_fraction
+        )
         skipped[split] = sum(reasons[split].values())
         if skipped[split]:
             what = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in reasons[split].items())
@@ -179,17 +277,31 @@ def prepare_task(
         valid_prefs = [raw / s for s, _ in task.splits if s != "train"]
         inputs = ["input0"] + (["input1"] if task.sentence2 is not None else [])
         for name in inputs:
-            binarize(f"{raw / 'train'}.{name}", ",".join(f"{p}.{name}" for p in valid_prefs), work / name, srcdict=srcdict)
+            binarize(
+                f"{raw / 'train'}.{name}",
+                ",".join(f"{p}.{name}" for p in valid_prefs),
+                work / name,
+                srcdict=srcdict,
+            )
         if task.num_classes == 1:  # regression: fairseq reads label/<split>.label as floats
             (work / "label").mkdir()
             for split, _ in task.splits:
                 shutil.copyfile(raw / f"{split}.label", work / "label" / f"{split}.label")
         else:
-            binarize(f"{raw / 'train'}.label", ",".join(f"{p}.label" for p in valid_prefs), work / "label")
+            binarize(
+                f"{raw / 'train'}.label",
+                ",".join(f"{p}.label" for p in valid_prefs),
+                work / "label",
+            )
         shutil.rmtree(raw)
-        meta = {"task": task.name, "num_classes": task.num_classes, "metric": task.metric,
-                "examples": {s: len(e) for s, e in data.items()}, "skipped": skipped,
-                "skipped_reasons": reasons}
+        meta = {
+            "task": task.name,
+            "num_classes": task.num_classes,
+            "metric": task.metric,
+            "examples": {s: len(e) for s, e in data.items()},
+            "skipped": skipped,
+            "skipped_reasons": reasons,
+        }
         (work / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return skipped
 

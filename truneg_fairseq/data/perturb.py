@@ -44,8 +44,9 @@ def distractor(question: str, answer: str, context: str, wn, rng: random.Random)
     return sentence if sentence.endswith(".") else sentence + "."
 
 
-def add_sentence_diverse(context: str, question: str, answer: str, answer_starts: List[int], wn,
-                         rng: random.Random) -> Tuple[str, List[int]]:
+def add_sentence_diverse(
+    context: str, question: str, answer: str, answer_starts: List[int], wn, rng: random.Random
+) -> Tuple[str, List[int]]:
     """Insert a distractor at a sentence boundary; returns (new context, shifted answer starts)."""
     sent = distractor(question, answer, context, wn, rng)
     bounds = [0] + [m.end() for m in re.finditer(r"[.!?]\s+", context)] + [len(context)]
@@ -58,7 +59,9 @@ def add_sentence_diverse(context: str, question: str, answer: str, answer_starts
     return new, [s + len(insert) if s >= at else s for s in answer_starts]
 
 
-def perturb_squad(data: dict, method: str, wn, seed: int = 1, prob: float = 0.1, max_swaps: int = 10) -> Tuple[dict, dict]:
+def perturb_squad(
+    data: dict, method: str, wn, seed: int = 1, prob: float = 0.1, max_swaps: int = 10
+) -> Tuple[dict, dict]:
     """Perturb a SQuAD v1.1 JSON object; returns (new object, counts)."""
     import copy
 
@@ -80,20 +83,31 @@ def perturb_squad(data: dict, method: str, wn, seed: int = 1, prob: float = 0.1,
                 if qa is None or not qa["answers"]:
                     continue
                 starts = [a["answer_start"] for a in answers]
-                new, starts = add_sentence_diverse(ctx, qa["question"], qa["answers"][0]["text"], starts, wn, rng)
+                new, starts = add_sentence_diverse(
+                    ctx, qa["question"], qa["answers"][0]["text"], starts, wn, rng
+                )
                 for a, s in zip(answers, starts):
                     a["answer_start"] = s
             else:
-                raise ValueError(f"unknown perturbation {method!r} (swap_syn_wordnet, add_sentence_diverse)")
+                raise ValueError(
+                    f"unknown perturbation {method!r} (swap_syn_wordnet, add_sentence_diverse)"
+                )
             counts["changed"] += int(new != ctx)
             para["context"] = new
             for a in answers:
-                assert new[a["answer_start"]: a["answer_start"] + len(a["text"])] == a["text"], a
+                assert new[a["answer_start"] : a["answer_start"] + len(a["text"])] == a["text"], a
     return out, counts
 
 
-def perturb_glue_tsv(lines: List[str], text_columns: Sequence[int], wn, seed: int = 1, prob: float = 0.1,
-                     max_swaps: int = 10, header: bool = True) -> Tuple[List[str], int]:
+def perturb_glue_tsv(
+    lines: List[str],
+    text_columns: Sequence[int],
+    wn,
+    seed: int = 1,
+    prob: float = 0.1,
+    max_swaps: int = 10,
+    header: bool = True,
+) -> Tuple[List[str], int]:
     """swap_syn_wordnet on the text columns of a GLUE TSV (other columns and the header kept)."""
     rng = random.Random(seed)
     out, changed = [], 0

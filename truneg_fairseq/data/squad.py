@@ -83,24 +83,36 @@ def read_squad_file(path, check_answers: bool = True) -> Tuple[dict, Dict[str, i
             raise CorpusError(f'{path}: article {ai} has no "paragraphs" list')
         out_paras = []
         for pi, para in enumerate(paras):
-            if not isinstance(para, dict) or not isinstance(para.get("context"), str) or not isinstance(para.get("qas"), list):
-                raise CorpusError(f'{path}: article {ai}, paragraph {pi}: needs a "context" text and a "qas" list')
+            if (
+                not isinstance(para, dict)
+                or not isinstance(para.get("context"), str)
+                or not isinstance(para.get("qas"), list)
+            ):
+                raise CorpusError(
+                    f'{path}: article {ai}, paragraph {pi}: needs a "context" text and a "qas" list'
+                )
             ctx = para["context"]
             qas = []
             for qa in para["qas"]:
                 qid = qa.get("id") if isinstance(qa, dict) else None
                 if not isinstance(qid, str) or not qid:
-                    raise CorpusError(f'{path}: article {ai}, paragraph {pi}: a question has no "id"')
+                    raise CorpusError(
+                        f'{path}: article {ai}, paragraph {pi}: a question has no "id"'
+                    )
                 if not isinstance(qa.get("question"), str) or not qa["question"].strip():
                     counts["no_question"] += 1
                     no_question.append(qid)
                     continue
                 answers = qa.get("answers", [])
                 if not isinstance(answers, list) or not all(
-                    isinstance(a, dict) and isinstance(a.get("text"), str) and isinstance(a.get("answer_start"), int)
+                    isinstance(a, dict)
+                    and isinstance(a.get("text"), str)
+                    and isinstance(a.get("answer_start"), int)
                     for a in answers
                 ):
-                    raise CorpusError(f'{path}: question {qid}: "answers" must be a list of {{"text", "answer_start"}}')
+                    raise CorpusError(
+                        f'{path}: question {qid}: "answers" must be a list of {{"text", "answer_start"}}'
+                    )
                 if check_answers and answers:
                     kept = _answers_in_context(ctx, answers, counts)
                     if not kept:
@@ -112,20 +124,28 @@ def read_squad_file(path, check_answers: bool = True) -> Tuple[dict, Dict[str, i
         out_articles.append(dict(article, paragraphs=out_paras))
     if no_question:
         more = f" and {len(no_question) - 5} more" if len(no_question) > 5 else ""
-        logger.warning(f'{path}: skipped {len(no_question)} questions without a "question" text '
-                       f'(ids {", ".join(no_question[:5])}{more})')
+        logger.warning(
+            f'{path}: skipped {len(no_question)} questions without a "question" text '
+            f'(ids {", ".join(no_question[:5])}{more})'
+        )
     if counts["answer_mismatch"] or counts["answer_repaired"]:
-        logger.warning(f"{path}: {counts['answer_repaired']} answers moved to their text's occurrence nearest "
-                       f"answer_start; {counts['answer_mismatch']} questions skipped (answer text not in the context)")
+        logger.warning(
+            f"{path}: {counts['answer_repaired']} answers moved to their text's occurrence nearest "
+            f"answer_start; {counts['answer_mismatch']} questions skipped (answer text not in the context)"
+        )
     if not any(para["qas"] for article in out_articles for para in article["paragraphs"]):
-        raise CorpusError(f"{path}: no usable questions ({', '.join(f'{k}: {v}' for k, v in counts.items() if v) or 'none given'})")
+        raise CorpusError(
+            f"{path}: no usable questions ({', '.join(f'{k}: {v}' for k, v in counts.items() if v) or 'none given'})"
+        )
     return dict(obj, data=out_articles), counts
 
 
 def _load_squad_json(path) -> dict:
     """The JSON object of a SQuAD file with a non-empty ``data`` list (else a CorpusError)."""
     if not os.path.isfile(path):
-        raise CorpusError(f"{path} not found (a SQuAD v1.1 JSON file: train-v1.1.json / dev-v1.1.json)")
+        raise CorpusError(
+            f"{path} not found (a SQuAD v1.1 JSON file: train-v1.1.json / dev-v1.1.json)"
+        )
     try:
         with open(path, encoding="utf-8") as f:
             obj = json.load(f)
@@ -133,7 +153,9 @@ def _load_squad_json(path) -> dict:
         raise CorpusError(f"{path} is not JSON ({e}); expected a SQuAD v1.1 file") from None
     articles = obj.get("data") if isinstance(obj, dict) else None
     if not isinstance(articles, list):
-        raise CorpusError(f'{path} is not a SQuAD v1.1 file: no "data" list of articles at the top level')
+        raise CorpusError(
+            f'{path} is not a SQuAD v1.1 file: no "data" list of articles at the top level'
+        )
     if not articles:
         raise CorpusError(f'{path}: "data" is empty (no articles, so no questions)')
     return obj
@@ -159,7 +181,7 @@ def nearest_occurrence(context: str, text: str, answer_start: int) -> int:
     (``answer_start`` itself when the text is there; -1 when it is nowhere)."""
     if not text:
         return -1
-    if answer_start >= 0 and context[answer_start: answer_start + len(text)] == text:
+    if answer_start >= 0 and context[answer_start : answer_start + len(text)] == text:
         return answer_start
     best, at = -1, context.find(text)
     while at >= 0:
@@ -180,7 +202,9 @@ def load_squad_json(path) -> SquadExamples:
             for qa in para["qas"]:
                 answers = qa.get("answers", [])
                 start = answers[0]["answer_start"] if answers else -1
-                out.append(SquadExample(qa["id"], qa["question"], ctx, [a["text"] for a in answers], start))
+                out.append(
+                    SquadExample(qa["id"], qa["question"], ctx, [a["text"] for a in answers], start)
+                )
     return out
 
 
@@ -190,10 +214,19 @@ class WordTokenizer:
 
     ``tokenizer``: a :class:`~truneg_fairseq.text.Tokenizer`, or its kind with the files."""
 
-    def __init__(self, dictionary, tokenizer, spm_model=None, gpt2_encoder_json=None, gpt2_vocab_bpe=None,
-                 vocab=None):
+    def __init__(
+        self,
+        dictionary,
+        tokenizer,
+        spm_model=None,
+        gpt2_encoder_json=None,
+        gpt2_vocab_bpe=None,
+        vocab=None,
+    ):
         if not isinstance(tokenizer, Tokenizer):
-            tokenizer = build_tokenizer(TokenizerSpec(tokenizer, spm_model, gpt2_encoder_json, gpt2_vocab_bpe, vocab))
+            tokenizer = build_tokenizer(
+                TokenizerSpec(tokenizer, spm_model, gpt2_encoder_json, gpt2_vocab_bpe, vocab)
+            )
         self.tok = tokenizer
         self.dictionary = dictionary
         self.cache: Dict[str, List[int]] = {}
@@ -217,8 +250,14 @@ class WordTokenizer:
         return [i for ids in self.words(text)[1] for i in ids]
 
 
-def build_features(examples: List[SquadExample], wt: WordTokenizer, max_len=384, doc_stride=128, max_query=64,
-                   train=False) -> SquadData:
+def build_features(
+    examples: List[SquadExample],
+    wt: WordTokenizer,
+    max_len=384,
+    doc_stride=128,
+    max_query=64,
+    train=False,
+) -> SquadData:
     d = wt.dictionary
     feats: List[Feature] = []
     words_all: List[List[Tuple[int, int]]] = []
@@ -235,7 +274,9 @@ def build_features(examples: List[SquadExample], wt: WordTokenizer, max_len=384,
         q = wt.text(ex.question)[:max_query]
         room = max_len - len(q) - 3
         if room < 1:
-            raise CorpusError(f"question {ex.qid}: --squad-max-len {max_len} leaves no room for the context")
+            raise CorpusError(
+                f"question {ex.qid}: --squad-max-len {max_len} leaves no room for the context"
+            )
         a_first = a_last = None
         if ex.answers:
             a_s, a_e = ex.answer_start, ex.answer_start + len(ex.answers[0])
@@ -246,10 +287,10 @@ def build_features(examples: List[SquadExample], wt: WordTokenizer, max_len=384,
         ex_feats = []
         start = 0
         while True:
-            window = ctx_ids[start: start + room]
+            window = ctx_ids[start : start + room]
             tokens = [d.bos()] + q + [d.eos()] + window + [d.eos()]
             off = len(q) + 2
-            f = Feature(len(kept), tokens, off, tok_word[start: start + room])
+            f = Feature(len(kept), tokens, off, tok_word[start : start + room])
             if a_first is not None and start <= a_first and a_last < start + room:
                 f.start, f.end = off + a_first - start, off + a_last - start
             ex_feats.append(f)
@@ -262,11 +303,20 @@ def build_features(examples: List[SquadExample], wt: WordTokenizer, max_len=384,
         words_all.append(words)
         kept.append(ex)
     if skipped["answer_outside_windows"]:
-        logger.warning(f"SQuAD: {skipped['answer_outside_windows']} questions answer outside windows")
+        logger.warning(
+            f"SQuAD: {skipped['answer_outside_windows']} questions answer outside windows"
+        )
     return SquadData(kept, words_all, feats, skipped)
 
 
-def best_span(start_logits, end_logits, ctx_offset: int, n_ctx: int, n_best: int = 20, max_answer_len: int = 30):
+def best_span(
+    start_logits,
+    end_logits,
+    ctx_offset: int,
+    n_ctx: int,
+    n_best: int = 20,
+    max_answer_len: int = 30,
+):
     """Best (score, start, end) over the n-best start and end positions inside the context part
     of one window (end >= start, length <= max_answer_len). Positions are window positions."""
     import torch
@@ -296,7 +346,9 @@ def span_logits(model, src_tokens, padding_idx: int):
     """Start and end logits of every window position, for training and prediction alike.
 
     src_tokens: F x T windows; returns (start, end), each F x T in fp32 with padding at -1e4."""
-    logits = model(src_tokens, features_only=True, classification_head_name=SPAN_HEAD)[0].float()  # F x T x 2
+    logits = model(src_tokens, features_only=True, classification_head_name=SPAN_HEAD)[
+        0
+    ].float()  # F x T x 2
     logits = logits.masked_fill(src_tokens.eq(padding_idx).unsqueeze(-1), -1e4)
     return logits.unbind(-1)
 
@@ -316,13 +368,15 @@ def decoding_info(data: SquadData, feature_ids: List[int], width: int) -> dict:
         words = data.words[f.example]
         if f.token_word:
             spans = torch.tensor([words[w] for w in f.token_word])  # n_ctx x 2
-            chars[row, f.ctx_offset: f.ctx_offset + len(f.token_word)] = spans
+            chars[row, f.ctx_offset : f.ctx_offset + len(f.token_word)] = spans
     exs = [data.examples[e] for e in questions]
     return {
         "qids": [ex.qid for ex in exs],
         "contexts": [ex.context for ex in exs],
         "answers": [list(ex.answers) for ex in exs],
-        "feature_question": torch.tensor([questions[data.features[fi].example] for fi in feature_ids]),  # F
+        "feature_question": torch.tensor(
+            [questions[data.features[fi].example] for fi in feature_ids]
+        ),  # F
         "token_chars": chars,
     }
 
@@ -339,8 +393,10 @@ def decode(info: dict, start_logits, end_logits, n_best=20, max_answer_len=30) -
         if in_ctx.numel() == 0:
             continue
         lo = int(in_ctx[0])
-        score, a, b = best_span(start_logits[row], end_logits[row], lo, in_ctx.numel(), n_best, max_answer_len)
-        text = info["contexts"][q][int(chars[row, a, 0]): int(chars[row, b, 1])]
+        score, a, b = best_span(
+            start_logits[row], end_logits[row], lo, in_ctx.numel(), n_best, max_answer_len
+        )
+        text = info["contexts"][q][int(chars[row, a, 0]) : int(chars[row, b, 1])]
         if q not in best or score > best[q][0]:
             best[q] = (score, text)
     return {info["qids"][q]: best[q][1] if q in best else "" for q in range(len(info["qids"]))}

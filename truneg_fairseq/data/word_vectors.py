@@ -30,7 +30,9 @@ def dictionary_ids(symbols: Sequence[str], lines: Iterable[str]) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-def cooccurrence_vectors(ids: np.ndarray, vocab: int, dim: int = 128, window: int = 5) -> np.ndarray:
+def cooccurrence_vectors(
+    ids: np.ndarray, vocab: int, dim: int = 128, window: int = 5
+) -> np.ndarray:
     """vocab x dim unit-length vectors (rows of words that never occur are zero)."""
     import scipy.sparse as sp
     from scipy.sparse.linalg import svds
@@ -45,7 +47,9 @@ def cooccurrence_vectors(ids: np.ndarray, vocab: int, dim: int = 128, window: in
     r, c = np.concatenate(rows), np.concatenate(cols)
     if r.size == 0:
         raise ValueError("no word pairs: the text has no two dictionary words within a line")
-    counts = sp.coo_matrix((np.ones(r.size, dtype=np.float64), (r, c)), shape=(vocab, vocab)).tocsr()
+    counts = sp.coo_matrix(
+        (np.ones(r.size, dtype=np.float64), (r, c)), shape=(vocab, vocab)
+    ).tocsr()
     counts.sum_duplicates()
     total = counts.sum()
     row_sum = np.asarray(counts.sum(axis=1)).ravel()
@@ -64,7 +68,9 @@ def cooccurrence_vectors(ids: np.ndarray, vocab: int, dim: int = 128, window: in
     return np.divide(vec, norm, out=np.zeros_like(vec), where=norm > 0)
 
 
-def write_vectors(dict_txt: str, text: str, out: str, dim: int = 128, window: int = 5) -> np.ndarray:
+def write_vectors(
+    dict_txt: str, text: str, out: str, dim: int = 128, window: int = 5
+) -> np.ndarray:
     """Vectors for every entry of fairseq's dictionary ``dict_txt`` (its specials and
     ``<mask>`` included, as zero rows) from the words of ``text``; saved as ``.npy`` (atomically)."""
     from fairseq.data import Dictionary
@@ -80,5 +86,7 @@ def write_vectors(dict_txt: str, text: str, out: str, dim: int = 128, window: in
     with atomic_open(out, "wb") as f:
         np.save(f, vec)
     covered = int((np.abs(vec).sum(axis=1) > 0).sum())
-    logger.info(f"{out}: {len(d)} x {dim} vectors from {os.path.basename(text)} ({covered} entries occur in it)")
+    logger.info(
+        f"{out}: {len(d)} x {dim} vectors from {os.path.basename(text)} ({covered} entries occur in it)"
+    )
     return vec

@@ -17,15 +17,18 @@ logger = logging.getLogger(__name__)
 
 
 @torch.no_grad()
-def predict_labels(checkpoint: str, data: str, split: str = "valid", batch_size: int = 32,
-                   device: str = "cpu") -> List[str]:
+def predict_labels(
+    checkpoint: str, data: str, split: str = "valid", batch_size: int = 32, device: str = "cpu"
+) -> List[str]:
     """One predicted label per example of a binarized split, in file order: the label string
     from the task's label dictionary (classification) or the score (regression)."""
     from truneg_fairseq.checkpoints import load_for_inference
 
     models, cfg, task = load_for_inference(checkpoint, data, needs="input0/dict.txt")
     if cfg.task._name != "sentence_prediction":
-        raise ValueError(f"{checkpoint} was not fine-tuned with --task sentence_prediction (task {cfg.task._name})")
+        raise ValueError(
+            f"{checkpoint} was not fine-tuned with --task sentence_prediction (task {cfg.task._name})"
+        )
     model = models[0].to(device).eval()
     head = cfg.task.get("classification_head_name", None) or "sentence_classification_head"
     task.load_dataset(split)
@@ -36,8 +39,11 @@ def predict_labels(checkpoint: str, data: str, split: str = "valid", batch_size:
     for start in range(0, len(ds), batch_size):
         # the dataset's own order (no sorting), so predictions line up with the input file
         sample = ds.collater([ds[i] for i in range(start, min(start + batch_size, len(ds)))])
-        logits, _ = model(sample["net_input"]["src_tokens"].to(device), features_only=True,
-                          classification_head_name=head)
+        logits, _ = model(
+            sample["net_input"]["src_tokens"].to(device),
+            features_only=True,
+            classification_head_name=head,
+        )
         if regression:
             out.extend(f"{v:.4f}" for v in logits.squeeze(-1).float().tolist())
         else:  # class i is the label dictionary's entry i after its special symbols
@@ -54,20 +60,28 @@ def read_contrast_tsv(path: str, pair_column: str, label_column: str) -> List[Di
             raise ValueError(f"{path} is empty")
         for col, flag in ((pair_column, "--pair-column"), (label_column, "--label-column")):
             if col not in header:
-                raise ValueError(f"{path} has no column '{col}' ({flag}); its header is: {', '.join(header)}")
+                raise ValueError(
+                    f"{path} has no column '{col}' ({flag}); its header is: {', '.join(header)}"
+                )
         rows = []
         for n, row in enumerate(reader, start=2):
             if len(row) != len(header):
-                raise ValueError(f"{path} line {n}: {len(row)} columns, the header has {len(header)}")
+                raise ValueError(
+                    f"{path} line {n}: {len(row)} columns, the header has {len(header)}"
+                )
             rows.append(dict(zip(header, row)))
     return rows
 
 
-def contrast_consistency(pair_ids: Sequence[str], gold: Sequence[str], pred: Sequence[str]) -> Dict[str, float]:
+def contrast_consistency(
+    pair_ids: Sequence[str], gold: Sequence[str], pred: Sequence[str]
+) -> Dict[str, float]:
     """{"accuracy": % rows right, "consistency": % pair groups with every row right, "groups",
     "rows"}. Labels compare as strings (after stripping)."""
     if not (len(pair_ids) == len(gold) == len(pred)):
-        raise ValueError(f"{len(pair_ids)} rows, {len(gold)} labels and {len(pred)} predictions must be equal")
+        raise ValueError(
+            f"{len(pair_ids)} rows, {len(gold)} labels and {len(pred)} predictions must be equal"
+        )
     groups: "OrderedDict[str, bool]" = OrderedDict()
     right = 0
     for pid, g, p in zip(pair_ids, gold, pred):

@@ -56,21 +56,21 @@ UNIT_TOKENS = 512  # the paper's sequence length: the unit of iter_corr_ratio_51
 class Counts:
     """Summable counts (``a + b``); what fairseq's logging outputs carry as ``fn_<field>``."""
 
-    sequences: int = 0          # sequences scored
-    masked_sequences: int = 0   # of those, with >= 1 masked word position
+    sequences: int = 0  # sequences scored
+    masked_sequences: int = 0  # of those, with >= 1 masked word position
     synonym_sequences: int = 0  # of those, with >= 1 synonym prediction
-    masked: int = 0             # masked word positions
-    correct: int = 0            # of those, predicted right
-    synonym: int = 0            # of those, synonym predictions
-    content: int = 0            # of those, predictions that are content words
-    special_masked: int = 0     # masked special entries (<s>, </s>, ...): in the loss only
-    loss_positions: int = 0     # masked positions in the loss (fairseq's sample_size)
-    loss_nll: float = 0.0       # sum of -ln p(gold) over them (nats)
-    units: int = 0              # 512-token units with >= 1 masked word position (offline)
-    synonym_units: int = 0      # of those, with >= 1 synonym prediction
+    masked: int = 0  # masked word positions
+    correct: int = 0  # of those, predicted right
+    synonym: int = 0  # of those, synonym predictions
+    content: int = 0  # of those, predictions that are content words
+    special_masked: int = 0  # masked special entries (<s>, </s>, ...): in the loss only
+    loss_positions: int = 0  # masked positions in the loss (fairseq's sample_size)
+    loss_nll: float = 0.0  # sum of -ln p(gold) over them (nats)
+    units: int = 0  # 512-token units with >= 1 masked word position (offline)
+    synonym_units: int = 0  # of those, with >= 1 synonym prediction
     with_synonyms: bool = False  # a synonym table was given
     with_content: bool = False  # the table names content words
-    with_units: bool = False    # units were packed
+    with_units: bool = False  # units were packed
 
     def __add__(self, other: "Counts") -> "Counts":
         out = {}
@@ -96,8 +96,16 @@ class Counts:
         return c
 
 
-_SUMMED = ("sequences", "masked_sequences", "synonym_sequences", "masked", "correct", "synonym", "content",
-           "special_masked")
+_SUMMED = (
+    "sequences",
+    "masked_sequences",
+    "synonym_sequences",
+    "masked",
+    "correct",
+    "synonym",
+    "content",
+    "special_masked",
+)
 
 
 def ordinary_positions(gold: torch.Tensor, nspecial: int, mask_idx: Optional[int]) -> torch.Tensor:
@@ -107,15 +115,24 @@ def ordinary_positions(gold: torch.Tensor, nspecial: int, mask_idx: Optional[int
     return out if mask_idx is None else out & gold.ne(mask_idx)
 
 
-def synonym_predictions(gold: torch.Tensor, pred: torch.Tensor, is_pair: torch.Tensor, ends_word: torch.Tensor) -> torch.Tensor:
+def synonym_predictions(
+    gold: torch.Tensor, pred: torch.Tensor, is_pair: torch.Tensor, ends_word: torch.Tensor
+) -> torch.Tensor:
     """S bool: the predictions hard correction leaves out of the loss. ``is_pair`` (S bool):
     (gold, pred) is a pair of the synonym table; ``ends_word`` (S bool): the gold entry ends its
     word (False for a subword piece followed by a continuation)."""
     return is_pair & ends_word & pred.ne(gold)
 
 
-def step_counts(rows_any, word: torch.Tensor, correct: torch.Tensor, special: torch.Tensor, sequences: int,
-                synonym: Optional[torch.Tensor] = None, content: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+def step_counts(
+    rows_any,
+    word: torch.Tensor,
+    correct: torch.Tensor,
+    special: torch.Tensor,
+    sequences: int,
+    synonym: Optional[torch.Tensor] = None,
+    content: Optional[torch.Tensor] = None,
+) -> Dict[str, torch.Tensor]:
     """The ``fn_*`` logging-output entries of one step, tensors (no host-device sync). S-vectors
     over the selected positions: ``word`` (masked word positions), ``correct``, ``special``
     (masked specials), ``synonym`` (:func:`synonym_predictions`, without a table None),
@@ -137,8 +154,9 @@ def step_counts(rows_any, word: torch.Tensor, correct: torch.Tensor, special: to
     return out
 
 
-def pack_units(lengths: Sequence[int], masked: Sequence[bool], synonym: Sequence[bool],
-               unit: int = UNIT_TOKENS) -> tuple:
+def pack_units(
+    lengths: Sequence[int], masked: Sequence[bool], synonym: Sequence[bool], unit: int = UNIT_TOKENS
+) -> tuple:
     """(units with >= 1 masked word position, of those with >= 1 synonym prediction): sequences
     in corpus order packed greedily into units of at most ``unit`` tokens (a sequence longer
     than ``unit`` is a unit of its own), as fairseq's ``--sample-break-mode complete`` packs
@@ -198,13 +216,21 @@ def derive(c: Counts) -> Report:
         iter_corr_ratio=_pct(c.synonym_sequences, c.masked_sequences) if syn else None,
         iter_corr_ratio_512=_pct(c.synonym_units, c.units) if syn and c.with_units else None,
         content_pred=_pct(c.content, c.masked) if c.with_content else None,
-        masked=c.masked, sequences=c.sequences, masked_sequences=c.masked_sequences,
+        masked=c.masked,
+        sequences=c.sequences,
+        masked_sequences=c.masked_sequences,
         special_masked=c.special_masked,
     )
 
 
 # (reported value, decimals) logged by fairseq, in this order
-LOGGED = (("mlm_acc", 2), ("syn_acc", 2), ("pred_corr_ratio", 3), ("iter_corr_ratio", 3), ("content_pred", 1))
+LOGGED = (
+    ("mlm_acc", 2),
+    ("syn_acc", 2),
+    ("pred_corr_ratio", 3),
+    ("iter_corr_ratio", 3),
+    ("content_pred", 1),
+)
 
 
 def log_metrics(logging_outputs: Sequence[dict]) -> None:
@@ -220,9 +246,15 @@ def log_metrics(logging_outputs: Sequence[dict]) -> None:
     for name in _SUMMED:
         key = f"fn_{name}"
         if key in present:
-            metrics.log_scalar_sum(f"_{key}", sum(float(log.get(key, 0)) for log in logging_outputs))
-    metrics.log_scalar_sum("nseq", sum(float(log.get("fn_sequences", 0)) for log in logging_outputs))
-    metrics.log_scalar_sum("special_masked", sum(float(log.get("fn_special_masked", 0)) for log in logging_outputs))
+            metrics.log_scalar_sum(
+                f"_{key}", sum(float(log.get(key, 0)) for log in logging_outputs)
+            )
+    metrics.log_scalar_sum(
+        "nseq", sum(float(log.get("fn_sequences", 0)) for log in logging_outputs)
+    )
+    metrics.log_scalar_sum(
+        "special_masked", sum(float(log.get("fn_special_masked", 0)) for log in logging_outputs)
+    )
     with_syn, with_content = "fn_synonym" in present, "fn_content" in present
 
     def report(meters) -> Report:
@@ -239,7 +271,13 @@ def log_metrics(logging_outputs: Sequence[dict]) -> None:
 # ---------------------------------------------------------------------------------------------
 # Figure-3 cases
 # ---------------------------------------------------------------------------------------------
-def pick_cases(gold: torch.Tensor, pred: torch.Tensor, synonym: torch.Tensor, k: int, seen: Optional[set] = None) -> List[int]:
+def pick_cases(
+    gold: torch.Tensor,
+    pred: torch.Tensor,
+    synonym: torch.Tensor,
+    k: int,
+    seen: Optional[set] = None,
+) -> List[int]:
     """Indices (into the M positions) of up to ``k`` synonym predictions, one per distinct
     (gold, pred) pair not in ``seen`` (updated), in position order."""
     seen = set() if seen is None else seen
@@ -279,11 +317,15 @@ class Case:
     checkpoint: str = ""
 
     def format(self, number: int) -> str:
-        return (f"case {number}: {self.sentence}\n  gold: {self.gold} | prediction: {self.prediction} | "
-                f"WordNet synonyms of '{self.gold}' in the vocabulary: {', '.join(self.synonyms)}")
+        return (
+            f"case {number}: {self.sentence}\n  gold: {self.gold} | prediction: {self.prediction} | "
+            f"WordNet synonyms of '{self.gold}' in the vocabulary: {', '.join(self.synonyms)}"
+        )
 
 
-def make_case(d, table, block: Sequence[int], col: int, gold: int, pred: int, join=" ".join) -> Case:
+def make_case(
+    d, table, block: Sequence[int], col: int, gold: int, pred: int, join=" ".join
+) -> Case:
     """The :class:`Case` of masked position ``col`` of ``block`` (the original ids, not the
     masked input): the sentence around it (:func:`sentence_around`) with that position shown as
     [MASK], its other entries as they were, joined by ``join`` (a list of dictionary entries ->
@@ -296,20 +338,28 @@ def make_case(d, table, block: Sequence[int], col: int, gold: int, pred: int, jo
 # ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
-def draw_masks(tokens: torch.Tensor, eligible: torch.Tensor, mask_prob: float, generator: torch.Generator) -> torch.Tensor:
+def draw_masks(
+    tokens: torch.Tensor, eligible: torch.Tensor, mask_prob: float, generator: torch.Generator
+) -> torch.Tensor:
     """B x T bool: each eligible position is masked with probability ``mask_prob`` (seeded)."""
     return (torch.rand(tokens.shape, generator=generator) < mask_prob) & eligible
 
 
-def mask_ordinary(tokens: torch.Tensor, nspecial: int, mask_idx: int, mask_prob: float,
-                  generator: torch.Generator) -> torch.Tensor:
+def mask_ordinary(
+    tokens: torch.Tensor, nspecial: int, mask_idx: int, mask_prob: float, generator: torch.Generator
+) -> torch.Tensor:
     """B x T bool: masks drawn over the ordinary entries of ``tokens`` (not the specials ``<s>
     <pad> </s> <unk>``, not ``<mask>``; :func:`draw_masks`)."""
     return draw_masks(tokens, tokens.ge(nspecial) & tokens.ne(mask_idx), mask_prob, generator)
 
 
-def load_blocks(data_bin: str, dictionary, subset: str = "valid", tokens_per_sample: int = 128,
-                break_mode: str = "complete") -> List[torch.Tensor]:
+def load_blocks(
+    data_bin: str,
+    dictionary,
+    subset: str = "valid",
+    tokens_per_sample: int = 128,
+    break_mode: str = "complete",
+) -> List[torch.Tensor]:
     """The blocks of ``subset`` exactly as fairseq's ``masked_lm`` task feeds them: token blocks of
     at most ``tokens_per_sample - 1`` ids (``--sample-break-mode``), ``<s>`` prepended."""
     from fairseq.data import PrependTokenDataset, TokenBlockDataset, data_utils
@@ -317,9 +367,17 @@ def load_blocks(data_bin: str, dictionary, subset: str = "valid", tokens_per_sam
     path = os.path.join(data_bin, subset)
     ds = data_utils.load_indexed_dataset(path, dictionary)
     if ds is None:
-        raise FileNotFoundError(f"no binarized split {path}.bin/.idx: run scripts/prepare_corpus.py first")
-    ds = TokenBlockDataset(ds, ds.sizes, tokens_per_sample - 1, pad=dictionary.pad(), eos=dictionary.eos(),
-                           break_mode=break_mode)
+        raise FileNotFoundError(
+            f"no binarized split {path}.bin/.idx: run scripts/prepare_corpus.py first"
+        )
+    ds = TokenBlockDataset(
+        ds,
+        ds.sizes,
+        tokens_per_sample - 1,
+        pad=dictionary.pad(),
+        eos=dictionary.eos(),
+        break_mode=break_mode,
+    )
     ds = PrependTokenDataset(ds, dictionary.bos())
     return [ds[i] for i in range(len(ds))]
 

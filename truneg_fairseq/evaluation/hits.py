@@ -62,8 +62,14 @@ def hidden_layers(model, tokens):
     return [h.transpose(0, 1) for h in extra["inner_states"]]  # each T x B x C -> B x T x C
 
 
-def hits(model, dictionary, encoder: "PieceEncoder", triplets: Sequence[Tuple[str, str, str]],
-         batch_size: int = 32, max_positions: int = 512) -> Dict[str, List[float]]:
+def hits(
+    model,
+    dictionary,
+    encoder: "PieceEncoder",
+    triplets: Sequence[Tuple[str, str, str]],
+    batch_size: int = 32,
+    max_positions: int = 512,
+) -> Dict[str, List[float]]:
     """{method: [Hits % per layer]} of ``model`` (eval mode, no gradient) on ``triplets``."""
     import torch
     from fairseq.data import data_utils
@@ -72,7 +78,9 @@ def hits(model, dictionary, encoder: "PieceEncoder", triplets: Sequence[Tuple[st
         rows = []
         for t in texts:
             symbols = [s for spans in encoder.encode_words(t.split()) for s, _, _ in spans]
-            ids = dictionary.encode_line(" ".join(symbols), add_if_not_exist=False, append_eos=True).long()
+            ids = dictionary.encode_line(
+                " ".join(symbols), add_if_not_exist=False, append_eos=True
+            ).long()
             rows.append(torch.cat([ids.new([dictionary.bos()]), ids])[:max_positions])
         toks = data_utils.collate_tokens(rows, dictionary.pad())
         content = toks.ne(dictionary.pad()) & toks.ne(dictionary.bos()) & toks.ne(dictionary.eos())
@@ -83,7 +91,7 @@ def hits(model, dictionary, encoder: "PieceEncoder", triplets: Sequence[Tuple[st
     wins = None
     with torch.no_grad():
         for s in range(0, len(triplets), batch_size):
-            chunk = triplets[s: s + batch_size]
+            chunk = triplets[s : s + batch_size]
             layers, masks = [], []
             for k in range(3):
                 toks, content = encode([t[k] for t in chunk])
@@ -97,4 +105,6 @@ def hits(model, dictionary, encoder: "PieceEncoder", triplets: Sequence[Tuple[st
                 for m in HITS_METHODS:
                     wins[m][li] += int((syn[m] > ant[m]).sum())
     n = max(len(triplets), 1)
-    return {m: [100.0 * w / n for w in ws] for m, ws in (wins or {m: [] for m in HITS_METHODS}).items()}
+    return {
+        m: [100.0 * w / n for w in ws] for m, ws in (wins or {m: [] for m in HITS_METHODS}).items()
+    }

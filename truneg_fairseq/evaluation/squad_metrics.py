@@ -49,5 +49,9 @@ def evaluate(dataset: List[dict], predictions: Dict[str, str]) -> Dict[str, floa
                 pred = predictions[qa["id"]]
                 em += max(exact_match(pred, g) for g in golds)
                 f += max(f1(pred, g) for g in golds)
-    return {"exact_match": 100.0 * em / max(total, 1), "f1": 100.0 * f / max(total, 1),
-            "questions": total, "missing_predictions": missing}
+    return {
+        "exact_match": 100.0 * em / max(total, 1),
+        "f1": 100.0 * f / max(total, 1),
+        "questions": total,
+        "missing_predictions": missing,
+    }

@@ -21,7 +21,11 @@ class SynonymLookup(nn.Module):
 
     def __init__(self, table: SynonymTable, vocab_size: int):
         super().__init__()
-        keys = torch.from_numpy(table.keys().copy()) if len(table) else torch.zeros(0, dtype=torch.long)
+        keys = (
+            torch.from_numpy(table.keys().copy())
+            if len(table)
+            else torch.zeros(0, dtype=torch.long)
+        )
         self.register_buffer("keys", keys, persistent=False)
         cont = torch.zeros(max(vocab_size, table.num_symbols), dtype=torch.bool)
         if len(table.continuation_ids):

@@ -49,18 +49,30 @@ def single_word(name: str) -> bool:
 # ---- robustness perturbations -----------------------------------------------------------------
 
 
-def swap_syn_wordnet(text: str, wn, rng: random.Random, prob: float = 0.1, max_swaps: int = 10,
-                     protected: Sequence[Tuple[int, int]] = ()) -> Tuple[str, List[Tuple[int, int]]]:
+def swap_syn_wordnet(
+    text: str,
+    wn,
+    rng: random.Random,
+    prob: float = 0.1,
+    max_swaps: int = 10,
+    protected: Sequence[Tuple[int, int]] = (),
+) -> Tuple[str, List[Tuple[int, int]]]:
     """Returns (new text, edits) with edits = [(char position in the old text, length change)]."""
     stop = stopwords()
     out, edits, pos, swaps = [], [], 0, 0
     for m in re.finditer(r"\S+", text):
-        out.append(text[pos:m.start()])
+        out.append(text[pos : m.start()])
         tok = m.group(0)
         new = tok
         wm = WORD.match(tok)
         inside = any(m.start() < e and m.end() > s for s, e in protected)
-        if wm and not inside and swaps < max_swaps and wm.group(2).lower() not in stop and rng.random() < prob:
+        if (
+            wm
+            and not inside
+            and swaps < max_swaps
+            and wm.group(2).lower() not in stop
+            and rng.random() < prob
+        ):
             syns = sorted(wordnet_synonyms(wm.group(2).lower(), wn, stop))
             if syns:
                 new = wm.group(1) + match_case(wm.group(2), rng.choice(syns)) + wm.group(3)
@@ -83,7 +95,15 @@ def alter_word(word: str, wn, rng: random.Random, stop) -> str:
     lw = word.lower()
     if lw in stop or not word.isalpha():
         return word
-    antonyms = sorted({a.name() for s in wn.synsets(lw) for l in s.lemmas() for a in l.antonyms() if "_" not in a.name()})
+    antonyms = sorted(
+        {
+            a.name()
+            for s in wn.synsets(lw)
+            for l in s.lemmas()
+            for a in l.antonyms()
+            if "_" not in a.name()
+        }
+    )
     if antonyms:
         return match_case(word, rng.choice(antonyms))
     synsets = wn.synsets(lw)
@@ -165,8 +185,13 @@ class Lexicon:
                     best = (top[2], top[3])
                 else:
                     synsets = self.wn.synsets(word)
-                    first = synsets[0].pos().replace("s", "a") if synsets else None  # satellite -> adj
-                    best = next(((p, b) for _, _, p, b in scored if p == first), (scored[0][2], scored[0][3]))
+                    first = (
+                        synsets[0].pos().replace("s", "a") if synsets else None
+                    )  # satellite -> adj
+                    best = next(
+                        ((p, b) for _, _, p, b in scored if p == first),
+                        (scored[0][2], scored[0][3]),
+                    )
         self._pos[word] = best
         return best
 
@@ -180,7 +205,9 @@ class Lexicon:
         return out
 
     def _clean(self, names, word: str, base: str) -> List[str]:
-        return sorted({n for n in names if single_word(n) and n not in self.stop and n not in (word, base)})
+        return sorted(
+            {n for n in names if single_word(n) and n not in self.stop and n not in (word, base)}
+        )
 
     def synonyms(self, word: str, pos: str, base: str) -> List[str]:
         key = ("syn", word, pos)
@@ -192,14 +219,24 @@ class Lexicon:
     def hypernyms(self, word: str, pos: str, base: str) -> List[str]:
         key = ("hyp", word, pos)
         if key not in self._cand:
-            names = [l.name() for s in self._synsets(base, pos) for h in s.hypernyms() for l in h.lemmas()]
+            names = [
+                l.name()
+                for s in self._synsets(base, pos)
+                for h in s.hypernyms()
+                for l in h.lemmas()
+            ]
             self._cand[key] = self._clean(names, word, base)
         return self._cand[key]
 
     def antonyms(self, word: str, pos: str, base: str) -> List[str]:
         key = ("ant", word, pos)
         if key not in self._cand:
-            names = [a.name() for s in self._synsets(base, pos) for l in s.lemmas()
-                     if l.name().lower() == base for a in l.antonyms()]
+            names = [
+                a.name()
+                for s in self._synsets(base, pos)
+                for l in s.lemmas()
+                if l.name().lower() == base
+                for a in l.antonyms()
+            ]
             self._cand[key] = self._clean(names, word, base)
         return self._cand[key]

@@ -31,8 +31,15 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from truneg_fairseq.io_utils import atomic_open
-from truneg_fairseq.text import KINDS, Tokenizer, TokenizerError, TokenizerSpec, VocabView
-from truneg_fairseq.text import build_tokenizer, load_dictionary_view
+from truneg_fairseq.text import (
+    KINDS,
+    Tokenizer,
+    TokenizerError,
+    TokenizerSpec,
+    VocabView,
+    build_tokenizer,
+    load_dictionary_view,
+)
 from truneg_fairseq.text import is_word as _is_word
 
 logger = logging.getLogger(__name__)
@@ -80,9 +87,13 @@ def vocab_view(
     :class:`~truneg_fairseq.text.Tokenizer`, or its kind with the files named here)."""
     try:
         if not isinstance(tokenizer, Tokenizer):
-            spec = TokenizerSpec(tokenizer, spm_model=spm_model and str(spm_model),
-                                 gpt2_encoder_json=gpt2_encoder_json and str(gpt2_encoder_json),
-                                 vocab=vocab and str(vocab), lowercase=lowercase)
+            spec = TokenizerSpec(
+                tokenizer,
+                spm_model=spm_model and str(spm_model),
+                gpt2_encoder_json=gpt2_encoder_json and str(gpt2_encoder_json),
+                vocab=vocab and str(vocab),
+                lowercase=lowercase,
+            )
             tokenizer = build_tokenizer(spec, view_only=True)
         return load_dictionary_view(dict_path, tokenizer)
     except TokenizerError as e:
@@ -95,8 +106,10 @@ def content_entries(view: VocabView, stop: Optional[frozenset] = None) -> np.nda
     ``▁``, GPT-2 ``Ġ`` through its encoder.json, WordPiece without ``##``, whitespace words) that
     is not an English stopword (:func:`stopwords`), in any capitalisation."""
     stop = stopwords() if stop is None else stop
-    return np.asarray([i for i, w in enumerate(view.words) if w is not None and w.lower() not in stop],
-                      dtype=np.int64)
+    return np.asarray(
+        [i for i, w in enumerate(view.words) if w is not None and w.lower() not in stop],
+        dtype=np.int64,
+    )
 
 
 def _case_key(word: str) -> str:
@@ -144,7 +157,9 @@ def wordnet_synonyms(word: str, wn, stop: frozenset) -> Set[str]:
     return out
 
 
-def load_vectors(path: os.PathLike, wanted: Optional[Set[str]] = None) -> Tuple[List[str], np.ndarray]:
+def load_vectors(
+    path: os.PathLike, wanted: Optional[Set[str]] = None
+) -> Tuple[List[str], np.ndarray]:
     """Read GloVe (no header) or word2vec text vectors; keep only ``wanted`` words if given."""
     path = Path(path)
     if not path.is_file():
@@ -214,17 +229,31 @@ class SynonymTable:
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
-    def from_pairs(cls, pairs: Iterable[Tuple[int, int]], view: VocabView, meta: dict) -> "SynonymTable":
+    def from_pairs(
+        cls, pairs: Iterable[Tuple[int, int]], view: VocabView, meta: dict
+    ) -> "SynonymTable":
         arr = np.asarray(sorted(set((int(g), int(p)) for g, p in pairs if g != p)), dtype=np.int64)
         arr = arr.reshape(-1, 2)
         cont = np.asarray([i for i, c in enumerate(view.continuation) if c], dtype=np.int64)
-        return cls(arr, cont, len(view.symbols), dictionary_fingerprint(view.symbols), dict(meta),
-                   content_entries(view))
+        return cls(
+            arr,
+            cont,
+            len(view.symbols),
+            dictionary_fingerprint(view.symbols),
+            dict(meta),
+            content_entries(view),
+        )
 
     @classmethod
     def empty(cls, symbols: Sequence[str]) -> "SynonymTable":
-        return cls(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), len(symbols), dictionary_fingerprint(symbols),
-                   {"source": "empty"}, np.zeros(0, np.int64))
+        return cls(
+            np.zeros((0, 2), np.int64),
+            np.zeros(0, np.int64),
+            len(symbols),
+            dictionary_fingerprint(symbols),
+            {"source": "empty"},
+            np.zeros(0, np.int64),
+        )
 
     # ---- lookups (host side; the training step uses SynonymLookup) --------------------------
     def keys(self) -> np.ndarray:
@@ -240,8 +269,16 @@ class SynonymTable:
     # ---- io -------------------------------------------------------------------------------
     def save(self, path: os.PathLike) -> None:
         """Write atomically: a temporary file in the same directory, then ``os.replace``."""
-        meta = dict(self.meta, format_version=FORMAT_VERSION, num_symbols=self.num_symbols, fingerprint=self.fingerprint)
-        arrays = {"pairs": self.pairs.astype(np.int64), "continuation_ids": self.continuation_ids.astype(np.int64)}
+        meta = dict(
+            self.meta,
+            format_version=FORMAT_VERSION,
+            num_symbols=self.num_symbols,
+            fingerprint=self.fingerprint,
+        )
+        arrays = {
+            "pairs": self.pairs.astype(np.int64),
+            "continuation_ids": self.continuation_ids.astype(np.int64),
+        }
         if self.content_ids is not None:
             arrays["content_ids"] = self.content_ids.astype(np.int64)
         with atomic_open(path, "wb") as f:
@@ -258,23 +295,37 @@ class SynonymTable:
         foreign = f"{path} is not a synonym table written by build_synonym_table.py"
         with open(path, "rb") as f:
             if f.read(4) != b"PK\x03\x04":  # not an .npz (zip) archive: numpy would guess a pickle
-                raise SynonymTableError(f"{foreign} (not an .npz archive); rebuild it with that script")
+                raise SynonymTableError(
+                    f"{foreign} (not an .npz archive); rebuild it with that script"
+                )
         try:
             with np.load(path, allow_pickle=False) as z:
                 pairs = z["pairs"]
                 cont = z["continuation_ids"]
                 content = z["content_ids"].astype(np.int64) if "content_ids" in z.files else None
                 meta = json.loads(str(z["meta"]))
-        except ValueError as e:  # an array of objects: numpy's advice (allow_pickle) must not be taken
-            raise SynonymTableError(f"{foreign} (it holds pickled objects); rebuild it with that script") from e
+        except (
+            ValueError
+        ) as e:  # an array of objects: numpy's advice (allow_pickle) must not be taken
+            raise SynonymTableError(
+                f"{foreign} (it holds pickled objects); rebuild it with that script"
+            ) from e
         except Exception as e:  # corrupt or foreign archive
             raise SynonymTableError(f"{foreign} ({e})") from e
         if meta.get("format_version") != FORMAT_VERSION:
-            raise SynonymTableError(f"{path}: table format {meta.get('format_version')} (expected {FORMAT_VERSION}); rebuild it")
+            raise SynonymTableError(
+                f"{path}: table format {meta.get('format_version')} (expected {FORMAT_VERSION}); rebuild it"
+            )
         if pairs.ndim != 2 or pairs.shape[1] != 2:
             raise SynonymTableError(f"{path}: pairs array has shape {pairs.shape}, expected P x 2")
-        return cls(pairs.astype(np.int64), cont.astype(np.int64), int(meta["num_symbols"]), meta["fingerprint"], meta,
-                   content)
+        return cls(
+            pairs.astype(np.int64),
+            cont.astype(np.int64),
+            int(meta["num_symbols"]),
+            meta["fingerprint"],
+            meta,
+            content,
+        )
 
     def check_dictionary(self, symbols: Sequence[str], path: os.PathLike = "<table>") -> None:
         """Raise unless ``symbols`` (a task dictionary, which may append e.g. ``<mask>``) starts
@@ -300,16 +351,24 @@ class BuildReport:
     def coverage(self) -> float:
         return self.num_covered / max(self.num_candidates, 1)
 
-    def describe(self, num_entries: int, source: str = "wordnet", topk: int = 10, tokenizer: str = "") -> str:
+    def describe(
+        self, num_entries: int, source: str = "wordnet", topk: int = 10, tokenizer: str = ""
+    ) -> str:
         """The coverage line, saying in words what it counts (the rules of :func:`build_table`)."""
-        found = "WordNet synonym" if source == "wordnet" else f"embedding neighbour (of the top {topk})"
-        line = (f"coverage {100 * self.coverage:.2f}%: {self.num_covered} of {self.num_candidates} candidate "
-                f"entries have at least one {found} that is itself a candidate entry with the same capitalisation "
-                f"(candidates: word-start entries, not continuation pieces, of ASCII letters only, not an English "
-                f"stopword, not mixed-case; {num_entries} entries in all)")
+        found = (
+            "WordNet synonym" if source == "wordnet" else f"embedding neighbour (of the top {topk})"
+        )
+        line = (
+            f"coverage {100 * self.coverage:.2f}%: {self.num_covered} of {self.num_candidates} candidate "
+            f"entries have at least one {found} that is itself a candidate entry with the same capitalisation "
+            f"(candidates: word-start entries, not continuation pieces, of ASCII letters only, not an English "
+            f"stopword, not mixed-case; {num_entries} entries in all)"
+        )
         if tokenizer == "wordpiece":
-            line += ("; the paper's 62.51% for BERT's WordPiece vocabulary was counted with other rules and is "
-                     "not comparable")
+            line += (
+                "; the paper's 62.51% for BERT's WordPiece vocabulary was counted with other rules and is "
+                "not comparable"
+            )
         return line
 
 
@@ -336,7 +395,9 @@ def build_table(
         syn_of = {w: wordnet_synonyms(w, wn, stop) for w in candidates}
     else:
         if vectors is None:
-            raise SynonymTableError("--source embedding needs --vectors FILE (GloVe or word2vec text format)")
+            raise SynonymTableError(
+                "--source embedding needs --vectors FILE (GloVe or word2vec text format)"
+            )
         vwords, vecs = load_vectors(vectors, wanted=candidates)
         nb = embedding_neighbours(vwords, vecs, topk)
         syn_of = {w: set(nb.get(w, ())) - stop for w in candidates}
@@ -353,7 +414,11 @@ def build_table(
             if preds:
                 covered += len(gold_ids)
             pairs.extend((g, p) for g in gold_ids for p in preds)
-    meta = {"source": source, "tokenizer": view.tokenizer, "topk": topk if source == "embedding" else None}
+    meta = {
+        "source": source,
+        "tokenizer": view.tokenizer,
+        "topk": topk if source == "embedding" else None,
+    }
     if source == "wordnet":
         meta["wordnet_version"] = wn.get_version()
     table = SynonymTable.from_pairs(pairs, view, meta)

@@ -37,7 +37,9 @@ _LEXNAMES = (
 _POS_NUMBER = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 
 # Files nltk's WordNetCorpusReader opens.
-_REQUIRED = [f"{kind}.{pos}" for kind in ("data", "index") for pos in ("noun", "verb", "adj", "adv")]
+_REQUIRED = [
+    f"{kind}.{pos}" for kind in ("data", "index") for pos in ("noun", "verb", "adj", "adv")
+]
 _OPTIONAL = ["adj.exc", "adv.exc", "noun.exc", "verb.exc", "index.sense", "cntlist.rev", "lexnames"]
 
 DEFAULT_DICT_DIRS = ("/usr/share/wordnet",)
@@ -47,7 +49,12 @@ logger = logging.getLogger(__name__)
 
 def _use_system_dirs() -> bool:
     """False when ``TRUNEG_WORDNET_SYSTEM=0``: search only the places the user named."""
-    return os.environ.get("TRUNEG_WORDNET_SYSTEM", "1").strip().lower() not in ("0", "false", "no", "off")
+    return os.environ.get("TRUNEG_WORDNET_SYSTEM", "1").strip().lower() not in (
+        "0",
+        "false",
+        "no",
+        "off",
+    )
 
 
 class WordNetNotFoundError(RuntimeError):
@@ -154,7 +161,11 @@ def _nltk_has_wordnet() -> bool:
     import nltk
 
     # with TRUNEG_WORDNET_SYSTEM=0 only NLTK_DATA counts, not nltk's built-in directories
-    paths = None if _use_system_dirs() else [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    paths = (
+        None
+        if _use_system_dirs()
+        else [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    )
     for name in ("corpora/wordnet", "corpora/wordnet.zip"):
         try:
             nltk.data.find(name, paths=paths)
@@ -177,7 +188,9 @@ def load_wordnet(cache_dir: Optional[os.PathLike] = None):
     if not _nltk_has_wordnet():
         cache = Path(cache_dir) if cache_dir else default_cache_dir()
         env = os.environ.get("TRUNEG_CACHE")
-        _check_cache_dir(cache, f"TRUNEG_CACHE={env}" if env and not cache_dir else f"WordNet cache {cache}")
+        _check_cache_dir(
+            cache, f"TRUNEG_CACHE={env}" if env and not cache_dir else f"WordNet cache {cache}"
+        )
         tried = []
         for cand in candidate_dict_dirs():
             tried.append(str(cand))

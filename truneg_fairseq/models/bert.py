@@ -61,32 +61,44 @@ class BertModel(RobertaObjectives, RobertaModel):
         self.register_buffer("bert_pooler_bias", torch.zeros(dim))
         if safe_getattr(args, "bert_freeze_encoder", False):
             frozen = 0
-            for p in self.encoder.sentence_encoder.parameters():  # the tied output projection with them
+            for (
+                p
+            ) in self.encoder.sentence_encoder.parameters():  # the tied output projection with them
                 p.requires_grad_(False)
                 frozen += p.numel()
             trained = sum(p.numel() for p in self.parameters() if p.requires_grad)
-            logger.info(f"--bert-freeze-encoder: {frozen} encoder parameters fixed, {trained} of the masked-LM "
-                        "head trained")
+            logger.info(
+                f"--bert-freeze-encoder: {frozen} encoder parameters fixed, {trained} of the masked-LM "
+                "head trained"
+            )
 
     @staticmethod
     def add_args(parser):
         RobertaModel.add_args(parser)
         parser.add_argument(
-            "--bert-layernorm-eps", type=float, metavar="EPS",
+            "--bert-layernorm-eps",
+            type=float,
+            metavar="EPS",
             help="epsilon of every LayerNorm (BERT: 1e-12)",
         )
         parser.add_argument(
-            "--bert-type-vocab-size", type=int, metavar="N",
+            "--bert-type-vocab-size",
+            type=int,
+            metavar="N",
             help="rows of the token-type (segment) offsets kept for export (BERT: 2)",
         )
         parser.add_argument(
-            "--bert-sizes-from", metavar="DIR", default=None,
+            "--bert-sizes-from",
+            metavar="DIR",
+            default=None,
             help="take every size left unset (layers, widths, heads, positions, LayerNorm eps, dropout, "
             "activation) from DIR/import.json, written by scripts/convert_hf.py import; read when the model is "
             "configured, so checkpoints hold the sizes themselves",
         )
         parser.add_argument(
-            "--bert-freeze-encoder", action="store_true", default=False,
+            "--bert-freeze-encoder",
+            action="store_true",
+            default=False,
             help="train only the masked-LM head (dense, LayerNorm, output bias): the head warm-up of a model "
             "imported without one; the encoder and embeddings stay exactly as they are",
         )

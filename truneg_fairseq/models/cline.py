@@ -31,17 +31,22 @@ from fairseq.models.roberta.model import RobertaModel, base_architecture, robert
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr
 
-from truneg_fairseq.models.roberta import encoder_sizes
-from truneg_fairseq.models.bert import BertModel, bert_base_architecture, bert_large_architecture, bert_tiny_architecture
+from truneg_fairseq.models.bert import (
+    BertModel,
+    bert_base_architecture,
+    bert_large_architecture,
+    bert_tiny_architecture,
+)
 from truneg_fairseq.models.electra import (
     ElectraConfig,
     ElectraDiscriminatorHead,
     ElectraModel,
     electra_base_architecture,
     electra_large_architecture,
-    electra_small_architecture,
     electra_sizes,
+    electra_small_architecture,
 )
+from truneg_fairseq.models.roberta import encoder_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -83,15 +88,25 @@ class ClineMixin:
         """The pre-training-only parameters (see the module docstring); ``--task cline`` calls
         this after building the model."""
         self.cline_pretraining = True
-        self.rtd_head = ElectraDiscriminatorHead(self.args.encoder_embed_dim, self.args.activation_fn, layer_norm=True)
+        self.rtd_head = ElectraDiscriminatorHead(
+            self.args.encoder_embed_dim, self.args.activation_fn, layer_norm=True
+        )
         self.rtd_head.apply(init_bert_params)
         eps = getattr(self.args, "bert_layernorm_eps", None)
         if eps:  # the plugin's BERT: every LayerNorm has BERT's epsilon
             self.rtd_head.layer_norm.eps = eps
         self.cline_log_vars = nn.Parameter(torch.zeros(3))
 
-    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
-                cline_n_ori=None, cline_targets=None, **kwargs):
+    def forward(
+        self,
+        src_tokens,
+        features_only=False,
+        return_all_hiddens=False,
+        classification_head_name=None,
+        cline_n_ori=None,
+        cline_targets=None,
+        **kwargs,
+    ):
         """RoBERTa's forward; with ``cline_n_ori`` the CLINE pre-training pass (:meth:`cline_forward`).
         The criterion comes in through ``forward`` so that torch's DistributedDataParallel sees the
         pass and synchronises the gradients (a call to a named method would bypass it).
@@ -99,16 +114,22 @@ class ClineMixin:
         x_ori for both the MLM and ``<s>``, as in the authors' code."""
         if cline_n_ori is not None:
             return self.cline_forward(src_tokens, cline_n_ori, kwargs["masked_tokens"])
-        return super().forward(src_tokens, features_only, return_all_hiddens, classification_head_name, **kwargs)
+        return super().forward(
+            src_tokens, features_only, return_all_hiddens, classification_head_name, **kwargs
+        )
 
-    def cline_forward(self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def cline_forward(
+        self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor
+    ) -> Dict[str, torch.Tensor]:
         """One encoder pass over the stacked triples.
 
         tokens: 3B x T, rows [x_ori (masked); x_syn; x_ant], right-padded to one length;
         n_ori = B; masked_tokens: B x T bool (masked positions of x_ori). Returns
         :func:`cline_outputs` (MLM logits computed by RoBERTa's own ``lm_head``)."""
         features, _ = self.encoder.extract_features(tokens)  # 3B x T x C
-        mlm_logits = self.encoder.output_layer(features[:n_ori], masked_tokens=masked_tokens)  # M x V
+        mlm_logits = self.encoder.output_layer(
+            features[:n_ori], masked_tokens=masked_tokens
+        )  # M x V
         rtd_logits = self.rtd_head(features[n_ori:])  # 2B x T
         return cline_outputs(mlm_logits, rtd_logits, features[:, 0, :], self.cline_log_vars)
 
@@ -116,23 +137,39 @@ class ClineMixin:
         prefix = name + "." if name else ""
         mine = self.encoder.sentence_encoder.embed_tokens.weight
         # fairseq's published roberta.base still names its encoder "decoder"
-        emb = next((prefix + f"{e}.sentence_encoder.embed_tokens.weight" for e in ("encoder", "decoder")
-                    if prefix + f"{e}.sentence_encoder.embed_tokens.weight" in state_dict), None)
+        emb = next(
+            (
+                prefix + f"{e}.sentence_encoder.embed_tokens.weight"
+                for e in ("encoder", "decoder")
+                if prefix + f"{e}.sentence_encoder.embed_tokens.weight" in state_dict
+            ),
+            None,
+        )
         if emb is not None:
             check_vocabulary(state_dict[emb], mine)
-        cline_keys = [k for k in state_dict if k.startswith(prefix) and k[len(prefix):].startswith(CLINE_ONLY)]
+        cline_keys = [
+            k
+            for k in state_dict
+            if k.startswith(prefix) and k[len(prefix) :].startswith(CLINE_ONLY)
+        ]
         if not self.cline_pretraining:
             for k in cline_keys:
                 del state_dict[k]
             if cline_keys:
-                logger.info(f"dropped {len(cline_keys)} CLINE pre-training tensors (RTD head, task weights)")
+                logger.info(
+                    f"dropped {len(cline_keys)} CLINE pre-training tensors (RTD head, task weights)"
+                )
         else:
-            fresh = {prefix + k: v for k, v in self.state_dict().items() if k.startswith(CLINE_ONLY)}
+            fresh = {
+                prefix + k: v for k, v in self.state_dict().items() if k.startswith(CLINE_ONLY)
+            }
             added = [k for k in fresh if k not in state_dict]
             for k in added:
                 state_dict[k] = fresh[k].clone()
             if added:
-                logger.info(f"the checkpoint has no CLINE RTD head: {len(added)} tensors start fresh")
+                logger.info(
+                    f"the checkpoint has no CLINE RTD head: {len(added)} tensors start fresh"
+                )
         super().upgrade_state_dict_named(state_dict, name)
 
 
@@ -208,20 +245,37 @@ class ClineElectraModel(ElectraModel):
         building the model."""
         self.add_generator()
         if self.generator is None:
-            raise ValueError("--task cline on ELECTRA trains the generator's MLM term: drop --electra-discriminator-only")
+            raise ValueError(
+                "--task cline on ELECTRA trains the generator's MLM term: drop --electra-discriminator-only"
+            )
         self.cline_pretraining = True
         self.cline_log_vars = nn.Parameter(torch.zeros(3, device=self.embed_tokens.weight.device))
 
-    def forward(self, src_tokens, masked_tokens=None, features_only=False, classification_head_name=None,
-                cline_n_ori=None, cline_targets=None, **kwargs):
+    def forward(
+        self,
+        src_tokens,
+        masked_tokens=None,
+        features_only=False,
+        classification_head_name=None,
+        cline_n_ori=None,
+        cline_targets=None,
+        **kwargs,
+    ):
         """ELECTRA's forward; with ``cline_n_ori`` the CLINE pre-training pass (through ``forward``
         so that DistributedDataParallel synchronises it)."""
         if cline_n_ori is not None:
             return self.cline_forward(src_tokens, cline_n_ori, masked_tokens, cline_targets)
-        return super().forward(src_tokens, masked_tokens, features_only, classification_head_name, **kwargs)
+        return super().forward(
+            src_tokens, masked_tokens, features_only, classification_head_name, **kwargs
+        )
 
-    def cline_forward(self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor,
-                      targets: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+    def cline_forward(
+        self,
+        tokens: torch.Tensor,
+        n_ori: int,
+        masked_tokens: torch.Tensor,
+        targets: Optional[torch.Tensor] = None,
+    ) -> Dict[str, torch.Tensor]:
         """tokens: 3B x T, rows [x_ori (masked); x_syn; x_ant]; n_ori = B; masked_tokens: B x T
         bool; targets: B x T gold ids of x_ori at the masked positions (the discriminator then
         reads x_ori unmasked; without them it reads the rows as given). Returns

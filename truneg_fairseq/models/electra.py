@@ -34,10 +34,17 @@ from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
 from truneg_fairseq.models import embed_init
 from truneg_fairseq.models.electra_config import (  # noqa: F401  (the module's public names, kept here)
-    ELECTRA_SIZES, IMPORTED_SIZES, ElectraConfig, ElectraSize, electra_sizes,
+    ELECTRA_SIZES,
+    IMPORTED_SIZES,
+    ElectraConfig,
+    ElectraSize,
+    electra_sizes,
 )
 from truneg_fairseq.models.electra_parts import (  # noqa: F401
-    ElectraDiscriminatorHead, ElectraEmbeddings, ElectraGeneratorHead, ElectraStack,
+    ElectraDiscriminatorHead,
+    ElectraEmbeddings,
+    ElectraGeneratorHead,
+    ElectraStack,
 )
 from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.objectives import ReplacedTokenDetection
@@ -65,12 +72,18 @@ class _DynamoFallbackWarning(logging.Handler):
         self.fallbacks += 1
         first = message.splitlines()
         where = next((line.strip() for line in first if line.strip().startswith("function:")), "")
-        reason = next((line.strip() for line in first if line.strip().startswith("last reason:")), "")
+        reason = next(
+            (line.strip() for line in first if line.strip().startswith("last reason:")), ""
+        )
         logger.warning(
             "--electra-compile: torch.compile gave up recompiling (%s; %s %s) and runs that code eager from "
             "now on: the step is no longer compiled. Keep every batch's shape fixed (--mlm-prediction-slots "
             "static, --sample-break-mode none, one --tokens-per-sample and --batch-size) or drop "
-            "--electra-compile", first[0].strip(), where, reason)
+            "--electra-compile",
+            first[0].strip(),
+            where,
+            reason,
+        )
 
 
 _FALLBACK_WATCH: Optional[_DynamoFallbackWarning] = None
@@ -104,11 +117,22 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         self.cfg = cfg
         self.padding_idx = dictionary.pad()
         vocab = len(dictionary)
-        self.embeddings = ElectraEmbeddings(vocab, cfg.electra_embed_dim, self.padding_idx,
-                                            cfg.electra_max_positions, cfg.electra_dropout)
+        self.embeddings = ElectraEmbeddings(
+            vocab,
+            cfg.electra_embed_dim,
+            self.padding_idx,
+            cfg.electra_max_positions,
+            cfg.electra_dropout,
+        )
         act = cfg.electra_activation_fn
-        self.discriminator = ElectraStack(cfg.electra_embed_dim, cfg.electra_hidden_dim, cfg.electra_layers,
-                                          cfg.electra_heads, cfg.electra_ffn_dim, cfg)
+        self.discriminator = ElectraStack(
+            cfg.electra_embed_dim,
+            cfg.electra_hidden_dim,
+            cfg.electra_layers,
+            cfg.electra_heads,
+            cfg.electra_ffn_dim,
+            cfg,
+        )
         self.discriminator_head = ElectraDiscriminatorHead(cfg.electra_hidden_dim, act)
         self.generator = None
         self.classification_heads = nn.ModuleDict()
@@ -116,7 +140,9 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         set_layernorm_eps(self, cfg.electra_layernorm_eps)
         # saved with the weights: fairseq builds the model from the command line, so a checkpoint
         # restored with another epsilon (1e-12 for imported published models) is caught on load
-        self.register_buffer("layernorm_eps", torch.tensor(float(cfg.electra_layernorm_eps), dtype=torch.float64))
+        self.register_buffer(
+            "layernorm_eps", torch.tensor(float(cfg.electra_layernorm_eps), dtype=torch.float64)
+        )
         self._batch_unpadded = False  # set for one step by without_padding()
 
     @contextlib.contextmanager
@@ -148,10 +174,17 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         if self.generator is not None or cfg.electra_discriminator_only:
             return
         ref = self.embed_tokens.weight
-        self.generator = ElectraStack(cfg.electra_embed_dim, cfg.electra_gen_hidden_dim, cfg.electra_gen_layers,
-                                      cfg.electra_gen_heads, cfg.electra_gen_ffn_dim, cfg)
-        self.generator_head = ElectraGeneratorHead(cfg.electra_gen_hidden_dim, cfg.electra_embed_dim,
-                                                   cfg.electra_activation_fn)
+        self.generator = ElectraStack(
+            cfg.electra_embed_dim,
+            cfg.electra_gen_hidden_dim,
+            cfg.electra_gen_layers,
+            cfg.electra_gen_heads,
+            cfg.electra_gen_ffn_dim,
+            cfg,
+        )
+        self.generator_head = ElectraGeneratorHead(
+            cfg.electra_gen_hidden_dim, cfg.electra_embed_dim, cfg.electra_activation_fn
+        )
         self.generator_bias = nn.Parameter(torch.zeros(ref.size(0)))
         for module in (self.generator, self.generator_head):
             module.apply(init_bert_params)
@@ -170,8 +203,10 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
                 p.requires_grad_(False)
                 frozen += p.numel()
         trained = sum(p.numel() for p in self.parameters() if p.requires_grad)
-        logger.info(f"--electra-freeze-discriminator: {frozen} discriminator and embedding parameters fixed, "
-                    f"{trained} of the generator trained")
+        logger.info(
+            f"--electra-freeze-discriminator: {frozen} discriminator and embedding parameters fixed, "
+            f"{trained} of the generator trained"
+        )
 
     def _apply(self, fn, *args, **kwargs):
         # .half()/.bfloat16() (fairseq's --fp16/--bf16) would cast the epsilon buffer too, and
@@ -180,7 +215,8 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         eps = self._buffers.get("layernorm_eps")
         if eps is not None and eps.dtype != torch.float64:
             self._buffers["layernorm_eps"] = torch.tensor(
-                float(self.cfg.electra_layernorm_eps), dtype=torch.float64, device=eps.device)
+                float(self.cfg.electra_layernorm_eps), dtype=torch.float64, device=eps.device
+            )
         return self
 
     # ---- construction ------------------------------------------------------------------
@@ -199,14 +235,19 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         # sizes no arch function set (--arch electra, or a config naming the model): ELECTRA-base's
         electra_base_architecture(cfg)
 
-        if cfg.electra_gen_hidden_dim > cfg.electra_hidden_dim or cfg.electra_gen_layers > cfg.electra_layers:
+        if (
+            cfg.electra_gen_hidden_dim > cfg.electra_hidden_dim
+            or cfg.electra_gen_layers > cfg.electra_layers
+        ):
             raise ValueError(
                 f"the ELECTRA generator ({cfg.electra_gen_layers} layers x {cfg.electra_gen_hidden_dim}) must not be "
                 f"larger than the discriminator ({cfg.electra_layers} x {cfg.electra_hidden_dim}); "
                 "lower --electra-gen-hidden-dim / --electra-gen-layers (the paper uses 1/4 to 1/3 of the width)"
             )
-        for hidden, heads, flag in ((cfg.electra_hidden_dim, cfg.electra_heads, "--electra-heads"),
-                                    (cfg.electra_gen_hidden_dim, cfg.electra_gen_heads, "--electra-gen-heads")):
+        for hidden, heads, flag in (
+            (cfg.electra_hidden_dim, cfg.electra_heads, "--electra-heads"),
+            (cfg.electra_gen_hidden_dim, cfg.electra_gen_heads, "--electra-gen-heads"),
+        ):
             if hidden % heads:
                 raise ValueError(f"{flag} {heads} does not divide the hidden size {hidden}")
         model = cls(cfg, task.source_dictionary)
@@ -219,8 +260,12 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     def max_positions(self):
         return self.cfg.electra_max_positions
 
-    def compile_encoders(self, mode: Optional[str] = None, backend: str = "inductor",
-                         recompile_limit: int = COMPILE_RECOMPILE_LIMIT) -> None:
+    def compile_encoders(
+        self,
+        mode: Optional[str] = None,
+        backend: str = "inductor",
+        recompile_limit: int = COMPILE_RECOMPILE_LIMIT,
+    ) -> None:
         """``torch.compile`` the encoder stacks in place (parameter names and checkpoints are
         unchanged). Shapes should stay fixed from step to step, or each new one recompiles.
         ``mode="reduce-overhead"`` also replays each stack as a CUDA graph on a GPU; ``backend``
@@ -255,7 +300,9 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
 
     def mlm_project(self, features):
         """... x H_gen -> ... x V (output projection tied to the token embedding)."""
-        return F.linear(self.generator_head(features), self.embed_tokens.weight, self.generator_bias)
+        return F.linear(
+            self.generator_head(features), self.embed_tokens.weight, self.generator_bias
+        )
 
     def mlm_embedding_matrix(self):
         """V x E token embedding matrix, shared by generator and discriminator."""
@@ -304,15 +351,26 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     def discriminator_hidden_states(self, tokens):
         """Every discriminator layer's output: a list of L + 1 tensors B x T x H, the (projected)
         embeddings first (the layers Hits compares)."""
-        return self.discriminator(self.embeddings(tokens), self.padding_mask(tokens), return_all_hiddens=True)
+        return self.discriminator(
+            self.embeddings(tokens), self.padding_mask(tokens), return_all_hiddens=True
+        )
 
     def discriminator_logits(self, tokens):
         """Replaced-token-detection logits, B x T (> 0: replaced)."""
         return self.discriminator_head(self.discriminator_features(tokens))  # B x T
 
     # ---- fairseq interface ----------------------------------------------------------------------
-    def forward(self, src_tokens, masked_tokens=None, features_only=False, classification_head_name=None,
-                mlm_targets=None, mlm_positions=None, mlm_outputs=(), **kwargs):
+    def forward(
+        self,
+        src_tokens,
+        masked_tokens=None,
+        features_only=False,
+        classification_head_name=None,
+        mlm_targets=None,
+        mlm_positions=None,
+        mlm_outputs=(),
+        **kwargs,
+    ):
         """With ``mlm_targets``: the objectives' pass of the plugin's pre-training criterions, a
         dict (:mod:`truneg_fairseq.models.objectives`): generator logits and argmax at the
         selected positions, replacements sampled from it, the corrupted input and the
@@ -322,7 +380,9 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         RoBERTa returns them."""
         if mlm_targets is not None:
             self._need_generator()
-            return self.objectives_forward(src_tokens, mlm_targets, masked_tokens, mlm_positions, mlm_outputs)
+            return self.objectives_forward(
+                src_tokens, mlm_targets, masked_tokens, mlm_positions, mlm_outputs
+            )
         if masked_tokens is not None and classification_head_name is None and not features_only:
             self._need_generator()
         if classification_head_name is not None or features_only or self.generator is None:
@@ -342,8 +402,11 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     def register_classification_head(self, name, num_classes=None, inner_dim=None, **kwargs):
         hidden = self.cfg.electra_hidden_dim
         self.classification_heads[name] = RobertaClassificationHead(
-            input_dim=hidden, inner_dim=inner_dim or hidden, num_classes=num_classes,
-            activation_fn=self.cfg.electra_pooler_activation_fn, pooler_dropout=self.cfg.electra_pooler_dropout,
+            input_dim=hidden,
+            inner_dim=inner_dim or hidden,
+            num_classes=num_classes,
+            activation_fn=self.cfg.electra_pooler_activation_fn,
+            pooler_dropout=self.cfg.electra_pooler_dropout,
         )
 
     def _need_generator(self):
@@ -351,7 +414,8 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
             raise ValueError(
                 "this ELECTRA model has no generator: --arch electra_* pre-trains with --task electra (generator + "
                 "discriminator), not --task masked_lm (use --arch roberta_* there); a discriminator-only model "
-                "(--electra-discriminator-only, or built for fine-tuning) does not predict masked tokens")
+                "(--electra-discriminator-only, or built for fine-tuning) does not predict masked tokens"
+            )
 
     def upgrade_state_dict_named(self, state_dict, name):
         prefix = name + "." if name else ""
@@ -377,29 +441,39 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         for k in keys:
             for old, new in _OLD_HEAD_KEYS.items():
                 if k.startswith(prefix + old):
-                    state_dict[prefix + new + k[len(prefix + old):]] = state_dict.pop(k)
+                    state_dict[prefix + new + k[len(prefix + old) :]] = state_dict.pop(k)
                     renamed += 1
         if renamed:
             logger.info(f"renamed {renamed} head tensors from positional (.0/.2) to named keys")
-        if not hasattr(self, "cline_log_vars") and state_dict.pop(prefix + "cline_log_vars", None) is not None:
+        if (
+            not hasattr(self, "cline_log_vars")
+            and state_dict.pop(prefix + "cline_log_vars", None) is not None
+        ):
             logger.info("dropped the CLINE task weights (cline_log_vars) of the checkpoint")
         keys = [k for k in state_dict if k.startswith(prefix)]
         if self.generator is None:
-            dropped = [k for k in keys if k[len(prefix):].startswith(GENERATOR_PREFIXES)]
+            dropped = [k for k in keys if k[len(prefix) :].startswith(GENERATOR_PREFIXES)]
             for k in dropped:
                 del state_dict[k]
             if dropped:
-                logger.info(f"loading the discriminator only: dropped {len(dropped)} generator tensors")
-        elif not any(k[len(prefix):].startswith(GENERATOR_PREFIXES) for k in keys):
+                logger.info(
+                    f"loading the discriminator only: dropped {len(dropped)} generator tensors"
+                )
+        elif not any(k[len(prefix) :].startswith(GENERATOR_PREFIXES) for k in keys):
             # a discriminator published (or imported) without its generator: pre-training goes on
             # with the generator this model was built with (initialised from --seed)
-            fresh = {prefix + k: v.detach().clone() for k, v in self.state_dict().items() if k.startswith(GENERATOR_PREFIXES)}
+            fresh = {
+                prefix + k: v.detach().clone()
+                for k, v in self.state_dict().items()
+                if k.startswith(GENERATOR_PREFIXES)
+            }
             state_dict.update(fresh)
             logger.warning(
                 f"the checkpoint has no generator: a fresh one ({self.cfg.electra_gen_layers} x "
                 f"{self.cfg.electra_gen_hidden_dim}, {len(fresh)} tensors, initialised from --seed) starts; warm it up "
                 "with the discriminator frozen (--electra-freeze-discriminator; examples/electra/pretrain.sh does it) "
-                "before continued pre-training")
+                "before continued pre-training"
+            )
         self._upgrade_classification_heads(state_dict, prefix)
         super().upgrade_state_dict_named(state_dict, name)
 
@@ -408,17 +482,27 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         registered with another shape, are dropped with a warning; heads registered here and
         missing from the checkpoint start from their fresh weights."""
         head_prefix = prefix + "classification_heads."
-        in_ckpt = {k[len(head_prefix):].split(".", 1)[0] for k in state_dict if k.startswith(head_prefix)}
+        in_ckpt = {
+            k[len(head_prefix) :].split(".", 1)[0] for k in state_dict if k.startswith(head_prefix)
+        }
         for hname in sorted(in_ckpt):
-            own = self.classification_heads[hname].state_dict() if hname in self.classification_heads else None
+            own = (
+                self.classification_heads[hname].state_dict()
+                if hname in self.classification_heads
+                else None
+            )
             keys = [k for k in state_dict if k.startswith(f"{head_prefix}{hname}.")]
             mismatch = own is not None and any(
-                k[len(f"{head_prefix}{hname}."):] not in own
-                or own[k[len(f"{head_prefix}{hname}."):]].shape != state_dict[k].shape
+                k[len(f"{head_prefix}{hname}.") :] not in own
+                or own[k[len(f"{head_prefix}{hname}.") :]].shape != state_dict[k].shape
                 for k in keys
             )
             if own is None or mismatch:
-                why = "not registered in this model" if own is None else "registered here with another shape"
+                why = (
+                    "not registered in this model"
+                    if own is None
+                    else "registered here with another shape"
+                )
                 logger.warning(f"dropping classification head '{hname}' from the checkpoint: {why}")
                 for k in keys:
                     del state_dict[k]

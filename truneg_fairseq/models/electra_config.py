@@ -14,9 +14,19 @@ from truneg_fairseq.models import embed_init, import_sizes
 
 # what --electra-sizes-from takes from an import (dropout and the discriminator-only switch stay
 # the command line's)
-IMPORTED_SIZES = ("electra_embed_dim", "electra_hidden_dim", "electra_layers", "electra_heads", "electra_ffn_dim",
-                  "electra_gen_hidden_dim", "electra_gen_layers", "electra_gen_heads", "electra_gen_ffn_dim",
-                  "electra_max_positions", "electra_layernorm_eps")
+IMPORTED_SIZES = (
+    "electra_embed_dim",
+    "electra_hidden_dim",
+    "electra_layers",
+    "electra_heads",
+    "electra_ffn_dim",
+    "electra_gen_hidden_dim",
+    "electra_gen_layers",
+    "electra_gen_heads",
+    "electra_gen_ffn_dim",
+    "electra_max_positions",
+    "electra_layernorm_eps",
+)
 
 
 @dataclass
@@ -24,49 +34,81 @@ class ElectraConfig(FairseqDataclass):
     # sizes: None = set by --arch (electra_small/base/large; electra_base's for --arch electra).
     # Left unset here so that an arch name also sizes the model under fairseq-hydra-train,
     # which fills a config's missing fields from these defaults before the arch function runs
-    electra_embed_dim: Optional[int] = field(default=None, metadata={"help": "token/position embedding size (shared); default: the arch's"})
-    electra_hidden_dim: Optional[int] = field(default=None, metadata={"help": "discriminator hidden size; default: the arch's"})
-    electra_layers: Optional[int] = field(default=None, metadata={"help": "discriminator layers; default: the arch's"})
-    electra_heads: Optional[int] = field(default=None, metadata={"help": "discriminator attention heads; default: the arch's"})
-    electra_ffn_dim: Optional[int] = field(default=None, metadata={"help": "discriminator FFN size; default: the arch's"})
-    electra_gen_hidden_dim: Optional[int] = field(default=None, metadata={"help": "generator hidden size; default: the arch's"})
-    electra_gen_layers: Optional[int] = field(default=None, metadata={"help": "generator layers; default: the arch's"})
-    electra_gen_heads: Optional[int] = field(default=None, metadata={"help": "generator attention heads; default: the arch's"})
-    electra_gen_ffn_dim: Optional[int] = field(default=None, metadata={"help": "generator FFN size; default: the arch's"})
-    electra_max_positions: Optional[int] = field(default=None, metadata={"help": "learned positions; default: the arch's (512)"})
+    electra_embed_dim: Optional[int] = field(
+        default=None,
+        metadata={"help": "token/position embedding size (shared); default: the arch's"},
+    )
+    electra_hidden_dim: Optional[int] = field(
+        default=None, metadata={"help": "discriminator hidden size; default: the arch's"}
+    )
+    electra_layers: Optional[int] = field(
+        default=None, metadata={"help": "discriminator layers; default: the arch's"}
+    )
+    electra_heads: Optional[int] = field(
+        default=None, metadata={"help": "discriminator attention heads; default: the arch's"}
+    )
+    electra_ffn_dim: Optional[int] = field(
+        default=None, metadata={"help": "discriminator FFN size; default: the arch's"}
+    )
+    electra_gen_hidden_dim: Optional[int] = field(
+        default=None, metadata={"help": "generator hidden size; default: the arch's"}
+    )
+    electra_gen_layers: Optional[int] = field(
+        default=None, metadata={"help": "generator layers; default: the arch's"}
+    )
+    electra_gen_heads: Optional[int] = field(
+        default=None, metadata={"help": "generator attention heads; default: the arch's"}
+    )
+    electra_gen_ffn_dim: Optional[int] = field(
+        default=None, metadata={"help": "generator FFN size; default: the arch's"}
+    )
+    electra_max_positions: Optional[int] = field(
+        default=None, metadata={"help": "learned positions; default: the arch's (512)"}
+    )
     electra_dropout: float = field(default=0.1, metadata={"help": "dropout"})
     electra_attention_dropout: float = field(default=0.1, metadata={"help": "attention dropout"})
     electra_activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
         default="gelu", metadata={"help": "activation in FFNs and heads"}
     )
     electra_sample_temperature: float = field(
-        default=1.0, metadata={"help": "temperature of the generator softmax the replacements are sampled from"}
+        default=1.0,
+        metadata={"help": "temperature of the generator softmax the replacements are sampled from"},
     )
-    electra_pooler_dropout: float = field(default=0.1, metadata={"help": "dropout in classification heads"})
+    electra_pooler_dropout: float = field(
+        default=0.1, metadata={"help": "dropout in classification heads"}
+    )
     electra_pooler_activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
         default="tanh", metadata={"help": "activation in classification heads"}
     )
     electra_layernorm_eps: Optional[float] = field(
         default=None,
-        metadata={"help": "epsilon of every LayerNorm; default 1e-5, or the import's (1e-12 for published "
-                  "BERT/ELECTRA) with --electra-sizes-from"},
+        metadata={
+            "help": "epsilon of every LayerNorm; default 1e-5, or the import's (1e-12 for published "
+            "BERT/ELECTRA) with --electra-sizes-from"
+        },
     )
     electra_discriminator_only: bool = field(
         default=False,
-        metadata={"help": "build the discriminator alone (automatic for tasks that do not pre-train a generator)"},
+        metadata={
+            "help": "build the discriminator alone (automatic for tasks that do not pre-train a generator)"
+        },
     )
     electra_freeze_discriminator: bool = field(
         default=False,
-        metadata={"help": "train the generator alone: the discriminator, its head and the shared embeddings keep "
-                  "their values (the warm-up of a fresh generator for a discriminator published without one)"},
+        metadata={
+            "help": "train the generator alone: the discriminator, its head and the shared embeddings keep "
+            "their values (the warm-up of a fresh generator for a discriminator published without one)"
+        },
     )
     electra_embed_init: Optional[str] = field(default=None, metadata={"help": embed_init.HELP})
     electra_sizes_from: Optional[str] = field(
         default=None,
-        metadata={"help": "take every size left unset (embedding, hidden, layers, heads, FFN of the discriminator "
-                  "and the generator, positions, LayerNorm eps) from DIR/import.json, written by "
-                  "scripts/convert_hf.py import; read when the model is configured, so checkpoints hold the sizes "
-                  "themselves"},
+        metadata={
+            "help": "take every size left unset (embedding, hidden, layers, heads, FFN of the discriminator "
+            "and the generator, positions, LayerNorm eps) from DIR/import.json, written by "
+            "scripts/convert_hf.py import; read when the model is configured, so checkpoints hold the sizes "
+            "themselves"
+        },
     )
 
 
@@ -99,6 +141,7 @@ ELECTRA_SIZES: Dict[str, ElectraSize] = {
 def electra_sizes(args, emb, hidden, layers, heads, ffn, g_hidden, g_heads, g_ffn, max_pos=512):
     """Set every size the command line or config left unset (None or missing); the generator
     has the discriminator's depth unless given."""
+
     def fill(name, value):
         if getattr(args, name, None) is None:
             setattr(args, name, value)

@@ -34,7 +34,9 @@ class ElectraEmbeddings(nn.Module):
         super().__init__()
         self.padding_idx = padding_idx
         self.embed_tokens = nn.Embedding(vocab_size, embed_dim, padding_idx)
-        self.embed_positions = PositionalEmbedding(max_positions, embed_dim, padding_idx, learned=True)
+        self.embed_positions = PositionalEmbedding(
+            max_positions, embed_dim, padding_idx, learned=True
+        )
         self.layer_norm = LayerNorm(embed_dim)
         self.dropout = nn.Dropout(dropout)
 

@@ -9,9 +9,11 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-HELP = ("start the token embeddings (tied to the output projection) from this .npy matrix, one row per dictionary "
-        "entry with <mask> (scripts/word_vectors.py writes one); zero rows keep their random initialisation. Read "
-        "when the model is first built: checkpoints do not need the file")
+HELP = (
+    "start the token embeddings (tied to the output projection) from this .npy matrix, one row per dictionary "
+    "entry with <mask> (scripts/word_vectors.py writes one); zero rows keep their random initialisation. Read "
+    "when the model is first built: checkpoints do not need the file"
+)
 
 
 def load_rows(weight: torch.Tensor, path: str, flag: str = "--truneg-embed-init") -> int:
@@ -22,12 +24,16 @@ def load_rows(weight: torch.Tensor, path: str, flag: str = "--truneg-embed-init"
     try:
         vec = torch.from_numpy(np.load(path, allow_pickle=False)).float()
     except (OSError, ValueError) as e:
-        raise ValueError(f"{flag} {path}: cannot read a .npy matrix ({e}); write one with "
-                         "scripts/word_vectors.py") from None
+        raise ValueError(
+            f"{flag} {path}: cannot read a .npy matrix ({e}); write one with "
+            "scripts/word_vectors.py"
+        ) from None
     if tuple(vec.shape) != tuple(weight.shape):
-        raise ValueError(f"{flag} {path}: a {tuple(vec.shape)} matrix, the model's token embedding is "
-                         f"{tuple(weight.shape)} (dictionary entries with <mask> x embedding size); write it for this "
-                         "dict.txt and size with scripts/word_vectors.py")
+        raise ValueError(
+            f"{flag} {path}: a {tuple(vec.shape)} matrix, the model's token embedding is "
+            f"{tuple(weight.shape)} (dictionary entries with <mask> x embedding size); write it for this "
+            "dict.txt and size with scripts/word_vectors.py"
+        )
     rows = vec.abs().sum(dim=1) > 0
     with torch.no_grad():
         scale = weight.norm(dim=1).mean() / vec[rows].norm(dim=1).mean().clamp_min(1e-8)

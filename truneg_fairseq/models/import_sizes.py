@@ -19,14 +19,31 @@ IMPORT_RECORD = "import.json"
 # field -> the type its recorded value must have (int values are also accepted for floats)
 FIELD_TYPES = {
     # the plugin's BERT (fairseq RoBERTa fields + bert_*)
-    "encoder_layers": int, "encoder_embed_dim": int, "encoder_ffn_embed_dim": int, "encoder_attention_heads": int,
-    "max_positions": int, "activation_fn": str, "dropout": float, "attention_dropout": float,
-    "bert_layernorm_eps": float, "bert_type_vocab_size": int,
+    "encoder_layers": int,
+    "encoder_embed_dim": int,
+    "encoder_ffn_embed_dim": int,
+    "encoder_attention_heads": int,
+    "max_positions": int,
+    "activation_fn": str,
+    "dropout": float,
+    "attention_dropout": float,
+    "bert_layernorm_eps": float,
+    "bert_type_vocab_size": int,
     # the plugin's ELECTRA
-    "electra_embed_dim": int, "electra_hidden_dim": int, "electra_layers": int, "electra_heads": int,
-    "electra_ffn_dim": int, "electra_gen_hidden_dim": int, "electra_gen_layers": int, "electra_gen_heads": int,
-    "electra_gen_ffn_dim": int, "electra_max_positions": int, "electra_dropout": float,
-    "electra_attention_dropout": float, "electra_layernorm_eps": float, "electra_discriminator_only": bool,
+    "electra_embed_dim": int,
+    "electra_hidden_dim": int,
+    "electra_layers": int,
+    "electra_heads": int,
+    "electra_ffn_dim": int,
+    "electra_gen_hidden_dim": int,
+    "electra_gen_layers": int,
+    "electra_gen_heads": int,
+    "electra_gen_ffn_dim": int,
+    "electra_max_positions": int,
+    "electra_dropout": float,
+    "electra_attention_dropout": float,
+    "electra_layernorm_eps": float,
+    "electra_discriminator_only": bool,
 }
 ACTIVATIONS = ("gelu", "relu", "gelu_accurate", "tanh", "linear", "swish")
 
@@ -40,25 +57,36 @@ def read_model_args(directory: str, flag: str) -> Dict[str, object]:
     path = os.path.join(directory, IMPORT_RECORD)
     if not os.path.isfile(path):
         what = "no such directory" if not os.path.isdir(directory) else f"no {IMPORT_RECORD} in it"
-        raise ImportSizesError(f"{flag} {directory}: {what}; give the directory written by "
-                               "python scripts/convert_hf.py import HF_DIR OUT_DIR")
+        raise ImportSizesError(
+            f"{flag} {directory}: {what}; give the directory written by "
+            "python scripts/convert_hf.py import HF_DIR OUT_DIR"
+        )
     try:
         with open(path, encoding="utf-8") as f:
             record = json.load(f)
     except (OSError, ValueError) as e:
-        raise ImportSizesError(f"{flag} {directory}: {path} is not readable JSON ({e}); import the model again") from None
+        raise ImportSizesError(
+            f"{flag} {directory}: {path} is not readable JSON ({e}); import the model again"
+        ) from None
     args = record.get("model_args") if isinstance(record, dict) else None
     if not isinstance(args, dict):
-        raise ImportSizesError(f"{flag} {directory}: {path} records no model sizes (\"model_args\"): it was written "
-                               "by an older import; import the model again with scripts/convert_hf.py import")
+        raise ImportSizesError(
+            f'{flag} {directory}: {path} records no model sizes ("model_args"): it was written '
+            "by an older import; import the model again with scripts/convert_hf.py import"
+        )
     out = {}
     for key, value in args.items():
         want = FIELD_TYPES.get(key)
-        ok = want is not None and (isinstance(value, want) and not (want is int and isinstance(value, bool))
-                                   or (want is float and isinstance(value, int) and not isinstance(value, bool)))
+        ok = want is not None and (
+            isinstance(value, want)
+            and not (want is int and isinstance(value, bool))
+            or (want is float and isinstance(value, int) and not isinstance(value, bool))
+        )
         if not ok or (key == "activation_fn" and value not in ACTIVATIONS):
-            raise ImportSizesError(f"{flag} {directory}: {path} has {key} = {value!r}, not a value this model takes; "
-                                   "import the model again with scripts/convert_hf.py import")
+            raise ImportSizesError(
+                f"{flag} {directory}: {path} has {key} = {value!r}, not a value this model takes; "
+                "import the model again with scripts/convert_hf.py import"
+            )
         out[key] = float(value) if want is float else value
     return out
 

@@ -60,13 +60,21 @@ class MaskedLMObjectives(abc.ABC):
     model class among the bases; implement :meth:`mlm_encode`, :meth:`mlm_project` and
     :meth:`mlm_embedding_matrix` (called only from inside ``forward``)."""
 
-    def forward(self, src_tokens, *args, mlm_targets=None, mlm_positions=None, mlm_outputs: Sequence[str] = (),
-                **kwargs):
+    def forward(
+        self,
+        src_tokens,
+        *args,
+        mlm_targets=None,
+        mlm_positions=None,
+        mlm_outputs: Sequence[str] = (),
+        **kwargs,
+    ):
         """The model's own forward, or with ``mlm_targets`` the objectives' pass (a dict)."""
         if mlm_targets is None:
             return super().forward(src_tokens, *args, **kwargs)
-        return self.objectives_forward(src_tokens, mlm_targets, kwargs.get("masked_tokens"), mlm_positions,
-                                       mlm_outputs)
+        return self.objectives_forward(
+            src_tokens, mlm_targets, kwargs.get("masked_tokens"), mlm_positions, mlm_outputs
+        )
 
     # ---- to implement ------------------------------------------------------------------------
     @abc.abstractmethod
@@ -86,9 +94,14 @@ class MaskedLMObjectives(abc.ABC):
         """The padding id of the model's dictionary."""
 
     # ---- the pass ----------------------------------------------------------------------------
-    def objectives_forward(self, src_tokens: torch.Tensor, targets: torch.Tensor,
-                           masked_tokens: Optional[torch.Tensor], mlm_positions: Optional[torch.Tensor],
-                           outputs: Sequence[str]) -> Dict[str, torch.Tensor]:
+    def objectives_forward(
+        self,
+        src_tokens: torch.Tensor,
+        targets: torch.Tensor,
+        masked_tokens: Optional[torch.Tensor],
+        mlm_positions: Optional[torch.Tensor],
+        outputs: Sequence[str],
+    ) -> Dict[str, torch.Tensor]:
         unknown = set(outputs) - set(OUTPUTS)
         if unknown:
             raise ValueError(f"unknown mlm_outputs {sorted(unknown)}; known: {', '.join(OUTPUTS)}")
@@ -109,7 +122,7 @@ class MaskedLMObjectives(abc.ABC):
             s_p = sel.put(s, torch.where(valid, pred, sel.take(s)))  # B x T: masks -> predictions
             if "sentence_kl_grad" in outputs or not torch.is_grad_enabled():
                 h = self.mlm_encode(torch.cat([s_p, s], dim=0))  # 2B x T x C
-                net["kl_h_p"], net["kl_h_s"] = h[: s.size(0)], h[s.size(0):]
+                net["kl_h_p"], net["kl_h_s"] = h[: s.size(0)], h[s.size(0) :]
             else:
                 # H_s is a fixed target: no graph for it. Batching it with s_p would make the
                 # backward pay for rows that get no gradient (~20% more step time)
@@ -119,7 +132,9 @@ class MaskedLMObjectives(abc.ABC):
         self.extend_objectives(net, src_tokens, sel, valid)
         return net
 
-    def extend_objectives(self, net: dict, src_tokens: torch.Tensor, sel, valid: torch.Tensor) -> None:
+    def extend_objectives(
+        self, net: dict, src_tokens: torch.Tensor, sel, valid: torch.Tensor
+    ) -> None:
         """Add further keys to ``net`` (ELECTRA: the replaced-token-detection pass)."""
 
 
@@ -136,9 +151,10 @@ class ReplacedTokenDetection(MaskedLMObjectives):
 
     def extend_objectives(self, net, src_tokens, sel, valid):
         sampled = self.rtd_sample(net["mlm_logits"])  # S, no gradient
-        sampled = torch.where(valid, sampled, sel.take(src_tokens))  # S: padding targets keep their token
+        sampled = torch.where(
+            valid, sampled, sel.take(src_tokens)
+        )  # S: padding targets keep their token
         corrupted = sel.put(src_tokens, sampled)  # B x T
         net["rtd_sampled"] = sampled
         net["rtd_corrupted"] = corrupted
         net["rtd_logits"] = self.rtd_discriminate(corrupted)  # B x T
-

@@ -40,7 +40,9 @@ class TrunegRobertaModel(RobertaObjectives, RobertaModel):
     @staticmethod
     def add_args(parser):
         RobertaModel.add_args(parser)
-        parser.add_argument("--truneg-embed-init", metavar="FILE", default=None, help=embed_init.HELP)
+        parser.add_argument(
+            "--truneg-embed-init", metavar="FILE", default=None, help=embed_init.HELP
+        )
 
     @classmethod
     def build_model(cls, args, task):

@@ -50,18 +50,24 @@ class MaskSelection:
         return {"masked_tokens": self.masked}
 
 
-def static_slot_count(seq_len: int, mask_prob: Optional[float], max_predictions: Optional[int]) -> int:
+def static_slot_count(
+    seq_len: int, mask_prob: Optional[float], max_predictions: Optional[int]
+) -> int:
     """N, from the shape alone: ``max_predictions`` when given, else ELECTRA's
     ``ceil((mask_prob + 0.005) * T)`` (20 at T = 128 and mask_prob 0.15), at most T."""
     if max_predictions:
         return min(int(max_predictions), seq_len)
     if mask_prob is None:
-        raise ValueError("static prediction slots need --mask-prob (the task's) or --mlm-max-predictions N")
+        raise ValueError(
+            "static prediction slots need --mask-prob (the task's) or --mlm-max-predictions N"
+        )
     return max(1, min(seq_len, math.ceil((mask_prob + 0.005) * seq_len)))
 
 
 class SlotSelection:
-    def __init__(self, masked: Optional[torch.Tensor], n: int, positions: Optional[torch.Tensor] = None):
+    def __init__(
+        self, masked: Optional[torch.Tensor], n: int, positions: Optional[torch.Tensor] = None
+    ):
         """masked: B x T bool; n: slots per row. Rows with more than n masked positions keep
         the first n; the others are counted in ``dropped`` (a device scalar, logged).
         ``positions`` (B x N, with ``masked`` None): slots chosen already (the model's side)."""
@@ -92,10 +98,14 @@ class SlotSelection:
         return {"mlm_positions": self.positions}
 
 
-def from_forward_kwargs(masked_tokens: Optional[torch.Tensor], mlm_positions: Optional[torch.Tensor]):
+def from_forward_kwargs(
+    masked_tokens: Optional[torch.Tensor], mlm_positions: Optional[torch.Tensor]
+):
     """The selection a criterion described with :meth:`forward_kwargs` (exactly one of the two)."""
     if (masked_tokens is None) == (mlm_positions is None):
-        raise ValueError("give the model exactly one of masked_tokens (B x T bool) and mlm_positions (B x N)")
+        raise ValueError(
+            "give the model exactly one of masked_tokens (B x T bool) and mlm_positions (B x N)"
+        )
     if mlm_positions is not None:
         return SlotSelection(None, mlm_positions.size(1), positions=mlm_positions)
     return MaskSelection(masked_tokens)

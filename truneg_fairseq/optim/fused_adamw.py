@@ -21,9 +21,15 @@ from omegaconf import II, ListConfig
 
 @dataclass
 class FusedAdamWConfig(FairseqDataclass):
-    fused_adamw_betas: str = field(default="(0.9, 0.999)", metadata={"help": "Adam's (beta1, beta2)"})
-    fused_adamw_eps: float = field(default=1e-8, metadata={"help": "Adam's epsilon (ELECTRA: 1e-6)"})
-    fused_adamw_weight_decay: float = field(default=0.0, metadata={"help": "decoupled weight decay"})
+    fused_adamw_betas: str = field(
+        default="(0.9, 0.999)", metadata={"help": "Adam's (beta1, beta2)"}
+    )
+    fused_adamw_eps: float = field(
+        default=1e-8, metadata={"help": "Adam's epsilon (ELECTRA: 1e-6)"}
+    )
+    fused_adamw_weight_decay: float = field(
+        default=0.0, metadata={"help": "decoupled weight decay"}
+    )
     lr: List[float] = II("optimization.lr")
 
 
@@ -32,17 +38,23 @@ class FusedAdamW(FairseqOptimizer):
     def __init__(self, cfg: FusedAdamWConfig, params):
         super().__init__(cfg)
         params = list(params)
-        tensors = [p for group in params for p in (group["params"] if isinstance(group, dict) else [group])]
+        tensors = [
+            p for group in params for p in (group["params"] if isinstance(group, dict) else [group])
+        ]
         # the fused kernel needs every parameter on one CUDA device in a floating dtype
         fused = bool(tensors) and all(p.is_cuda for p in tensors)
-        self._optimizer = torch.optim.AdamW(params, **self.optimizer_config, fused=fused, foreach=not fused)
+        self._optimizer = torch.optim.AdamW(
+            params, **self.optimizer_config, fused=fused, foreach=not fused
+        )
 
     @property
     def optimizer_config(self):
         betas = self.cfg.fused_adamw_betas
         betas = tuple(ast.literal_eval(betas) if isinstance(betas, str) else betas)
         return {
-            "lr": self.cfg.lr[0] if isinstance(self.cfg.lr, (list, tuple, ListConfig)) else self.cfg.lr,
+            "lr": self.cfg.lr[0]
+            if isinstance(self.cfg.lr, (list, tuple, ListConfig))
+            else self.cfg.lr,
             "betas": betas,
             "eps": self.cfg.fused_adamw_eps,
             "weight_decay": self.cfg.fused_adamw_weight_decay,

@@ -34,23 +34,35 @@ def check_split(data: str, subset: str) -> None:
     first = str(data).split(os.pathsep)[0]  # the split of epoch 1, as the task loads it
     if indexed_dataset.infer_dataset_impl(os.path.join(first, subset)) is not None:
         return
-    if os.path.isfile(os.path.join(first, "import.json")) or os.path.isfile(os.path.join(first, "model.pt")):
+    if os.path.isfile(os.path.join(first, "import.json")) or os.path.isfile(
+        os.path.join(first, "model.pt")
+    ):
         raise CheckpointError(
             f"--data {data} is a model directory written by convert_hf.py import (model.pt, dict.txt), not a "
             f"data-bin: binarize text with its vocabulary (python scripts/prepare_corpus.py --input TEXT "
             f"--output-dir OUT --tokenizer wordpiece --vocab {first}/vocab.txt --srcdict {first}/dict.txt) and "
-            "give --data OUT/data-bin, or evaluate raw text with --text FILE")
+            "give --data OUT/data-bin, or evaluate raw text with --text FILE"
+        )
     found = sorted(n[:-4] for n in os.listdir(first) if n.endswith(".idx"))
     raise CheckpointError(
         f"--data {data} has no binarized split '{subset}' ({subset}.bin/{subset}.idx; found: "
         f"{', '.join(found) or 'none'}): pick one with --subset, or binarize the text with "
-        "scripts/prepare_corpus.py")
+        "scripts/prepare_corpus.py"
+    )
 
 
 def evaluate_mlm(
-    checkpoint: str, data: str, synonym_table: Optional[str] = None, subset: str = "valid",
-    batch_size: int = 32, max_batches: int = 0, seed: int = 1, long_lines: str = "skip", show: int = 0,
-    cases: Optional[list] = None, device: str = "cpu",
+    checkpoint: str,
+    data: str,
+    synonym_table: Optional[str] = None,
+    subset: str = "valid",
+    batch_size: int = 32,
+    max_batches: int = 0,
+    seed: int = 1,
+    long_lines: str = "skip",
+    show: int = 0,
+    cases: Optional[list] = None,
+    device: str = "cpu",
 ) -> Scored:
     """The counts (:class:`~truneg_fairseq.evaluation.false_negatives.Counts`; ``.report`` gives
     the values) of ``checkpoint`` on binarized ``subset`` of ``data``, masked by the
@@ -72,14 +84,20 @@ def evaluate_mlm(
     positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
     dataset = _load_split(task, subset, positions, long_lines, checkpoint)
     itr = task.get_batch_iterator(
-        dataset=dataset, max_sentences=batch_size, seed=seed, num_workers=0, max_positions=positions,
+        dataset=dataset,
+        max_sentences=batch_size,
+        seed=seed,
+        num_workers=0,
+        max_positions=positions,
         ignore_invalid_inputs=True,
     ).next_epoch_itr(shuffle=False)
     scored = scorer.score(itr, show, max_batches=max_batches)
     if cases is not None:
         cases += scored.cases
-    logger.info(f"{checkpoint}: scored {scored.counts.sequences} sequences of {subset}, "
-                f"{scored.counts.masked} masked words ({scored.counts.special_masked} masked special entries)")
+    logger.info(
+        f"{checkpoint}: scored {scored.counts.sequences} sequences of {subset}, "
+        f"{scored.counts.masked} masked words ({scored.counts.special_masked} masked special entries)"
+    )
     return scored
 
 
@@ -100,10 +118,13 @@ def _load_split(task, subset: str, positions: int, long_lines: str, checkpoint: 
     if len(dataset) and len(too_long) == len(dataset):
         raise CheckpointError(
             f"every block of {subset} ({len(dataset)}) is longer than the {positions} tokens {checkpoint} takes: "
-            "cut them with --long-lines break")
+            "cut them with --long-lines break"
+        )
     if len(too_long):
-        logger.info(f"left out {len(too_long)} of {len(dataset)} blocks longer than {positions} tokens "
-                    "(--long-lines break cuts them instead)")
+        logger.info(
+            f"left out {len(too_long)} of {len(dataset)} blocks longer than {positions} tokens "
+            "(--long-lines break cuts them instead)"
+        )
     return dataset
 
 
@@ -122,10 +143,14 @@ def resolve_checkpoint(path) -> str:
     if (p / "model.pt").is_file():
         return str(p / "model.pt")
     if (p / "config.json").is_file() and any((p / name).is_file() for name in WEIGHT_FILES):
-        raise CheckpointError(f"{path} is a HuggingFace model directory: import it first with python "
-                              f"scripts/convert_hf.py import {path} OUT_DIR, then evaluate OUT_DIR")
-    raise CheckpointError(f"checkpoint {path} is a directory without model.pt: give a checkpoint file "
-                          "(e.g. checkpoint_last.pt) or a directory written by scripts/convert_hf.py import")
+        raise CheckpointError(
+            f"{path} is a HuggingFace model directory: import it first with python "
+            f"scripts/convert_hf.py import {path} OUT_DIR, then evaluate OUT_DIR"
+        )
+    raise CheckpointError(
+        f"checkpoint {path} is a directory without model.pt: give a checkpoint file "
+        "(e.g. checkpoint_last.pt) or a directory written by scripts/convert_hf.py import"
+    )
 
 
 def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch.Tensor]:
@@ -144,7 +169,9 @@ def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch
             if max_lines and len(seqs) >= max_lines:
                 break
     if cut:
-        logger.info(f"cut {cut} of {len(seqs)} lines of {text} to {max_len} ids (<s> and </s> included)")
+        logger.info(
+            f"cut {cut} of {len(seqs)} lines of {text} to {max_len} ids (<s> and </s> included)"
+        )
     return seqs
 
 
@@ -158,18 +185,33 @@ def _text_tokenizer(checkpoint: str, tokenizer, vocab: Optional[str], lowercase:
         return tokenizer.pieces, " ".join
     vocab = Path(vocab) if vocab else Path(checkpoint).parent / "vocab.txt"
     if not vocab.is_file():
-        raise CheckpointError(f"no WordPiece vocabulary {vocab}: give the import's vocab.txt with --vocab")
+        raise CheckpointError(
+            f"no WordPiece vocabulary {vocab}: give the import's vocab.txt with --vocab"
+        )
     if lowercase is None:
         info = Path(checkpoint).parent / "import.json"
         recorded = json.loads(info.read_text()).get("lowercase") if info.is_file() else None
         lowercase = True if recorded is None else bool(recorded)
-    return build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=lowercase)).pieces, join_wordpieces
+    return build_tokenizer(
+        TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=lowercase)
+    ).pieces, join_wordpieces
 
 
 def evaluate_text(
-    checkpoint, text, synonym_table: Optional[str] = None, device: str = "cpu", batch_size: int = 32,
-    max_len: int = 128, mask_prob: float = 0.15, seed: int = 1, max_lines: int = 0, show: int = 0,
-    vocab: Optional[str] = None, lowercase: Optional[bool] = None, tokenizer=None, cases: Optional[list] = None,
+    checkpoint,
+    text,
+    synonym_table: Optional[str] = None,
+    device: str = "cpu",
+    batch_size: int = 32,
+    max_len: int = 128,
+    mask_prob: float = 0.15,
+    seed: int = 1,
+    max_lines: int = 0,
+    show: int = 0,
+    vocab: Optional[str] = None,
+    lowercase: Optional[bool] = None,
+    tokenizer=None,
+    cases: Optional[list] = None,
 ) -> Scored:
     """Mask ``mask_prob`` of the ordinary entries of each line of ``text`` (seeded, all as
     ``<mask>``), predict them with the model's masked-LM network and count as
@@ -186,8 +228,10 @@ def evaluate_text(
     encode, join = _text_tokenizer(checkpoint, tokenizer, vocab, lowercase)
     positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
     if positions is not None and max_len > positions:
-        logger.info(f"--max-len {max_len} is more than the {positions} positions of {checkpoint}: lines are cut to "
-                    f"{positions} ids")
+        logger.info(
+            f"--max-len {max_len} is more than the {positions} positions of {checkpoint}: lines are cut to "
+            f"{positions} ids"
+        )
         max_len = positions
     seqs = _text_sequences(text, encode, d, max_len, max_lines)
     if not seqs:
@@ -196,8 +240,10 @@ def evaluate_text(
     samples = masked_samples(seqs, d, mask_prob, torch.Generator().manual_seed(seed), batch_size)
     scored = scorer.score(samples, show)
     if not scored.counts.masked:
-        raise CheckpointError(f"no entry of {text} was masked (--mask-prob {mask_prob}): raise --mask-prob or give "
-                              "more text")
+        raise CheckpointError(
+            f"no entry of {text} was masked (--mask-prob {mask_prob}): raise --mask-prob or give "
+            "more text"
+        )
     if cases is not None:
         cases += scored.cases
     return scored

@@ -67,8 +67,15 @@ class MaskedLMScorer:
     table of the task's dictionary (None: accuracy and loss only); ``join``: dictionary entries
     -> text for the cases (default: joined by spaces)."""
 
-    def __init__(self, model, task, arch: str, synonym_table: Optional[str] = None, device: str = "cpu",
-                 join: Callable[[List[str]], str] = " ".join):
+    def __init__(
+        self,
+        model,
+        task,
+        arch: str,
+        synonym_table: Optional[str] = None,
+        device: str = "cpu",
+        join: Callable[[List[str]], str] = " ".join,
+    ):
         from truneg_fairseq.checkpoints import CheckpointError
 
         self.device = torch.device(device)
@@ -77,16 +84,25 @@ class MaskedLMScorer:
         self.d = task.source_dictionary
         self.join = join
         try:
-            self.crit = _Scoring(SynonymCriterionConfig(synonym_table=synonym_table, arch=arch,
-                                                        mlm_prediction_slots="dynamic"), task).to(self.device)
+            self.crit = _Scoring(
+                SynonymCriterionConfig(
+                    synonym_table=synonym_table, arch=arch, mlm_prediction_slots="dynamic"
+                ),
+                task,
+            ).to(self.device)
         except ValueError as e:  # not a masked-LM model: the criterion says which models work
             raise CheckpointError(f"cannot score a {arch} model as a masked LM: {e}") from None
         # the table itself (host side) for the cases' synonym lists
         self.table = _load_table(synonym_table, task) if synonym_table else None
 
     @torch.no_grad()
-    def score(self, samples: Iterable[dict], num_cases: int = 0, seen: Optional[set] = None,
-              max_batches: int = 0) -> Scored:
+    def score(
+        self,
+        samples: Iterable[dict],
+        num_cases: int = 0,
+        seen: Optional[set] = None,
+        max_batches: int = 0,
+    ) -> Scored:
         """The counts (and cases) of the model on ``samples`` (fairseq samples with ``id``; the
         ids give the corpus order for the 512-token units)."""
         from fairseq import utils
@@ -94,7 +110,9 @@ class MaskedLMScorer:
         counts = fn.Counts()
         cases: List[fn.Case] = []
         seen = set() if seen is None else seen
-        flags: List[Tuple[int, int, bool, bool]] = []  # (id, length, has a masked word, has a synonym prediction)
+        flags: List[
+            Tuple[int, int, bool, bool]
+        ] = []  # (id, length, has a masked word, has a synonym prediction)
         pad = self.d.pad()
         for i, sample in enumerate(samples):
             if max_batches and i >= max_batches:
@@ -104,7 +122,9 @@ class MaskedLMScorer:
             _, _, log = self.crit(self.model, sample)
             counts = counts + fn.Counts.from_logs([log])
             step = self.crit.step
-            word = step.valid & fn.ordinary_positions(step.gold, self.crit.nspecial, self.crit.mask_idx)  # S
+            word = step.valid & fn.ordinary_positions(
+                step.gold, self.crit.nspecial, self.crit.mask_idx
+            )  # S
             masked_rows = step.sel.rows_any(word).tolist()  # B
             syn_rows = step.sel.rows_any(word & step.synonym).tolist()  # B
             lengths = sample["net_input"]["src_tokens"].ne(pad).sum(dim=1).tolist()  # B
@@ -120,14 +140,25 @@ class MaskedLMScorer:
     def _cases(self, step, k: int, seen: set) -> List[fn.Case]:
         """Up to ``k`` Figure-3 cases (one per (gold, prediction) pair not in ``seen``) from the
         synonym predictions of a step."""
-        original = torch.where(step.target.ne(self.d.pad()), step.target, step.src_tokens)  # B x T: before masking
+        original = torch.where(
+            step.target.ne(self.d.pad()), step.target, step.src_tokens
+        )  # B x T: before masking
         where = step.sel.masked.nonzero()  # S x 2 (row, column), the order of the selection
         pred = step.net["mlm_pred"]
         out = []
         for m in fn.pick_cases(step.gold, pred, step.synonym, k, seen):
             row, col = where[m].tolist()
-            out.append(fn.make_case(self.d, self.table, original[row].tolist(), col, int(step.gold[m]), int(pred[m]),
-                                    self.join))
+            out.append(
+                fn.make_case(
+                    self.d,
+                    self.table,
+                    original[row].tolist(),
+                    col,
+                    int(step.gold[m]),
+                    int(pred[m]),
+                    self.join,
+                )
+            )
         return out
 
 
@@ -138,8 +169,14 @@ def _load_table(path: str, task):
     return SynonymTable.load(resolve_table_path(path, task))
 
 
-def masked_samples(seqs: Sequence[torch.Tensor], d, mask_prob: float, generator: torch.Generator,
-                   batch_size: int, first_id: int = 0) -> List[dict]:
+def masked_samples(
+    seqs: Sequence[torch.Tensor],
+    d,
+    mask_prob: float,
+    generator: torch.Generator,
+    batch_size: int,
+    first_id: int = 0,
+) -> List[dict]:
     """fairseq ``masked_lm``-style samples of ``seqs`` (1-D id tensors, in corpus order) in
     batches of ``batch_size``: ``mask_prob`` of the ordinary entries masked, every one replaced
     by ``<mask>`` (drawn on the CPU with ``generator``: the same masks on every device)."""
@@ -148,7 +185,7 @@ def masked_samples(seqs: Sequence[torch.Tensor], d, mask_prob: float, generator:
     mask_idx = d.index("<mask>")
     out = []
     for start in range(0, len(seqs), batch_size):
-        tokens = data_utils.collate_tokens(list(seqs[start:start + batch_size]), d.pad())  # B x T
+        tokens = data_utils.collate_tokens(list(seqs[start : start + batch_size]), d.pad())  # B x T
         sel = fn.mask_ordinary(tokens, d.nspecial, mask_idx, mask_prob, generator)  # B x T
         out.append(make_sample(tokens, sel, d, first_id + start))
     return out
@@ -159,7 +196,10 @@ def make_sample(tokens: torch.Tensor, sel: torch.Tensor, d, first_id: int = 0) -
     lengths = tokens.ne(d.pad()).sum(dim=1)
     return {
         "id": torch.arange(first_id, first_id + tokens.size(0)),
-        "net_input": {"src_tokens": tokens.masked_fill(sel, d.index("<mask>")), "src_lengths": lengths},
+        "net_input": {
+            "src_tokens": tokens.masked_fill(sel, d.index("<mask>")),
+            "src_lengths": lengths,
+        },
         "target": tokens.masked_fill(~sel, d.pad()),
         "nsentences": tokens.size(0),
         "ntokens": int(lengths.sum()),
@@ -173,9 +213,20 @@ class FixedMaskScorer:
     positions from a small split), so numbers from different criterions and from different
     points of training are comparable."""
 
-    def __init__(self, data_bin: str, synonym_table: str, subset: str = "valid", tokens_per_sample: int = 128,
-                 break_mode: str = "complete", mask_prob: float = 0.15, seed: int = 1, batch_size: int = 64,
-                 max_blocks: int = 0, device: str = "cpu", passes: int = 1):
+    def __init__(
+        self,
+        data_bin: str,
+        synonym_table: str,
+        subset: str = "valid",
+        tokens_per_sample: int = 128,
+        break_mode: str = "complete",
+        mask_prob: float = 0.15,
+        seed: int = 1,
+        batch_size: int = 64,
+        max_blocks: int = 0,
+        device: str = "cpu",
+        passes: int = 1,
+    ):
         import os
 
         from fairseq.data import Dictionary
@@ -189,15 +240,20 @@ class FixedMaskScorer:
         gen = torch.Generator().manual_seed(seed)
         self.samples: List[dict] = []
         for p in range(passes):
-            self.samples += masked_samples(blocks, d, mask_prob, gen, batch_size, first_id=p * len(blocks))
+            self.samples += masked_samples(
+                blocks, d, mask_prob, gen, batch_size, first_id=p * len(blocks)
+            )
 
-    def score_checkpoint(self, checkpoint: str, num_cases: int = 0, seen: Optional[set] = None) -> Scored:
+    def score_checkpoint(
+        self, checkpoint: str, num_cases: int = 0, seen: Optional[set] = None
+    ) -> Scored:
         """The counts and cases of a fairseq checkpoint (RoBERTa ``masked_lm`` or the plugin's ELECTRA)."""
         from truneg_fairseq.checkpoints import load_for_inference
 
         models, cfg, task = load_for_inference(checkpoint, self.data_bin)
-        scored = MaskedLMScorer(models[0], task, cfg.model._name, self.synonym_table, self.device).score(
-            self.samples, num_cases, seen)
+        scored = MaskedLMScorer(
+            models[0], task, cfg.model._name, self.synonym_table, self.device
+        ).score(self.samples, num_cases, seen)
         for c in scored.cases:
             c.checkpoint = checkpoint
         return scored

@@ -34,22 +34,40 @@ class BatchMaskedLMTask(MaskedLMTask):
 
     def __init__(self, cfg, dictionary=None):
         super().__init__(cfg, dictionary)
-        unsupported = [flag for flag, on in (
-            ("--mask-multiple-length", cfg.mask_multiple_length != 1), ("--mask-stdev", cfg.mask_stdev > 0),
-            ("--d2v2-multi", cfg.d2v2_multi)) if on]
+        unsupported = [
+            flag
+            for flag, on in (
+                ("--mask-multiple-length", cfg.mask_multiple_length != 1),
+                ("--mask-stdev", cfg.mask_stdev > 0),
+                ("--d2v2-multi", cfg.d2v2_multi),
+            )
+            if on
+        ]
         if unsupported:
-            raise ValueError(f"{', '.join(unsupported)}: not with batched masking; use --task masked_lm for "
-                             "span masking and data2vec batches")
+            raise ValueError(
+                f"{', '.join(unsupported)}: not with batched masking; use --task masked_lm for "
+                "span masking and data2vec batches"
+            )
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         blocks = self._load_dataset_split(split, epoch, combine)  # masked_lm's blocks, <s> first
-        word_begins = get_whole_word_mask(self.args, self.source_dictionary) if self.cfg.mask_whole_words else None
+        word_begins = (
+            get_whole_word_mask(self.args, self.source_dictionary)
+            if self.cfg.mask_whole_words
+            else None
+        )
         dataset = BatchMaskedLMDataset(
-            blocks, self.source_dictionary, self.mask_idx, seed=self.cfg.seed, mask_prob=self.cfg.mask_prob,
-            leave_unmasked_prob=self.cfg.leave_unmasked_prob, random_token_prob=self.cfg.random_token_prob,
+            blocks,
+            self.source_dictionary,
+            self.mask_idx,
+            seed=self.cfg.seed,
+            mask_prob=self.cfg.mask_prob,
+            leave_unmasked_prob=self.cfg.leave_unmasked_prob,
+            random_token_prob=self.cfg.random_token_prob,
             freq_weighted_replacement=self.cfg.freq_weighted_replacement,
             word_begins=None if word_begins is None else word_begins.numpy(),
-            include_target_tokens=self.cfg.include_target_tokens, include_index=self.cfg.include_index,
+            include_target_tokens=self.cfg.include_target_tokens,
+            include_index=self.cfg.include_index,
             skip_masking=self.cfg.skip_masking,
         )
         with data_utils.numpy_seed(self.cfg.seed):

@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from fairseq.data import FairseqDataset, MaskTokensDataset, PrependTokenDataset, TruncateDataset, data_utils
+from fairseq.data import (
+    FairseqDataset,
+    MaskTokensDataset,
+    PrependTokenDataset,
+    TruncateDataset,
+    data_utils,
+)
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
@@ -47,9 +53,17 @@ class ClineTaskConfig(MaskedLMConfig):
 class ClineTripleDataset(FairseqDataset):
     """Zips the masked x_ori (source, targets), x_syn, x_ant and the two label sequences."""
 
-    def __init__(self, ori, target, syn, ant, syn_label, ant_label, pad: int, shuffle: bool, seed: int):
-        self.parts = {"ori": ori, "target": target, "syn": syn, "ant": ant,
-                      "syn_label": syn_label, "ant_label": ant_label}
+    def __init__(
+        self, ori, target, syn, ant, syn_label, ant_label, pad: int, shuffle: bool, seed: int
+    ):
+        self.parts = {
+            "ori": ori,
+            "target": target,
+            "syn": syn,
+            "ant": ant,
+            "syn_label": syn_label,
+            "ant_label": ant_label,
+        }
         self.pad = pad
         self.shuffle = shuffle
         self.seed = seed
@@ -128,7 +142,9 @@ class ClineTask(MaskedLMTask):
     def __init__(self, cfg: ClineTaskConfig, dictionary=None):
         super().__init__(cfg, dictionary)
         if cfg.mask_whole_words:
-            raise ValueError("--task cline does not support --mask-whole-words (masks are per token)")
+            raise ValueError(
+                "--task cline does not support --mask-whole-words (masks are per token)"
+            )
 
     def _check_meta(self, data_path):
         meta_path = os.path.join(data_path, "cline_meta.json")
@@ -158,7 +174,9 @@ class ClineTask(MaskedLMTask):
         raw = {}
         for name in TRIPLE_FILES:
             prefix = os.path.join(data_path, f"{split}.{name}")
-            ds = data_utils.load_indexed_dataset(prefix, None if name.endswith("label") else self.source_dictionary)
+            ds = data_utils.load_indexed_dataset(
+                prefix, None if name.endswith("label") else self.source_dictionary
+            )
             if ds is None:
                 raise FileNotFoundError(
                     f"CLINE data {prefix}.bin/.idx not found: scripts/make_cline_data.py writes "
@@ -186,14 +204,28 @@ class ClineTask(MaskedLMTask):
             ds = TruncateDataset(ds, max_len)
             seqs[name] = PrependTokenDataset(ds, 0 if name.endswith("label") else bos)
         src, tgt = MaskTokensDataset.apply_mask(
-            seqs["ori"], self.source_dictionary, pad_idx=self.source_dictionary.pad(), mask_idx=self.mask_idx,
-            seed=self.cfg.seed, mask_prob=self.cfg.mask_prob, leave_unmasked_prob=self.cfg.leave_unmasked_prob,
-            random_token_prob=self.cfg.random_token_prob, freq_weighted_replacement=self.cfg.freq_weighted_replacement,
-            mask_multiple_length=self.cfg.mask_multiple_length, mask_stdev=self.cfg.mask_stdev,
+            seqs["ori"],
+            self.source_dictionary,
+            pad_idx=self.source_dictionary.pad(),
+            mask_idx=self.mask_idx,
+            seed=self.cfg.seed,
+            mask_prob=self.cfg.mask_prob,
+            leave_unmasked_prob=self.cfg.leave_unmasked_prob,
+            random_token_prob=self.cfg.random_token_prob,
+            freq_weighted_replacement=self.cfg.freq_weighted_replacement,
+            mask_multiple_length=self.cfg.mask_multiple_length,
+            mask_stdev=self.cfg.mask_stdev,
         )
         self.datasets[split] = ClineTripleDataset(
-            src, tgt, seqs["syn"], seqs["ant"], seqs["syn_label"], seqs["ant_label"],
-            pad=self.source_dictionary.pad(), shuffle=split == "train", seed=self.cfg.seed,
+            src,
+            tgt,
+            seqs["syn"],
+            seqs["ant"],
+            seqs["syn_label"],
+            seqs["ant_label"],
+            pad=self.source_dictionary.pad(),
+            shuffle=split == "train",
+            seed=self.cfg.seed,
         )
         logger.info(f"loaded {len(self.datasets[split])} CLINE triples from {data_path} ({split})")
 

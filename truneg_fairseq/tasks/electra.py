@@ -15,10 +15,9 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 
-from omegaconf import II
-
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig
+from omegaconf import II
 
 from truneg_fairseq.precision import AUTOCAST_ATTR
 from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMTask
@@ -28,14 +27,23 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class ElectraTaskConfig(MaskedLMConfig, tokenizer_fields(
-        "electra", ", for --mask-whole-words (default: the tokenizer recorded in DATA/tokenizer_fingerprint.json)")):
-    mask_prob: float = field(default=0.15, metadata={"help": "share of tokens selected for prediction"})
+class ElectraTaskConfig(
+    MaskedLMConfig,
+    tokenizer_fields(
+        "electra",
+        ", for --mask-whole-words (default: the tokenizer recorded in DATA/tokenizer_fingerprint.json)",
+    ),
+):
+    mask_prob: float = field(
+        default=0.15, metadata={"help": "share of tokens selected for prediction"}
+    )
     leave_unmasked_prob: float = field(
-        default=0.15, metadata={"help": "share of the selected tokens left unchanged (ELECTRA: 0.15)"}
+        default=0.15,
+        metadata={"help": "share of the selected tokens left unchanged (ELECTRA: 0.15)"},
     )
     random_token_prob: float = field(
-        default=0.0, metadata={"help": "share of the selected tokens replaced at random (ELECTRA: 0)"}
+        default=0.0,
+        metadata={"help": "share of the selected tokens replaced at random (ELECTRA: 0)"},
     )
     electra_bf16_autocast: bool = field(
         default=False,
@@ -70,7 +78,9 @@ class ElectraTask(BatchMaskedLMTask):
                 "--electra-bf16-autocast is a mixed-precision mode of its own: drop --fp16/--amp "
                 "(or drop --electra-bf16-autocast to use fairseq's fp16 loss scaling)"
             )
-        if cfg.electra_bf16_autocast:  # fairseq's train_step/valid_step then autocast (precision.py)
+        if (
+            cfg.electra_bf16_autocast
+        ):  # fairseq's train_step/valid_step then autocast (precision.py)
             setattr(self, AUTOCAST_ATTR, True)
         if cfg.mask_whole_words:
             self.args  # the tokenizer is checked here, not at the first load_dataset
@@ -97,8 +107,11 @@ class ElectraTask(BatchMaskedLMTask):
         the whole split, and evaluation is compiled apart from training anyway."""
         epoch_iter = super().get_batch_iterator(dataset, *args, **kwargs)
         subset = self.cfg.train_subset if _is_set(self.cfg, "train_subset") else "train"
-        if (self.cfg.electra_compile and dataset is self.datasets.get(subset)
-                and not getattr(epoch_iter, "truneg_full_batches", False)):
+        if (
+            self.cfg.electra_compile
+            and dataset is self.datasets.get(subset)
+            and not getattr(epoch_iter, "truneg_full_batches", False)
+        ):
             full_batches_only(epoch_iter)
         return epoch_iter
 
@@ -108,7 +121,10 @@ class ElectraTask(BatchMaskedLMTask):
         model = super().build_model(cfg, from_checkpoint)
         if callable(getattr(model, "add_generator", None)):
             model.add_generator()  # ELECTRA is built as a discriminator; pre-training adds the generator
-        if not isinstance(model, ReplacedTokenDetection) or getattr(model, "generator", None) is None:
+        if (
+            not isinstance(model, ReplacedTokenDetection)
+            or getattr(model, "generator", None) is None
+        ):
             raise ValueError(
                 f"--task electra needs an ELECTRA model (--arch electra_small, electra_base, electra_large); "
                 f"got {type(model).__name__}. For RoBERTa use --task masked_lm"
@@ -125,8 +141,14 @@ def _padding_known(model, sample):
     device sync to find out."""
     while not hasattr(model, "without_padding") and hasattr(model, "module"):
         model = model.module  # DDP and fairseq's wrappers
-    tokens = (sample or {}).get("net_input", {}).get("src_tokens") if isinstance(sample, dict) else None
-    if not hasattr(model, "without_padding") or tokens is None or not isinstance(sample.get("ntokens"), int):
+    tokens = (
+        (sample or {}).get("net_input", {}).get("src_tokens") if isinstance(sample, dict) else None
+    )
+    if (
+        not hasattr(model, "without_padding")
+        or tokens is None
+        or not isinstance(sample.get("ntokens"), int)
+    ):
         return contextlib.nullcontext()
     return model.without_padding(sample["ntokens"] == tokens.numel())
 
@@ -148,15 +170,25 @@ def full_batches_only(epoch_iter, log_name: str = "training") -> None:
         batches = list(batches)
         if not batches:
             return batches
-        lengths = _num_tokens(dataset, np.concatenate([np.asarray(b, dtype=np.int64) for b in batches]))
+        lengths = _num_tokens(
+            dataset, np.concatenate([np.asarray(b, dtype=np.int64) for b in batches])
+        )
         ends = np.cumsum([len(b) for b in batches])
-        longest = [int(lengths[e - len(b):e].max()) if len(b) else 0 for b, e in zip(batches, ends)]
+        longest = [
+            int(lengths[e - len(b) : e].max()) if len(b) else 0 for b, e in zip(batches, ends)
+        ]
         n_full, t_full = max(len(b) for b in batches), max(longest)
         kept = [b for b, t in zip(batches, longest) if len(b) == n_full and t == t_full]
         if len(kept) < len(batches):
-            logger.info("--electra-compile: %d of %d %s batches dropped (fewer than %d sequences or none of %d "
-                        "tokens): the compiled stacks see one shape", len(batches) - len(kept), len(batches),
-                        log_name, n_full, t_full)
+            logger.info(
+                "--electra-compile: %d of %d %s batches dropped (fewer than %d sequences or none of %d "
+                "tokens): the compiled stacks see one shape",
+                len(batches) - len(kept),
+                len(batches),
+                log_name,
+                n_full,
+                t_full,
+            )
         return kept
 
     if callable(epoch_iter.batch_sampler):  # --rebuild-batches: made anew each epoch

@@ -35,8 +35,10 @@ def _report_unknown(features, unk: int, where: str) -> float:
     pct = 100.0 * n_unk / max(n, 1)
     msg = f"{where}: {n_unk} of {n} tokens ({pct:.3g}%) are <unk>"
     if pct > UNKNOWN_WARNING:
-        logger.warning(f"{msg}: the tokenizer does not fit the vocabulary (check --lowercase and the "
-                       "pre-training tokenizer files)")
+        logger.warning(
+            f"{msg}: the tokenizer does not fit the vocabulary (check --lowercase and the "
+            "pre-training tokenizer files)"
+        )
     else:
         logger.info(msg)
     return pct
@@ -44,7 +46,9 @@ def _report_unknown(features, unk: int, where: str) -> float:
 
 @dataclass
 class SquadConfig(tokenizer_fields("squad", " of the pre-training data", default="sentencepiece")):
-    data: str = field(default="???", metadata={"help": "folder with dict.txt, train.json, valid.json"})
+    data: str = field(
+        default="???", metadata={"help": "folder with dict.txt, train.json, valid.json"}
+    )
     squad_max_len: int = field(default=384, metadata={"help": "tokens per window"})
     squad_doc_stride: int = field(default=128, metadata={"help": "tokens between window starts"})
     squad_max_query: int = field(default=64, metadata={"help": "question tokens kept"})
@@ -103,7 +107,9 @@ class SquadDataset(FairseqDataset):
             return {}
         fids = [fi for s in samples for fi in s["features"]]
         feats = [self.data.features[i] for i in fids]
-        tokens = data_utils.collate_tokens([torch.tensor(f.tokens) for f in feats], self.pad)  # F x T
+        tokens = data_utils.collate_tokens(
+            [torch.tensor(f.tokens) for f in feats], self.pad
+        )  # F x T
         batch = {
             "id": torch.tensor([s["id"] for s in samples]),
             "nsentences": len(samples),
@@ -127,26 +133,44 @@ class SquadTask(FairseqTask):
     def setup_task(cls, cfg: SquadConfig, **kwargs):
         path = os.path.join(cfg.data, "dict.txt")
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path} not found: DATA must hold the pre-training dict.txt next to train.json/valid.json")
+            raise FileNotFoundError(
+                f"{path} not found: DATA must hold the pre-training dict.txt next to train.json/valid.json"
+            )
         d = Dictionary.load(path)
         d.add_symbol("<mask>")  # as the pre-training task did, so ids and embedding sizes match
         return cls(cfg, d)
 
     def word_tokenizer(self):
-        return squad.WordTokenizer(self.dictionary, build_tokenizer(TokenizerSpec.from_config(self.cfg, "squad")))
+        return squad.WordTokenizer(
+            self.dictionary, build_tokenizer(TokenizerSpec.from_config(self.cfg, "squad"))
+        )
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         c = self.cfg
         examples = squad.load_squad_json(os.path.join(c.data, f"{split}.json"))
         train = split == "train"
-        data = squad.build_features(examples, self.word_tokenizer(), c.squad_max_len, c.squad_doc_stride, c.squad_max_query, train=train)
-        logger.info(f"SQuAD {split}: {len(data.examples)} questions, {len(data.features)} windows, skipped {data.skipped}")
+        data = squad.build_features(
+            examples,
+            self.word_tokenizer(),
+            c.squad_max_len,
+            c.squad_doc_stride,
+            c.squad_max_query,
+            train=train,
+        )
+        logger.info(
+            f"SQuAD {split}: {len(data.examples)} questions, {len(data.features)} windows, skipped {data.skipped}"
+        )
         _report_unknown(data.features, self.dictionary.unk(), os.path.join(c.data, f"{split}.json"))
-        self.datasets[split] = SquadDataset(data, self.dictionary.pad(), by_question=not train, split=split)
+        self.datasets[split] = SquadDataset(
+            data, self.dictionary.pad(), by_question=not train, split=split
+        )
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
-        hidden = getattr(getattr(model, "cfg", None), "electra_hidden_dim", None) or model.args.encoder_embed_dim
+        hidden = (
+            getattr(getattr(model, "cfg", None), "electra_hidden_dim", None)
+            or model.args.encoder_embed_dim
+        )
         model.classification_heads[HEAD] = SpanHead(hidden)
         return model
 

@@ -29,21 +29,60 @@ into a :class:`TokenizerSpec`.
 word: what CLINE's replaced-piece labels and the Hits evaluation need.
 """
 
-from truneg_fairseq.text.spec import (  # noqa: F401
-    BERT_MASK, BERT_SPECIALS, FILES, FROM_FAIRSEQ, GPT2_SPACE, KINDS, RECORD_NAME, RECORD_VERSION, SP_SPACE,
-    TO_FAIRSEQ, VIEW_FILES, WORDPIECE_CONT, TokenizerError, TokenizerSpec, add_tokenizer_args, tokenizer_fields,
-)
+from truneg_fairseq.text.fairseq_bpe import WordPieceBPE  # noqa: F401  (registers --bpe wordpiece)
+from truneg_fairseq.text.pieces import PIECE_KINDS, PieceEncoder  # noqa: F401
 from truneg_fairseq.text.record import (  # noqa: F401
-    check_record, content_digest, read_record, spec_from_record, write_record,
+    check_record,
+    content_digest,
+    read_record,
+    spec_from_record,
+    write_record,
 )
-from truneg_fairseq.text.wordpiece import (  # noqa: F401
-    dict_lines_of, join_wordpieces, read_wordpiece_vocab, uncased, wordpiece_dict_lines, wordpiece_row_order,
+from truneg_fairseq.text.spec import (  # noqa: F401
+    BERT_MASK,
+    BERT_SPECIALS,
+    FILES,
+    FROM_FAIRSEQ,
+    GPT2_SPACE,
+    KINDS,
+    RECORD_NAME,
+    RECORD_VERSION,
+    SP_SPACE,
+    TO_FAIRSEQ,
+    VIEW_FILES,
+    WORDPIECE_CONT,
+    TokenizerError,
+    TokenizerSpec,
+    add_tokenizer_args,
+    tokenizer_fields,
 )
 from truneg_fairseq.text.tokenizers import (  # noqa: F401
-    CLASSES, CONTINUATION, CONTROL, START, UNKNOWN, GPT2Tokenizer, SentencePieceTokenizer, Tokenizer, VocabView,
-    WhitespaceTokenizer, WordPieceTokenizer, build_tokenizer, is_word, load_dictionary_view, split_words,
+    CLASSES,
+    CONTINUATION,
+    CONTROL,
+    START,
+    UNKNOWN,
+    GPT2Tokenizer,
+    SentencePieceTokenizer,
+    Tokenizer,
+    VocabView,
+    WhitespaceTokenizer,
+    WordPieceTokenizer,
+    build_tokenizer,
+    is_word,
+    load_dictionary_view,
+    split_words,
     tokenizer_from_args,
 )
-from truneg_fairseq.text.pieces import PIECE_KINDS, PieceEncoder  # noqa: F401
-from truneg_fairseq.text.fairseq_bpe import WordPieceBPE  # noqa: F401  (registers --bpe wordpiece)
-from truneg_fairseq.text.whole_words import give_masked_lm_whole_words, whole_word_args  # noqa: F401
+from truneg_fairseq.text.whole_words import (  # noqa: F401
+    give_masked_lm_whole_words,
+    whole_word_args,
+)
+from truneg_fairseq.text.wordpiece import (  # noqa: F401
+    dict_lines_of,
+    join_wordpieces,
+    read_wordpiece_vocab,
+    uncased,
+    wordpiece_dict_lines,
+    wordpiece_row_order,
+)

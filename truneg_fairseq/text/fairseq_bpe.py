@@ -18,9 +18,14 @@ class WordPieceBPE:
 
     def __init__(self, cfg):
         lower = str(cfg.wordpiece_lowercase)
-        self.tok = build_tokenizer(TokenizerSpec(
-            "wordpiece", vocab=cfg.wordpiece_vocab, lowercase=None if lower == "auto" else lower == "yes",
-            flag_prefix="--wordpiece-"))
+        self.tok = build_tokenizer(
+            TokenizerSpec(
+                "wordpiece",
+                vocab=cfg.wordpiece_vocab,
+                lowercase=None if lower == "auto" else lower == "yes",
+                flag_prefix="--wordpiece-",
+            )
+        )
 
     def encode(self, x: str) -> str:
         return " ".join(self.tok.pieces(x))

@@ -73,7 +73,9 @@ class PieceEncoder:
                 out.append(spans)
         return out
 
-    def tokens_and_labels(self, words: Sequence[str], cores: Sequence[Optional[Tuple[int, int]]]) -> Tuple[List[str], List[int]]:
+    def tokens_and_labels(
+        self, words: Sequence[str], cores: Sequence[Optional[Tuple[int, int]]]
+    ) -> Tuple[List[str], List[int]]:
         symbols, labels = [], []
         for word, spans, core in zip(words, self.encode_words(words), cores):
             length = len(word.encode("utf-8")) if self.kind == "gpt2" else len(word)

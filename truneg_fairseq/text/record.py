@@ -9,8 +9,14 @@ from pathlib import Path
 from typing import Optional
 
 from truneg_fairseq.io_utils import atomic_open
-from truneg_fairseq.text.spec import FILES, KINDS, RECORD_NAME, RECORD_VERSION, TokenizerError, TokenizerSpec
-
+from truneg_fairseq.text.spec import (
+    FILES,
+    KINDS,
+    RECORD_NAME,
+    RECORD_VERSION,
+    TokenizerError,
+    TokenizerSpec,
+)
 
 
 def content_digest(path) -> str:
@@ -37,7 +43,11 @@ def content_digest(path) -> str:
     data = path.read_bytes()
     if path.suffix == ".json":
         try:
-            h.update(json.dumps(json.loads(data.decode("utf-8")), sort_keys=True, ensure_ascii=False).encode("utf-8"))
+            h.update(
+                json.dumps(
+                    json.loads(data.decode("utf-8")), sort_keys=True, ensure_ascii=False
+                ).encode("utf-8")
+            )
             return h.hexdigest()
         except (ValueError, UnicodeDecodeError):
             pass
@@ -56,7 +66,9 @@ def _byte_digest(path) -> str:
     return h.hexdigest()
 
 
-def write_record(data_dir, tokenizer, moved_from: Optional[str] = None, moved_to: Optional[str] = None) -> Path:
+def write_record(
+    data_dir, tokenizer, moved_from: Optional[str] = None, moved_to: Optional[str] = None
+) -> Path:
     """Write ``DATA/tokenizer_fingerprint.json`` (atomically): the tokenizer's kind, its files
     (absolute paths and the sha256 of their contents, :func:`content_digest`), lower-casing and
     fingerprint, so later steps can check they use
@@ -66,13 +78,21 @@ def write_record(data_dir, tokenizer, moved_from: Optional[str] = None, moved_to
 
     def final(path: str) -> str:
         path = os.path.abspath(path)
-        if moved_from and os.path.commonpath([path, os.path.abspath(moved_from)]) == os.path.abspath(moved_from):
+        if moved_from and os.path.commonpath(
+            [path, os.path.abspath(moved_from)]
+        ) == os.path.abspath(moved_from):
             return os.path.join(os.path.abspath(moved_to), os.path.relpath(path, moved_from))
         return path
 
-    rec = {"format_version": RECORD_VERSION, "tokenizer": tokenizer.kind, "fingerprint": tokenizer.fingerprint(),
-           "files": {k: {"path": final(v), "sha256": digests[k], "digest": "content"}
-                     for k, v in tokenizer.spec.files().items()}}
+    rec = {
+        "format_version": RECORD_VERSION,
+        "tokenizer": tokenizer.kind,
+        "fingerprint": tokenizer.fingerprint(),
+        "files": {
+            k: {"path": final(v), "sha256": digests[k], "digest": "content"}
+            for k, v in tokenizer.spec.files().items()
+        },
+    }
     if tokenizer.kind == "wordpiece":
         rec["lowercase"] = tokenizer.lowercase
     path = Path(data_dir) / RECORD_NAME
@@ -90,13 +110,23 @@ def read_record(data_dir) -> Optional[dict]:
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TokenizerError(f"{path} cannot be read ({e}); delete it or prepare the data again") from None
-    ok = (isinstance(rec, dict) and rec.get("format_version") == RECORD_VERSION and rec.get("tokenizer") in KINDS
-          and isinstance(rec.get("files"), dict) and all(isinstance(f, dict) and "path" in f and "sha256" in f
-                                                         for f in rec["files"].values()))
+        raise TokenizerError(
+            f"{path} cannot be read ({e}); delete it or prepare the data again"
+        ) from None
+    ok = (
+        isinstance(rec, dict)
+        and rec.get("format_version") == RECORD_VERSION
+        and rec.get("tokenizer") in KINDS
+        and isinstance(rec.get("files"), dict)
+        and all(
+            isinstance(f, dict) and "path" in f and "sha256" in f for f in rec["files"].values()
+        )
+    )
     if not ok:
-        raise TokenizerError(f"{path} is not a tokenizer record written by prepare_corpus.py; delete it or "
-                             "prepare the data again")
+        raise TokenizerError(
+            f"{path} is not a tokenizer record written by prepare_corpus.py; delete it or "
+            "prepare the data again"
+        )
     return rec
 
 
@@ -106,8 +136,15 @@ def spec_from_record(data_dir, flag_prefix: str = "--") -> Optional[TokenizerSpe
     if rec is None:
         return None
     files = {k: f["path"] for k, f in rec["files"].items()}
-    return TokenizerSpec(rec["tokenizer"], files.get("spm_model"), files.get("gpt2_encoder_json"),
-                         files.get("gpt2_vocab_bpe"), files.get("vocab"), rec.get("lowercase"), flag_prefix)
+    return TokenizerSpec(
+        rec["tokenizer"],
+        files.get("spm_model"),
+        files.get("gpt2_encoder_json"),
+        files.get("gpt2_vocab_bpe"),
+        files.get("vocab"),
+        rec.get("lowercase"),
+        flag_prefix,
+    )
 
 
 def check_record(dict_path, tokenizer) -> None:
@@ -119,11 +156,15 @@ def check_record(dict_path, tokenizer) -> None:
         return
     record = folder / RECORD_NAME
     recorded = ", ".join(f["path"] for f in rec["files"].values()) or "no file"
-    fix = (f"; pass the tokenizer files that prepared {dict_path} ({recorded}), or prepare the data again "
-           "with these (scripts/prepare_corpus.py)")
+    fix = (
+        f"; pass the tokenizer files that prepared {dict_path} ({recorded}), or prepare the data again "
+        "with these (scripts/prepare_corpus.py)"
+    )
     if rec["tokenizer"] != tokenizer.kind:
-        raise TokenizerError(f"{dict_path} was made with --tokenizer {rec['tokenizer']} (as {record} says), "
-                             f"not --tokenizer {tokenizer.kind}" + fix)
+        raise TokenizerError(
+            f"{dict_path} was made with --tokenizer {rec['tokenizer']} (as {record} says), "
+            f"not --tokenizer {tokenizer.kind}" + fix
+        )
     given = tokenizer.file_fingerprints()
     for attr, digest in given.items():
         want = rec["files"].get(attr)
@@ -133,8 +174,16 @@ def check_record(dict_path, tokenizer) -> None:
             flag = next(fl for a, fl, _ in FILES[tokenizer.kind] if a == attr)
             raise TokenizerError(
                 f"{tokenizer.spec.flag(flag)} {tokenizer.spec.files()[attr]} is not the file that made {dict_path}: "
-                f"{record} records {want['path']} (sha256 {want['sha256'][:12]}, this one {digest[:12]})" + fix)
-    if tokenizer.kind == "wordpiece" and rec.get("lowercase") is not None and rec["lowercase"] != tokenizer.lowercase:
-        raise TokenizerError(f"{dict_path} was made with lowercase={rec['lowercase']} (as {record} says), this "
-                             f"tokenizer has lowercase={tokenizer.lowercase}: pass --lowercase "
-                             f"{'yes' if rec['lowercase'] else 'no'}")
+                f"{record} records {want['path']} (sha256 {want['sha256'][:12]}, this one {digest[:12]})"
+                + fix
+            )
+    if (
+        tokenizer.kind == "wordpiece"
+        and rec.get("lowercase") is not None
+        and rec["lowercase"] != tokenizer.lowercase
+    ):
+        raise TokenizerError(
+            f"{dict_path} was made with lowercase={rec['lowercase']} (as {record} says), this "
+            f"tokenizer has lowercase={tokenizer.lowercase}: pass --lowercase "
+            f"{'yes' if rec['lowercase'] else 'no'}"
+        )

@@ -27,14 +27,21 @@ RECORD_VERSION = 1
 # the files each kind needs: (spec field, script flag, what it is); the first ones are needed to
 # encode text, ``VIEW_FILES`` lists those the dictionary view needs
 FILES = {
-    "sentencepiece": (("spm_model", "spm-model", "the sentencepiece .model that tokenized the corpus"),),
-    "gpt2": (("gpt2_encoder_json", "gpt2-encoder-json", "encoder.json of the GPT-2 BPE"),
-             ("gpt2_vocab_bpe", "gpt2-vocab-bpe", "vocab.bpe of the GPT-2 BPE")),
+    "sentencepiece": (
+        ("spm_model", "spm-model", "the sentencepiece .model that tokenized the corpus"),
+    ),
+    "gpt2": (
+        ("gpt2_encoder_json", "gpt2-encoder-json", "encoder.json of the GPT-2 BPE"),
+        ("gpt2_vocab_bpe", "gpt2-vocab-bpe", "vocab.bpe of the GPT-2 BPE"),
+    ),
     "wordpiece": (("vocab", "vocab", "the WordPiece vocab.txt (or a WordPiece tokenizer.json)"),),
     "whitespace": (),
 }
 VIEW_FILES = {
-    "sentencepiece": ("spm_model",), "gpt2": ("gpt2_encoder_json",), "wordpiece": ("vocab",), "whitespace": (),
+    "sentencepiece": ("spm_model",),
+    "gpt2": ("gpt2_encoder_json",),
+    "wordpiece": ("vocab",),
+    "whitespace": (),
 }
 
 
@@ -68,8 +75,14 @@ class TokenizerSpec:
     def from_args(cls, args: argparse.Namespace) -> "TokenizerSpec":
         """From the flags :func:`add_tokenizer_args` added."""
         lower = getattr(args, "lowercase", None)
-        return cls(args.tokenizer, args.spm_model, args.gpt2_encoder_json, args.gpt2_vocab_bpe, args.vocab,
-                   None if lower in (None, "auto") else lower == "yes")
+        return cls(
+            args.tokenizer,
+            args.spm_model,
+            args.gpt2_encoder_json,
+            args.gpt2_vocab_bpe,
+            args.vocab,
+            None if lower in (None, "auto") else lower == "yes",
+        )
 
     @classmethod
     def from_config(cls, cfg, prefix: str) -> Optional["TokenizerSpec"]:
@@ -80,42 +93,72 @@ class TokenizerSpec:
             return None
         get = lambda name: getattr(cfg, f"{prefix}_{name}", None)  # noqa: E731
         lower = get("lowercase")
-        return cls(str(kind), get("spm_model"), get("gpt2_encoder_json"), get("gpt2_vocab_bpe"), get("vocab"),
-                   None if lower in (None, "auto") else lower == "yes", flag_prefix=f"--{prefix.replace('_', '-')}-")
+        return cls(
+            str(kind),
+            get("spm_model"),
+            get("gpt2_encoder_json"),
+            get("gpt2_vocab_bpe"),
+            get("vocab"),
+            None if lower in (None, "auto") else lower == "yes",
+            flag_prefix=f"--{prefix.replace('_', '-')}-",
+        )
 
     def check(self, view_only: bool = False) -> None:
         """Raise unless ``kind`` is known and its files exist (``view_only``: only the files the
         dictionary view needs must be given)."""
         if self.kind not in KINDS:
-            raise TokenizerError(f"{self.flag('tokenizer')} {self.kind!r} is not one of {', '.join(KINDS)}")
+            raise TokenizerError(
+                f"{self.flag('tokenizer')} {self.kind!r} is not one of {', '.join(KINDS)}"
+            )
         for attr, flag, what in FILES[self.kind]:
             path = getattr(self, attr)
             if not path and (not view_only or attr in VIEW_FILES[self.kind]):
-                raise TokenizerError(f"{self.flag('tokenizer')} {self.kind} needs {self.flag(flag)} FILE ({what})")
+                raise TokenizerError(
+                    f"{self.flag('tokenizer')} {self.kind} needs {self.flag(flag)} FILE ({what})"
+                )
             if path and not os.path.isfile(path):
                 raise TokenizerError(f"{self.flag(flag)} {path} not found ({what})")
 
     def files(self) -> Dict[str, str]:
         """{spec field: path} of the files given for this kind."""
-        return {attr: str(getattr(self, attr)) for attr, _, _ in FILES.get(self.kind, ()) if getattr(self, attr)}
+        return {
+            attr: str(getattr(self, attr))
+            for attr, _, _ in FILES.get(self.kind, ())
+            if getattr(self, attr)
+        }
 
 
-def add_tokenizer_args(parser: argparse.ArgumentParser, required: bool = True, default: Optional[str] = None,
-                       kinds: Sequence[str] = KINDS) -> argparse._ArgumentGroup:
+def add_tokenizer_args(
+    parser: argparse.ArgumentParser,
+    required: bool = True,
+    default: Optional[str] = None,
+    kinds: Sequence[str] = KINDS,
+) -> argparse._ArgumentGroup:
     """Add the shared tokenizer flags to a script's parser."""
     g = parser.add_argument_group("tokenizer (the one that produced dict.txt)")
-    g.add_argument("--tokenizer", choices=list(kinds), required=required and default is None, default=default,
-                   help="sentencepiece pieces (▁ starts a word), GPT-2 byte-level BPE ids (Ġ starts a word), "
-                        "WordPiece entries (## continues a word) or whitespace-separated words"
-                        + (f" (default: {default})" if default else ""))
+    g.add_argument(
+        "--tokenizer",
+        choices=list(kinds),
+        required=required and default is None,
+        default=default,
+        help="sentencepiece pieces (▁ starts a word), GPT-2 byte-level BPE ids (Ġ starts a word), "
+        "WordPiece entries (## continues a word) or whitespace-separated words"
+        + (f" (default: {default})" if default else ""),
+    )
     g.add_argument("--spm-model", help="sentencepiece .model (--tokenizer sentencepiece)")
     g.add_argument("--gpt2-encoder-json", help="GPT-2 BPE encoder.json (--tokenizer gpt2)")
     g.add_argument("--gpt2-vocab-bpe", help="GPT-2 BPE vocab.bpe (--tokenizer gpt2)")
-    g.add_argument("--vocab", help="WordPiece vocab.txt or WordPiece tokenizer.json (--tokenizer wordpiece)")
-    g.add_argument("--lowercase", choices=["auto", "yes", "no"], default="auto",
-                   help="--tokenizer wordpiece: lower-case (and strip accents) before WordPiece; auto: as "
-                        "do_lower_case in tokenizer_config.json/config.json beside the vocabulary says, else "
-                        "lower-case when the vocabulary has no upper-case entries (default: auto)")
+    g.add_argument(
+        "--vocab", help="WordPiece vocab.txt or WordPiece tokenizer.json (--tokenizer wordpiece)"
+    )
+    g.add_argument(
+        "--lowercase",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="--tokenizer wordpiece: lower-case (and strip accents) before WordPiece; auto: as "
+        "do_lower_case in tokenizer_config.json/config.json beside the vocabulary says, else "
+        "lower-case when the vocabulary has no upper-case entries (default: auto)",
+    )
     return g
 
 
@@ -124,21 +167,33 @@ def add_tokenizer_args(parser: argparse.ArgumentParser, required: bool = True, d
 # ---------------------------------------------------------------------------------------------
 
 
-
 # (name, type, default, help) of each config field; ``{what}`` is the field owner's purpose
 _FIELDS = (
-    ("tokenizer", "kind", None, "tokenizer of the data{what}: sentencepiece, gpt2, wordpiece or whitespace"),
+    (
+        "tokenizer",
+        "kind",
+        None,
+        "tokenizer of the data{what}: sentencepiece, gpt2, wordpiece or whitespace",
+    ),
     ("spm_model", Optional[str], None, "sentencepiece .model{what}"),
     ("gpt2_encoder_json", Optional[str], None, "GPT-2 BPE encoder.json{what}"),
     ("gpt2_vocab_bpe", Optional[str], None, "GPT-2 BPE vocab.bpe{what}"),
     ("vocab", Optional[str], None, "WordPiece vocab.txt or WordPiece tokenizer.json{what}"),
-    ("lowercase", ChoiceEnum(["auto", "yes", "no"]), "auto",
-     "WordPiece: lower-case (and strip accents) first; auto: as the vocabulary's config says"),
+    (
+        "lowercase",
+        ChoiceEnum(["auto", "yes", "no"]),
+        "auto",
+        "WordPiece: lower-case (and strip accents) first; auto: as the vocabulary's config says",
+    ),
 )
 
 
-def tokenizer_fields(prefix: str, what: str = "", default: Optional[str] = None,
-                     names: Sequence[str] = tuple(f[0] for f in _FIELDS)) -> type:
+def tokenizer_fields(
+    prefix: str,
+    what: str = "",
+    default: Optional[str] = None,
+    names: Sequence[str] = tuple(f[0] for f in _FIELDS),
+) -> type:
     """The tokenizer flag set as fairseq config fields ``{prefix}_tokenizer``,
     ``{prefix}_spm_model``, ... (``--{prefix}-tokenizer`` on the command line): a dataclass for
     a task's (or BPE's) config to inherit, read back by :meth:`TokenizerSpec.from_config`.
@@ -150,5 +205,13 @@ def tokenizer_fields(prefix: str, what: str = "", default: Optional[str] = None,
             continue
         if name == "tokenizer":
             typ, value = (kind_type if default else Optional[kind_type]), default
-        fields.append((f"{prefix}_{name}", typ, field(default=value, metadata={"help": help_text.format(what=what)})))
-    return make_dataclass(f"{prefix.title().replace('_', '')}TokenizerFields", fields, bases=(FairseqDataclass,))
+        fields.append(
+            (
+                f"{prefix}_{name}",
+                typ,
+                field(default=value, metadata={"help": help_text.format(what=what)}),
+            )
+        )
+    return make_dataclass(
+        f"{prefix.title().replace('_', '')}TokenizerFields", fields, bases=(FairseqDataclass,)
+    )

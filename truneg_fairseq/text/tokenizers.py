@@ -12,10 +12,16 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from truneg_fairseq.text.record import content_digest
-from truneg_fairseq.text.spec import (FROM_FAIRSEQ, GPT2_SPACE, SP_SPACE, TO_FAIRSEQ, WORDPIECE_CONT,
-                                      TokenizerError, TokenizerSpec)
+from truneg_fairseq.text.spec import (
+    FROM_FAIRSEQ,
+    GPT2_SPACE,
+    SP_SPACE,
+    TO_FAIRSEQ,
+    WORDPIECE_CONT,
+    TokenizerError,
+    TokenizerSpec,
+)
 from truneg_fairseq.text.wordpiece import read_wordpiece_vocab, uncased
-
 
 
 def is_word(s: str) -> bool:
@@ -103,7 +109,9 @@ class Tokenizer(abc.ABC):
         fairseq's whole-word masking)."""
         return self.classify(symbol)[0] != CONTINUATION
 
-    def vocab_view(self, symbols: Sequence[str], nspecial: int, where: str = "dict.txt") -> VocabView:
+    def vocab_view(
+        self, symbols: Sequence[str], nspecial: int, where: str = "dict.txt"
+    ) -> VocabView:
         """Classify every entry of a dictionary; more than half unknown entries means the
         dictionary was made by another tokenizer (:class:`TokenizerError`)."""
         symbols = list(symbols)
@@ -120,8 +128,10 @@ class Tokenizer(abc.ABC):
                 words[i] = surface
         n = len(symbols) - nspecial
         if n and unknown > 0.5 * n:
-            raise TokenizerError(f"{unknown} of {n} entries of {where} are not {self.describe()}: the "
-                                 f"dictionary was not produced by this {self.kind} model")
+            raise TokenizerError(
+                f"{unknown} of {n} entries of {where} are not {self.describe()}: the "
+                f"dictionary was not produced by this {self.kind} model"
+            )
         return VocabView(symbols, words, cont, self.kind, unknown)
 
     # ---- identity ------------------------------------------------------------------------
@@ -180,8 +190,12 @@ class SentencePieceTokenizer(Tokenizer):
         return CONTINUATION, None
 
     def bpe_args(self):
-        return argparse.Namespace(bpe="sentencepiece", sentencepiece_model=str(self.spec.spm_model),
-                                  sentencepiece_enable_sampling=False, sentencepiece_alpha=None)
+        return argparse.Namespace(
+            bpe="sentencepiece",
+            sentencepiece_model=str(self.spec.spm_model),
+            sentencepiece_enable_sampling=False,
+            sentencepiece_alpha=None,
+        )
 
 
 class GPT2Tokenizer(Tokenizer):
@@ -195,8 +209,10 @@ class GPT2Tokenizer(Tokenizer):
             with open(spec.gpt2_encoder_json, encoding="utf-8") as f:
                 self.encoder = json.load(f)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise TokenizerError(f"{spec.flag('gpt2-encoder-json')} {spec.gpt2_encoder_json} is not GPT-2's "
-                                 f"encoder.json ({e})") from None
+            raise TokenizerError(
+                f"{spec.flag('gpt2-encoder-json')} {spec.gpt2_encoder_json} is not GPT-2's "
+                f"encoder.json ({e})"
+            ) from None
         if not isinstance(self.encoder, dict):
             raise TokenizerError(
                 f"{spec.flag('gpt2-encoder-json')} {spec.gpt2_encoder_json} is not GPT-2's encoder.json"
@@ -211,8 +227,10 @@ class GPT2Tokenizer(Tokenizer):
             from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
 
             if not self.spec.gpt2_vocab_bpe or not os.path.isfile(self.spec.gpt2_vocab_bpe):
-                raise TokenizerError(f"encoding text with --tokenizer gpt2 needs {self.spec.flag('gpt2-vocab-bpe')} "
-                                     f"FILE (vocab.bpe of the GPT-2 BPE); got {self.spec.gpt2_vocab_bpe!r}")
+                raise TokenizerError(
+                    f"encoding text with --tokenizer gpt2 needs {self.spec.flag('gpt2-vocab-bpe')} "
+                    f"FILE (vocab.bpe of the GPT-2 BPE); got {self.spec.gpt2_vocab_bpe!r}"
+                )
             self._bpe = get_encoder(str(self.spec.gpt2_encoder_json), str(self.spec.gpt2_vocab_bpe))
         return self._bpe
 
@@ -234,8 +252,11 @@ class GPT2Tokenizer(Tokenizer):
         return CONTINUATION, None
 
     def bpe_args(self):
-        return argparse.Namespace(bpe="gpt2", gpt2_encoder_json=str(self.spec.gpt2_encoder_json),
-                                  gpt2_vocab_bpe=str(self.spec.gpt2_vocab_bpe))
+        return argparse.Namespace(
+            bpe="gpt2",
+            gpt2_encoder_json=str(self.spec.gpt2_encoder_json),
+            gpt2_vocab_bpe=str(self.spec.gpt2_vocab_bpe),
+        )
 
 
 class WordPieceTokenizer(Tokenizer):
@@ -256,7 +277,9 @@ class WordPieceTokenizer(Tokenizer):
         else:
             self.lowercase = uncased(self.vocab)
         self.entries = set(self.vocab)
-        self.tok = BertWordPieceTokenizer({t: i for i, t in enumerate(self.vocab)}, lowercase=self.lowercase)
+        self.tok = BertWordPieceTokenizer(
+            {t: i for i, t in enumerate(self.vocab)}, lowercase=self.lowercase
+        )
 
     def _symbols(self, tokens: List[str]) -> List[str]:
         return [TO_FAIRSEQ.get(t, t) for t in tokens]
@@ -293,8 +316,11 @@ class WordPieceTokenizer(Tokenizer):
         return START, symbol
 
     def bpe_args(self):
-        return argparse.Namespace(bpe="wordpiece", wordpiece_vocab=str(self.spec.vocab),
-                                  wordpiece_lowercase="yes" if self.lowercase else "no")
+        return argparse.Namespace(
+            bpe="wordpiece",
+            wordpiece_vocab=str(self.spec.vocab),
+            wordpiece_lowercase="yes" if self.lowercase else "no",
+        )
 
 
 class WhitespaceTokenizer(Tokenizer):
@@ -309,7 +335,10 @@ class WhitespaceTokenizer(Tokenizer):
         return START, symbol
 
 
-CLASSES = {c.kind: c for c in (SentencePieceTokenizer, GPT2Tokenizer, WordPieceTokenizer, WhitespaceTokenizer)}
+CLASSES = {
+    c.kind: c
+    for c in (SentencePieceTokenizer, GPT2Tokenizer, WordPieceTokenizer, WhitespaceTokenizer)
+}
 
 
 def build_tokenizer(spec: TokenizerSpec, view_only: bool = False) -> Tokenizer:
@@ -325,8 +354,10 @@ def load_dictionary_view(dict_path, tokenizer: Tokenizer) -> VocabView:
 
     dict_path = Path(dict_path)
     if not dict_path.is_file():
-        raise TokenizerError(f"dictionary {dict_path} not found: pass the dict.txt that fairseq-preprocess "
-                             "wrote into your data-bin directory")
+        raise TokenizerError(
+            f"dictionary {dict_path} not found: pass the dict.txt that fairseq-preprocess "
+            "wrote into your data-bin directory"
+        )
     d = Dictionary.load(str(dict_path))
     return tokenizer.vocab_view(d.symbols, d.nspecial, str(dict_path))
 

@@ -8,7 +8,14 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from truneg_fairseq.text.spec import BERT_MASK, BERT_SPECIALS, TO_FAIRSEQ, WORDPIECE_CONT, TokenizerError
+from truneg_fairseq.text.spec import (
+    BERT_MASK,
+    BERT_SPECIALS,
+    TO_FAIRSEQ,
+    WORDPIECE_CONT,
+    TokenizerError,
+)
+
 
 def _not_wordpiece(path, why: str, flag: str = "--vocab") -> TokenizerError:
     return TokenizerError(
@@ -28,7 +35,11 @@ def read_wordpiece_vocab(path, flag: str = "--vocab") -> Tuple[List[str], Option
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        hint = " (a sentencepiece .model? use --tokenizer sentencepiece --spm-model)" if path.suffix == ".model" else ""
+        hint = (
+            " (a sentencepiece .model? use --tokenizer sentencepiece --spm-model)"
+            if path.suffix == ".model"
+            else ""
+        )
         raise _not_wordpiece(path, f"not UTF-8 text{hint}", flag) from None
     lowercase = _config_lowercase(path.parent)
     if text.lstrip().startswith("{"):
@@ -39,14 +50,18 @@ def read_wordpiece_vocab(path, flag: str = "--vocab") -> Tuple[List[str], Option
     seen: Dict[str, int] = {}
     for i, tok in enumerate(vocab):
         if tok in seen:
-            raise _not_wordpiece(path, f"entry {tok!r} appears twice (lines {seen[tok] + 1} and {i + 1})", flag)
+            raise _not_wordpiece(
+                path, f"entry {tok!r} appears twice (lines {seen[tok] + 1} and {i + 1})", flag
+            )
         seen[tok] = i
     missing = [hf for hf in TO_FAIRSEQ if hf not in seen]
     if missing:
         raise _not_wordpiece(path, f"it lacks BERT's special entries {' '.join(missing)}", flag)
     clash = [fs for fs in TO_FAIRSEQ.values() if fs in seen]
     if clash:
-        raise _not_wordpiece(path, f"it holds fairseq's own symbols {' '.join(clash)}, which cannot be mapped", flag)
+        raise _not_wordpiece(
+            path, f"it holds fairseq's own symbols {' '.join(clash)}, which cannot be mapped", flag
+        )
     return list(vocab), lowercase
 
 
@@ -58,8 +73,12 @@ def _tokenizer_json_vocab(path: Path, text: str, flag: str) -> Tuple[List[str], 
         raise _not_wordpiece(path, f"JSON that cannot be read ({e})", flag) from None
     model = spec.get("model") if isinstance(spec, dict) else None
     if not isinstance(model, dict):
-        raise _not_wordpiece(path, "a JSON file without a tokenizer model (GPT-2's encoder.json? use "
-                                   "--tokenizer gpt2 --gpt2-encoder-json)", flag)
+        raise _not_wordpiece(
+            path,
+            "a JSON file without a tokenizer model (GPT-2's encoder.json? use "
+            "--tokenizer gpt2 --gpt2-encoder-json)",
+            flag,
+        )
     if model.get("type") != "WordPiece":
         raise _not_wordpiece(path, f"tokenizer.json of a {model.get('type')} tokenizer", flag)
     ids = model.get("vocab") or {}
@@ -69,7 +88,9 @@ def _tokenizer_json_vocab(path: Path, text: str, flag: str) -> Tuple[List[str], 
             raise _not_wordpiece(path, f"its ids are not 0..{len(ids) - 1} without gaps", flag)
         vocab[i] = tok
     norm = spec.get("normalizer") or {}
-    return vocab, (bool(norm["lowercase"]) if isinstance(norm, dict) and "lowercase" in norm else None)
+    return vocab, (
+        bool(norm["lowercase"]) if isinstance(norm, dict) and "lowercase" in norm else None
+    )
 
 
 def _vocab_txt_entries(path: Path, text: str, flag: str) -> List[str]:
@@ -130,14 +151,18 @@ def wordpiece_dict_lines(vocab_path) -> List[str]:
 
 def dict_lines_of(vocab: Sequence[str]) -> List[str]:
     """The ``dict.txt`` lines of a checked WordPiece vocabulary (see :func:`wordpiece_dict_lines`)."""
-    return [f"{vocab[i]} 1" for i in wordpiece_row_order(vocab)[len(BERT_SPECIALS):-1]]
+    return [f"{vocab[i]} 1" for i in wordpiece_row_order(vocab)[len(BERT_SPECIALS) : -1]]
 
 
 def join_wordpieces(pieces: Sequence[str]) -> str:
     """Text of WordPiece entries: a ``##`` piece is glued to the one before it."""
     out = ""
     for p in pieces:
-        out += p[len(WORDPIECE_CONT):] if p.startswith(WORDPIECE_CONT) and out else (" " + p if out else p)
+        out += (
+            p[len(WORDPIECE_CONT) :]
+            if p.startswith(WORDPIECE_CONT) and out
+            else (" " + p if out else p)
+        )
     return out
 
 

@@ -37,20 +37,65 @@ runner of commands), :mod:`.corpus` (corpus lines, data-bin, synonym table), :mo
 
 from dataclasses import asdict
 
-from truneg_fairseq.pipelines.study.corpus import (build_synonym_table, corpus_lines, prepare_data, unknown_rates,
-                                                   word_tokenize)
-from truneg_fairseq.pipelines.study.report import (COLUMNS, format_rows, machine_description, markdown_rows, plot,
-                                                   progress_table, table2, write_results, write_summary)
+from truneg_fairseq.pipelines.study.corpus import (
+    build_synonym_table,
+    corpus_lines,
+    prepare_data,
+    unknown_rates,
+    word_tokenize,
+)
+from truneg_fairseq.pipelines.study.report import (
+    COLUMNS,
+    format_rows,
+    machine_description,
+    markdown_rows,
+    plot,
+    progress_table,
+    table2,
+    write_results,
+    write_summary,
+)
 from truneg_fairseq.pipelines.study.run import Runner, default_jobs, thread_env, usable_cpus
 from truneg_fairseq.pipelines.study.score import Scores, score_all
 from truneg_fairseq.pipelines.study.setting import REPO, USER_DIR, Family, Setting, run_id
-from truneg_fairseq.pipelines.study.train import (embed_init_flag, train_all, train_command, vectors_path,
-                                                  write_word_vectors)
+from truneg_fairseq.pipelines.study.train import (
+    embed_init_flag,
+    train_all,
+    train_command,
+    vectors_path,
+    write_word_vectors,
+)
 
 __all__ = [
-    "COLUMNS", "REPO", "USER_DIR", "Family", "Runner", "Scores", "Setting", "asdict", "build_synonym_table",
-    "corpus_lines", "default_jobs", "embed_init_flag", "format_rows", "machine_description", "markdown_rows", "plot",
-    "prepare_data", "progress_table", "run_id", "score_all", "table2", "thread_env", "train_all", "train_command",
-    "unknown_rates", "usable_cpus", "vectors_path", "word_tokenize", "write_results", "write_summary",
+    "COLUMNS",
+    "REPO",
+    "USER_DIR",
+    "Family",
+    "Runner",
+    "Scores",
+    "Setting",
+    "asdict",
+    "build_synonym_table",
+    "corpus_lines",
+    "default_jobs",
+    "embed_init_flag",
+    "format_rows",
+    "machine_description",
+    "markdown_rows",
+    "plot",
+    "prepare_data",
+    "progress_table",
+    "run_id",
+    "score_all",
+    "table2",
+    "thread_env",
+    "train_all",
+    "train_command",
+    "unknown_rates",
+    "usable_cpus",
+    "vectors_path",
+    "word_tokenize",
+    "write_results",
+    "write_summary",
     "write_word_vectors",
 ]

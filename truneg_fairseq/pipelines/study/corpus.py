@@ -24,7 +24,9 @@ def word_tokenize(line: str) -> str:
     return " ".join(_WORD.findall(line.lower()))
 
 
-def prepare_data(work: str, setting: Setting, run: Runner, inputs: Optional[Sequence[str]] = None) -> Tuple[str, str]:
+def prepare_data(
+    work: str, setting: Setting, run: Runner, inputs: Optional[Sequence[str]] = None
+) -> Tuple[str, str]:
     """Word-level corpus, data-bin and synonym table under ``work``; returns (data_bin, table)."""
     data_bin = os.path.join(work, "data-bin")
     table = os.path.join(data_bin, "synonyms.npz")
@@ -33,23 +35,57 @@ def prepare_data(work: str, setting: Setting, run: Runner, inputs: Optional[Sequ
         if not os.path.isfile(text):
             from truneg_fairseq.data.corpus import read_text_lines, wordnet_gloss_lines
 
-            raw = (l for p in inputs for l in read_text_lines(p)) if inputs else \
-                wordnet_gloss_lines(headwords=setting.corpus == "entries")
+            raw = (
+                (l for p in inputs for l in read_text_lines(p))
+                if inputs
+                else wordnet_gloss_lines(headwords=setting.corpus == "entries")
+            )
             lines = corpus_lines(raw, setting, run.log)
             with atomic_open(text, "w", encoding="utf-8") as f:
                 f.writelines(l + "\n" for l in lines)
             run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
-        run([sys.executable, os.path.join(REPO, "scripts", "prepare_corpus.py"), "--input", text, "--output-dir", work,
-             "--tokenizer", "whitespace", "--vocab-size", str(setting.vocab_size),
-             "--valid-fraction", str(setting.valid_fraction), "--seed", str(setting.seed)], "prepare_corpus")
+        run(
+            [
+                sys.executable,
+                os.path.join(REPO, "scripts", "prepare_corpus.py"),
+                "--input",
+                text,
+                "--output-dir",
+                work,
+                "--tokenizer",
+                "whitespace",
+                "--vocab-size",
+                str(setting.vocab_size),
+                "--valid-fraction",
+                str(setting.valid_fraction),
+                "--seed",
+                str(setting.seed),
+            ],
+            "prepare_corpus",
+        )
     else:
-        run.commands.append(f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)")
+        run.commands.append(
+            f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)"
+        )
     if not os.path.isfile(table):
-        run.here(lambda: build_synonym_table(data_bin, table, run.log),
-                 [sys.executable, os.path.join(REPO, "scripts", "build_synonym_table.py"), "--dict",
-                  os.path.join(data_bin, "dict.txt"), "--tokenizer", "whitespace", "--output", table], "synonym_table")
+        run.here(
+            lambda: build_synonym_table(data_bin, table, run.log),
+            [
+                sys.executable,
+                os.path.join(REPO, "scripts", "build_synonym_table.py"),
+                "--dict",
+                os.path.join(data_bin, "dict.txt"),
+                "--tokenizer",
+                "whitespace",
+                "--output",
+                table,
+            ],
+            "synonym_table",
+        )
     else:
-        run.commands.append(f"# reused {table} (scripts/build_synonym_table.py --tokenizer whitespace)")
+        run.commands.append(
+            f"# reused {table} (scripts/build_synonym_table.py --tokenizer whitespace)"
+        )
     return data_bin, table
 
 
@@ -87,8 +123,10 @@ def corpus_lines(raw, setting: Setting, log: logging.Logger) -> List[str]:
         counts = Counter(w for l in lines for w in l.split())
         keep = {w for w, _ in counts.most_common(setting.vocab_size)}
         kept = [l for l in lines if all(w in keep for w in l.split())]
-        log.info(f"kept {len(kept)} of {len(lines)} lines: {len(lines) - len(kept)} hold a word outside the "
-                 f"{len(keep)} most frequent (the dictionary), so no <unk> is left to predict")
+        log.info(
+            f"kept {len(kept)} of {len(lines)} lines: {len(lines) - len(kept)} hold a word outside the "
+            f"{len(keep)} most frequent (the dictionary), so no <unk> is left to predict"
+        )
         lines = kept
     return lines
 

@@ -21,10 +21,15 @@ def format_value(value, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
-COLUMNS = [("mlm_loss", "valid loss (bits)", "{:.3f}"), ("mlm_acc", "MLM acc %", "{:.2f}"),
-           ("syn_acc", "syn-aware acc %", "{:.2f}"), ("pred_corr_ratio", "pred-level %", "{:.3f}"),
-           ("iter_corr_ratio", "iter-level %", "{:.2f}"), ("iter_corr_ratio_512", "iter-level % (512)", "{:.2f}"),
-           ("content_pred", "content preds %", "{:.1f}")]
+COLUMNS = [
+    ("mlm_loss", "valid loss (bits)", "{:.3f}"),
+    ("mlm_acc", "MLM acc %", "{:.2f}"),
+    ("syn_acc", "syn-aware acc %", "{:.2f}"),
+    ("pred_corr_ratio", "pred-level %", "{:.3f}"),
+    ("iter_corr_ratio", "iter-level %", "{:.2f}"),
+    ("iter_corr_ratio_512", "iter-level % (512)", "{:.2f}"),
+    ("content_pred", "content preds %", "{:.1f}"),
+]
 
 
 def progress_table(results: Dict[str, Dict[int, "Report"]]) -> List[List[str]]:
@@ -32,17 +37,27 @@ def progress_table(results: Dict[str, Dict[int, "Report"]]) -> List[List[str]]:
     rows = [["run", "update"] + [c[1] for c in COLUMNS]]
     for rid, by_upd in results.items():
         for upd, r in by_upd.items():
-            rows.append([rid, str(upd)] + [format_value(getattr(r, k), fmt) for k, _, fmt in COLUMNS])
+            rows.append(
+                [rid, str(upd)] + [format_value(getattr(r, k), fmt) for k, _, fmt in COLUMNS]
+            )
     return rows
 
 
-def table2(results: Dict[str, Dict[int, "Report"]], key: str, corner: str = "run") -> List[List[str]]:
+def table2(
+    results: Dict[str, Dict[int, "Report"]], key: str, corner: str = "run"
+) -> List[List[str]]:
     """The paper's Table 2 layout: one row per run, one column per share of stage 2 done."""
     upds = sorted({u for r in results.values() for u in r if u > 0})
     total = max(upds) if upds else 1
     rows = [[corner] + [f"{round(100 * u / total)}%" for u in upds]]
     for rid, by_upd in results.items():
-        rows.append([rid] + [format_value(getattr(by_upd[u], key), "{:.3f}") if u in by_upd else "-" for u in upds])
+        rows.append(
+            [rid]
+            + [
+                format_value(getattr(by_upd[u], key), "{:.3f}") if u in by_upd else "-"
+                for u in upds
+            ]
+        )
     return rows
 
 
@@ -64,11 +79,23 @@ def write_results(out_dir: str, results, cases, meta: dict) -> None:
     """results.json, progress.tsv, table2_{pred,iter}_level.tsv, table2_iter_level_512.tsv and cases.txt in ``out_dir`` (atomically)."""
     os.makedirs(out_dir, exist_ok=True)
     with atomic_open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump({"meta": meta, "results": {k: {str(u): v.as_dict() for u, v in r.items()} for k, r in results.items()},
-                   "cases": [asdict(c) for c in cases]}, f, indent=1)
-    for name, rows in (("progress.tsv", progress_table(results)), ("table2_pred_level.tsv", table2(results, "pred_corr_ratio")),
-                       ("table2_iter_level.tsv", table2(results, "iter_corr_ratio")),
-                       ("table2_iter_level_512.tsv", table2(results, "iter_corr_ratio_512"))):
+        json.dump(
+            {
+                "meta": meta,
+                "results": {
+                    k: {str(u): v.as_dict() for u, v in r.items()} for k, r in results.items()
+                },
+                "cases": [asdict(c) for c in cases],
+            },
+            f,
+            indent=1,
+        )
+    for name, rows in (
+        ("progress.tsv", progress_table(results)),
+        ("table2_pred_level.tsv", table2(results, "pred_corr_ratio")),
+        ("table2_iter_level.tsv", table2(results, "iter_corr_ratio")),
+        ("table2_iter_level_512.tsv", table2(results, "iter_corr_ratio_512")),
+    ):
         with atomic_open(os.path.join(out_dir, name), "w") as f:
             f.write("\n".join("\t".join(r) for r in rows) + "\n")
     with atomic_open(os.path.join(out_dir, "cases.txt"), "w") as f:
@@ -84,8 +111,10 @@ def plot(out_dir: str, results) -> List[str]:
     import matplotlib.pyplot as plt
 
     paths = []
-    for name, keys in (("ratios.png", ("pred_corr_ratio", "iter_corr_ratio")),
-                       ("losses.png", ("mlm_loss", "syn_acc"))):
+    for name, keys in (
+        ("ratios.png", ("pred_corr_ratio", "iter_corr_ratio")),
+        ("losses.png", ("mlm_loss", "syn_acc")),
+    ):
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for ax, key in zip(axes, keys):
             label = dict((k, l) for k, l, _ in COLUMNS)[key]
@@ -129,24 +158,40 @@ def write_summary(path: str, results, cases, meta: dict, command: str) -> None:
     """The tables and cases in Markdown, with the machine and the command (atomically)."""
     s = meta.get("setting", {})
     lines = [
-        "# Counter-false-negative study", "",
-        f"Command: `{command}`", "",
-        f"Machine: {meta.get('machine', '?')}; wall time {meta.get('wall_seconds', 0):.0f}s.", "",
+        "# Counter-false-negative study",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {meta.get('machine', '?')}; wall time {meta.get('wall_seconds', 0):.0f}s.",
+        "",
         f"Stage 1: {s.get('stage1_updates')} updates; stage 2: {s.get('stage2_updates')} updates per criterion, "
         f"batch {s.get('batch_size')} x <= {s.get('tokens_per_sample')} tokens, peak lr {s.get('lr')}. Valid: "
         f"{meta.get('valid_masked')} masked words in {meta.get('valid_blocks')} blocks (same masks for every "
-        f"checkpoint); <unk> rate {meta.get('unk_rate')}.", "",
-        "## Prediction-level correction ratio (%), by share of stage 2 done", "",
-        markdown_rows(table2(results, "pred_corr_ratio")), "",
-        "## Iteration-level correction ratio (%), by share of stage 2 done", "",
-        markdown_rows(table2(results, "iter_corr_ratio")), "",
-        "## Iteration-level correction ratio (%) over 512-token units (the paper's sequence length)", "",
-        markdown_rows(table2(results, "iter_corr_ratio_512")), "",
-        "## Every scored checkpoint (update 0: the shared stage-1 checkpoint)", "",
-        markdown_rows(progress_table(results)), "",
-        "## Figure-3-style cases", "",
+        f"checkpoint); <unk> rate {meta.get('unk_rate')}.",
+        "",
+        "## Prediction-level correction ratio (%), by share of stage 2 done",
+        "",
+        markdown_rows(table2(results, "pred_corr_ratio")),
+        "",
+        "## Iteration-level correction ratio (%), by share of stage 2 done",
+        "",
+        markdown_rows(table2(results, "iter_corr_ratio")),
+        "",
+        "## Iteration-level correction ratio (%) over 512-token units (the paper's sequence length)",
+        "",
+        markdown_rows(table2(results, "iter_corr_ratio_512")),
+        "",
+        "## Every scored checkpoint (update 0: the shared stage-1 checkpoint)",
+        "",
+        markdown_rows(progress_table(results)),
+        "",
+        "## Figure-3-style cases",
+        "",
     ]
-    lines += [f"{i + 1}. {c.sentence} -- gold **{c.gold}**, prediction **{c.prediction}**; WordNet synonyms of "
-              f"'{c.gold}': {', '.join(c.synonyms)}" for i, c in enumerate(cases)]
+    lines += [
+        f"{i + 1}. {c.sentence} -- gold **{c.gold}**, prediction **{c.prediction}**; WordNet synonyms of "
+        f"'{c.gold}': {', '.join(c.synonyms)}"
+        for i, c in enumerate(cases)
+    ]
     with atomic_open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -22,7 +22,15 @@ class Runner:
     records every command (``commands.sh``). :meth:`run_many` runs independent commands side
     by side, each with its share of the CPU threads."""
 
-    ECHO = ("| train_inner |", "| valid |", "replaced (by", "coverage", "synonym pairs", "vectors from", "lines:")
+    ECHO = (
+        "| train_inner |",
+        "| valid |",
+        "replaced (by",
+        "coverage",
+        "synonym pairs",
+        "vectors from",
+        "lines:",
+    )
 
     def __init__(self, work: str, log: logging.Logger, echo: bool = True):
         self.work = work
@@ -60,8 +68,10 @@ class Runner:
         from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
         env = thread_env(parallel)
-        self.log.info(f"running {len(jobs)} commands, {parallel} at a time, {env['OMP_NUM_THREADS']} thread(s) each: "
-                      + ", ".join(name for _, name in jobs))
+        self.log.info(
+            f"running {len(jobs)} commands, {parallel} at a time, {env['OMP_NUM_THREADS']} thread(s) each: "
+            + ", ".join(name for _, name in jobs)
+        )
         with ThreadPoolExecutor(parallel) as pool:
             futures = [pool.submit(self._run, cmd, name, env) for cmd, name in jobs]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
@@ -81,8 +91,13 @@ class Runner:
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         t0 = time.time()
         with open(log_path, "w") as f:
-            proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
+            proc = subprocess.Popen(
+                list(cmd),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
+            )
             self._procs.add(proc)
             try:
                 for line in proc.stdout:
@@ -93,14 +108,18 @@ class Runner:
             finally:
                 self._procs.discard(proc)
         if rc != 0:
-            raise SystemExit(f"error: {name} failed (exit {rc}); the command and its output are in {log_path}")
+            raise SystemExit(
+                f"error: {name} failed (exit {rc}); the command and its output are in {log_path}"
+            )
         self.seconds[name] = time.time() - t0
         return self.seconds[name]
 
     def write_commands(self, path: str) -> None:
         with atomic_open(path, "w") as f:
-            f.write("#!/bin/bash\n# the commands of this run, in order (steps reused from an earlier run included; "
-                    "runs listed one after another may have run side by side)\n")
+            f.write(
+                "#!/bin/bash\n# the commands of this run, in order (steps reused from an earlier run included; "
+                "runs listed one after another may have run side by side)\n"
+            )
             f.write("set -e\n" + "\n".join(self.commands) + "\n")
 
 

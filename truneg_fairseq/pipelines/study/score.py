@@ -29,8 +29,12 @@ def _start_scorer(kwargs: dict, threads: int) -> None:
     global _SCORER
     torch.set_num_threads(threads)
     # a spawned worker: warnings and errors in fairseq's format; the parent logs each score
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                        datefmt="%Y-%m-%d %H:%M:%S", level=logging.WARNING, stream=sys.stderr)
+    logging.basicConfig(
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        level=logging.WARNING,
+        stream=sys.stderr,
+    )
     _SCORER = FixedMaskScorer(**kwargs)
 
 
@@ -55,8 +59,14 @@ class Scores:
         return {"valid_blocks": self.valid_sequences, "valid_masked": self.valid_masked}
 
 
-def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases: int = 5,
-              log: Optional[logging.Logger] = None) -> Scores:
+def score_all(
+    setting: Setting,
+    work: str,
+    data_bin: str,
+    table: str,
+    num_cases: int = 5,
+    log: Optional[logging.Logger] = None,
+) -> Scores:
     """Score the stage-1 checkpoint (update 0 of every continuation) and every continuation
     checkpoint, and pick the cases (from the last checkpoints, distinct (gold, prediction)
     pairs, in the order of the runs). On the CPU the checkpoints are scored ``jobs`` at a time,
@@ -66,16 +76,33 @@ def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases:
     from truneg_fairseq.evaluation.false_negatives import derive, interval_checkpoints
 
     device = "cpu" if setting.cpu or not torch.cuda.is_available() else "cuda"
-    kwargs = dict(data_bin=data_bin, synonym_table=table, tokens_per_sample=setting.tokens_per_sample,
-                  break_mode=setting.break_mode, seed=setting.seed, max_blocks=setting.eval_max_blocks,
-                  passes=setting.eval_passes, device=device)
+    kwargs = dict(
+        data_bin=data_bin,
+        synonym_table=table,
+        tokens_per_sample=setting.tokens_per_sample,
+        break_mode=setting.break_mode,
+        seed=setting.seed,
+        max_blocks=setting.eval_max_blocks,
+        passes=setting.eval_passes,
+        device=device,
+    )
     ck = os.path.join(work, "checkpoints")
     tasks: List[Tuple[str, int, str, int]] = []  # (run, updates, checkpoint, cases wanted)
     for fam in setting.families:
-        tasks.append((f"{fam.name}_stage1", 0, os.path.join(ck, f"{fam.name}_stage1", "checkpoint_last.pt"), 0))
+        tasks.append(
+            (
+                f"{fam.name}_stage1",
+                0,
+                os.path.join(ck, f"{fam.name}_stage1", "checkpoint_last.pt"),
+                0,
+            )
+        )
         for crit in fam.criteria:
             saved = interval_checkpoints(os.path.join(ck, run_id(fam, crit)))
-            tasks += [(run_id(fam, crit), upd, path, num_cases if upd == max(saved) else 0) for upd, path in saved.items()]
+            tasks += [
+                (run_id(fam, crit), upd, path, num_cases if upd == max(saved) else 0)
+                for upd, path in saved.items()
+            ]
     jobs = min(setting.jobs or default_jobs(setting), len(tasks)) if device == "cpu" else 1
     pool, scored = _score_in_workers(tasks, kwargs, jobs, log)
     family_of = {run_id(fam, crit): fam.name for fam in setting.families for crit in fam.criteria}
@@ -97,10 +124,12 @@ def score_all(setting: Setting, work: str, data_bin: str, table: str, num_cases:
                     cases.append(c)
             if log:
                 r = reports[rid][upd]
-                log.info(f"scored {rid} update {upd}: loss {r.mlm_loss:.3f} bits, acc {r.mlm_acc:.2f}%, "
-                         f"synonym-aware {r.syn_acc:.2f}%, pred-level {r.pred_corr_ratio:.3f}%, "
-                         f"iter-level {r.iter_corr_ratio:.2f}% ({r.iter_corr_ratio_512:.2f}% over 512-token units), "
-                         f"content predictions {format_value(r.content_pred, '{:.1f}')}%")
+                log.info(
+                    f"scored {rid} update {upd}: loss {r.mlm_loss:.3f} bits, acc {r.mlm_acc:.2f}%, "
+                    f"synonym-aware {r.syn_acc:.2f}%, pred-level {r.pred_corr_ratio:.3f}%, "
+                    f"iter-level {r.iter_corr_ratio:.2f}% ({r.iter_corr_ratio_512:.2f}% over 512-token units), "
+                    f"content predictions {format_value(r.content_pred, '{:.1f}')}%"
+                )
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -122,6 +151,10 @@ def _score_in_workers(tasks, kwargs: dict, jobs: int, log: Optional[logging.Logg
 
     if log:
         log.info(f"scoring {len(tasks)} checkpoints, {jobs} at a time")
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_scorer,
-                               initargs=(kwargs, max(1, usable_cpus() // jobs)))
+    pool = ProcessPoolExecutor(
+        jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_scorer,
+        initargs=(kwargs, max(1, usable_cpus() // jobs)),
+    )
     return pool, pool.map(_score_task, tasks)

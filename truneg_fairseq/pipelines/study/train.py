@@ -12,36 +12,102 @@ from truneg_fairseq.pipelines.study.run import Runner, default_jobs
 from truneg_fairseq.pipelines.study.setting import REPO, USER_DIR, Family, Setting, run_id
 
 
-def train_command(setting: Setting, family: Family, criterion: str, data_bin: str, table: str, save_dir: str,
-                  stage: int) -> List[str]:
+def train_command(
+    setting: Setting,
+    family: Family,
+    criterion: str,
+    data_bin: str,
+    table: str,
+    save_dir: str,
+    stage: int,
+) -> List[str]:
     """The fairseq-train command line of a stage-1 run (from scratch) or a stage-2 continuation."""
     s = setting
     total = s.stage1_updates + s.stage2_updates
     cmd = [
-        sys.executable, "-m", "fairseq_cli.train", data_bin, "--user-dir", USER_DIR,
-        "--task", family.task, "--criterion", criterion, *family.arch,
-        "--tokens-per-sample", str(s.tokens_per_sample), "--sample-break-mode", s.break_mode,
-        "--num-workers", "0", "--batch-size", str(s.batch_size), "--seed", str(s.seed),
-        "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
-        "--clip-norm", "1.0", "--lr-scheduler", "polynomial_decay",
-        "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "50",
-        "--tensorboard-logdir", os.path.join(os.path.dirname(os.path.dirname(save_dir)), "tb", os.path.basename(save_dir)),
+        sys.executable,
+        "-m",
+        "fairseq_cli.train",
+        data_bin,
+        "--user-dir",
+        USER_DIR,
+        "--task",
+        family.task,
+        "--criterion",
+        criterion,
+        *family.arch,
+        "--tokens-per-sample",
+        str(s.tokens_per_sample),
+        "--sample-break-mode",
+        s.break_mode,
+        "--num-workers",
+        "0",
+        "--batch-size",
+        str(s.batch_size),
+        "--seed",
+        str(s.seed),
+        "--optimizer",
+        "adam",
+        "--adam-betas",
+        "(0.9,0.98)",
+        "--adam-eps",
+        "1e-6",
+        "--weight-decay",
+        "0.01",
+        "--clip-norm",
+        "1.0",
+        "--lr-scheduler",
+        "polynomial_decay",
+        "--save-dir",
+        save_dir,
+        "--no-epoch-checkpoints",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "50",
+        "--tensorboard-logdir",
+        os.path.join(os.path.dirname(os.path.dirname(save_dir)), "tb", os.path.basename(save_dir)),
         "--disable-validation",
     ]
     if stage == 1:
         # one schedule over both stages: warm-up, then linear decay that stage 2 finishes
-        cmd += ["--lr", str(s.lr), "--warmup-updates", str(s.warmup), "--total-num-update", str(total),
-                "--max-update", str(s.stage1_updates), "--save-interval-updates", str(s.stage1_updates)]
+        cmd += [
+            "--lr",
+            str(s.lr),
+            "--warmup-updates",
+            str(s.warmup),
+            "--total-num-update",
+            str(total),
+            "--max-update",
+            str(s.stage1_updates),
+            "--save-interval-updates",
+            str(s.stage1_updates),
+        ]
         init = embed_init_flag(family)
         if s.embed_init and init is not None:
             cmd += [init[0], vectors_path(data_bin, init[1])]
     else:
         lr = s.lr * (total - s.stage1_updates) / (total - s.warmup)
-        cmd += ["--lr", f"{lr:.6g}", "--warmup-updates", "0", "--total-num-update", str(s.stage2_updates),
-                "--max-update", str(s.stage2_updates), "--save-interval-updates", str(s.save_interval()),
-                "--keep-interval-updates", "-1",
-                "--restore-file", os.path.join(os.path.dirname(save_dir), f"{family.name}_stage1", "checkpoint_last.pt"),
-                "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
+        cmd += [
+            "--lr",
+            f"{lr:.6g}",
+            "--warmup-updates",
+            "0",
+            "--total-num-update",
+            str(s.stage2_updates),
+            "--max-update",
+            str(s.stage2_updates),
+            "--save-interval-updates",
+            str(s.save_interval()),
+            "--keep-interval-updates",
+            "-1",
+            "--restore-file",
+            os.path.join(os.path.dirname(save_dir), f"{family.name}_stage1", "checkpoint_last.pt"),
+            "--reset-optimizer",
+            "--reset-dataloader",
+            "--reset-meters",
+            "--reset-lr-scheduler",
+        ]
     if s.cpu:
         cmd += ["--cpu"]
     if criterion not in ("masked_lm", "electra"):
@@ -60,7 +126,9 @@ def embed_init_flag(family: Family) -> Optional[Tuple[str, int]]:
         flag, size_flag = "--electra-embed-init", "--electra-embed-dim"
         from truneg_fairseq.models.electra_config import ELECTRA_SIZES
 
-        default = ELECTRA_SIZES.get(arch, ELECTRA_SIZES["electra_base"]).embed  # --arch electra: base's
+        default = ELECTRA_SIZES.get(
+            arch, ELECTRA_SIZES["electra_base"]
+        ).embed  # --arch electra: base's
     else:
         return None
     return flag, int(a[a.index(size_flag) + 1]) if size_flag in a else default
@@ -82,12 +150,27 @@ def write_word_vectors(setting: Setting, work: str, data_bin: str, run: Runner) 
         from truneg_fairseq.data.word_vectors import write_vectors
 
         dict_txt, text = os.path.join(data_bin, "dict.txt"), os.path.join(work, "raw", "train.txt")
-        run.here(lambda: write_vectors(dict_txt, text, out, dim, 5),
-                 [sys.executable, os.path.join(REPO, "scripts", "word_vectors.py"), "--dict", dict_txt, "--text", text,
-                  "--dim", str(dim), "--output", out], f"word_vectors_{dim}")
+        run.here(
+            lambda: write_vectors(dict_txt, text, out, dim, 5),
+            [
+                sys.executable,
+                os.path.join(REPO, "scripts", "word_vectors.py"),
+                "--dict",
+                dict_txt,
+                "--text",
+                text,
+                "--dim",
+                str(dim),
+                "--output",
+                out,
+            ],
+            f"word_vectors_{dim}",
+        )
 
 
-def train_all(setting: Setting, work: str, data_bin: str, table: str, run: Runner) -> Dict[str, float]:
+def train_all(
+    setting: Setting, work: str, data_bin: str, table: str, run: Runner
+) -> Dict[str, float]:
     """Stage 1 of every family (side by side), then every continuation (side by side, slowest
     first); returns the training seconds per run."""
     from truneg_fairseq.evaluation.false_negatives import interval_checkpoints
@@ -99,8 +182,15 @@ def train_all(setting: Setting, work: str, data_bin: str, table: str, run: Runne
     for fam in setting.families:
         save = os.path.join(ck, f"{fam.name}_stage1")
         if not os.path.isfile(os.path.join(save, "checkpoint_last.pt")):
-            run.log.info(f"stage 1: {fam.name} with --criterion {fam.baseline}, {setting.stage1_updates} updates")
-            stage1.append((train_command(setting, fam, fam.baseline, data_bin, table, save, 1), f"train_{fam.name}_stage1"))
+            run.log.info(
+                f"stage 1: {fam.name} with --criterion {fam.baseline}, {setting.stage1_updates} updates"
+            )
+            stage1.append(
+                (
+                    train_command(setting, fam, fam.baseline, data_bin, table, save, 1),
+                    f"train_{fam.name}_stage1",
+                )
+            )
         else:
             run.commands.append(f"# reused {save}/checkpoint_last.pt")
     run.run_many(stage1, jobs)
@@ -111,8 +201,15 @@ def train_all(setting: Setting, work: str, data_bin: str, table: str, run: Runne
             if os.path.isdir(save) and setting.stage2_updates in interval_checkpoints(save):
                 run.commands.append(f"# reused {save}")
                 continue
-            run.log.info(f"stage 2: {fam.name} continued with --criterion {crit}, {setting.stage2_updates} updates")
-            stage2.append((train_command(setting, fam, crit, data_bin, table, save, 2), f"train_{run_id(fam, crit)}"))
+            run.log.info(
+                f"stage 2: {fam.name} continued with --criterion {crit}, {setting.stage2_updates} updates"
+            )
+            stage2.append(
+                (
+                    train_command(setting, fam, crit, data_bin, table, save, 2),
+                    f"train_{run_id(fam, crit)}",
+                )
+            )
     # sentence-KL runs two encoder passes per step: start it first so the others fill in around it
     stage2.sort(key=lambda job: "mlm_sent_kl" not in job[1])
     run.run_many(stage2, jobs)
