@@ -33,3 +33,81 @@ def count_arg(text: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
     return n
+
+
+def _renamed_flag_action(new_flag: str):
+    """An argparse action for a flag kept under an old name: it stores into the new name's dest
+    and says which name to use from now on."""
+    import argparse
+
+    class Renamed(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(
+                f"note: {option_string} is now {new_flag}; the old name still works",
+                file=sys.stderr,
+            )
+            setattr(namespace, self.dest, values)
+
+    return Renamed
+
+
+def add_renamed_flag(parser, old_flag: str, new_flag: str, dest: str, **kwargs) -> None:
+    """Accept ``old_flag`` as an alias of ``new_flag`` (same ``dest``), hidden from ``--help``."""
+    import argparse
+
+    parser.add_argument(
+        old_flag, dest=dest, action=_renamed_flag_action(new_flag), help=argparse.SUPPRESS, **kwargs
+    )
+
+
+def add_dict_flag(parser, required: bool = True, help: str = "fairseq dict.txt") -> None:
+    """``--dict``: the one name for a fairseq dictionary in every command (``--srcdict`` kept)."""
+    parser.add_argument("--dict", dest="dict", required=False, default=None, help=help)
+    add_renamed_flag(parser, "--srcdict", "--dict", dest="dict")
+    parser.set_defaults(_dict_required=required)
+
+
+def check_required_dict(parser, args) -> None:
+    """argparse cannot require one of two spellings: call after parse_args."""
+    if getattr(args, "_dict_required", False) and not args.dict:
+        parser.error("the following arguments are required: --dict")
+
+
+def add_checkpoint_args(parser, several: bool = False, help: str = "fairseq checkpoint (.pt)"):
+    """Checkpoints are positional in every command; ``--checkpoint PATH`` is kept as an alias."""
+    parser.add_argument(
+        "checkpoints" if several else "checkpoint", nargs="*" if several else "?", help=help
+    )
+    parser.add_argument(
+        "--checkpoint",
+        dest="_checkpoint_flag",
+        action="append",
+        default=None,
+        help=_suppress(),
+    )
+
+
+def _suppress():
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def resolve_checkpoint_args(parser, args, several: bool = False):
+    """Merge ``--checkpoint`` into the positional; error when none was given."""
+    flagged = getattr(args, "_checkpoint_flag", None) or []
+    if flagged:
+        print(
+            "note: --checkpoint is now a positional argument; the old form still works",
+            file=sys.stderr,
+        )
+    if several:
+        args.checkpoints = list(args.checkpoints or []) + flagged
+        if not args.checkpoints:
+            parser.error("give at least one checkpoint (.pt)")
+    else:
+        given = ([args.checkpoint] if args.checkpoint else []) + flagged
+        if len(given) != 1:
+            parser.error("give exactly one checkpoint (.pt)")
+        args.checkpoint = given[0]
+    return args
