@@ -91,10 +91,17 @@ def test_literal_values_still_load(plain_checkpoint, tmp_path):
     assert eval(state["cfg"].optimizer.adam_betas) == (0.9, 0.98)  # the literal, rewritten
 
 
-def _other_architecture(plain: Path, out: Path, payload: str, old_style: bool) -> Path:
-    """A copy of a real checkpoint that says it is fairseq's fconv_lm with code in
-    ``decoder_layers`` (fconv_lm passes it to ``eval``): still plain data. ``old_style`` writes
-    it as a checkpoint of fairseq's argparse era, one ``args`` namespace and no ``cfg``."""
+def _other_architecture(
+    plain: Path,
+    out: Path,
+    payload: str,
+    old_style: bool,
+    arch: str = "fconv_lm",
+    field: str = "decoder_layers",
+) -> Path:
+    """A copy of a real checkpoint that says it is fairseq's ``arch`` with code in ``field`` (a
+    value that architecture passes to ``eval``): still plain data. ``old_style`` writes it as a
+    checkpoint of fairseq's argparse era, one ``args`` namespace and no ``cfg``."""
     import argparse
 
     state = torch.load(plain, map_location="cpu", weights_only=True)
@@ -114,16 +121,14 @@ def _other_architecture(plain: Path, out: Path, payload: str, old_style: bool) -
             flat.update(vars(value) if isinstance(value, argparse.Namespace) else dict(value or {}))
         flat.update(vars(state["cfg"]["model"]))
         flat = {k: v for k, v in flat.items() if k != "_name"}
-        flat.update(
-            arch="fconv_lm", decoder_layers=payload, task="masked_lm", criterion="masked_lm"
-        )
+        flat.update({"arch": arch, field: payload, "task": "masked_lm", "criterion": "masked_lm"})
         state["args"] = argparse.Namespace(**flat)
         state["cfg"] = None
     else:
         model = state["cfg"]["model"]
-        setattr(model, "_name", "fconv_lm")
-        setattr(model, "arch", "fconv_lm")
-        setattr(model, "decoder_layers", payload)
+        setattr(model, "_name", arch)
+        setattr(model, "arch", arch)
+        setattr(model, field, payload)
     torch.save(state, out)
     torch.load(out, weights_only=True)  # it passes torch's weights-only load
     return out
@@ -170,6 +175,51 @@ def test_a_checkpoint_of_another_family_is_refused_before_anything_is_built(
         )
         assert "Traceback" not in proc.stderr, name
     assert not marker.exists() and not (tmp_path / "hf").exists()
+
+
+# Every way a fairseq architecture outside the plugin's families would run a config string: the
+# architecture and the field it passes to ``eval`` (fairseq 0.12's models).
+CODE_ROUTES = [
+    ("fconv_lm", "decoder_layers"),
+    ("fconv", "encoder_layers"),
+    ("fconv_self_att", "decoder_layers"),
+    ("transformer_lm", "character_filters"),
+    ("lightconv_lm", "character_filters"),
+    ("wav2vec2", "conv_feature_layers"),
+    ("hubert", "conv_feature_layers"),
+    ("wav2vec", "conv_aggregator_layers"),
+]
+
+
+@pytest.mark.parametrize("old_style", [False, True], ids=["cfg", "args"])
+@pytest.mark.parametrize("arch,field", CODE_ROUTES, ids=[f"{a}.{f}" for a, f in CODE_ROUTES])
+def test_every_code_route_is_refused_by_every_loader(
+    plain_checkpoint, data_bin, tmp_path, arch, field, old_style
+):
+    """The plugin's inference loader (evaluate_mlm, convert_hf export, glue/squad prediction),
+    fairseq's own loader under the plugin (fairseq-validate, a resume) and fairseq's hub
+    (``RobertaModel.from_pretrained``) refuse the crafted checkpoint; the payload never runs."""
+    from fairseq import checkpoint_utils, hub_utils
+
+    import truneg_fairseq  # noqa: F401  (installs the checks)
+    from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
+    from truneg_fairseq.compat import UnsafeCheckpointError
+
+    marker = tmp_path / "PWNED"
+    evil = _other_architecture(
+        plain_checkpoint, tmp_path / "evil.pt", _payload(marker), old_style, arch, field
+    )
+    with pytest.raises(CheckpointError, match=rf"architecture '{arch}', which the plugin does not"):
+        load_for_inference(evil, str(data_bin))
+    with pytest.raises(UnsafeCheckpointError, match=rf"{field} is .*fairseq evaluates this field"):
+        checkpoint_utils.load_model_ensemble_and_task(
+            [str(evil)], arg_overrides={"data": str(data_bin)}
+        )
+    with pytest.raises(UnsafeCheckpointError, match=rf"{field} is .*fairseq evaluates this field"):
+        hub_utils.from_pretrained(
+            str(tmp_path), checkpoint_file="evil.pt", data_name_or_path=str(data_bin)
+        )
+    assert not marker.exists()
 
 
 def test_the_loadable_families_are_the_plugins_own():

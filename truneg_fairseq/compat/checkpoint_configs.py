@@ -274,6 +274,26 @@ def plugin_families_only():
         _FAMILIES_ONLY.reset(token)
 
 
+def _explain_failed_upgrade(path: str) -> None:
+    """fairseq failed while reading or upgrading ``path`` (an old-style ``args`` checkpoint is
+    converted to a config before any check can see it, and that conversion fails for some other
+    architectures): when the stored file itself is of another family (where only the plugin's are
+    loaded) or holds code in an evaluated field, raise that error instead of fairseq's."""
+    import torch
+
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:
+        return  # not readable as plain data either: fairseq's own error stands
+    if not isinstance(raw, dict):
+        return
+    if _FAMILIES_ONLY.get():
+        check_architecture(raw, path)
+    for key in ("cfg", "args"):
+        if raw.get(key) is not None:
+            sanitise_config(raw[key], path)
+
+
 def safe_checkpoint_configs() -> None:
     """Check the config of every checkpoint fairseq loads (see the module docstring): the
     architecture first where :func:`plugin_families_only` asks for it, then every evaluated field.
@@ -289,7 +309,11 @@ def safe_checkpoint_configs() -> None:
         return
 
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        state = original(path, arg_overrides=arg_overrides, load_on_all_ranks=load_on_all_ranks)
+        try:
+            state = original(path, arg_overrides=arg_overrides, load_on_all_ranks=load_on_all_ranks)
+        except Exception:
+            _explain_failed_upgrade(str(path))
+            raise
         if _FAMILIES_ONLY.get():
             check_architecture(state, str(path))
         for key in ("cfg", "args"):
