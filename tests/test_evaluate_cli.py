@@ -102,8 +102,10 @@ def imported(tmp_path_factory):
 
 
 def _result(out: str, ck) -> dict:
-    line = next(l for l in out.splitlines() if l.startswith(f"{ck}: "))
-    return {k: float(v) for k, v in re.findall(r"(\w+) ([-\d.e+]+)", line[len(f"{ck}: ") :])}
+    """The values of ``ck`` in its summary line (logged in fairseq's format)."""
+    line = next(l for l in out.splitlines() if f"| INFO | truneg_fairseq.evaluate_mlm | {ck}: " in l)
+    rest = line.split(f"| {ck}: ", 1)[1]
+    return {k: float(v) for k, v in re.findall(r"(\w+) ([-\d.e+]+)", rest)}
 
 
 # ---- --data: cases, the line when there is none, long lines ---------------------------------------
