@@ -110,9 +110,9 @@ def get_parser():
     p.add_argument(
         "--first-look-updates",
         type=count_arg,
-        default=150,
+        default=100,
         metavar="N",
-        help="stage-1 updates of the first look printed before the full run (default 150; "
+        help="stage-1 updates of the first look printed before the full run (default 100; "
         "stage 2: N/3 per criterion; 0: no first look)",
     )
     p.add_argument(
