@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import REPO, run_script
+from utils import REPO, TINY_ELECTRA, fairseq_train, run_script, tiny_corpus_lines
 
 from truneg_fairseq.checkpoints import CheckpointError
 from truneg_fairseq.models.hub import fill_wordpiece, from_pretrained
@@ -103,6 +103,37 @@ def test_a_new_interpreter_needs_no_plugin_import(imported):
         cwd=str(imported.parent),
     )
     assert fairseq_alone.returncode != 0 and "Unpickl" in fairseq_alone.stderr
+
+
+def test_fill_mask_serves_an_electra_generator(imported, tmp_path):
+    """A tiny ELECTRA trained (1 real update) on text binarized with the import's dictionary:
+    fill_mask asks its generator, the checkpoint and the dictionary in different places."""
+    from truneg_fairseq.data import corpus
+
+    lines = tiny_corpus_lines(60, seed=5)
+    corpus.atomic_write_lines(tmp_path / "train.txt", lines[:50])
+    corpus.atomic_write_lines(tmp_path / "valid.txt", lines[50:])
+    data = corpus.binarize(
+        tmp_path / "train.txt",
+        tmp_path / "valid.txt",
+        tmp_path / "bin",
+        srcdict=imported / "dict.txt",
+    )
+    fairseq_train(
+        data,
+        tmp_path / "ck",
+        [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra", "--max-update", "1"],
+    )
+    lm = from_pretrained(
+        tmp_path / "ck",
+        checkpoint_file="checkpoint_last.pt",
+        data_name_or_path=str(data),
+        vocab=str(imported / "vocab.txt"),
+    )
+    top = lm.fill_mask(MASKED, topk=4)
+    probs = [p for _, p, _ in top]
+    assert len(top) == 4 and probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
+    assert all(text == fill_wordpiece(MASKED, piece) for text, _, piece in top)
 
 
 def test_bad_places_are_one_error_naming_them(imported, tmp_path):
