@@ -120,13 +120,13 @@ def _score_data(checkpoints: Sequence[str], data: str, cfg: EvalConfig) -> List[
 
     out: List[Scored] = []
     samples = None
-    for n, checkpoint in enumerate(checkpoints):
+    for checkpoint in checkpoints:
         models, mcfg, task = load_for_inference(checkpoint, data, {"seed": cfg.seed})
         model = models[0].eval()
         if samples is None:
             check_split(mcfg.task.data, cfg.subset)
-            positions = cfg.block_size or utils.resolve_max_positions(
-                task.max_positions(), model.max_positions()
+            positions = utils.resolve_max_positions(
+                task.max_positions(), model.max_positions(), cfg.block_size
             )
             samples = _data_samples(task, positions, cfg, checkpoint, several=len(checkpoints) > 1)
         scorer = MaskedLMScorer(model, task, mcfg.model._name, cfg.synonym_table, cfg.device)
