@@ -13,7 +13,14 @@ import sys
 import pytest
 import torch
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import REPO, TINY_ELECTRA, fairseq_train, run_script, tiny_corpus_lines
+from utils import (
+    REPO,
+    TINY_ELECTRA,
+    TINY_ROBERTA,
+    fairseq_train,
+    run_script,
+    tiny_corpus_lines,
+)
 
 from truneg_fairseq.checkpoints import CheckpointError
 from truneg_fairseq.models.hub import fill_wordpiece, from_pretrained
@@ -134,6 +141,26 @@ def test_fill_mask_serves_an_electra_generator(imported, tmp_path):
     probs = [p for _, p, _ in top]
     assert len(top) == 4 and probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
     assert all(text == fill_wordpiece(MASKED, piece) for text, _, piece in top)
+
+
+def test_a_trained_checkpoint_with_a_sentencepiece_config(corpus_dir, data_bin, tmp_path):
+    """A RoBERTa trained (1 update) on the session corpus: no tokenizer in its config is one
+    error saying what to give; with fairseq's sentencepiece BPE config the interface encodes,
+    decodes and fills the mask."""
+    fairseq_train(
+        data_bin,
+        tmp_path / "ck",
+        ["--criterion", "masked_lm", *TINY_ROBERTA, "--max-update", "1", "--disable-validation"],
+    )
+    where = dict(checkpoint_file="checkpoint_last.pt", data_name_or_path=str(data_bin))
+    bare = from_pretrained(tmp_path / "ck", **where)
+    with pytest.raises(CheckpointError, match="no tokenizer to encode text"):
+        bare.fill_mask("the farmer will <mask> at home")
+    spm = {"_name": "sentencepiece", "sentencepiece_model": str(corpus_dir / "spm.model")}
+    lm = from_pretrained(tmp_path / "ck", bpe=spm, **where)
+    assert lm.decode(lm.encode("the farmer will stay at home")) == "the farmer will stay at home"
+    top = lm.fill_mask("the farmer will <mask> at home", topk=2)
+    assert len(top) == 2 and all(text.startswith("the farmer will ") for text, _, _ in top)
 
 
 def test_bad_places_are_one_error_naming_them(imported, tmp_path):

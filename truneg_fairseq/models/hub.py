@@ -111,15 +111,16 @@ def from_pretrained(
     model_name_or_path,
     checkpoint_file: str = "model.pt",
     data_name_or_path: str = ".",
-    bpe: Optional[str] = None,
+    bpe=None,
     vocab: Optional[str] = None,
     lowercase: Optional[bool] = None,
     **overrides,
 ) -> TrunegHubInterface:
     """The hub interface of ``model_name_or_path/checkpoint_file`` (a local directory: nothing
     is downloaded), its dictionary from ``data_name_or_path`` (relative to the directory; "."
-    for an import directory). ``bpe``: a fairseq BPE name to build from the checkpoint's config
-    (default: the checkpoint's own, else WordPiece when a vocab.txt is found); ``vocab``:
+    for an import directory). ``bpe``: a fairseq BPE config, its name or a dict of its fields
+    (``{"_name": "sentencepiece", "sentencepiece_model": "spm.model"}``; default: the
+    checkpoint's own, else WordPiece when a vocab.txt is found); ``vocab``:
     WordPiece vocab.txt; ``overrides``: checkpoint config fields (as fairseq's
     ``arg_overrides``). Errors are :class:`CheckpointError` naming the file."""
     root = Path(model_name_or_path)
@@ -137,7 +138,7 @@ def from_pretrained(
         from omegaconf import open_dict
 
         with open_dict(cfg):
-            cfg.bpe = {"_name": bpe}
+            cfg.bpe = {"_name": bpe} if isinstance(bpe, str) else dict(bpe)
     hub = TrunegHubInterface(cfg, task, models[0])
     found = [Path(vocab)] if vocab else [root / "vocab.txt", data / "vocab.txt"]
     found = [p for p in found if p.is_file()]
