@@ -65,7 +65,7 @@ class TrunegHubInterface(RobertaHubInterface):
         if self.bpe is None:
             raise CheckpointError(
                 "this model has no tokenizer to encode text: give from_pretrained(..., vocab=) "
-                "the WordPiece vocab.txt of its dictionary (or bpe= a fairseq BPE name)"
+                "the WordPiece vocab.txt of its dictionary (or bpe= a fairseq BPE config)"
             )
         d = self.task.source_dictionary
         spans = [self.bpe.encode(s.strip()) for s in masked_input.split(MASK)]
