@@ -1,5 +1,7 @@
 # truneg-fairseq: set-up, demo and tests.
-#   make demo   install everything, then run the built-in demo (WordNet-gloss corpus, 3 criterions)
+#   make demo   install everything, then run the built-in demo (WordNet-gloss corpus, 3 criterions);
+#               a first small table (the first look) comes before the full run goes on
+#   make demo-quick  the first look only (a short stage 1 and 2, scored at once), then stop
 #   make study  RoBERTa and ELECTRA, 4 criterions each, scored at 20/40/60/80/100% of training, with plots
 #   make test   install everything, then run the test suite (one worker per core, the 15 slowest
 #               tests listed at the end)
@@ -18,7 +20,7 @@ PIP := $(PY) -m pip
 WORDNET_DIR ?= /usr/share/wordnet
 STAMP := $(VENV)/.installed
 
-.PHONY: install wordnet demo study test test-quick bench gpu-check lint clean
+.PHONY: install wordnet demo demo-quick study test test-quick bench gpu-check lint clean
 
 install: $(STAMP) wordnet
 
@@ -46,6 +48,9 @@ wordnet:
 
 demo: install
 	$(PY) scripts/demo.py --workdir demo_work
+
+demo-quick: install
+	$(PY) scripts/demo.py --workdir demo_work --quick
 
 # Correction ratios over training for RoBERTa and ELECTRA (examples/study/).
 study: install

@@ -102,8 +102,12 @@ def imported(tmp_path_factory):
 
 
 def _result(out: str, ck) -> dict:
-    line = next(l for l in out.splitlines() if l.startswith(f"{ck}: "))
-    return {k: float(v) for k, v in re.findall(r"(\w+) ([-\d.e+]+)", line[len(f"{ck}: ") :])}
+    """The values of ``ck`` in its summary line (logged in fairseq's format)."""
+    line = next(
+        ln for ln in out.splitlines() if f"| INFO | truneg_fairseq.evaluate_mlm | {ck}: " in ln
+    )
+    rest = line.split(f"| {ck}: ", 1)[1]
+    return {k: float(v) for k, v in re.findall(r"(\w+) ([-\d.e+]+)", rest)}
 
 
 # ---- --data: cases, the line when there is none, long lines ---------------------------------------
@@ -152,7 +156,7 @@ def test_data_mode_long_lines_break_keeps_every_token(words, run_main):
     )
     assert code == 0, err
     total = sum(
-        len(l.split()) + 1 for l in VALID
+        len(ln.split()) + 1 for ln in VALID
     )  # words and </s>, in blocks of POSITIONS - 1 plus <s>
     assert _result(out, words["house"])["sequences"] == math.ceil(total / (POSITIONS - 1))
     assert "left out" not in out and f"cut into blocks of at most {POSITIONS} tokens" in out
@@ -184,11 +188,11 @@ def test_text_mode_reports_the_loss_and_shows_cases(words, run_main):
     )
     assert code == 0, err
     # the long lines are cut to the model's positions (not to --max-len's default 128)
-    n_words = sum(min(len(l.split()), POSITIONS - 2) for l in VALID)
+    n_words = sum(min(len(ln.split()), POSITIONS - 2) for ln in VALID)
     assert f"cut 2 of {len(VALID)} lines of {words['valid']} to {POSITIONS} ids" in out
     large, house = _result(out, words["large"]), _result(out, words["house"])
     assert large["masked"] == house["masked"] == n_words
-    n_right = sum(l.split()[: POSITIONS - 2].count("large") for l in VALID)
+    n_right = sum(ln.split()[: POSITIONS - 2].count("large") for ln in VALID)
     assert large["mlm_acc"] == pytest.approx(100 * n_right / n_words, abs=1e-3)
     per_wrong_nats = large["mlm_loss"] * math.log(2) * n_words / (n_words - n_right)
     assert abs(per_wrong_nats - 1000) < 15, large
@@ -277,7 +281,7 @@ def test_coverage_line_names_what_it_counts(imported, tmp_path, run_main):
         ],
     )
     assert code == 0, err
-    line = next(l for l in out.splitlines() if "| coverage " in l)
+    line = next(ln for ln in out.splitlines() if "| coverage " in ln)
     m = re.search(
         r"coverage ([\d.]+)%: (\d+) of (\d+) candidate entries have at least one WordNet synonym that is "
         r"itself a candidate entry",
@@ -305,5 +309,5 @@ def test_coverage_line_names_what_it_counts(imported, tmp_path, run_main):
 def test_conversion_prints_no_hydra_deprecation_notices(imported):
     """convert_hf.py import composes a fairseq config (fairseq's hydra compose path)."""
     stderr = imported["import_stderr"]
-    assert not [l for l in stderr.splitlines() if "deprecat" in l.lower()], stderr
+    assert not [ln for ln in stderr.splitlines() if "deprecat" in ln.lower()], stderr
     assert "hydra" not in stderr.lower(), stderr

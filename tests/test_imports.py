@@ -86,7 +86,7 @@ def test_the_circle_detector_finds_one():
 # and of the layers below it, never above. The package root registers the plugin with fairseq
 # (loaders import it before reading a checkpoint) and is the only module any layer may import.
 LAYERS = (
-    ("leaves", ("errors", "io_utils", "compat", "precision", "checkpoints", "cli")),
+    ("leaves", ("errors", "io_utils", "compat", "precision", "checkpoints")),
     ("text", ("text",)),
     ("lexicon", ("lexicon",)),
     ("data", ("data",)),
@@ -96,6 +96,7 @@ LAYERS = (
     ("criterions", ("criterions",)),
     ("convert", ("convert",)),
     ("pipelines", ("pipelines",)),
+    ("commands", ("cli",)),  # each command's argparse over the library functions below
 )
 
 

@@ -1,6 +1,16 @@
-"""SQuAD v1.1 scoring with the official answer normalisation (lower-case, punctuation and the
-articles a/an/the removed, whitespace collapsed); EM and token F1 take the best over the gold
-answers of each question."""
+"""SQuAD v1.1 scoring with the official answer normalisation (lower-case, ASCII punctuation and
+the articles a/an/the removed, whitespace collapsed); EM and token F1 take the best over the
+gold answers of each question, a question without a prediction scores 0 and counts in the
+total: the definitions of the official v1.1 evaluation script, pinned on known cases by
+tests/test_evaluate_metrics.py (its quirks included: an answer that normalises to nothing
+matches exactly another such answer but has F1 0).
+
+Why this module rather than a library: HuggingFace ``evaluate``'s "squad" metric is a script
+that ``evaluate.load`` fetches from the Hub at run time (no network here, and none promised on a
+training machine); ``torchmetrics`` (``SQuAD``) computes it offline but would add itself and
+``lightning-utilities`` to the install for these few lines. The official definitions are short
+and fixed, so they are kept here.
+"""
 
 import collections
 import re

@@ -7,18 +7,20 @@ text) score through :class:`truneg_fairseq.pipelines.scorer.MaskedLMScorer`, the
 own accounting (:mod:`truneg_fairseq.evaluation.false_negatives` defines every number).
 """
 
+import itertools
 import json
 import logging
 import os
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch
 from fairseq import utils
 
 from truneg_fairseq.checkpoints import CheckpointError
-from truneg_fairseq.pipelines.scorer import MaskedLMScorer, Scored, masked_samples
+from truneg_fairseq.pipelines.scorer import MaskedLMScorer, Progress, Scored, masked_samples
 
 logger = logging.getLogger(__name__)
 
@@ -51,54 +53,117 @@ def check_split(data: str, subset: str) -> None:
     )
 
 
+@dataclass
+class EvalConfig:
+    """How ``evaluate_mlm.py`` scores (its flags). Fields marked --data or --text apply to that
+    mode only."""
+
+    synonym_table: Optional[str] = None  # None: loss and accuracy only
+    device: str = "cpu"
+    batch_size: int = 32
+    seed: int = 1  # masking seed, the same for every checkpoint
+    show: int = 0  # Figure-3 cases per checkpoint (needs a synonym table)
+    progress_seconds: float = 10.0  # a progress line at most this often while scoring
+    # ids per block (--data) or per line (--text) for every checkpoint; None: the checkpoint's
+    # own (one checkpoint) or the smallest max positions of all (several: :func:`compare`)
+    block_size: Optional[int] = None
+    subset: str = "valid"  # --data
+    max_batches: int = 0  # --data; 0: the whole split
+    long_lines: str = "skip"  # --data: skip or break blocks longer than the block size
+    max_len: int = 128  # --text: ids per line (longer lines are cut)
+    mask_prob: float = 0.15  # --text
+    max_lines: int = 0  # --text; 0: every line
+    vocab: Optional[str] = None  # --text: WordPiece vocab.txt (default: beside the checkpoint)
+    lowercase: Optional[bool] = None  # --text: None: as the import recorded it, else lower-cased
+
+
+def _config(config: Optional[EvalConfig], synonym_table: Optional[str], fields: dict):
+    cfg = replace(config or EvalConfig(), **fields)
+    if synonym_table is not None:
+        cfg = replace(cfg, synonym_table=synonym_table)
+    if cfg.long_lines not in LONG_LINES:
+        raise ValueError(
+            f"long_lines must be one of {', '.join(LONG_LINES)}, got {cfg.long_lines!r}"
+        )
+    return cfg
+
+
 def evaluate_mlm(
     checkpoint: str,
     data: str,
     synonym_table: Optional[str] = None,
-    subset: str = "valid",
-    batch_size: int = 32,
-    max_batches: int = 0,
-    seed: int = 1,
-    long_lines: str = "skip",
-    show: int = 0,
+    config: Optional[EvalConfig] = None,
     cases: Optional[list] = None,
-    device: str = "cpu",
+    **fields,
 ) -> Scored:
     """The counts (:class:`~truneg_fairseq.evaluation.false_negatives.Counts`; ``.report`` gives
-    the values) of ``checkpoint`` on binarized ``subset`` of ``data``, masked by the
-    checkpoint's own task with ``seed``: the samples a valid pass of that training sees, every
-    sequence scored. The blocks are the checkpoint's task's (its ``--tokens-per-sample`` and
-    ``--sample-break-mode``); ``long_lines`` decides what happens to blocks longer than the
-    model's positions: ``skip`` leaves them out (counted in the log), ``break`` cuts the split
-    into blocks of at most that many tokens (break mode ``none``). ``show`` > 0 (with a
-    ``synonym_table``): up to that many Figure-3 cases, one per distinct gold/prediction pair,
-    also appended to ``cases``."""
+    the values) of ``checkpoint`` on binarized ``config.subset`` of ``data``, masked by the
+    checkpoint's own task with ``config.seed``: the samples a valid pass of that training sees,
+    every sequence scored. The blocks are the checkpoint's task's (its ``--tokens-per-sample``
+    and ``--sample-break-mode``, the first at most ``config.block_size``); ``long_lines``
+    decides what happens to blocks longer than the model's positions: ``skip`` leaves them out
+    (counted in the log), ``break`` cuts the split into blocks of at most that many tokens
+    (break mode ``none``). ``show`` > 0 (with a synonym table): up to that many Figure-3
+    cases, one per distinct gold/prediction pair, also appended to ``cases``. ``config``
+    (:class:`EvalConfig`), its fields also accepted one by one as keywords."""
+    cfg = _config(config, synonym_table, fields)
+    scored = _score_data([checkpoint], data, cfg)[0]
+    if cases is not None:
+        cases += scored.cases
+    return scored
+
+
+def _score_data(checkpoints: Sequence[str], data: str, cfg: EvalConfig) -> List[Scored]:
+    """Every checkpoint on the same samples: those the first checkpoint's task builds and masks
+    (blocks of at most ``cfg.block_size`` tokens where given), drawn once."""
     from truneg_fairseq.checkpoints import load_for_inference
 
-    if long_lines not in LONG_LINES:
-        raise ValueError(f"long_lines must be one of {', '.join(LONG_LINES)}, got {long_lines!r}")
-    models, cfg, task = load_for_inference(checkpoint, data, {"seed": seed})
-    model = models[0].eval()
-    check_split(cfg.task.data, subset)
-    scorer = MaskedLMScorer(model, task, cfg.model._name, synonym_table, device)
-    positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
-    dataset = _load_split(task, subset, positions, long_lines, checkpoint)
+    out: List[Scored] = []
+    samples = None
+    for checkpoint in checkpoints:
+        models, mcfg, task = load_for_inference(checkpoint, data, {"seed": cfg.seed})
+        model = models[0].eval()
+        if samples is None:
+            check_split(mcfg.task.data, cfg.subset)
+            positions = utils.resolve_max_positions(
+                task.max_positions(), model.max_positions(), cfg.block_size
+            )
+            samples = _data_samples(task, positions, cfg, checkpoint, several=len(checkpoints) > 1)
+        scorer = MaskedLMScorer(model, task, mcfg.model._name, cfg.synonym_table, cfg.device)
+        progress = Progress(f"scoring {checkpoint}", cfg.progress_seconds)
+        max_batches = 0 if isinstance(samples, list) else cfg.max_batches
+        scored = scorer.score(samples, cfg.show, max_batches=max_batches, progress=progress)
+        logger.info(
+            f"{checkpoint}: scored {scored.counts.sequences} sequences of {cfg.subset}, "
+            f"{scored.counts.masked} masked words ({scored.counts.special_masked} masked special "
+            "entries)"
+        )
+        out.append(scored)
+        del models, model, scorer
+    return out
+
+
+def _data_samples(task, positions: int, cfg: EvalConfig, checkpoint: str, several: bool):
+    """The batches of ``cfg.subset`` as ``task`` builds and masks them with ``cfg.seed``, blocks
+    of at most ``positions`` tokens: an iterator (one checkpoint) or, for several, a list held
+    so that each checkpoint gets exactly the same masks."""
+    from omegaconf import open_dict
+
+    if (task.cfg.get("tokens_per_sample", None) or positions) > positions:
+        with open_dict(task.cfg):
+            task.cfg.tokens_per_sample = positions
+    dataset = _load_split(task, cfg.subset, positions, cfg.long_lines, checkpoint)
     itr = task.get_batch_iterator(
         dataset=dataset,
-        max_sentences=batch_size,
-        seed=seed,
+        max_sentences=cfg.batch_size,
+        seed=cfg.seed,
         num_workers=0,
         max_positions=positions,
         ignore_invalid_inputs=True,
     ).next_epoch_itr(shuffle=False)
-    scored = scorer.score(itr, show, max_batches=max_batches)
-    if cases is not None:
-        cases += scored.cases
-    logger.info(
-        f"{checkpoint}: scored {scored.counts.sequences} sequences of {subset}, "
-        f"{scored.counts.masked} masked words ({scored.counts.special_masked} masked special entries)"
-    )
-    return scored
+    if not several:
+        return itr
+    return list(itertools.islice(itr, cfg.max_batches or None))
 
 
 def _load_split(task, subset: str, positions: int, long_lines: str, checkpoint: str):
@@ -201,49 +266,184 @@ def evaluate_text(
     checkpoint,
     text,
     synonym_table: Optional[str] = None,
-    device: str = "cpu",
-    batch_size: int = 32,
-    max_len: int = 128,
-    mask_prob: float = 0.15,
-    seed: int = 1,
-    max_lines: int = 0,
-    show: int = 0,
-    vocab: Optional[str] = None,
-    lowercase: Optional[bool] = None,
+    config: Optional[EvalConfig] = None,
     tokenizer=None,
     cases: Optional[list] = None,
+    **fields,
 ) -> Scored:
-    """Mask ``mask_prob`` of the ordinary entries of each line of ``text`` (seeded, all as
-    ``<mask>``), predict them with the model's masked-LM network and count as
-    :func:`evaluate_mlm` does (one sequence per line; ``.report`` adds ``iter_corr_ratio_512``,
-    lines packed into 512-token units). ``show``: up to that many Figure-3 cases, also appended
-    to ``cases``. ``tokenizer`` (:mod:`truneg_fairseq.text`): the model's; default WordPiece
-    over ``vocab`` or the vocab.txt beside the checkpoint."""
+    """Mask ``config.mask_prob`` of the ordinary entries of each line of ``text`` (seeded, all
+    as ``<mask>``), predict them with the model's masked-LM network and count as
+    :func:`evaluate_mlm` does (one sequence per line, cut to ``max_len`` ids, the model's
+    positions and ``block_size``; ``.report`` adds ``iter_corr_ratio_512``, lines packed into
+    512-token units). ``show``: up to that many Figure-3 cases, also appended to ``cases``.
+    ``tokenizer`` (:mod:`truneg_fairseq.text`): the model's; default WordPiece over ``vocab``
+    or the vocab.txt beside the checkpoint. ``config`` (:class:`EvalConfig`), its fields also
+    accepted one by one as keywords."""
     from truneg_fairseq.checkpoints import load_for_inference
 
+    cfg = _config(config, synonym_table, fields)
     checkpoint = resolve_checkpoint(checkpoint)
-    models, cfg, task = load_for_inference(checkpoint)
+    models, mcfg, task = load_for_inference(checkpoint)
     model = models[0]
     d = task.source_dictionary
-    encode, join = _text_tokenizer(checkpoint, tokenizer, vocab, lowercase)
+    encode, join = _text_tokenizer(checkpoint, tokenizer, cfg.vocab, cfg.lowercase)
+    max_len = min(cfg.max_len, cfg.block_size or cfg.max_len)
     positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
     if positions is not None and max_len > positions:
         logger.info(
-            f"--max-len {max_len} is more than the {positions} positions of {checkpoint}: lines are cut to "
-            f"{positions} ids"
+            f"--max-len {max_len} is more than the {positions} positions of {checkpoint}: lines "
+            f"are cut to {positions} ids"
         )
         max_len = positions
-    seqs = _text_sequences(text, encode, d, max_len, max_lines)
+    seqs = _text_sequences(text, encode, d, max_len, cfg.max_lines)
     if not seqs:
         raise CheckpointError(f"--text {text} has no non-empty lines")
-    scorer = MaskedLMScorer(model, task, cfg.model._name, synonym_table, device, join)
-    samples = masked_samples(seqs, d, mask_prob, torch.Generator().manual_seed(seed), batch_size)
-    scored = scorer.score(samples, show)
+    scorer = MaskedLMScorer(model, task, mcfg.model._name, cfg.synonym_table, cfg.device, join)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    samples = masked_samples(seqs, d, cfg.mask_prob, gen, cfg.batch_size)
+    progress = Progress(f"scoring {checkpoint}", cfg.progress_seconds)
+    scored = scorer.score(samples, cfg.show, progress=progress)
     if not scored.counts.masked:
         raise CheckpointError(
-            f"no entry of {text} was masked (--mask-prob {mask_prob}): raise --mask-prob or give "
-            "more text"
+            f"no entry of {text} was masked (--mask-prob {cfg.mask_prob}): raise --mask-prob or "
+            "give more text"
         )
     if cases is not None:
         cases += scored.cases
     return scored
+
+
+# ---------------------------------------------------------------------------------------------
+# several checkpoints side by side: one block size, the same masks, one table
+# ---------------------------------------------------------------------------------------------
+# the table's columns: (report key, header, format)
+TABLE_COLUMNS = [
+    ("mlm_loss", "loss (bits)", "{:.3f}"),
+    ("mlm_acc", "MLM acc %", "{:.2f}"),
+    ("syn_acc", "syn-aware acc %", "{:.2f}"),
+    ("pred_corr_ratio", "pred-level %", "{:.3f}"),
+    ("iter_corr_ratio", "iter-level %", "{:.2f}"),
+    ("iter_corr_ratio_512", "iter-level % (512)", "{:.2f}"),
+    ("content_pred", "content preds %", "{:.1f}"),
+    ("masked", "masked", "{}"),
+    ("sequences", "sequences", "{}"),
+]
+
+
+@dataclass
+class Comparison:
+    """What :func:`compare` gives: one :class:`Scored` per checkpoint (in the order given) and
+    what they were scored on."""
+
+    checkpoints: List[str]
+    scored: List[Scored]
+    mode: str  # "data" or "text"
+    source: str  # the data-bin (and subset) or the text file
+    block_size: Optional[int]  # ids per block / line for every checkpoint (None: its own)
+    block_from: Optional[str]  # the checkpoint whose max positions set block_size
+    seed: int
+
+    def rows(self) -> List[List[str]]:
+        """Header, then one row per checkpoint (a value a report lacks: "-")."""
+        out = [["checkpoint"] + [h for _, h, _ in TABLE_COLUMNS]]
+        for ck, sc in zip(self.checkpoints, self.scored):
+            r = sc.report
+            out.append(
+                [ck]
+                + [
+                    "-" if getattr(r, k) is None else fmt.format(getattr(r, k))
+                    for k, _, fmt in TABLE_COLUMNS
+                ]
+            )
+        return out
+
+    def describe(self) -> str:
+        """One line: what every checkpoint was scored on."""
+        n = len(self.checkpoints)
+        what = "checkpoint" if n == 1 else f"{n} checkpoints, the same masks for each"
+        block = (
+            f"blocks of at most {self.block_size} tokens (the smallest max positions: "
+            f"{self.block_from})"
+            if self.block_from
+            else "each checkpoint's own block size"
+        )
+        return f"{what}: {self.mode} {self.source}, {block}, masking seed {self.seed}"
+
+    def as_json(self) -> dict:
+        return {
+            "mode": self.mode,
+            "source": self.source,
+            "block_size": self.block_size,
+            "block_from": self.block_from,
+            "seed": self.seed,
+            "rows": [
+                {"checkpoint": ck, **sc.report.as_dict(), "counts": sc.counts.as_dict()}
+                for ck, sc in zip(self.checkpoints, self.scored)
+            ],
+        }
+
+    def markdown(self) -> str:
+        from truneg_fairseq.pipelines.study.report import markdown_rows
+
+        return f"{self.describe()}\n\n{markdown_rows(self.rows())}\n"
+
+    def text(self) -> str:
+        from truneg_fairseq.pipelines.study.report import format_rows
+
+        return f"{self.describe()}\n\n{format_rows(self.rows())}"
+
+
+def common_block_size(checkpoints: Sequence[str], data: Optional[str], cfg: EvalConfig):
+    """(ids per block, the checkpoint that sets it): the smallest max positions among
+    ``checkpoints`` (each loaded once to read them; with --text at most ``cfg.max_len``)."""
+    from truneg_fairseq.checkpoints import load_for_inference
+
+    sizes = []
+    for ck in checkpoints:
+        models, _, task = load_for_inference(ck, data) if data else load_for_inference(ck)
+        sizes.append(
+            (utils.resolve_max_positions(task.max_positions(), models[0].max_positions()), ck)
+        )
+        del models, task
+    size, of = min(sizes, key=lambda s: s[0])
+    if data is None and cfg.max_len < size:
+        return cfg.max_len, "--max-len"
+    return size, of
+
+
+def compare(
+    checkpoints: Sequence[str],
+    data: Optional[str] = None,
+    text: Optional[str] = None,
+    config: Optional[EvalConfig] = None,
+    tokenizer=None,
+) -> Comparison:
+    """Score every checkpoint (files or import directories) on ``data`` (binarized) or ``text``
+    (raw lines) with the same masks and, for several, one block size: ``config.block_size`` or
+    the smallest max positions among them (logged), so that a row differs from another only by
+    its model."""
+    cfg = config or EvalConfig()
+    paths = [resolve_checkpoint(c) for c in checkpoints]
+    block, block_from = cfg.block_size, "--block-size" if cfg.block_size else None
+    if len(paths) > 1 and block is None:
+        block, block_from = common_block_size(paths, data, cfg)
+        logger.info(
+            f"every checkpoint is scored on blocks of at most {block} tokens: the smallest max "
+            f"positions, {block_from}"
+        )
+    cfg = replace(cfg, block_size=block)
+    if data is not None:
+        scored = _score_data(paths, data, cfg)
+        source = f"{data} ({cfg.subset})"
+    else:
+        scored = [evaluate_text(p, text, config=cfg, tokenizer=tokenizer) for p in paths]
+        source = str(text)
+    return Comparison(
+        [str(c) for c in checkpoints],
+        scored,
+        "data" if data is not None else "text",
+        source,
+        block,
+        block_from,
+        cfg.seed,
+    )

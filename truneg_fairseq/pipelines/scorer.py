@@ -16,7 +16,8 @@ with a seeded generator (:func:`masked_samples`: ``--text``, the study's fixed v
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
@@ -61,6 +62,38 @@ class Scored:
         return fn.derive(self.counts)
 
 
+class Progress:
+    """Progress lines of a long scoring (logged in fairseq's format by this module's logger):
+    ``label: batch i of n, S sequences, M masked words, T s`` at most every ``seconds``
+    (0: after every batch), the first after the first batch."""
+
+    def __init__(self, label: str, seconds: float = 10.0):
+        self.label, self.seconds = label, seconds
+        self.total: Optional[int] = None
+        self.t0 = self.last = 0.0
+
+    def start(self, samples, max_batches: int = 0) -> None:
+        try:
+            self.total = len(samples)
+        except TypeError:  # a generator: no count known
+            self.total = None
+        if max_batches:
+            self.total = min(self.total or max_batches, max_batches)
+        self.t0 = time.monotonic()
+        self.last = None
+
+    def step(self, i: int, counts: fn.Counts) -> None:
+        now = time.monotonic()
+        if self.last is not None and now - self.last < self.seconds:
+            return
+        self.last = now
+        of = f" of {self.total}" if self.total else ""
+        logger.info(
+            f"{self.label}: batch {i}{of}, {counts.sequences} sequences, {counts.masked} masked "
+            f"words, {now - self.t0:.0f}s"
+        )
+
+
 class MaskedLMScorer:
     """Scores one masked-LM model (from :func:`truneg_fairseq.checkpoints.load_for_inference`)
     on fairseq samples. ``arch``: the checkpoint's ``cfg.model._name``; ``synonym_table``: a
@@ -102,11 +135,15 @@ class MaskedLMScorer:
         num_cases: int = 0,
         seen: Optional[set] = None,
         max_batches: int = 0,
+        progress: Optional["Progress"] = None,
     ) -> Scored:
         """The counts (and cases) of the model on ``samples`` (fairseq samples with ``id``; the
-        ids give the corpus order for the 512-token units)."""
+        ids give the corpus order for the 512-token units). ``progress``: a log line in
+        fairseq's format every ``progress.seconds`` while the samples last (long inputs)."""
         from fairseq import utils
 
+        if progress is not None:
+            progress.start(samples, max_batches)
         counts = fn.Counts()
         cases: List[fn.Case] = []
         seen = set() if seen is None else seen
@@ -131,6 +168,8 @@ class MaskedLMScorer:
             flags += zip(sample["id"].tolist(), lengths, masked_rows, syn_rows)
             if self.table is not None and len(cases) < num_cases:
                 cases += self._cases(step, num_cases - len(cases), seen)
+            if progress is not None:
+                progress.step(i + 1, counts)
         if counts.with_synonyms and flags:
             flags.sort()
             counts.units, counts.synonym_units = fn.pack_units(*zip(*[f[1:] for f in flags]))
@@ -206,42 +245,53 @@ def make_sample(tokens: torch.Tensor, sel: torch.Tensor, d, first_id: int = 0) -
     }
 
 
+@dataclass
+class FixedMaskConfig:
+    """How :class:`FixedMaskScorer` builds and masks its blocks, and where it scores."""
+
+    subset: str = "valid"
+    tokens_per_sample: int = 128  # block size, <s> included
+    break_mode: str = "complete"  # fairseq's --sample-break-mode
+    mask_prob: float = 0.15
+    seed: int = 1
+    batch_size: int = 64
+    max_blocks: int = 0  # 0: every block
+    device: str = "cpu"
+    passes: int = 1  # independent mask draws over the blocks
+
+
 class FixedMaskScorer:
     """Scores checkpoints on one fixed set of masked blocks of a binarized split: the blocks
     built as fairseq's ``masked_lm`` task builds them (:func:`~truneg_fairseq.evaluation.false_negatives.load_blocks`),
     masks drawn once with a seeded generator (``passes`` independent draws: more masked
     positions from a small split), so numbers from different criterions and from different
-    points of training are comparable."""
+    points of training are comparable. ``config`` (:class:`FixedMaskConfig`), its fields also
+    accepted one by one as keywords."""
 
     def __init__(
         self,
         data_bin: str,
         synonym_table: str,
-        subset: str = "valid",
-        tokens_per_sample: int = 128,
-        break_mode: str = "complete",
-        mask_prob: float = 0.15,
-        seed: int = 1,
-        batch_size: int = 64,
-        max_blocks: int = 0,
-        device: str = "cpu",
-        passes: int = 1,
+        config: Optional[FixedMaskConfig] = None,
+        **fields,
     ):
         import os
 
         from fairseq.data import Dictionary
 
-        self.data_bin, self.synonym_table, self.device = data_bin, synonym_table, device
+        cfg = replace(config or FixedMaskConfig(), **fields)
+        self.config = cfg
+        self.data_bin, self.synonym_table, self.device = data_bin, synonym_table, cfg.device
         d = Dictionary.load(os.path.join(data_bin, "dict.txt"))
         d.add_symbol("<mask>")  # as fairseq's masked_lm and the electra task do
-        blocks = fn.load_blocks(data_bin, d, subset, tokens_per_sample, break_mode)
-        if max_blocks:
-            blocks = blocks[:max_blocks]
-        gen = torch.Generator().manual_seed(seed)
+        blocks = fn.load_blocks(data_bin, d, cfg.subset, cfg.tokens_per_sample, cfg.break_mode)
+        if cfg.max_blocks:
+            blocks = blocks[: cfg.max_blocks]
+        gen = torch.Generator().manual_seed(cfg.seed)
         self.samples: List[dict] = []
-        for p in range(passes):
+        for p in range(cfg.passes):
             self.samples += masked_samples(
-                blocks, d, mask_prob, gen, batch_size, first_id=p * len(blocks)
+                blocks, d, cfg.mask_prob, gen, cfg.batch_size, first_id=p * len(blocks)
             )
 
     def score_checkpoint(

@@ -117,7 +117,7 @@ def plot(out_dir: str, results) -> List[str]:
     ):
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for ax, key in zip(axes, keys):
-            label = dict((k, l) for k, l, _ in COLUMNS)[key]
+            label = dict((k, name) for k, name, _ in COLUMNS)[key]
             for rid, by_upd in results.items():
                 upd = sorted(by_upd)
                 ax.plot(upd, [getattr(by_upd[u], key) for u in upd], marker="o", label=rid)

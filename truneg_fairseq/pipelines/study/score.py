@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 _SCORER = None  # the FixedMaskScorer of a scoring worker process
 
 
-def _start_scorer(kwargs: dict, threads: int) -> None:
+def _start_scorer(args: tuple, threads: int) -> None:
     import torch
 
     from truneg_fairseq.pipelines.scorer import FixedMaskScorer
@@ -35,7 +35,7 @@ def _start_scorer(kwargs: dict, threads: int) -> None:
         level=logging.WARNING,
         stream=sys.stderr,
     )
-    _SCORER = FixedMaskScorer(**kwargs)
+    _SCORER = FixedMaskScorer(*args)
 
 
 def _score_task(task: Tuple[str, int, str, int]):
@@ -76,15 +76,19 @@ def score_all(
     from truneg_fairseq.evaluation.false_negatives import derive, interval_checkpoints
 
     device = "cpu" if setting.cpu or not torch.cuda.is_available() else "cuda"
-    kwargs = dict(
-        data_bin=data_bin,
-        synonym_table=table,
-        tokens_per_sample=setting.tokens_per_sample,
-        break_mode=setting.break_mode,
-        seed=setting.seed,
-        max_blocks=setting.eval_max_blocks,
-        passes=setting.eval_passes,
-        device=device,
+    from truneg_fairseq.pipelines.scorer import FixedMaskConfig
+
+    scorer_args = (
+        data_bin,
+        table,
+        FixedMaskConfig(
+            tokens_per_sample=setting.tokens_per_sample,
+            break_mode=setting.break_mode,
+            seed=setting.seed,
+            max_blocks=setting.eval_max_blocks,
+            passes=setting.eval_passes,
+            device=device,
+        ),
     )
     ck = os.path.join(work, "checkpoints")
     tasks: List[Tuple[str, int, str, int]] = []  # (run, updates, checkpoint, cases wanted)
@@ -104,7 +108,7 @@ def score_all(
                 for upd, path in saved.items()
             ]
     jobs = min(setting.jobs or default_jobs(setting), len(tasks)) if device == "cpu" else 1
-    pool, scored = _score_in_workers(tasks, kwargs, jobs, log)
+    pool, scored = _score_in_workers(tasks, scorer_args, jobs, log)
     family_of = {run_id(fam, crit): fam.name for fam in setting.families for crit in fam.criteria}
     reports: Dict[str, Dict[int, "Report"]] = {}
     counts_of: Dict[str, "Counts"] = {}
@@ -137,14 +141,14 @@ def score_all(
     return Scores(reports, counts_of, cases, first.masked_sequences, first.masked)
 
 
-def _score_in_workers(tasks, kwargs: dict, jobs: int, log: Optional[logging.Logger]):
+def _score_in_workers(tasks, scorer_args: tuple, jobs: int, log: Optional[logging.Logger]):
     """(pool or None, an iterator of (counts, cases) in the order of ``tasks``): ``jobs`` worker
     processes, each with its own :class:`FixedMaskScorer` (the same fixed masks), or this
     process when ``jobs`` is 1."""
     if jobs <= 1:
         from truneg_fairseq.pipelines.scorer import FixedMaskScorer
 
-        scorer = FixedMaskScorer(**kwargs)
+        scorer = FixedMaskScorer(*scorer_args)
         return None, (scorer.score_checkpoint(t[2], t[3]) for t in tasks)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -155,6 +159,6 @@ def _score_in_workers(tasks, kwargs: dict, jobs: int, log: Optional[logging.Logg
         jobs,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_scorer,
-        initargs=(kwargs, max(1, usable_cpus() // jobs)),
+        initargs=(scorer_args, max(1, usable_cpus() // jobs)),
     )
     return pool, pool.map(_score_task, tasks)

@@ -1,0 +1,149 @@
+"""The plugin's checkpoints through fairseq's hub interface, with the plugin registered.
+
+fairseq's ``RobertaModel.from_pretrained(dir, checkpoint_file=...)`` reads a checkpoint with
+``torch.load`` before it looks at the checkpoint's ``user_dir``; without ``import
+truneg_fairseq`` first, current torch refuses the checkpoint's ``argparse.Namespace``
+(``UnpicklingError``) and the plugin's architectures are unknown. That failure happens inside
+fairseq and torch before any code of the plugin runs, so the plugin cannot reword it; this
+module is the entry that needs no import beforehand::
+
+    from truneg_fairseq.models.hub import from_pretrained
+
+    lm = from_pretrained("imported/bert-base")  # model.pt, dict.txt, vocab.txt there
+    lm.fill_mask("the big house <mask> the lake")
+
+Loading goes through :func:`truneg_fairseq.checkpoints.load_for_inference` (the plugin's one
+loading path: the same checks and one-line errors as every script). The interface is fairseq's
+:class:`~fairseq.models.roberta.RobertaHubInterface` (``encode``, ``decode``,
+``extract_features``, ``predict`` for RoBERTa-family models); :meth:`TrunegHubInterface.fill_mask`
+also serves ELECTRA (its generator) and decodes WordPiece predictions into words: a word-start
+piece gets its space, a ``##`` piece is glued to the word before it without its ``##``.
+
+A WordPiece model needs its vocabulary for ``encode``/``fill_mask``: ``vocab=`` or the vocab.txt
+beside the checkpoint or in the data directory (as ``convert_hf.py import`` writes it), lower-cased
+as the import recorded (import.json) unless ``lowercase=`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import torch
+from fairseq.models.roberta import RobertaHubInterface
+
+from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
+from truneg_fairseq.text.wordpiece import WORDPIECE_CONT
+
+MASK = "<mask>"
+
+
+def fill_wordpiece(masked_input: str, piece: str) -> str:
+    """``masked_input`` with its ``<mask>`` replaced by the WordPiece ``piece`` as the pieces
+    decode: a word-start piece after a space ("house <mask> near" + "at" -> "house at near"), a
+    ``##`` piece glued to the word before it ("house <mask>" + "##s" -> "houses")."""
+    before, after = masked_input.split(MASK, 1)
+    if piece.startswith(WORDPIECE_CONT):
+        word = piece[len(WORDPIECE_CONT) :]
+        return before.rstrip() + word + after if before.strip() else before + word + after
+    if before and not before[-1].isspace():
+        before += " "
+    return before + piece + after
+
+
+class TrunegHubInterface(RobertaHubInterface):
+    """fairseq's RoBERTa hub interface over a model loaded by the plugin; :meth:`fill_mask`
+    asks the masked-LM head only (every family, ELECTRA's generator included) and decodes
+    WordPiece predictions into words."""
+
+    def fill_mask(self, masked_input: str, topk: int = 5) -> List[Tuple[str, float, str]]:
+        """The ``topk`` most likely fillings of the one ``<mask>`` of ``masked_input``: (filled
+        text, probability, predicted entry) as fairseq's ``fill_mask`` gives them."""
+        if masked_input.count(MASK) != 1:
+            raise ValueError(f"fill_mask needs exactly one {MASK} in its input: {masked_input!r}")
+        if self.bpe is None:
+            raise CheckpointError(
+                "this model has no tokenizer to encode text: give from_pretrained(..., vocab=) "
+                "the WordPiece vocab.txt of its dictionary (or bpe= a fairseq BPE config)"
+            )
+        d = self.task.source_dictionary
+        spans = [self.bpe.encode(s.strip()) for s in masked_input.split(MASK)]
+        line = f" {MASK} ".join(spans).strip()
+        tokens = d.encode_line(f"<s> {line} </s>", append_eos=False, add_if_not_exist=False)
+        tokens = tokens.long().unsqueeze(0).to(self.device)
+        masked = tokens.eq(d.index(MASK))
+        with torch.no_grad():
+            self.model.eval()
+            logits = self.model(tokens, masked_tokens=masked)[0]  # 1 x V
+        prob = logits.float().softmax(dim=-1).view(-1)
+        values, index = prob.topk(k=topk)
+        out = []
+        for p, i in zip(values.tolist(), index.tolist()):
+            piece = d[i]
+            if self._wordpiece:
+                text = fill_wordpiece(masked_input, piece)
+            else:
+                word = self.bpe.decode(piece)
+                text = masked_input.replace(MASK, word)
+            out.append((text, p, piece))
+        return out
+
+    @property
+    def _wordpiece(self) -> bool:
+        from truneg_fairseq.text.fairseq_bpe import WordPieceBPE
+
+        return isinstance(self.bpe, WordPieceBPE)
+
+
+def _wordpiece_bpe(vocab: Path, lowercase: Optional[bool]):
+    from truneg_fairseq.text.fairseq_bpe import WordPieceBPE, WordPieceBPEConfig
+
+    if lowercase is None:
+        info = vocab.parent / "import.json"
+        recorded = json.loads(info.read_text()).get("lowercase") if info.is_file() else None
+        lowercase = recorded
+    flag = "auto" if lowercase is None else ("yes" if lowercase else "no")
+    return WordPieceBPE(WordPieceBPEConfig(wordpiece_vocab=str(vocab), wordpiece_lowercase=flag))
+
+
+def from_pretrained(
+    model_name_or_path,
+    checkpoint_file: str = "model.pt",
+    data_name_or_path: str = ".",
+    bpe=None,
+    vocab: Optional[str] = None,
+    lowercase: Optional[bool] = None,
+    **overrides,
+) -> TrunegHubInterface:
+    """The hub interface of ``model_name_or_path/checkpoint_file`` (a local directory: nothing
+    is downloaded), its dictionary from ``data_name_or_path`` (relative to the directory; "."
+    for an import directory). ``bpe``: a fairseq BPE config, its name or a dict of its fields
+    (``{"_name": "sentencepiece", "sentencepiece_model": "spm.model"}``; default: the
+    checkpoint's own, else WordPiece when a vocab.txt is found); ``vocab``:
+    WordPiece vocab.txt; ``overrides``: checkpoint config fields (as fairseq's
+    ``arg_overrides``). Errors are :class:`CheckpointError` naming the file."""
+    root = Path(model_name_or_path)
+    if not root.is_dir():
+        raise CheckpointError(
+            f"{model_name_or_path} is not a directory: give the directory that holds "
+            f"{checkpoint_file} (hub names are not downloaded)"
+        )
+    data = Path(data_name_or_path)
+    data = data if data.is_absolute() else root / data
+    models, cfg, task = load_for_inference(
+        root / checkpoint_file, str(data), overrides, flag="data_name_or_path"
+    )
+    if bpe is not None:
+        from omegaconf import open_dict
+
+        with open_dict(cfg):
+            cfg.bpe = {"_name": bpe} if isinstance(bpe, str) else dict(bpe)
+    hub = TrunegHubInterface(cfg, task, models[0])
+    found = [Path(vocab)] if vocab else [root / "vocab.txt", data / "vocab.txt"]
+    found = [p for p in found if p.is_file()]
+    if vocab and not found:
+        raise CheckpointError(f"vocab {vocab} not found")
+    if found and (vocab or hub.bpe is None):
+        hub.bpe = _wordpiece_bpe(found[0], lowercase)
+    return hub.eval()
