@@ -50,7 +50,8 @@ class ClineDataConfig:
             ("--gpt2-vocab-bpe", t.gpt2_vocab_bpe),
             ("--vocab", t.vocab),
         ]
-        named += [(f"--input {p}", p) for p in self.input]
+        many = len(self.input) > 1
+        named += [(f"--input[{i}]" if many else "--input", p) for i, p in enumerate(self.input, 1)]
         return {flag: p for flag, p in named if p}
 
 
