@@ -55,15 +55,22 @@ def test_perturb_glue_never_writes_into_its_input(tmp_path):
     task = glue / "RTE"
     before = _snapshot(glue)
     proc = run_script("perturb.py", ["glue", "--task", "RTE", str(task), str(task / "swapped")])
-    assert proc.returncode == 2 and "would be overwritten" in proc.stderr
-    assert str(task) in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and f"is inside the input folder {task}" in proc.stderr
+    assert "Traceback" not in proc.stderr
     proc = run_script("perturb.py", ["glue", "--task", "RTE", str(task), str(task)])
     assert proc.returncode == 2 and "is the input" in proc.stderr
-    assert _snapshot(glue) == before
+    assert _snapshot(glue) == before and not (task / "swapped").exists()
     # beside the input it works, and the input stays as it was
-    proc = run_script("perturb.py", ["glue", "--task", "RTE", str(task), str(tmp_path / "swap")])
+    out = tmp_path / "swap"
+    proc = run_script("perturb.py", ["glue", "--task", "RTE", str(task), str(out)])
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "swap" / "dev.tsv").is_file() and _snapshot(glue) == before
+    assert (out / "dev.tsv").is_file() and _snapshot(glue) == before
+    # an input kept inside that earlier output stays whole when the output is written again
+    inside = out / "RTE-copy"
+    shutil.copytree(task, inside)
+    proc = run_script("perturb.py", ["glue", "--task", "RTE", "--seed", "2", str(inside), str(out)])
+    assert proc.returncode == 0, proc.stderr
+    assert _snapshot(inside) == _snapshot(task)
 
 
 def test_build_synonym_table_refuses_an_output_that_is_its_dict(tmp_path, corpus_dir, data_bin):

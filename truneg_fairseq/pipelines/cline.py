@@ -55,24 +55,27 @@ class ClineDataConfig:
         return {flag: p for flag, p in named if p}
 
 
-def _files_outside_data_bin(cfg: ClineDataConfig, splits: Sequence[str]) -> List[Path]:
-    """The files a run writes beside data-bin/ (the split text, the tokenized triples, the
-    summary)."""
+def _files_written(cfg: ClineDataConfig, splits: Sequence[str]) -> List[Path]:
+    """The files a run writes: the split text, the tokenized triples, the summary and the
+    data-bin."""
     out = Path(cfg.output_dir)
     files = [out / "cline_summary.json"]
     if not cfg.train:
         files += [out / "raw" / f"{s}.txt" for s in ("train", "valid")]
+    data_bin = out / "data-bin"
+    files += [data_bin / "dict.txt", data_bin / "cline_meta.json"]
     for s in splits:
         for part in ("ori", "syn", "ant", "syn_label", "ant_label"):
             files.append(out / "tok" / f"{s}.{part}")
+            files += [data_bin / f"{s}.{part}.{ext}" for ext in ("bin", "idx")]
     return files
 
 
 def check_inputs_kept(cfg: ClineDataConfig, splits: Sequence[str]) -> None:
     """An input is never replaced by an output of the run: one error naming its flag, before
-    anything is written (data-bin/ is checked by its writer, the other files here)."""
+    anything is written (the data-bin's writer checks its files again when it swaps them in)."""
     ins = [(flag, os.path.realpath(p)) for flag, p in cfg.inputs().items()]
-    for target in _files_outside_data_bin(cfg, splits):
+    for target in _files_written(cfg, splits):
         real = os.path.realpath(target)
         for flag, p in ins:
             if real == p or real.startswith(p.rstrip(os.sep) + os.sep):

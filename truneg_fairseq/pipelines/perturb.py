@@ -26,9 +26,17 @@ class PerturbConfig:
 
 
 def _check_not_input(cfg: PerturbConfig) -> None:
-    if os.path.realpath(cfg.output) == os.path.realpath(cfg.input):
+    """The output is neither the input nor inside the input folder (the copy would become part
+    of the data it was made from)."""
+    out, src = os.path.realpath(cfg.output), os.path.realpath(cfg.input)
+    if out == src:
         raise CorpusError(
             f"--output {cfg.output} is the input: write the perturbed copy somewhere else"
+        )
+    if os.path.isdir(src) and out.startswith(src.rstrip(os.sep) + os.sep):
+        raise CorpusError(
+            f"--output {cfg.output} is inside the input folder {cfg.input}: write the perturbed "
+            "copy beside it (e.g. glue_swap/TASK)"
         )
 
 
