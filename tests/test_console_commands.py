@@ -88,3 +88,23 @@ def test_build_synonyms_from_another_directory(tmp_path, corpus_dir, data_bin, s
     # a bad flag is one clear error from the command too
     bad = _run([_command("truneg-build-synonyms"), "--tokenizer", "whitespace"], tmp_path)
     assert bad.returncode == 2 and "--dict" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_train_help_finds_the_plugin_from_another_directory(tmp_path):
+    """``--user-dir truneg_fairseq`` names the installed package where no such folder is."""
+    proc = _run(
+        [
+            _command("truneg-train-help"),
+            "--user-dir",
+            "truneg_fairseq",
+            "--task",
+            "electra",
+            "--arch",
+            "electra_small",
+            "--criterion",
+            "mlm_hard_correction",
+        ],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--synonym-table" in proc.stdout and "--electra-gen-layers" in proc.stdout

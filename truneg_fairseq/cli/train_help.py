@@ -42,7 +42,13 @@ def main(argv=None) -> int:
     if argv in ([], ["-h"], ["--help"]):
         print(HELP)
         return 0
-    print(training_help(_package_user_dir(argv)))
+    argv = _package_user_dir(argv)
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "truneg-train-help", *argv]  # fairseq reads --user-dir there
+    try:
+        print(training_help(argv))
+    finally:
+        sys.argv = saved
     return 0
 
 
