@@ -24,7 +24,7 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP) wordnet
 
-$(STAMP): requirements.txt requirements-fairseq.txt
+$(STAMP): requirements.txt requirements-fairseq.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt

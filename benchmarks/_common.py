@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
 
 
 def ensure_corpus(workdir: str, vocab_size: int, max_lines: int = 0) -> str:

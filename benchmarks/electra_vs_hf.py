@@ -23,10 +23,7 @@ import sys
 import tempfile
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from _common import (  # noqa: E402
+from _common import (
     alternating_step_times,
     hf_electra_loss,
     make_batches,

@@ -39,15 +39,12 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import gpu_step
 import numpy as np
+from gpu_step import JSON_TAG
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, REPO)
-
-import gpu_step  # noqa: E402
-from gpu_step import JSON_TAG  # noqa: E402
 
 PRECISIONS = ["fp32", "bf16", "amp", "fp16"]
 CUDA_ONLY = {"amp", "fp16"}

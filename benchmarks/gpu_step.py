@@ -35,13 +35,9 @@ import tempfile
 import time
 
 import numpy as np
+from _common import hf_electra_loss, make_batches
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from _common import hf_electra_loss, make_batches  # noqa: E402
-
-from truneg_fairseq.models.electra_config import ELECTRA_SIZES  # noqa: E402
+from truneg_fairseq.models.electra_config import ELECTRA_SIZES
 
 VOCAB = 30522  # ELECTRA (BERT's WordPiece vocabulary)
 ROBERTA_VOCAB = 50265  # RoBERTa (GPT-2 byte-level BPE)

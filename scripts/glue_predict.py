@@ -1,57 +1,13 @@
 #!/usr/bin/env python
-"""Write one predicted label per line for a binarized GLUE-format split, with a checkpoint
-fine-tuned by fairseq's sentence_prediction (e.g. examples/glue/finetune.sh). The lines follow
-the rows of the file the split was prepared from, for scripts/robustness_report.py contrast.
+"""Write one predicted label per line for a binarized GLUE-format split.
 
-  python scripts/glue_predict.py runs/SST-2/checkpoint_best.pt --data glue-bin/SST-2 \\
-      --split valid --output preds.txt
+Installed, this is the console command ``truneg-glue-predict``; its code is
+``truneg_fairseq/cli/glue_predict.py`` (``truneg-glue-predict --help``).
 """
 
-import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from truneg_fairseq.cli.common import fail, setup_logging  # noqa: E402
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("checkpoint")
-    p.add_argument(
-        "--data", required=True, help="the task's prepared folder (input0/, label/, ...)"
-    )
-    p.add_argument("--split", default="valid")
-    p.add_argument("--output", required=True, help="predicted labels, one per line")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when there is a GPU)")
-    args = p.parse_args(argv)
-    setup_logging("glue_predict")
-    if not os.path.isfile(args.checkpoint):
-        fail(f"checkpoint {args.checkpoint} not found")
-    if not os.path.isdir(os.path.join(args.data, "input0")):
-        fail(
-            f"--data {args.data} has no input0/: give the folder scripts/prepare_glue.py wrote for the task"
-        )
-    import torch
-
-    from truneg_fairseq.checkpoints import CheckpointError
-    from truneg_fairseq.evaluation.contrast import predict_labels
-    from truneg_fairseq.io_utils import atomic_open
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        labels = predict_labels(args.checkpoint, args.data, args.split, args.batch_size, device)
-    except (ValueError, FileNotFoundError, CheckpointError) as e:
-        fail(str(e))
-    with atomic_open(args.output) as f:
-        f.write("".join(f"{label}\n" for label in labels))
-    print(f"wrote {len(labels)} predictions to {args.output}")
-    return 0
-
+from truneg_fairseq.cli.glue_predict import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,61 +1,13 @@
 #!/usr/bin/env python
 """Count-based word vectors for a fairseq dictionary: the start of a small model's embeddings.
 
-Counts the pairs of dict.txt words within --window words of each other in each line of --text,
-weights them by positive pointwise mutual information and keeps a rank --dim SVD, rows scaled to
-unit length; writes one row per dictionary entry (fairseq's specials and <mask> as zero rows) to
---output (.npy). Give it to fairseq-train as --truneg-embed-init FILE (--arch truneg_roberta_*,
---encoder-embed-dim equal to --dim): the tied input/output embeddings then start from these
-vectors. The demo uses it so that a 4 x 128 model leaves the unigram plateau within minutes on a
-CPU; a model trained for long does not need it.
-
-Example:
-  python scripts/word_vectors.py --dict work/data-bin/dict.txt --text work/raw/train.txt \\
-      --dim 128 --output work/data-bin/word_vectors.npy
+Installed, this is the console command ``truneg-word-vectors``; its code is
+``truneg_fairseq/cli/word_vectors.py`` (``truneg-word-vectors --help``).
 """
 
-import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from truneg_fairseq.cli.common import fail, setup_logging  # noqa: E402
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--dict", required=True, help="fairseq dict.txt (the data-bin's)")
-    p.add_argument(
-        "--text", required=True, help="training text, one line per sentence, words as in dict.txt"
-    )
-    p.add_argument("--output", required=True, help=".npy file written")
-    p.add_argument(
-        "--dim",
-        type=int,
-        default=128,
-        help="vector size = the model's --encoder-embed-dim (default 128)",
-    )
-    p.add_argument(
-        "--window", type=int, default=5, help="words on each side counted as context (default 5)"
-    )
-    args = p.parse_args(argv)
-    setup_logging("truneg_fairseq.data.word_vectors")
-    for flag, path in (("--dict", args.dict), ("--text", args.text)):
-        if not os.path.isfile(path):
-            fail(f"{flag} {path} not found")
-    if args.dim < 1 or args.window < 1:
-        fail("--dim and --window must be >= 1")
-    from truneg_fairseq.data.word_vectors import write_vectors
-
-    try:
-        write_vectors(args.dict, args.text, args.output, args.dim, args.window)
-    except (ValueError, UnicodeDecodeError) as e:
-        fail(f"--text {args.text}: {e}")
-    return 0
-
+from truneg_fairseq.cli.word_vectors import main
 
 if __name__ == "__main__":
     sys.exit(main())

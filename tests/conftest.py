@@ -1,10 +1,7 @@
 import os
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from utils import make_corpus
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # one thread per worker (pytest-xdist runs one worker per core): torch in this process and
@@ -13,8 +10,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
-
-from utils import make_corpus  # noqa: E402
 
 
 @pytest.fixture(scope="session")

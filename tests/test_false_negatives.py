@@ -327,8 +327,12 @@ def test_study_tiny_one_family(roberta_study):
     out, log = roberta_study["out"], roberta_study["log"]
     assert_study_outputs(out, ROBERTA_RUNS[:1])
     commands = (out / "commands.sh").read_text()
-    for script in ("prepare_corpus.py", "build_synonym_table.py", "word_vectors.py"):
-        assert f"scripts/{script} " in commands, script
+    for script, command in (
+        ("prepare_corpus.py", "truneg-prepare-corpus"),
+        ("build_synonym_table.py", "truneg-build-synonyms"),
+        ("word_vectors.py", "truneg-word-vectors"),
+    ):  # each step as the command that makes the same file
+        assert f"scripts/{script} " in commands or f"{command} " in commands, command
     assert commands.count("fairseq_cli.train") == 2 and commands.count("--restore-file") == 1
     assert "scoring 3 checkpoints, 2 at a time" in log
 

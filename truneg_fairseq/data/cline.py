@@ -339,9 +339,11 @@ def make_cline_data(
     chunk_size: int = 500,
     log_every: int = 10000,
     wn=None,
+    inputs: Optional[Dict[str, str]] = None,
 ) -> dict:
     """Build the aligned triples for each split (``{"train": path, "valid": path}``) under
-    ``out_dir`` (see the module docstring); returns the summary (also saved and logged)."""
+    ``out_dir`` (see the module docstring); returns the summary (also saved and logged).
+    ``inputs`` (``{flag: path}``) are never replaced by the data-bin's files."""
     from truneg_fairseq.lexicon import load_wordnet
     from truneg_fairseq.lexicon.synonyms import dictionary_fingerprint
 
@@ -361,7 +363,7 @@ def make_cline_data(
     dictionary = _dictionary(srcdict, tok_dir)
 
     summaries = {}
-    with atomic_dir(out / "data-bin", "make_cline_data.py") as tmp:
+    with atomic_dir(out / "data-bin", "make_cline_data.py", inputs=inputs) as tmp:
         dictionary.save(str(tmp / "dict.txt"))
         for split in texts:
             counts, kinds = counts_by_split[split]

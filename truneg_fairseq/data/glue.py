@@ -253,8 +253,11 @@ def prepare_task(
     tokenizer: Tokenizer,
     srcdict: Path,
     max_skip_fraction: float = MAX_SKIP_FRACTION,
+    inputs: Optional[Dict[str, str]] = None,
 ) -> Dict[str, int]:
-    """Prepare one task into ``out_dir/TASK`` (atomically); returns skipped-row counts per split."""
+    """Prepare one task into ``out_dir/TASK`` (atomically; ``inputs``, ``{flag: path}``, are never
+    replaced: see :func:`~truneg_fairseq.io_utils.atomic_dir`); returns skipped-row counts per
+    split."""
     glue_dir, out_dir = Path(glue_dir), Path(out_dir)
     data = {}
     skipped, reasons = {}, {}
@@ -267,7 +270,7 @@ def prepare_task(
             what = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in reasons[split].items())
             logger.warning(f"{task.name} {fname}: skipped {skipped[split]} malformed rows ({what})")
         logger.info(f"{task.name} {fname}: {len(data[split])} examples")
-    with atomic_dir(out_dir / task.name, "prepare_glue.py") as work:
+    with atomic_dir(out_dir / task.name, "prepare_glue.py", inputs=inputs) as work:
         raw = work / "raw"
         for split, exs in data.items():
             atomic_write_lines(raw / f"{split}.input0", tokenizer([e.text1 for e in exs]))

@@ -68,35 +68,29 @@ def prepare_data(
             f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)"
         )
     if not os.path.isfile(table):
-        run.here(
-            lambda: build_synonym_table(data_bin, table, run.log),
-            [
-                sys.executable,
-                os.path.join(REPO, "scripts", "build_synonym_table.py"),
-                "--dict",
-                os.path.join(data_bin, "dict.txt"),
-                "--tokenizer",
-                "whitespace",
-                "--output",
-                table,
-            ],
-            "synonym_table",
-        )
+        from truneg_fairseq.pipelines.synonyms import command_line
+
+        cmd = command_line(_table_config(data_bin, table))
+        run.here(lambda: build_synonym_table(data_bin, table, run.log), cmd, "synonym_table")
     else:
-        run.commands.append(
-            f"# reused {table} (scripts/build_synonym_table.py --tokenizer whitespace)"
-        )
+        run.commands.append(f"# reused {table} (truneg-build-synonyms --tokenizer whitespace)")
     return data_bin, table
 
 
-def build_synonym_table(data_bin: str, table: str, log: logging.Logger) -> None:
-    """The WordNet synonym table of the word-level dictionary (what ``scripts/build_synonym_table.py
-    --tokenizer whitespace`` writes)."""
-    from truneg_fairseq.lexicon import build_table, vocab_view
+def _table_config(data_bin: str, table: str):
+    from truneg_fairseq.pipelines.synonyms import SynonymTableConfig
+    from truneg_fairseq.text import TokenizerSpec
 
-    view = vocab_view(os.path.join(data_bin, "dict.txt"), "whitespace")
-    built, report = build_table(view, source="wordnet")
-    built.save(table)
+    dict_txt = os.path.join(data_bin, "dict.txt")
+    return SynonymTableConfig(dict=dict_txt, output=table, tokenizer=TokenizerSpec("whitespace"))
+
+
+def build_synonym_table(data_bin: str, table: str, log: logging.Logger) -> None:
+    """The WordNet synonym table of the word-level dictionary (what ``truneg-build-synonyms
+    --tokenizer whitespace`` writes), built by the command's library function."""
+    from truneg_fairseq.pipelines import synonyms
+
+    report, view = synonyms.build_synonym_table(_table_config(data_bin, table))
     log.info(f"{table}: {report.num_pairs} synonym pairs; {report.describe(len(view.symbols))}")
 
 

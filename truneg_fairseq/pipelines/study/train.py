@@ -9,7 +9,7 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 from truneg_fairseq.pipelines.study.run import Runner, default_jobs
-from truneg_fairseq.pipelines.study.setting import REPO, USER_DIR, Family, Setting, run_id
+from truneg_fairseq.pipelines.study.setting import USER_DIR, Family, Setting, run_id
 
 
 def train_command(
@@ -145,16 +145,15 @@ def write_word_vectors(setting: Setting, work: str, data_bin: str, run: Runner) 
     for dim in sorted({init[1] for init in map(embed_init_flag, setting.families) if init}):
         out = vectors_path(data_bin, dim)
         if os.path.isfile(out):
-            run.commands.append(f"# reused {out} (scripts/word_vectors.py)")
+            run.commands.append(f"# reused {out} (truneg-word-vectors)")
             continue
         from truneg_fairseq.data.word_vectors import write_vectors
 
         dict_txt, text = os.path.join(data_bin, "dict.txt"), os.path.join(work, "raw", "train.txt")
-        run.here(
+        run.here(  # the library function truneg-word-vectors calls, recorded as that command
             lambda: write_vectors(dict_txt, text, out, dim, 5),
             [
-                sys.executable,
-                os.path.join(REPO, "scripts", "word_vectors.py"),
+                "truneg-word-vectors",
                 "--dict",
                 dict_txt,
                 "--text",

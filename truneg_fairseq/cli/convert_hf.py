@@ -1,0 +1,109 @@
+"""Convert between HuggingFace directories and the plugin's fairseq checkpoints.
+
+  import HF_DIR OUT_DIR [--generator GEN_DIR]
+      HF_DIR: a local directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt
+      or tokenizer.json) of BertForMaskedLM, BertForPreTraining, BertModel or
+      ElectraForPreTraining; GEN_DIR: the matching ElectraForMaskedLM generator. Writes
+      OUT_DIR/model.pt (fairseq checkpoint: --restore-file for continued pre-training or a
+      fine-tuning start), OUT_DIR/dict.txt (binarize data with it: fairseq-preprocess
+      --srcdict OUT_DIR/dict.txt) and OUT_DIR/vocab.txt. Never downloads: fetch a hub model
+      first (`hf download bert-base-uncased --local-dir bert-base-uncased`).
+
+  export CHECKPOINT HF_DIR [--vocab VOCAB] [--data DIR]
+      A plugin ELECTRA checkpoint -> ElectraForPreTraining (+ HF_DIR/generator with
+      ElectraForMaskedLM), a bert_hf_* checkpoint -> BertForMaskedLM, a fairseq roberta_*
+      checkpoint -> RobertaForMaskedLM; loadable with transformers' from_pretrained.
+
+Examples:
+  truneg-convert-hf import bert-base-uncased imported/bert-base
+  truneg-convert-hf import electra-base-discriminator imported/electra-base \\
+      --generator electra-base-generator
+  truneg-convert-hf export ckpt/bert_hc/checkpoint_last.pt hf/bert-hc \\
+      --vocab imported/bert-base/vocab.txt
+"""
+
+import argparse
+import os
+
+from truneg_fairseq.cli.common import fail, setup_logging
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    imp = sub.add_parser("import", help="HuggingFace directory -> fairseq checkpoint directory")
+    imp.add_argument("hf_dir", help="local HuggingFace model directory")
+    imp.add_argument(
+        "out_dir", help="output directory (model.pt, dict.txt, vocab.txt); replaced atomically"
+    )
+    imp.add_argument(
+        "--generator",
+        help="ElectraForMaskedLM directory paired with an ElectraForPreTraining HF_DIR",
+    )
+    imp.add_argument(
+        "--allow-unshared-embeddings",
+        action="store_true",
+        help="import a generator whose embedding values differ from the discriminator's (not a "
+        "published pair): the model shares the discriminator's; refused without this flag",
+    )
+    imp.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="seed of the fresh masked-LM head of a model published without one (default 1): two "
+        "imports give the same head, so runs continued from them start from the same model",
+    )
+    exp = sub.add_parser("export", help="fairseq checkpoint -> HuggingFace directory")
+    exp.add_argument("checkpoint", help="fairseq checkpoint (.pt)")
+    exp.add_argument("hf_dir", help="output directory; replaced atomically")
+    exp.add_argument(
+        "--vocab",
+        help="the original vocab.txt (the import's) to restore the published token ids; "
+        "default: vocab.txt beside CHECKPOINT, else fairseq's order ([CLS] [PAD] [SEP] [UNK] ... [MASK])",
+    )
+    exp.add_argument(
+        "--data", help="directory holding the checkpoint's dict.txt, if the recorded one moved"
+    )
+    case = exp.add_mutually_exclusive_group()
+    case.add_argument(
+        "--lowercase",
+        dest="lowercase",
+        action="store_true",
+        default=None,
+        help="tokenizer lower-cases (default: as recorded by the import, else yes)",
+    )
+    case.add_argument("--cased", dest="lowercase", action="store_false")
+    exp.add_argument(
+        "--gpt2-encoder-json", help="RoBERTa on GPT-2 BPE: encoder.json, to write vocab.json"
+    )
+    exp.add_argument(
+        "--gpt2-vocab-bpe", help="RoBERTa on GPT-2 BPE: vocab.bpe, written as merges.txt"
+    )
+    args = p.parse_args(argv)
+    setup_logging("truneg_fairseq.convert_hf")
+    from truneg_fairseq.checkpoints import CheckpointError
+    from truneg_fairseq.convert.hf import ConversionError, export_hf, import_hf
+    from truneg_fairseq.io_utils import OutputDirError
+
+    try:
+        if args.command == "import":
+            import_hf(
+                args.hf_dir, args.out_dir, args.generator, args.allow_unshared_embeddings, args.seed
+            )
+        else:
+            if bool(args.gpt2_encoder_json) != bool(args.gpt2_vocab_bpe):
+                fail("--gpt2-encoder-json and --gpt2-vocab-bpe go together")
+            for flag, path in (
+                ("--vocab", args.vocab),
+                ("--gpt2-encoder-json", args.gpt2_encoder_json),
+                ("--gpt2-vocab-bpe", args.gpt2_vocab_bpe),
+            ):
+                if path and not os.path.isfile(path):
+                    fail(f"{flag} {path} not found")
+            gpt2 = (args.gpt2_encoder_json, args.gpt2_vocab_bpe) if args.gpt2_encoder_json else None
+            export_hf(args.checkpoint, args.hf_dir, args.vocab, args.data, args.lowercase, gpt2)
+    except (ConversionError, CheckpointError, OutputDirError) as e:
+        fail(str(e))
+    return 0

@@ -1,0 +1,60 @@
+"""Write one predicted label per line for a binarized GLUE-format split, with a checkpoint
+fine-tuned by fairseq's sentence_prediction (e.g. examples/glue/finetune.sh). The lines follow
+the rows of the file the split was prepared from, for truneg-robustness-report contrast.
+
+  truneg-glue-predict runs/SST-2/checkpoint_best.pt --data glue-bin/SST-2 \\
+      --split valid --output preds.txt
+"""
+
+import argparse
+import os
+
+from truneg_fairseq.cli.common import (
+    add_checkpoint_args,
+    fail,
+    resolve_checkpoint_args,
+    setup_logging,
+)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_checkpoint_args(p, help="checkpoint fine-tuned with sentence_prediction (.pt)")
+    p.add_argument(
+        "--data", required=True, help="the task's prepared folder (input0/, label/, ...)"
+    )
+    p.add_argument("--split", default="valid")
+    p.add_argument("--output", required=True, help="predicted labels, one per line")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when there is a GPU)")
+    return p
+
+
+def main(argv=None) -> int:
+    parser = get_parser()
+    args = resolve_checkpoint_args(parser, parser.parse_args(argv))
+    setup_logging("glue_predict")
+    if not os.path.isfile(args.checkpoint):
+        fail(f"checkpoint {args.checkpoint} not found")
+    if not os.path.isdir(os.path.join(args.data, "input0")):
+        fail(
+            f"--data {args.data} has no input0/: give the folder truneg-prepare-glue wrote for "
+            "the task"
+        )
+    import torch
+
+    from truneg_fairseq.checkpoints import CheckpointError
+    from truneg_fairseq.evaluation.contrast import predict_labels
+    from truneg_fairseq.io_utils import atomic_open
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        labels = predict_labels(args.checkpoint, args.data, args.split, args.batch_size, device)
+    except (ValueError, FileNotFoundError, CheckpointError) as e:
+        fail(str(e))
+    with atomic_open(args.output) as f:
+        f.write("".join(f"{label}\n" for label in labels))
+    print(f"wrote {len(labels)} predictions to {args.output}")
+    return 0

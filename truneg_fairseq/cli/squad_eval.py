@@ -1,0 +1,41 @@
+"""Score a SQuAD v1.1 predictions file against a dev JSON (official normalisation).
+
+  truneg-squad-eval dev-v1.1.json predictions.json
+
+predictions.json maps question id -> answer text. Prints {"exact_match", "f1", ...}; questions
+without a prediction score 0 and are counted in "missing_predictions".
+"""
+
+import argparse
+import json
+import sys
+
+from truneg_fairseq.cli.common import fail
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("dataset", help="SQuAD v1.1 JSON (dev-v1.1.json)")
+    p.add_argument("predictions", help="JSON: question id -> answer text")
+    return p
+
+
+def main(argv=None) -> int:
+    args = get_parser().parse_args(argv)
+    from truneg_fairseq.data.corpus import CorpusError
+    from truneg_fairseq.pipelines.squad import score_predictions_file
+
+    try:
+        res = score_predictions_file(args.dataset, args.predictions)
+    except CorpusError as e:
+        fail(str(e))
+    if res["missing_predictions"]:
+        print(
+            f"warning: {res['missing_predictions']} of {res['questions']} questions have no "
+            "prediction (scored 0)",
+            file=sys.stderr,
+        )
+    print(json.dumps(res))
+    return 0

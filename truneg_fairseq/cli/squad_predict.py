@@ -1,0 +1,52 @@
+"""Write SQuAD v1.1 predictions (question id -> answer text) for a fine-tuned checkpoint.
+
+  truneg-squad-predict ckpt/checkpoint_best.pt --data squad-data \\
+      --output predictions.json [--subset valid]
+
+DATA is the --task squad folder (dict.txt, SUBSET.json); the windowing and tokenizer settings
+come from the checkpoint. The output is written atomically; score it with truneg-squad-eval.
+"""
+
+import argparse
+import json
+import os
+
+from truneg_fairseq.cli.common import (
+    add_checkpoint_args,
+    fail,
+    resolve_checkpoint_args,
+    setup_logging,
+)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_checkpoint_args(p, help="checkpoint fine-tuned with --task squad (.pt)")
+    p.add_argument("--data", required=True, help="the --task squad folder (dict.txt, SUBSET.json)")
+    p.add_argument("--output", required=True)
+    p.add_argument("--subset", default="valid")
+    p.add_argument("--batch-size", type=int, default=16, help="questions per batch")
+    return p
+
+
+def main(argv=None) -> int:
+    parser = get_parser()
+    args = resolve_checkpoint_args(parser, parser.parse_args(argv))
+    setup_logging("truneg_fairseq.squad_predict")
+    if not os.path.isfile(args.checkpoint):
+        fail(f"checkpoint {args.checkpoint} not found")
+    from truneg_fairseq.checkpoints import CheckpointError
+    from truneg_fairseq.io_utils import atomic_open
+    from truneg_fairseq.pipelines.squad import SquadPredictConfig, predict_squad
+
+    cfg = SquadPredictConfig(args.checkpoint, args.data, args.subset, args.batch_size)
+    try:
+        preds = predict_squad(cfg)
+    except CheckpointError as e:
+        fail(str(e))
+    with atomic_open(args.output) as f:
+        json.dump(preds, f, indent=1)
+    print(f"wrote {len(preds)} predictions to {args.output}")
+    return 0
