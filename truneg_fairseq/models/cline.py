@@ -43,10 +43,11 @@ from truneg_fairseq.models.electra import (
     ElectraModel,
     electra_base_architecture,
     electra_large_architecture,
-    electra_sizes,
     electra_small_architecture,
+    electra_tiny_architecture,
 )
 from truneg_fairseq.models.roberta import encoder_sizes
+from truneg_fairseq.models.sizes import BERT_SIZES
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ def cline_large_architecture(args):
 @register_model_architecture("cline", "cline_roberta_tiny")
 def cline_tiny_architecture(args):
     """2 layers of 32: for tests and smoke runs."""
-    encoder_sizes(args, layers=2, dim=32, ffn=64, heads=2, max_positions=64)
+    encoder_sizes(args, BERT_SIZES["tiny"])
     base_architecture(args)
 
 
@@ -303,9 +304,4 @@ class ClineElectraModel(ElectraModel):
 register_model_architecture("cline_electra", "cline_electra_small")(electra_small_architecture)
 register_model_architecture("cline_electra", "cline_electra_base")(electra_base_architecture)
 register_model_architecture("cline_electra", "cline_electra_large")(electra_large_architecture)
-
-
-@register_model_architecture("cline_electra", "cline_electra_tiny")
-def cline_electra_tiny_architecture(args):
-    """2 layers of 32 (generator 2 x 16): for tests and smoke runs."""
-    electra_sizes(args, 16, 32, 2, 2, 64, 16, 1, 32, max_pos=64)
+register_model_architecture("cline_electra", "cline_electra_tiny")(electra_tiny_architecture)
