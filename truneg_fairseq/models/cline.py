@@ -98,26 +98,15 @@ class ClineMixin:
             self.rtd_head.layer_norm.eps = eps
         self.cline_log_vars = nn.Parameter(torch.zeros(3))
 
-    def forward(
-        self,
-        src_tokens,
-        features_only=False,
-        return_all_hiddens=False,
-        classification_head_name=None,
-        cline_n_ori=None,
-        cline_targets=None,
-        **kwargs,
-    ):
-        """RoBERTa's forward; with ``cline_n_ori`` the CLINE pre-training pass (:meth:`cline_forward`).
-        The criterion comes in through ``forward`` so that torch's DistributedDataParallel sees the
-        pass and synchronises the gradients (a call to a named method would bypass it).
-        ``cline_targets`` (the gold ids of x_ori) is not needed here: one encoder reads the masked
-        x_ori for both the MLM and ``<s>``, as in the authors' code."""
+    def forward(self, src_tokens, *args, cline_n_ori=None, cline_targets=None, **kwargs):
+        """RoBERTa's forward; with ``cline_n_ori`` the CLINE pre-training pass
+        (:meth:`cline_forward`). The criterion comes in through ``forward`` so that torch's
+        DistributedDataParallel sees the pass and synchronises the gradients (a call to a named
+        method would bypass it). ``cline_targets`` (the gold ids of x_ori) is not needed here: one
+        encoder reads the masked x_ori for both the MLM and ``<s>``, as in the authors' code."""
         if cline_n_ori is not None:
             return self.cline_forward(src_tokens, cline_n_ori, kwargs["masked_tokens"])
-        return super().forward(
-            src_tokens, features_only, return_all_hiddens, classification_head_name, **kwargs
-        )
+        return super().forward(src_tokens, *args, **kwargs)
 
     def cline_forward(
         self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor
@@ -252,23 +241,13 @@ class ClineElectraModel(ElectraModel):
         self.cline_pretraining = True
         self.cline_log_vars = nn.Parameter(torch.zeros(3, device=self.embed_tokens.weight.device))
 
-    def forward(
-        self,
-        src_tokens,
-        masked_tokens=None,
-        features_only=False,
-        classification_head_name=None,
-        cline_n_ori=None,
-        cline_targets=None,
-        **kwargs,
-    ):
-        """ELECTRA's forward; with ``cline_n_ori`` the CLINE pre-training pass (through ``forward``
-        so that DistributedDataParallel synchronises it)."""
+    def forward(self, src_tokens, *args, cline_n_ori=None, cline_targets=None, **kwargs):
+        """ELECTRA's forward; with ``cline_n_ori`` the CLINE pre-training pass (through
+        ``forward`` so that DistributedDataParallel synchronises it)."""
         if cline_n_ori is not None:
-            return self.cline_forward(src_tokens, cline_n_ori, masked_tokens, cline_targets)
-        return super().forward(
-            src_tokens, masked_tokens, features_only, classification_head_name, **kwargs
-        )
+            masked = kwargs["masked_tokens"]
+            return self.cline_forward(src_tokens, cline_n_ori, masked, cline_targets)
+        return super().forward(src_tokens, *args, **kwargs)
 
     def cline_forward(
         self,
