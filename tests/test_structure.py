@@ -33,8 +33,8 @@ def parse(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
-def relative(path: Path) -> str:
-    return str(path.relative_to(REPO))
+def relative(path: Path, root: Path = REPO) -> str:
+    return str(path.relative_to(root))
 
 
 # ---- size --------------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def significant_lines(path: Path) -> List[Tuple[int, str]]:
     return out
 
 
-def copied_blocks(paths, size: int = MIN_BLOCK) -> List[str]:
+def copied_blocks(paths, size: int = MIN_BLOCK, root: Path = REPO) -> List[str]:
     """Every run of ``size`` or more significant lines found, identical, in two places (two
     files, or two non-overlapping places of one file); one line per pair of places."""
     seen: Dict[str, Tuple[Path, int, int]] = {}
@@ -253,7 +253,7 @@ def copied_blocks(paths, size: int = MIN_BLOCK) -> List[str]:
             first = seen.setdefault(key, here)
             if first is here or (first[0] == path and first[2] >= here[1]):
                 continue
-            pair = (relative(first[0]), relative(path))
+            pair = (relative(first[0], root), relative(path, root))
             pairs.setdefault(pair, []).append((first[1], first[2], here[1], here[2]))
     out = []
     for (a, b), spans in sorted(pairs.items()):
@@ -284,21 +284,16 @@ def test_the_copy_finder_finds_a_copy(tmp_path):
     two = tmp_path / "two.py"
     one.write_text(f'"""doc"""\nimport os\n\n\ndef f():\n    x0 = 0\n{body}\n    return x7\n')
     two.write_text(f"def g():\n    x0 = 1\n{body}\n")
-    global REPO
-    saved, REPO = REPO, tmp_path
-    try:
-        found = copied_blocks([one, two])
-        fields = tmp_path / "fields.py"
-        fields.write_text(
-            "from dataclasses import dataclass\n\n\n@dataclass\nclass A:\n"
-            + "\n".join(f"    a{i}: int = 0" for i in range(8))
-            + "\n\n\n@dataclass\nclass B:\n"
-            + "\n".join(f"    a{i}: int = 0" for i in range(8))
-            + "\n"
-        )
-        assert copied_blocks([fields]) == []  # dataclass fields do not count
-    finally:
-        REPO = saved
+    found = copied_blocks([one, two], root=tmp_path)
+    fields = tmp_path / "fields.py"
+    fields.write_text(
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass A:\n"
+        + "\n".join(f"    a{i}: int = 0" for i in range(8))
+        + "\n\n\n@dataclass\nclass B:\n"
+        + "\n".join(f"    a{i}: int = 0" for i in range(8))
+        + "\n"
+    )
+    assert copied_blocks([fields], root=tmp_path) == []  # dataclass fields do not count
     assert found == ["one.py:7-13 = two.py:3-9"]
 
 
@@ -307,7 +302,7 @@ def python_files(dirs) -> List[Path]:
     return sorted(p for d in dirs for p in (REPO / d).rglob("*.py") if ".venv" not in p.parts)
 
 
-def sys_path_uses(paths) -> List[str]:
+def sys_path_uses(paths, root: Path = REPO) -> List[str]:
     out = []
     for path in paths:
         for node in ast.walk(parse(path)):
@@ -317,7 +312,7 @@ def sys_path_uses(paths) -> List[str]:
                 and isinstance(node.value, ast.Name)
                 and node.value.id == "sys"
             ):
-                out.append(f"{relative(path)}:{node.lineno}")
+                out.append(f"{relative(path, root)}:{node.lineno}")
     return out
 
 
@@ -329,7 +324,7 @@ def test_nothing_edits_sys_path():
     )
 
 
-def scripts_run_by_path(paths) -> List[str]:
+def scripts_run_by_path(paths, root: Path = REPO) -> List[str]:
     """Places that build a path into ``scripts/`` (``"scripts"`` as a path part, a literal
     ``scripts/NAME.py`` on its own) or run a file by path (``runpy.run_path``): the package
     calls the commands' library functions (``truneg_fairseq.cli``) instead. Messages that name
@@ -341,9 +336,9 @@ def scripts_run_by_path(paths) -> List[str]:
                 value = node.value.strip()
                 bare = value.startswith(("scripts/", "./scripts/")) and value.endswith(".py")
                 if value == "scripts" or (bare and " " not in value):
-                    out.append(f"{relative(path)}:{node.lineno}: {value!r}")
+                    out.append(f"{relative(path, root)}:{node.lineno}: {value!r}")
             elif isinstance(node, ast.Attribute) and node.attr == "run_path":
-                out.append(f"{relative(path)}:{node.lineno}: run_path")
+                out.append(f"{relative(path, root)}:{node.lineno}: run_path")
     return out
 
 
@@ -353,3 +348,20 @@ def test_the_package_runs_no_script_by_path():
         "the package runs files of scripts/ (call truneg_fairseq.cli.<name>.main or the library "
         "function instead):\n" + "\n".join(bad)
     )
+
+
+def test_the_path_checks_find_planted_cases(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import os, runpy, sys\n"
+        "sys.path.insert(0, os.getcwd())\n"
+        'cmd = [sys.executable, os.path.join(ROOT, "scripts", "demo.py")]\n'
+        'runpy.run_path("scripts/demo.py")\n'
+        'raise SystemExit("build it with scripts/build_synonym_table.py first")\n'
+    )
+    assert sys_path_uses([bad], root=tmp_path) == ["bad.py:2"]
+    assert sorted(scripts_run_by_path([bad], root=tmp_path)) == [
+        "bad.py:3: 'scripts'",
+        "bad.py:4: 'scripts/demo.py'",
+        "bad.py:4: run_path",
+    ]  # the message naming a script for the user passes
