@@ -12,6 +12,8 @@
 #               step speed of every criterion eager/compiled/CUDA graphs vs HF transformers, data-loader
 #               rate, versions; writes gpu-check/report.md and gpu-check/report.json here.
 #               QUICK=1: tiny sizes, about a minute, on the CPU when there is no GPU
+#   make lint   ruff (pinned in requirements-dev.txt): formatting checked, then the rules of
+#               pyproject.toml [tool.ruff.lint]; needs only ruff, not the full install
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -77,6 +79,13 @@ QUICK ?=
 gpu-check: install
 	$(PIP) install -q -r requirements-bench.txt
 	$(PY) benchmarks/gpu_check.py $(if $(filter-out 0,$(QUICK)),--quick)
+
+# ruff alone in the virtualenv (created when missing): lint does not need fairseq or torch
+lint:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -r requirements-dev.txt
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) demo_work study_work .pytest_cache

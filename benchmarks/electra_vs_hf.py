@@ -30,6 +30,8 @@ from _common import (
     make_train_step,
 )
 
+from truneg_fairseq.models.sizes import ELECTRA_SIZES  # noqa: E402
+
 VOCAB = 30522
 
 
@@ -80,29 +82,29 @@ def build_hf(pad, mask_idx):
     import torch
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
+    small = ELECTRA_SIZES["electra_small"]  # what --arch electra_small builds on the plugin's side
     common = dict(
         vocab_size=VOCAB,
-        embedding_size=128,
+        embedding_size=small.embed,
         max_position_embeddings=128,
         pad_token_id=pad,
         hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1,
+        num_hidden_layers=small.layers,
     )
     gen = ElectraForMaskedLM(
         ElectraConfig(
-            hidden_size=64,
-            num_attention_heads=1,
-            intermediate_size=256,
-            num_hidden_layers=12,
+            hidden_size=small.gen_hidden,
+            num_attention_heads=small.gen_heads,
+            intermediate_size=small.gen_ffn,
             **common,
         )
     )
     disc = ElectraForPreTraining(
         ElectraConfig(
-            hidden_size=256,
-            num_attention_heads=4,
-            intermediate_size=1024,
-            num_hidden_layers=12,
+            hidden_size=small.hidden,
+            num_attention_heads=small.heads,
+            intermediate_size=small.ffn,
             **common,
         )
     )

@@ -99,35 +99,10 @@ CORRECTNESS = {
         128,
     ),
 }
+# quick runs: the tiny archs (their sizes from the one table, truneg_fairseq/models/sizes.py)
 TINY_MODEL = {
-    "electra": [
-        "--electra-embed-dim",
-        "32",
-        "--electra-hidden-dim",
-        "64",
-        "--electra-layers",
-        "2",
-        "--electra-heads",
-        "2",
-        "--electra-ffn-dim",
-        "128",
-        "--electra-gen-hidden-dim",
-        "32",
-        "--electra-gen-heads",
-        "1",
-        "--electra-gen-ffn-dim",
-        "64",
-    ],
-    "roberta": [
-        "--encoder-layers",
-        "2",
-        "--encoder-embed-dim",
-        "32",
-        "--encoder-ffn-embed-dim",
-        "64",
-        "--encoder-attention-heads",
-        "2",
-    ],
+    "electra": ["--arch", "electra_tiny"],
+    "roberta": ["--arch", "truneg_roberta_tiny"],
 }
 # the recipes' data-loader workers: examples/electra (NUM_WORKERS, default 1) and examples/mlm
 # (fairseq's default --num-workers 1)

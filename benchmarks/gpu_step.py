@@ -37,22 +37,45 @@ import time
 import numpy as np
 from _common import hf_electra_loss, make_batches
 
-from truneg_fairseq.models.electra_config import ELECTRA_SIZES
+from truneg_fairseq.models.sizes import BERT_SIZES, ELECTRA_SIZES
 
 VOCAB = 30522  # ELECTRA (BERT's WordPiece vocabulary)
 ROBERTA_VOCAB = 50265  # RoBERTa (GPT-2 byte-level BPE)
 TINY_VOCAB = 1000  # the tiny smoke-test sizes
-# name: (embed, hidden, layers, heads, ffn, gen hidden, gen heads, gen ffn, batch, seq); small and
-# base are the registered architectures' sizes (the one table), with the benchmark's batch shape
+
+
+def _electra(arch: str, batch: int, seq: int) -> tuple:
+    z = ELECTRA_SIZES[arch]
+    return (
+        z.embed,
+        z.hidden,
+        z.layers,
+        z.heads,
+        z.ffn,
+        z.gen_hidden,
+        z.gen_heads,
+        z.gen_ffn,
+        batch,
+        seq,
+    )
+
+
+def _roberta(name: str, batch: int, seq: int) -> tuple:
+    z = BERT_SIZES[name]
+    return (z.dim, z.layers, z.heads, z.ffn, batch, seq)
+
+
+# name: (embed, hidden, layers, heads, ffn, gen hidden, gen heads, gen ffn, batch, seq): the
+# registered architectures' sizes (the one table, models/sizes.py) with the benchmark's batch shape
 SIZES = {
-    "small": (*ELECTRA_SIZES["electra_small"][:8], 128, 128),
-    "base": (*ELECTRA_SIZES["electra_base"][:8], 32, 512),
-    "tiny": (32, 64, 2, 2, 128, 32, 1, 64, 8, 64),
+    "small": _electra("electra_small", 128, 128),
+    "base": _electra("electra_base", 32, 512),
+    "tiny": _electra("electra_tiny", 8, 64),
 }
 # name: (hidden, layers, heads, ffn, batch, seq)
 ROBERTA_SIZES = {
-    "roberta-base": (768, 12, 12, 3072, 16, 512),
-    "roberta-tiny": (32, 2, 2, 64, 4, 64),
+    "roberta-base": _roberta("base", 16, 512),
+    "roberta-tiny": _roberta("tiny", 4, 64),
 }
 # dense bf16 peak TFLOP/s (no sparsity), by a substring of torch.cuda.get_device_name()
 PEAK_TFLOPS = {

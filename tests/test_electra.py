@@ -1,5 +1,7 @@
 """ELECTRA: model structure, the replaced-token-detection term, and the criterions on it."""
 
+import dataclasses
+
 import pytest
 import torch
 from utils import REPO, TINY_ELECTRA, build_components, valid_batch
@@ -83,14 +85,14 @@ SIZE_FIELDS = {
 }
 
 
-@pytest.mark.parametrize("arch", ["electra_small", "electra_base", "electra_large"])
+@pytest.mark.parametrize("arch", ["electra_tiny", "electra_small", "electra_base", "electra_large"])
 def test_registered_archs_read_the_sizes_table(arch):
     from truneg_fairseq.models.electra import ELECTRA_SIZES
 
     model = arch_cfg(arch).model
-    size = ELECTRA_SIZES[arch]
-    assert {f: getattr(model, SIZE_FIELDS[f]) for f in size._fields} == size._asdict()
-    assert model.electra_gen_layers == size.layers  # the generator has the discriminator's depth
+    size = dataclasses.asdict(ELECTRA_SIZES[arch])
+    assert {f: getattr(model, SIZE_FIELDS[f]) for f in size} == size
+    assert model.electra_gen_layers == size["layers"]  # the generator has the discriminator's depth
 
 
 def test_example_configs_agree_with_the_sizes_table():
@@ -104,7 +106,7 @@ def test_example_configs_agree_with_the_sizes_table():
     for path in configs:
         model = yaml.safe_load(path.read_text(encoding="utf-8")).get("model") or {}
         size = ELECTRA_SIZES[model["_name"]]
-        for f, value in size._asdict().items():
+        for f, value in dataclasses.asdict(size).items():
             if SIZE_FIELDS[f] in model:
                 assert model[SIZE_FIELDS[f]] == value, f"{path.name}: {SIZE_FIELDS[f]}"
         if "electra_gen_layers" in model:

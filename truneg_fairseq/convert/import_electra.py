@@ -26,16 +26,26 @@ from truneg_fairseq.convert.keys import (
     _hf_to_fairseq,
     _take,
 )
+from truneg_fairseq.models.sizes import ELECTRA_SIZES, PUBLISHED_ELECTRA
 from truneg_fairseq.text import wordpiece_row_order
 
 logger = logging.getLogger(__name__)
 
 
 def generator_sizes(hidden: int) -> Dict[str, int]:
-    """The generator of a discriminator published without one, sized as the published pairs are:
-    a quarter of the discriminator's width (a third for width 768, as ELECTRA-base), heads of
-    64, FFN 4 x hidden; as many layers as the discriminator."""
-    gen_hidden = max(hidden // 3 if hidden == 768 else hidden // 4, 1)
+    """The generator of a discriminator published without one, sized as the published pairs are
+    (:data:`~truneg_fairseq.models.sizes.ELECTRA_SIZES`): the published generator for a published
+    width, else a quarter of the discriminator's width, heads of 64, FFN 4 x hidden; as many
+    layers as the discriminator."""
+    for name in PUBLISHED_ELECTRA:
+        size = ELECTRA_SIZES[name]
+        if size.hidden == hidden:
+            return {
+                "hidden_size": size.gen_hidden,
+                "num_attention_heads": size.gen_heads,
+                "intermediate_size": size.gen_ffn,
+            }
+    gen_hidden = max(hidden // 4, 1)
     return {
         "hidden_size": gen_hidden,
         "num_attention_heads": max(gen_hidden // 64, 1),

@@ -22,13 +22,11 @@ When the model detects replaced tokens (ELECTRA), the MLM terms are weighted by
 """
 
 import logging
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import torch
-from fairseq import utils
 from fairseq.criterions import FairseqCriterion
 from fairseq.dataclass import ChoiceEnum
 from fairseq.logging import metrics
@@ -139,8 +137,6 @@ class MaskedLMStep:
 
 # a loss term: (logged name, weight, summed value); the loss is sum(weight * value)
 Term = Tuple[str, float, torch.Tensor]
-
-DDP_BACKENDS_NEEDING_FAIRSCALE = ("fully_sharded", "slowmo")
 
 
 class CounterFalseNegativeLoss(FairseqCriterion):
@@ -412,16 +408,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         def total(key):
             return logs.total(logging_outputs, key)
 
-        sample_size = total("sample_size")
+        sample_size = logs.log_loss_terms(logging_outputs, cls.TERMS)
         if sample_size == 0:
             return
-        metrics.log_scalar("loss", total("loss") / sample_size / math.log(2), sample_size, round=3)
-        for term in cls.TERMS:
-            if any(term in log for log in logging_outputs):
-                metrics.log_scalar(
-                    term, total(term) / sample_size / math.log(2), sample_size, round=4
-                )
-        metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
         fn.log_metrics(logging_outputs)  # mlm_acc, syn_acc, the ratios, content_pred, nseq
         if any("slots_dropped" in log for log in logging_outputs):
             # masked positions beyond --mlm-max-predictions (static slots): not in the loss

@@ -26,12 +26,10 @@ logged ``w_mlm``, ``w_rtd``, ``w_cts`` (exp(-s)) plus ``logvar_loss`` (sum of s)
 negative), ``cts_acc`` (% of those with h_o.h_s > h_o.h_a), ``cts_pairs``.
 """
 
-import math
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
-from fairseq import utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
@@ -160,14 +158,8 @@ class ClineCriterion(FairseqCriterion):
         def total(key):
             return logs.total(logging_outputs, key)
 
-        ln2 = math.log(2)
-        n = total("sample_size")
         # the terms, in the loss's unit: loss = the weighted sum of these
-        metrics.log_scalar("loss", total("loss") / max(n, 1) / ln2, n, round=3)
-        for term in ("mlm_loss", "rtd_loss", "cts_loss", "logvar_loss"):
-            if any(term in log for log in logging_outputs):
-                metrics.log_scalar(term, total(term) / max(n, 1) / ln2, n, round=4)
-        metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
+        logs.log_loss_terms(logging_outputs, ("mlm_loss", "rtd_loss", "cts_loss", "logvar_loss"))
         n_rtd = total("rtd_tokens")
         metrics.log_scalar("rtd_bce", total("rtd_bce_sum") / max(n_rtd, 1), n_rtd, round=4)
         metrics.log_scalar("rtd_acc", 100.0 * total("rtd_correct") / max(n_rtd, 1), n_rtd, round=2)

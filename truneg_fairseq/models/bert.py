@@ -41,6 +41,7 @@ from fairseq.utils import safe_getattr
 from truneg_fairseq.models import import_sizes
 from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.roberta import RobertaObjectives, encoder_sizes
+from truneg_fairseq.models.sizes import BERT_SIZES, EncoderSize
 
 logger = logging.getLogger(__name__)
 
@@ -112,16 +113,18 @@ class BertModel(RobertaObjectives, RobertaModel):
         prefix = name + "." if name else ""
         for buf in ("bert_segment_offsets", "bert_pooler_weight", "bert_pooler_bias"):
             if prefix + buf not in state_dict:
-                # a RoBERTa checkpoint (or an earlier import) restored into a BERT model: nothing to keep
+                # a RoBERTa checkpoint restored into a BERT model: nothing to keep
                 state_dict[prefix + buf] = getattr(self, buf).clone()
         super().upgrade_state_dict_named(state_dict, name)
 
 
-def _bert_defaults(args):
+def _bert_arch(args, size: EncoderSize) -> None:
+    """Sizes from ``--bert-sizes-from``, then ``size`` (one row of the sizes table), for whatever
+    the command line left unset; then BERT's epsilon, activation and segment rows."""
     import_sizes.apply(args, "bert_sizes_from")
+    encoder_sizes(args, size)
     args.bert_layernorm_eps = safe_getattr(args, "bert_layernorm_eps", 1e-12)
     args.bert_type_vocab_size = safe_getattr(args, "bert_type_vocab_size", 2)
-    args.max_positions = safe_getattr(args, "max_positions", 512)
     args.activation_fn = safe_getattr(args, "activation_fn", "gelu")  # erf GELU, as BERT's "gelu"
     args.pooler_activation_fn = safe_getattr(args, "pooler_activation_fn", "tanh")
     base_architecture(args)
@@ -129,25 +132,21 @@ def _bert_defaults(args):
 
 @register_model_architecture("bert", "bert_hf_base")
 def bert_base_architecture(args):
-    _bert_defaults(args)
+    _bert_arch(args, BERT_SIZES["base"])
 
 
 @register_model_architecture("bert", "bert_hf")
 def bert_hf_architecture(args):
     """Sizes from ``--bert-sizes-from`` (else BERT-base's)."""
-    _bert_defaults(args)
+    _bert_arch(args, BERT_SIZES["base"])
 
 
 @register_model_architecture("bert", "bert_hf_large")
 def bert_large_architecture(args):
-    import_sizes.apply(args, "bert_sizes_from")
-    encoder_sizes(args, layers=24, dim=1024, ffn=4096, heads=16)
-    _bert_defaults(args)
+    _bert_arch(args, BERT_SIZES["large"])
 
 
 @register_model_architecture("bert", "bert_hf_tiny")
 def bert_tiny_architecture(args):
     """2 layers of 32: for tests and smoke runs."""
-    import_sizes.apply(args, "bert_sizes_from")
-    encoder_sizes(args, layers=2, dim=32, ffn=64, heads=2, max_positions=64)
-    _bert_defaults(args)
+    _bert_arch(args, BERT_SIZES["tiny"])

@@ -43,10 +43,11 @@ from truneg_fairseq.models.electra import (
     ElectraModel,
     electra_base_architecture,
     electra_large_architecture,
-    electra_sizes,
     electra_small_architecture,
+    electra_tiny_architecture,
 )
 from truneg_fairseq.models.roberta import encoder_sizes
+from truneg_fairseq.models.sizes import BERT_SIZES
 
 logger = logging.getLogger(__name__)
 
@@ -97,26 +98,15 @@ class ClineMixin:
             self.rtd_head.layer_norm.eps = eps
         self.cline_log_vars = nn.Parameter(torch.zeros(3))
 
-    def forward(
-        self,
-        src_tokens,
-        features_only=False,
-        return_all_hiddens=False,
-        classification_head_name=None,
-        cline_n_ori=None,
-        cline_targets=None,
-        **kwargs,
-    ):
-        """RoBERTa's forward; with ``cline_n_ori`` the CLINE pre-training pass (:meth:`cline_forward`).
-        The criterion comes in through ``forward`` so that torch's DistributedDataParallel sees the
-        pass and synchronises the gradients (a call to a named method would bypass it).
-        ``cline_targets`` (the gold ids of x_ori) is not needed here: one encoder reads the masked
-        x_ori for both the MLM and ``<s>``, as in the authors' code."""
+    def forward(self, src_tokens, *args, cline_n_ori=None, cline_targets=None, **kwargs):
+        """RoBERTa's forward; with ``cline_n_ori`` the CLINE pre-training pass
+        (:meth:`cline_forward`). The criterion comes in through ``forward`` so that torch's
+        DistributedDataParallel sees the pass and synchronises the gradients (a call to a named
+        method would bypass it). ``cline_targets`` (the gold ids of x_ori) is not needed here: one
+        encoder reads the masked x_ori for both the MLM and ``<s>``, as in the authors' code."""
         if cline_n_ori is not None:
             return self.cline_forward(src_tokens, cline_n_ori, kwargs["masked_tokens"])
-        return super().forward(
-            src_tokens, features_only, return_all_hiddens, classification_head_name, **kwargs
-        )
+        return super().forward(src_tokens, *args, **kwargs)
 
     def cline_forward(
         self, tokens: torch.Tensor, n_ori: int, masked_tokens: torch.Tensor
@@ -216,7 +206,7 @@ def cline_large_architecture(args):
 @register_model_architecture("cline", "cline_roberta_tiny")
 def cline_tiny_architecture(args):
     """2 layers of 32: for tests and smoke runs."""
-    encoder_sizes(args, layers=2, dim=32, ffn=64, heads=2, max_positions=64)
+    encoder_sizes(args, BERT_SIZES["tiny"])
     base_architecture(args)
 
 
@@ -251,23 +241,13 @@ class ClineElectraModel(ElectraModel):
         self.cline_pretraining = True
         self.cline_log_vars = nn.Parameter(torch.zeros(3, device=self.embed_tokens.weight.device))
 
-    def forward(
-        self,
-        src_tokens,
-        masked_tokens=None,
-        features_only=False,
-        classification_head_name=None,
-        cline_n_ori=None,
-        cline_targets=None,
-        **kwargs,
-    ):
-        """ELECTRA's forward; with ``cline_n_ori`` the CLINE pre-training pass (through ``forward``
-        so that DistributedDataParallel synchronises it)."""
+    def forward(self, src_tokens, *args, cline_n_ori=None, cline_targets=None, **kwargs):
+        """ELECTRA's forward; with ``cline_n_ori`` the CLINE pre-training pass (through
+        ``forward`` so that DistributedDataParallel synchronises it)."""
         if cline_n_ori is not None:
-            return self.cline_forward(src_tokens, cline_n_ori, masked_tokens, cline_targets)
-        return super().forward(
-            src_tokens, masked_tokens, features_only, classification_head_name, **kwargs
-        )
+            masked = kwargs["masked_tokens"]
+            return self.cline_forward(src_tokens, cline_n_ori, masked, cline_targets)
+        return super().forward(src_tokens, *args, **kwargs)
 
     def cline_forward(
         self,
@@ -303,9 +283,4 @@ class ClineElectraModel(ElectraModel):
 register_model_architecture("cline_electra", "cline_electra_small")(electra_small_architecture)
 register_model_architecture("cline_electra", "cline_electra_base")(electra_base_architecture)
 register_model_architecture("cline_electra", "cline_electra_large")(electra_large_architecture)
-
-
-@register_model_architecture("cline_electra", "cline_electra_tiny")
-def cline_electra_tiny_architecture(args):
-    """2 layers of 32 (generator 2 x 16): for tests and smoke runs."""
-    electra_sizes(args, 16, 32, 2, 2, 64, 16, 1, 32, max_pos=64)
+register_model_architecture("cline_electra", "cline_electra_tiny")(electra_tiny_architecture)

@@ -12,17 +12,15 @@ discriminator, built from fairseq's own transformer encoder layers.
   (``--task electra``, ``--task cline``) adds the generator with :meth:`ElectraModel.add_generator`.
   Loading a pre-training checkpoint into a discriminator-only model drops the generator's weights.
 * Heads are named modules (``discriminator_head.{dense,out_proj}``,
-  ``generator_head.{dense,layer_norm}``); checkpoints written with the earlier positional keys
-  (``.0``/``.2``) are renamed on load.
+  ``generator_head.{dense,layer_norm}``).
 
-Building blocks: :mod:`.electra_parts`; fields and sizes table: :mod:`.electra_config` (re-exported).
+Building blocks: :mod:`.electra_parts`; fields: :mod:`.electra_config`; sizes: :mod:`.sizes`;
+checkpoint loading: :mod:`.electra_checkpoint`; ``--electra-compile``: :mod:`.electra_compile`.
 """
 
 import contextlib
 import dataclasses
-import inspect
 import logging
-import math
 from typing import Optional
 
 import torch
@@ -32,15 +30,10 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.models.roberta.model import RobertaClassificationHead
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
-from truneg_fairseq.models import embed_init
-from truneg_fairseq.models.electra_config import (  # noqa: F401  (the module's public names, kept here)
-    ELECTRA_SIZES,
-    IMPORTED_SIZES,
-    ElectraConfig,
-    ElectraSize,
-    electra_sizes,
-)
-from truneg_fairseq.models.electra_parts import (  # noqa: F401
+from truneg_fairseq.models import electra_checkpoint, embed_init
+from truneg_fairseq.models.electra_compile import COMPILE_RECOMPILE_LIMIT, compile_stacks
+from truneg_fairseq.models.electra_config import ElectraConfig, electra_sizes
+from truneg_fairseq.models.electra_parts import (
     ElectraDiscriminatorHead,
     ElectraEmbeddings,
     ElectraGeneratorHead,
@@ -48,66 +41,9 @@ from truneg_fairseq.models.electra_parts import (  # noqa: F401
 )
 from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.objectives import ReplacedTokenDetection
+from truneg_fairseq.models.sizes import ELECTRA_SIZES
 
 logger = logging.getLogger(__name__)
-
-# recompiles allowed per compiled encoder stack (dynamo's default: 8); see compile_encoders
-COMPILE_RECOMPILE_LIMIT = 32
-
-
-class _DynamoFallbackWarning(logging.Handler):
-    """Repeats dynamo's "hit config.recompile_limit" warning in fairseq's log as the plugin's
-    own: dynamo logs it once to its own logger (which fairseq's log format does not show
-    prominently) and from then on runs the function eager, so an ``--electra-compile`` run
-    would go on uncompiled, and slower, without a word in the training log."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.fallbacks = 0
-
-    def emit(self, record):
-        message = record.getMessage()
-        if "hit config." not in message or "limit" not in message:
-            return
-        self.fallbacks += 1
-        first = message.splitlines()
-        where = next((line.strip() for line in first if line.strip().startswith("function:")), "")
-        reason = next(
-            (line.strip() for line in first if line.strip().startswith("last reason:")), ""
-        )
-        logger.warning(
-            "--electra-compile: torch.compile gave up recompiling (%s; %s %s) and runs that code eager from "
-            "now on: the step is no longer compiled. Keep every batch's shape fixed (--mlm-prediction-slots "
-            "static, --sample-break-mode none, one --tokens-per-sample and --batch-size) or drop "
-            "--electra-compile",
-            first[0].strip(),
-            where,
-            reason,
-        )
-
-
-_FALLBACK_WATCH: Optional[_DynamoFallbackWarning] = None
-
-
-def watch_dynamo_fallback() -> _DynamoFallbackWarning:
-    """Install (once per process) the handler of :class:`_DynamoFallbackWarning` on dynamo's
-    logger; returns it (its ``fallbacks`` counts the warnings seen)."""
-    global _FALLBACK_WATCH
-    if _FALLBACK_WATCH is None:
-        _FALLBACK_WATCH = _DynamoFallbackWarning()
-        logging.getLogger("torch._dynamo").addHandler(_FALLBACK_WATCH)
-    return _FALLBACK_WATCH
-
-
-GENERATOR_PREFIXES = ("generator.", "generator_head.", "generator_bias")
-
-# positional keys written before the heads were named modules -> current names
-_OLD_HEAD_KEYS = {
-    "discriminator_head.0.": "discriminator_head.dense.",
-    "discriminator_head.2.": "discriminator_head.out_proj.",
-    "generator_head.0.": "generator_head.dense.",
-    "generator_head.2.": "generator_head.layer_norm.",
-}
 
 
 @register_model("electra", dataclass=ElectraConfig)
@@ -277,17 +213,9 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
         than dynamo's default of 8 recompiles for one function may allow once several criteria's
         passes share it; ``recompile_limit`` raises the limit for these two stacks only. Past
         it, dynamo runs the stack eager for the rest of the process without failing: that is
-        reported in fairseq's log (:func:`watch_dynamo_fallback`)."""
-        kwargs = dict(dynamic=False, mode=mode, backend=backend)
-        if "recompile_limit" in inspect.signature(torch.compile).parameters:
-            kwargs["recompile_limit"] = recompile_limit  # torch >= 2.13: per compiled region
-        elif torch._dynamo.config.recompile_limit < recompile_limit:
-            # older torch: only the process-wide limit exists (nothing else here is compiled)
-            torch._dynamo.config.recompile_limit = recompile_limit
-        watch_dynamo_fallback()
-        self.discriminator.compile(**kwargs)
-        if self.generator is not None:
-            self.generator.compile(**kwargs)
+        reported in fairseq's log (:mod:`.electra_compile`)."""
+        stacks = [self.discriminator] + ([self.generator] if self.generator is not None else [])
+        compile_stacks(stacks, mode, backend, recompile_limit)
 
     @property
     def embed_tokens(self) -> nn.Embedding:
@@ -310,12 +238,6 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
 
     def mlm_padding_idx(self):
         return self.padding_idx
-
-    def rtd_sample(self, logits):
-        return self.sample_replacements(logits)
-
-    def rtd_discriminate(self, tokens):
-        return self.discriminator_logits(tokens)
 
     # ---- generator ------------------------------------------------------------------------
     def generator_features(self, tokens):
@@ -418,104 +340,19 @@ class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
             )
 
     def upgrade_state_dict_named(self, state_dict, name):
-        prefix = name + "." if name else ""
-        keys = [k for k in state_dict if k.startswith(prefix)]
-        if keys and not any(k.startswith(prefix + "discriminator.") for k in keys):
-            raise ValueError(
-                "the checkpoint being loaded is not an ELECTRA checkpoint (no discriminator weights; "
-                f"first keys: {', '.join(keys[:3])}). Restore from a checkpoint pre-trained with "
-                "--task electra --arch electra_*, or import a published one with scripts/convert_hf.py"
-            )
-        eps_key = prefix + "layernorm_eps"
-        if eps_key in state_dict:
-            saved, own = float(state_dict[eps_key]), float(self.cfg.electra_layernorm_eps)
-            if not math.isclose(saved, own, rel_tol=1e-6):
-                raise ValueError(
-                    f"the checkpoint was made with LayerNorm epsilon {saved:g}, this model is built with "
-                    f"{own:g}: add --electra-layernorm-eps {saved:g} (models imported from HuggingFace use "
-                    "1e-12)"
-                )
-        else:  # written before the epsilon was saved: the default it was trained with
-            state_dict[eps_key] = self.layernorm_eps.clone()
-        renamed = 0
-        for k in keys:
-            for old, new in _OLD_HEAD_KEYS.items():
-                if k.startswith(prefix + old):
-                    state_dict[prefix + new + k[len(prefix + old) :]] = state_dict.pop(k)
-                    renamed += 1
-        if renamed:
-            logger.info(f"renamed {renamed} head tensors from positional (.0/.2) to named keys")
-        if (
-            not hasattr(self, "cline_log_vars")
-            and state_dict.pop(prefix + "cline_log_vars", None) is not None
-        ):
-            logger.info("dropped the CLINE task weights (cline_log_vars) of the checkpoint")
-        keys = [k for k in state_dict if k.startswith(prefix)]
-        if self.generator is None:
-            dropped = [k for k in keys if k[len(prefix) :].startswith(GENERATOR_PREFIXES)]
-            for k in dropped:
-                del state_dict[k]
-            if dropped:
-                logger.info(
-                    f"loading the discriminator only: dropped {len(dropped)} generator tensors"
-                )
-        elif not any(k[len(prefix) :].startswith(GENERATOR_PREFIXES) for k in keys):
-            # a discriminator published (or imported) without its generator: pre-training goes on
-            # with the generator this model was built with (initialised from --seed)
-            fresh = {
-                prefix + k: v.detach().clone()
-                for k, v in self.state_dict().items()
-                if k.startswith(GENERATOR_PREFIXES)
-            }
-            state_dict.update(fresh)
-            logger.warning(
-                f"the checkpoint has no generator: a fresh one ({self.cfg.electra_gen_layers} x "
-                f"{self.cfg.electra_gen_hidden_dim}, {len(fresh)} tensors, initialised from --seed) starts; warm it up "
-                "with the discriminator frozen (--electra-freeze-discriminator; examples/electra/pretrain.sh does it) "
-                "before continued pre-training"
-            )
-        self._upgrade_classification_heads(state_dict, prefix)
+        electra_checkpoint.upgrade_state(self, state_dict, name + "." if name else "")
         super().upgrade_state_dict_named(state_dict, name)
-
-    def _upgrade_classification_heads(self, state_dict, prefix):
-        """As fairseq's RoBERTa: heads in the checkpoint that this model did not register, or
-        registered with another shape, are dropped with a warning; heads registered here and
-        missing from the checkpoint start from their fresh weights."""
-        head_prefix = prefix + "classification_heads."
-        in_ckpt = {
-            k[len(head_prefix) :].split(".", 1)[0] for k in state_dict if k.startswith(head_prefix)
-        }
-        for hname in sorted(in_ckpt):
-            own = (
-                self.classification_heads[hname].state_dict()
-                if hname in self.classification_heads
-                else None
-            )
-            keys = [k for k in state_dict if k.startswith(f"{head_prefix}{hname}.")]
-            mismatch = own is not None and any(
-                k[len(f"{head_prefix}{hname}.") :] not in own
-                or own[k[len(f"{head_prefix}{hname}.") :]].shape != state_dict[k].shape
-                for k in keys
-            )
-            if own is None or mismatch:
-                why = (
-                    "not registered in this model"
-                    if own is None
-                    else "registered here with another shape"
-                )
-                logger.warning(f"dropping classification head '{hname}' from the checkpoint: {why}")
-                for k in keys:
-                    del state_dict[k]
-        for hname, head in self.classification_heads.items():
-            for pname, p in head.state_dict().items():
-                key = f"{head_prefix}{hname}.{pname}"
-                if key not in state_dict:
-                    state_dict[key] = p
 
 
 def _arch(args, name: str) -> None:
-    """Size ``args`` from the one table (:data:`ELECTRA_SIZES`), which the benchmarks read too."""
-    electra_sizes(args, *ELECTRA_SIZES[name])
+    """Size ``args`` from the one table (:data:`~truneg_fairseq.models.sizes.ELECTRA_SIZES`)."""
+    electra_sizes(args, ELECTRA_SIZES[name])
+
+
+@register_model_architecture("electra", "electra_tiny")
+def electra_tiny_architecture(args):
+    """2 layers of 32 (generator 2 x 16): for tests and smoke runs."""
+    _arch(args, "electra_tiny")
 
 
 @register_model_architecture("electra", "electra_small")

@@ -1,16 +1,17 @@
-"""What an ELECTRA model is configured with: its fairseq fields (:class:`ElectraConfig`), the
-sizes of the published models in one table (:data:`ELECTRA_SIZES`, read by the registered
-architectures, the benchmarks and the study) and the filling of the sizes a command line or
-config left unset (:func:`electra_sizes`: an import's ``import.json`` first, then the table's).
+"""What an ELECTRA model is configured with: its fairseq fields (:class:`ElectraConfig`) and the
+filling of the sizes a command line or config left unset (:func:`electra_sizes`: an import's
+``import.json`` first, then a row of :data:`~truneg_fairseq.models.sizes.ELECTRA_SIZES`, the one
+table of sizes, importable from here too).
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, NamedTuple, Optional
+from typing import Optional
 
 from fairseq import utils
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 from truneg_fairseq.models import embed_init, import_sizes
+from truneg_fairseq.models.sizes import ELECTRA_SIZES, ElectraSize  # noqa: F401  (importable here)
 
 # what --electra-sizes-from takes from an import (dropout and the discriminator-only switch stay
 # the command line's)
@@ -112,49 +113,24 @@ class ElectraConfig(FairseqDataclass):
     )
 
 
-class ElectraSize(NamedTuple):
-    """One architecture's sizes: the shared embedding, the discriminator and the generator (whose
-    depth is the discriminator's)."""
-
-    embed: int
-    hidden: int
-    layers: int
-    heads: int
-    ffn: int
-    gen_hidden: int
-    gen_heads: int
-    gen_ffn: int
-    max_positions: int = 512
-
-
-# the one table of ELECTRA's sizes (Clark et al., 2020; google-research/electra)
-ELECTRA_SIZES: Dict[str, ElectraSize] = {
-    # 128-d embeddings projected to 256; generator at 1/4 width (64 hidden, 1 head, FFN 256)
-    "electra_small": ElectraSize(128, 256, 12, 4, 1024, 64, 1, 256),
-    # generator at 1/3 width (256 hidden, 4 heads, FFN 1024)
-    "electra_base": ElectraSize(768, 768, 12, 12, 3072, 256, 4, 1024),
-    # generator at 1/4 width (256 hidden, 4 heads, FFN 1024)
-    "electra_large": ElectraSize(1024, 1024, 24, 16, 4096, 256, 4, 1024),
-}
-
-
-def electra_sizes(args, emb, hidden, layers, heads, ffn, g_hidden, g_heads, g_ffn, max_pos=512):
-    """Set every size the command line or config left unset (None or missing); the generator
-    has the discriminator's depth unless given."""
+def electra_sizes(args, size: ElectraSize) -> None:
+    """Set every size the command line or config left unset (None or missing): an import's
+    (``--electra-sizes-from``) first, then ``size``'s; the generator has the discriminator's depth
+    unless given."""
 
     def fill(name, value):
         if getattr(args, name, None) is None:
             setattr(args, name, value)
 
     import_sizes.apply(args, "electra_sizes_from", keys=IMPORTED_SIZES)
-    fill("electra_embed_dim", emb)
-    fill("electra_hidden_dim", hidden)
-    fill("electra_layers", layers)
-    fill("electra_heads", heads)
-    fill("electra_ffn_dim", ffn)
-    fill("electra_gen_hidden_dim", g_hidden)
+    fill("electra_embed_dim", size.embed)
+    fill("electra_hidden_dim", size.hidden)
+    fill("electra_layers", size.layers)
+    fill("electra_heads", size.heads)
+    fill("electra_ffn_dim", size.ffn)
+    fill("electra_gen_hidden_dim", size.gen_hidden)
     fill("electra_gen_layers", args.electra_layers)
-    fill("electra_gen_heads", g_heads)
-    fill("electra_gen_ffn_dim", g_ffn)
-    fill("electra_max_positions", max_pos)
+    fill("electra_gen_heads", size.gen_heads)
+    fill("electra_gen_ffn_dim", size.gen_ffn)
+    fill("electra_max_positions", size.max_positions)
     fill("electra_layernorm_eps", 1e-5)

@@ -139,22 +139,23 @@ class MaskedLMObjectives(abc.ABC):
 
 
 class ReplacedTokenDetection(MaskedLMObjectives):
-    """Capability: the ``rtd_*`` keys too. Implement :meth:`rtd_sample` and :meth:`rtd_discriminate`."""
+    """Capability: the ``rtd_*`` keys too. Implement :meth:`sample_replacements` and
+    :meth:`discriminator_logits`."""
 
     @abc.abstractmethod
-    def rtd_sample(self, logits: torch.Tensor) -> torch.Tensor:
+    def sample_replacements(self, logits: torch.Tensor) -> torch.Tensor:
         """S x V logits -> S sampled ids (no gradient)."""
 
     @abc.abstractmethod
-    def rtd_discriminate(self, tokens: torch.Tensor) -> torch.Tensor:
+    def discriminator_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """B x T tokens -> B x T replaced-token-detection logits."""
 
     def extend_objectives(self, net, src_tokens, sel, valid):
-        sampled = self.rtd_sample(net["mlm_logits"])  # S, no gradient
+        sampled = self.sample_replacements(net["mlm_logits"])  # S, no gradient
         sampled = torch.where(
             valid, sampled, sel.take(src_tokens)
         )  # S: padding targets keep their token
         corrupted = sel.put(src_tokens, sampled)  # B x T
         net["rtd_sampled"] = sampled
         net["rtd_corrupted"] = corrupted
-        net["rtd_logits"] = self.rtd_discriminate(corrupted)  # B x T
+        net["rtd_logits"] = self.discriminator_logits(corrupted)  # B x T

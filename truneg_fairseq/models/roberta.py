@@ -15,6 +15,7 @@ from fairseq.utils import safe_getattr
 
 from truneg_fairseq.models import embed_init
 from truneg_fairseq.models.objectives import MaskedLMObjectives
+from truneg_fairseq.models.sizes import BERT_SIZES, EncoderSize
 
 
 class RobertaObjectives(MaskedLMObjectives):
@@ -55,14 +56,13 @@ class TrunegRobertaModel(RobertaObjectives, RobertaModel):
         return model
 
 
-def encoder_sizes(args, layers: int, dim: int, ffn: int, heads: int, max_positions=None) -> None:
+def encoder_sizes(args, size: EncoderSize) -> None:
     """Fill a RoBERTa-style arch's encoder sizes where the command line left them unset."""
-    args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
-    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", dim)
-    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", ffn)
-    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", heads)
-    if max_positions is not None:
-        args.max_positions = safe_getattr(args, "max_positions", max_positions)
+    args.encoder_layers = safe_getattr(args, "encoder_layers", size.layers)
+    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", size.dim)
+    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", size.ffn)
+    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", size.heads)
+    args.max_positions = safe_getattr(args, "max_positions", size.max_positions)
 
 
 @register_model_architecture("truneg_roberta", "truneg_roberta_base")
@@ -78,5 +78,5 @@ def roberta_large_architecture_(args):
 @register_model_architecture("truneg_roberta", "truneg_roberta_tiny")
 def roberta_tiny_architecture(args):
     """2 layers of 32: for tests and smoke runs."""
-    encoder_sizes(args, layers=2, dim=32, ffn=64, heads=2, max_positions=64)
+    encoder_sizes(args, BERT_SIZES["tiny"])
     base_architecture(args)

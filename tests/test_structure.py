@@ -1,0 +1,367 @@
+"""The package's shape, checked from the source alone (nothing is imported or trained): no module
+over 450 lines, no import circle at module level, no layer importing a higher one
+(docs/architecture.md), no block of 6 or more lines copied between two places, no ``sys.path``
+edits anywhere in the repository's Python, and no command run by its path under ``scripts/``
+from inside the package."""
+
+import ast
+import hashlib
+from pathlib import Path
+from typing import Dict, Iterator, List, Set, Tuple
+
+from utils import REPO
+
+PACKAGE = REPO / "truneg_fairseq"
+MAX_LINES = 450
+MIN_BLOCK = 6
+# where sys.path must not be touched: the package and everything that runs it
+SYS_PATH_DIRS = ("truneg_fairseq", "scripts", "tests", "benchmarks", "examples")
+
+
+def package_modules() -> Dict[str, Path]:
+    """{dotted module name: file} of every module of the package."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def relative(path: Path, root: Path = REPO) -> str:
+    return str(path.relative_to(root))
+
+
+# ---- size --------------------------------------------------------------------------------------
+def oversized(paths, limit: int = MAX_LINES) -> List[str]:
+    out = []
+    for path in paths:
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > limit:
+            out.append(f"{relative(path)}: {n} lines")
+    return out
+
+
+def test_no_module_is_over_450_lines():
+    bad = oversized(package_modules().values())
+    assert not bad, f"modules over {MAX_LINES} lines (split them by job):\n" + "\n".join(bad)
+
+
+# ---- imports -----------------------------------------------------------------------------------
+def module_level_statements(tree: ast.Module) -> Iterator[ast.stmt]:
+    """The statements run when the module is imported: the body, and the bodies of module-level
+    ``if``/``try``/``with`` blocks (not functions or classes)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        yield node
+        if isinstance(node, (ast.If, ast.While, ast.For)):
+            todo += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            todo += node.body + node.orelse + node.finalbody
+            for handler in node.handlers:
+                todo += handler.body
+        elif isinstance(node, ast.With):
+            todo += node.body
+
+
+def imports_of(name: str, path: Path, modules: Dict[str, Path]) -> Set[str]:
+    """The package's modules that module ``name`` imports at module level; ``from X import y``
+    counts as the module ``X.y`` when there is one, else as ``X``."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in module_level_statements(parse(path)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in modules)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            subs = {f"{source}.{a.name}" for a in node.names} & set(modules)
+            found |= subs
+            if len(subs) < len(node.names) and source in modules:
+                found.add(source)
+    found.discard(name)
+    return found
+
+
+def import_graph() -> Dict[str, Set[str]]:
+    modules = package_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def circles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+    """One circle per strongly connected group of modules that import one another (Tarjan)."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    out: List[List[str]] = []
+
+    def visit(u: str) -> None:
+        index[u] = low[u] = len(index)
+        stack.append(u)
+        on_stack.add(u)
+        for v in sorted(graph.get(u, ())):
+            if v not in index:
+                visit(v)
+                low[u] = min(low[u], low[v])
+            elif v in on_stack:
+                low[u] = min(low[u], index[v])
+        if low[u] == index[u]:
+            group = []
+            while True:
+                v = stack.pop()
+                on_stack.discard(v)
+                group.append(v)
+                if v == u:
+                    break
+            if len(group) > 1 or u in graph.get(u, ()):
+                out.append(sorted(group))
+
+    for u in sorted(graph):
+        if u not in index:
+            visit(u)
+    return out
+
+
+def test_no_import_circle():
+    graph = import_graph()
+    assert "truneg_fairseq.models.sizes" in graph["truneg_fairseq.models.electra_config"]
+    found = circles(graph)
+    assert not found, "modules importing one another at module level:\n" + "\n".join(
+        " <-> ".join(group) for group in found
+    )
+
+
+def test_the_circle_finder_finds_circles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
+    assert circles(graph) == [["a", "b", "c"], ["e"]]
+
+
+# The layers, lowest first (docs/architecture.md): a module imports its own layer and lower ones,
+# never a higher one. The side modules (errors, I/O, the fairseq mends, checkpoint reading,
+# bf16 steps) are below everything; the package root (which registers the plugin with fairseq)
+# may be imported from anywhere.
+LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
+    ("side", ("errors", "io_utils", "compat", "precision", "checkpoints")),
+    ("text", ("text",)),
+    ("lexicon", ("lexicon",)),
+    ("data", ("data",)),
+    ("models", ("models", "optim")),
+    ("evaluation", ("evaluation",)),
+    ("tasks", ("tasks",)),
+    ("criterions", ("criterions",)),
+    ("convert", ("convert",)),
+    ("pipelines", ("pipelines",)),
+    ("cli", ("cli",)),
+)
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return len(LAYERS)
+    for i, (_, packages) in enumerate(LAYERS):
+        if parts[1] in packages:
+            return i
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS and docs/architecture.md")
+
+
+def upward(graph: Dict[str, Set[str]]) -> List[str]:
+    out = []
+    for src, targets in sorted(graph.items()):
+        for dst in sorted(targets):
+            if "." in src and "." in dst and layer(dst) > layer(src):
+                out.append(
+                    f"{src} ({LAYERS[layer(src)][0]}) imports {dst} ({LAYERS[layer(dst)][0]})"
+                )
+    return out
+
+
+def test_lower_layers_never_import_higher_ones():
+    bad = upward(import_graph())
+    assert not bad, "imports against the layers (docs/architecture.md):\n" + "\n".join(bad)
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"truneg_fairseq.data.corpus": {"truneg_fairseq.tasks.cline", "truneg_fairseq"}}
+    assert upward(graph) == [
+        "truneg_fairseq.data.corpus (data) imports truneg_fairseq.tasks.cline (tasks)"
+    ]
+
+
+# ---- copied blocks -----------------------------------------------------------------------------
+def skipped_lines(tree: ast.Module) -> Set[int]:
+    """Lines that do not count toward a copied block: imports, docstrings (and any other bare
+    string statement), and the field lines of dataclasses (``name: type = field(...)``, which
+    configs repeat by nature)."""
+    skip: Set[int] = set()
+
+    def span(node) -> range:
+        return range(node.lineno, node.end_lineno + 1)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            skip.update(span(node))
+        elif (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            skip.update(span(node))
+        elif isinstance(node, ast.ClassDef) and any(
+            "dataclass" in ast.unparse(d) for d in node.decorator_list
+        ):
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign):
+                    skip.update(span(stmt))
+    return skip
+
+
+def significant_lines(path: Path) -> List[Tuple[int, str]]:
+    """(line number, stripped text) of the lines a copied block is made of."""
+    source = path.read_text(encoding="utf-8")
+    skip = skipped_lines(ast.parse(source))
+    out = []
+    for n, line in enumerate(source.splitlines(), 1):
+        text = line.strip()
+        if text and not text.startswith("#") and n not in skip:
+            out.append((n, text))
+    return out
+
+
+def copied_blocks(paths, size: int = MIN_BLOCK, root: Path = REPO) -> List[str]:
+    """Every run of ``size`` or more significant lines found, identical, in two places (two
+    files, or two non-overlapping places of one file); one line per pair of places."""
+    seen: Dict[str, Tuple[Path, int, int]] = {}
+    pairs: Dict[Tuple[str, str], List[Tuple[int, int, int, int]]] = {}
+    for path in paths:
+        lines = significant_lines(path)
+        for i in range(len(lines) - size + 1):
+            window = lines[i : i + size]
+            key = hashlib.sha1("\n".join(t for _, t in window).encode()).hexdigest()
+            here = (path, window[0][0], window[-1][0])
+            first = seen.setdefault(key, here)
+            if first is here or (first[0] == path and first[2] >= here[1]):
+                continue
+            pair = (relative(first[0], root), relative(path, root))
+            pairs.setdefault(pair, []).append((first[1], first[2], here[1], here[2]))
+    out = []
+    for (a, b), spans in sorted(pairs.items()):
+        # overlapping windows of one copy: report each run of them once, as its full extent
+        spans.sort()
+        runs = [list(spans[0])]
+        for s in spans[1:]:
+            run = runs[-1]
+            if s[0] <= run[1] + 1 and s[2] <= run[3] + 1:
+                run[1], run[3] = max(run[1], s[1]), max(run[3], s[3])
+            else:
+                runs.append(list(s))
+        out += [f"{a}:{r[0]}-{r[1]} = {b}:{r[2]}-{r[3]}" for r in runs]
+    return out
+
+
+def test_no_block_of_six_lines_is_copied():
+    bad = copied_blocks(package_modules().values())
+    assert not bad, (
+        f"blocks of {MIN_BLOCK}+ identical lines in two places (make one function of them):\n"
+        + "\n".join(bad)
+    )
+
+
+def test_the_copy_finder_finds_a_copy(tmp_path):
+    body = "\n".join(f"    x{i} = compute({i}) + x{i - 1}" for i in range(1, 8))
+    one = tmp_path / "one.py"
+    two = tmp_path / "two.py"
+    one.write_text(f'"""doc"""\nimport os\n\n\ndef f():\n    x0 = 0\n{body}\n    return x7\n')
+    two.write_text(f"def g():\n    x0 = 1\n{body}\n")
+    found = copied_blocks([one, two], root=tmp_path)
+    fields = tmp_path / "fields.py"
+    fields.write_text(
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass A:\n"
+        + "\n".join(f"    a{i}: int = 0" for i in range(8))
+        + "\n\n\n@dataclass\nclass B:\n"
+        + "\n".join(f"    a{i}: int = 0" for i in range(8))
+        + "\n"
+    )
+    assert copied_blocks([fields], root=tmp_path) == []  # dataclass fields do not count
+    assert found == ["one.py:7-13 = two.py:3-9"]
+
+
+# ---- sys.path and scripts by path --------------------------------------------------------------
+def python_files(dirs) -> List[Path]:
+    return sorted(p for d in dirs for p in (REPO / d).rglob("*.py") if ".venv" not in p.parts)
+
+
+def sys_path_uses(paths, root: Path = REPO) -> List[str]:
+    out = []
+    for path in paths:
+        for node in ast.walk(parse(path)):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "path"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"
+            ):
+                out.append(f"{relative(path, root)}:{node.lineno}")
+    return out
+
+
+def test_nothing_edits_sys_path():
+    bad = sys_path_uses(python_files(SYS_PATH_DIRS))
+    assert not bad, (
+        "sys.path used (import the installed package; tests import their helpers through "
+        "pytest's rootdir):\n" + "\n".join(bad)
+    )
+
+
+def scripts_run_by_path(paths, root: Path = REPO) -> List[str]:
+    """Places that build a path into ``scripts/`` (``"scripts"`` as a path part, a literal
+    ``scripts/NAME.py`` on its own) or run a file by path (``runpy.run_path``): the package
+    calls the commands' library functions (``truneg_fairseq.cli``) instead. Messages that name
+    a script for the user are sentences, not paths, and pass."""
+    out = []
+    for path in paths:
+        for node in ast.walk(parse(path)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                value = node.value.strip()
+                bare = value.startswith(("scripts/", "./scripts/")) and value.endswith(".py")
+                if value == "scripts" or (bare and " " not in value):
+                    out.append(f"{relative(path, root)}:{node.lineno}: {value!r}")
+            elif isinstance(node, ast.Attribute) and node.attr == "run_path":
+                out.append(f"{relative(path, root)}:{node.lineno}: run_path")
+    return out
+
+
+def test_the_package_runs_no_script_by_path():
+    bad = scripts_run_by_path(package_modules().values())
+    assert not bad, (
+        "the package runs files of scripts/ (call truneg_fairseq.cli.<name>.main or the library "
+        "function instead):\n" + "\n".join(bad)
+    )
+
+
+def test_the_path_checks_find_planted_cases(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import os, runpy, sys\n"
+        "sys.path.insert(0, os.getcwd())\n"
+        'cmd = [sys.executable, os.path.join(ROOT, "scripts", "demo.py")]\n'
+        'runpy.run_path("scripts/demo.py")\n'
+        'raise SystemExit("build it with scripts/build_synonym_table.py first")\n'
+    )
+    assert sys_path_uses([bad], root=tmp_path) == ["bad.py:2"]
+    assert sorted(scripts_run_by_path([bad], root=tmp_path)) == [
+        "bad.py:3: 'scripts'",
+        "bad.py:4: 'scripts/demo.py'",
+        "bad.py:4: run_path",
+    ]  # the message naming a script for the user passes
