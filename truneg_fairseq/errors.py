@@ -1,5 +1,8 @@
 """Errors of the data side that the scripts turn into one-line messages (a leaf: it imports
-nothing of the package, so every module may raise them)."""
+nothing of the package but the standard-library ``outputs`` package's own error, so every
+module may raise them)."""
+
+from truneg_fairseq.outputs.errors import OutputDirError  # noqa: F401  (one place for all errors)
 
 
 class CorpusError(ValueError):
