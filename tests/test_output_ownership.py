@@ -239,7 +239,9 @@ def test_a_crash_at_any_rename_of_the_swap_leaves_one_whole_set_after_recovery(t
         for rel, data in _old_set(out).items():
             (stage / rel).write_bytes(data)
     (out / "d" / "users.txt").write_text("the user's")
-    code = _CRASHER.format(kind=kind, extra=extra, path=sys.modules["truneg_fairseq.outputs"].__file__)
+    code = _CRASHER.format(
+        kind=kind, extra=extra, path=sys.modules["truneg_fairseq.outputs"].__file__
+    )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(out), str(at)], capture_output=True, text=True
     )

@@ -1,0 +1,151 @@
+"""Inputs and failures that once ended in a traceback or a silently wrong result, each now one
+clear error (or handled): output locks and markers, full disks, synonym tables, GLUE and SQuAD
+preparation, HuggingFace import and export, old-style checkpoints, CR-only text files."""
+
+import contextlib
+import json
+import resource
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from truneg_fairseq.errors import OutputDirError, SynonymTableError
+from truneg_fairseq.io_utils import MARKER, atomic_dir, output_lock, staged_entries
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int):
+    """Files of this process larger than ``limit`` bytes cannot be written (EFBIG, as on a full
+    disk; Python ignores SIGXFSZ), for the ``with`` block only."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+# ---- output locks and markers -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def immutable(path):
+    """``path`` made immutable (chattr +i: not even root may remove it); skipped where chattr
+    is missing or the filesystem has no such flag."""
+    if shutil.which("chattr") is None:
+        pytest.skip("no chattr")
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not possible here")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@pytest.mark.parametrize("kind", ["output_lock", "atomic_dir"])
+def test_a_lock_file_that_cannot_be_removed_is_one_error_naming_it(tmp_path, kind):
+    lock = tmp_path / ".out.lock"
+    lock.write_text("999999999")  # the lock of a run that ended, left read-only (immutable)
+    with immutable(lock):
+        with pytest.raises(OutputDirError, match=r"\.out\.lock.*remove .* by hand"):
+            ctx = output_lock(tmp_path / "out") if kind == "output_lock" else None
+            with ctx or atomic_dir(tmp_path / "out", "a command"):
+                pass
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_marker_nested_past_the_json_parser_is_one_error(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / MARKER).write_text("[" * 100_000 + "]" * 100_000)
+    for ctx in (atomic_dir(out, "a command"), staged_entries(out, "a command", ["a.txt"])):
+        with pytest.raises(OutputDirError, match="not readable JSON .nested too deeply"):
+            with ctx as stage:
+                (stage / "a.txt").write_text("new")
+    assert sorted(p.name for p in out.iterdir()) == [MARKER]
+
+
+@pytest.mark.parametrize("marker", ["[1, 2]", '"text"', "null", '{"files": 3}'])
+def test_a_staged_marker_that_is_no_object_stops_the_recovery_with_one_error(tmp_path, marker):
+    out = tmp_path / "out"
+    with atomic_dir(out, "a command") as stage:
+        (stage / "a.txt").write_text("old")
+    # what a run killed during its swap leaves, but with a marker that is not ours
+    (tmp_path / ".out.old-1").mkdir()
+    (tmp_path / ".out.new-1").mkdir()
+    (tmp_path / ".out.new-1" / MARKER).write_text(marker)
+    with pytest.raises(OutputDirError, match=r"\.out\.new-1.*not a marker of this project"):
+        with atomic_dir(out, "a command") as stage:
+            (stage / "a.txt").write_text("new")
+    assert (out / "a.txt").read_text() == "old"
+
+
+# ---- synonym tables -----------------------------------------------------------------------
+
+
+def _table(n_pairs=20000, n_symbols=50000):
+    from truneg_fairseq.lexicon import SynonymTable
+
+    rng = np.random.default_rng(0)
+    pairs = np.unique(rng.integers(0, n_symbols, size=(n_pairs, 2)), axis=0)
+    table = SynonymTable.empty(["w%d" % i for i in range(n_symbols)])
+    table.pairs = pairs.astype(np.int64)
+    return table
+
+
+def test_a_full_disk_while_saving_a_synonym_table_is_one_error_and_no_file(tmp_path):
+    path = tmp_path / "synonyms.npz"
+    table = _table()
+    with file_size_limit(16 * 1024):
+        with pytest.raises(SynonymTableError, match=r"synonyms\.npz: writing failed .*free space"):
+            table.save(path)
+    assert list(tmp_path.iterdir()) == []
+    table.save(path)  # and with space, the same call writes it
+    assert len(type(table).load(path)) == len(table)
+
+
+def _write_table(path, meta, **arrays):
+    arrays.setdefault("pairs", np.zeros((1, 2), np.int64))
+    arrays.setdefault("continuation_ids", np.zeros(0, np.int64))
+    np.savez(path, meta=np.asarray(json.dumps(meta)), **arrays)
+
+
+FP = "ab" * 32
+
+
+@pytest.mark.parametrize(
+    "meta, match",
+    [
+        ([1, 2], "meta record is a JSON list, not an object"),
+        ({"format_version": 1, "num_symbols": "many", "fingerprint": FP}, "num_symbols is 'many'"),
+        ({"format_version": 1, "num_symbols": 10.5, "fingerprint": FP}, "num_symbols is 10.5"),
+        ({"format_version": 1, "num_symbols": 10, "fingerprint": 7}, "fingerprint is 7"),
+        ({"format_version": "1", "num_symbols": 10, "fingerprint": FP}, "table format '1'"),
+    ],
+)
+def test_a_synonym_table_meta_record_of_wrong_types_is_one_error(tmp_path, meta, match):
+    from truneg_fairseq.lexicon import SynonymTable
+
+    path = tmp_path / "t.npz"
+    _write_table(path, meta)
+    with pytest.raises(SynonymTableError, match=match):
+        SynonymTable.load(path)
+
+
+@pytest.mark.parametrize(
+    "arrays, match",
+    [
+        ({"pairs": np.array([[0.5, 1.0]])}, "pairs array is float64"),
+        ({"pairs": np.array([[0, 99]])}, "ids outside the dictionary's 10 entries"),
+        ({"continuation_ids": np.array([-1])}, "continuation_ids hold ids outside"),
+    ],
+)
+def test_synonym_table_arrays_of_wrong_types_or_ids_are_one_error(tmp_path, arrays, match):
+    from truneg_fairseq.lexicon import SynonymTable
+
+    path = tmp_path / "t.npz"
+    _write_table(path, {"format_version": 1, "num_symbols": 10, "fingerprint": FP}, **arrays)
+    with pytest.raises(SynonymTableError, match=match):
+        SynonymTable.load(path)
