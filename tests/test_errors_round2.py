@@ -444,3 +444,30 @@ def test_an_old_style_checkpoint_honours_data(imported, tmp_path):
     (gone / "dict.txt").write_text("".join(f"w{i} 1\n" for i in range(5)))
     with pytest.raises(Exception, match="not the dictionary"):
         load_for_inference(ckpt, str(imported))
+
+
+# ---- checkpoints saved on a full disk -----------------------------------------------------
+
+
+def test_a_full_disk_while_saving_a_checkpoint_is_one_error_and_no_partial_file(tmp_path):
+    """The plugin's atomic copy to checkpoint_last.pt and torch's own save, each on a disk that
+    fills up part way: one CheckpointError, the old checkpoint_last.pt whole, no .tmp left."""
+    import torch
+
+    from truneg_fairseq.checkpoints import CheckpointError, checkpoint_write_errors
+    from truneg_fairseq.compat import atomic_copy_file
+
+    new, last = tmp_path / "checkpoint_2_20.pt", tmp_path / "checkpoint_last.pt"
+    torch.save({"w": torch.zeros(64 * 1024)}, new)  # 256 KiB
+    last.write_bytes(b"the previous checkpoint")
+    with file_size_limit(64 * 1024):
+        with pytest.raises(
+            CheckpointError, match=r"checkpoint_last\.pt: saving the checkpoint failed"
+        ):
+            with checkpoint_write_errors(last, f"{last}.tmp"):
+                atomic_copy_file(str(new), str(last))
+        with pytest.raises(CheckpointError, match=r"checkpoint_3_30\.pt: saving .*--save-dir"):
+            with checkpoint_write_errors(tmp_path / "checkpoint_3_30.pt"):
+                torch.save({"w": torch.zeros(64 * 1024)}, tmp_path / "checkpoint_3_30.pt")
+    assert last.read_bytes() == b"the previous checkpoint"
+    assert not (tmp_path / "checkpoint_last.pt.tmp").exists()

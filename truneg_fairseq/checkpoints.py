@@ -2,7 +2,9 @@
 errors, said in words: a truncated file, a model trained with another dictionary, a model of
 another shape. Scripts turn them into one line naming the file."""
 
+import contextlib
 import errno
+import os
 import pickle
 import re
 import zipfile
@@ -223,3 +225,34 @@ def load_for_inference(
             raise
         raise CheckpointError(msg) from None
     return [m.eval() for m in models], cfg, task
+
+
+@contextlib.contextmanager
+def checkpoint_write_errors(path, partial=None):
+    """Around the writing of checkpoint ``path`` (fairseq's save, the atomic copies to
+    ``checkpoint_last.pt``/``checkpoint_best.pt``): a write that fails for lack of space or
+    permission removes the ``partial`` file it leaves (the ``.tmp`` being written) and becomes one
+    :class:`CheckpointError` naming ``path`` and the fix; the checkpoints already in place stay
+    whole (every save renames a complete file over them)."""
+    from truneg_fairseq.outputs import write_failure
+
+    try:
+        yield
+    except Exception as e:
+        if isinstance(e, CheckpointError) or not write_failure(e):
+            raise
+        if partial is not None:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+        why = (
+            e.strerror
+            if isinstance(e, OSError) and e.strerror
+            else "disk full or a file-size limit"
+        )
+        raise CheckpointError(
+            f"{path}: saving the checkpoint failed ({why}); the checkpoints already there are whole. "
+            f"Free space in {os.path.dirname(os.path.abspath(str(path)))} or give another --save-dir, "
+            "then resume (--restore-file checkpoint_last.pt)"
+        ) from None
