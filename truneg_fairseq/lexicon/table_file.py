@@ -73,14 +73,20 @@ def load_arrays(path: os.PathLike):
             pairs = z["pairs"]
             cont = z["continuation_ids"]
             content = z["content_ids"] if "content_ids" in z.files else None
-            meta = json.loads(str(z["meta"]))
+            meta_text = str(z["meta"])
     except ValueError as e:  # an array of objects: numpy's advice (allow_pickle) must not be taken
         raise SynonymTableError(
-            f"{foreign} (it holds pickled objects or a meta record that is not JSON); rebuild it "
-            "with that script"
+            f"{foreign} (it holds pickled objects); rebuild it with that script"
         ) from e
     except Exception as e:  # corrupt or foreign archive
         raise SynonymTableError(f"{foreign} ({e})") from e
+    try:
+        meta = json.loads(meta_text)
+    except (ValueError, RecursionError):
+        raise SynonymTableError(
+            f"{path}: its meta record is not JSON; rebuild the table with "
+            "scripts/build_synonym_table.py"
+        ) from None
     meta = check_meta(path, meta)
     if pairs.ndim != 2 or pairs.shape[1] != 2:
         raise SynonymTableError(f"{path}: pairs array has shape {pairs.shape}, expected P x 2")
