@@ -66,8 +66,11 @@ def _lock(path: Path, log) -> Path:
             except OSError as e:
                 raise _cannot(lock, e) from None
             continue
-        except OSError as e:
-            raise _cannot(lock, e) from None
+        except OSError as e:  # a read-only or forbidden directory, a full disk
+            raise OutputDirError(
+                f"{path}: cannot write there ({e.strerror or e}: its lock file {lock} cannot be "
+                "created); choose a writable directory"
+            ) from None
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(str(os.getpid()))
