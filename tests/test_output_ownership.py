@@ -196,24 +196,28 @@ def test_a_forged_or_copied_marker_is_refused_and_nothing_is_deleted(tmp_path, f
 _CRASHER = """
 import importlib.util, os, sys
 from pathlib import Path
-spec = importlib.util.spec_from_file_location("io_utils", {path!r})  # the module alone: no torch to import
+spec = importlib.util.spec_from_file_location(  # the package alone: no torch to import
+    "outputs", {path!r}, submodule_search_locations=[os.path.dirname({path!r})]
+)
 io_utils = importlib.util.module_from_spec(spec)
+sys.modules["outputs"] = io_utils
 spec.loader.exec_module(io_utils)
+swap = sys.modules["outputs.swap"]
 out, at = Path(sys.argv[1]), int(sys.argv[2])
 moves = [0]
-real_move = io_utils._move
+real_move = swap._move
 def move(src, dst):  # the process dies (no clean-up runs) just before its AT-th rename
     if moves[0] == at:
         os._exit(9)
     moves[0] += 1
     real_move(src, dst)
-io_utils._move = move
-real_rmtree = io_utils.shutil.rmtree
+swap._move = move
+real_rmtree = swap.shutil.rmtree
 def rmtree(p, *a, **k):  # or, with AT past the last rename, once the swap is done
     if ".old-" in str(p):
         os._exit(9)
     real_rmtree(p, *a, **k)
-io_utils.shutil.rmtree = rmtree
+swap.shutil.rmtree = rmtree
 with io_utils.{kind}(out, "a command", *{extra}) as stage:
     for i in range(6):
         (stage / "d" / f"n{{i}}.txt").parent.mkdir(exist_ok=True)
@@ -235,7 +239,9 @@ def test_a_crash_at_any_rename_of_the_swap_leaves_one_whole_set_after_recovery(t
         for rel, data in _old_set(out).items():
             (stage / rel).write_bytes(data)
     (out / "d" / "users.txt").write_text("the user's")
-    code = _CRASHER.format(kind=kind, extra=extra, path=sys.modules[atomic_dir.__module__].__file__)
+    code = _CRASHER.format(
+        kind=kind, extra=extra, path=sys.modules["truneg_fairseq.outputs"].__file__
+    )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(out), str(at)], capture_output=True, text=True
     )

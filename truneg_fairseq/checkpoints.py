@@ -2,6 +2,9 @@
 errors, said in words: a truncated file, a model trained with another dictionary, a model of
 another shape. Scripts turn them into one line naming the file."""
 
+import contextlib
+import errno
+import os
 import pickle
 import re
 import zipfile
@@ -12,6 +15,7 @@ _SHAPE = re.compile(
     r"the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"
 )
 _EMBEDDINGS = ("embed_tokens.weight", "embeddings.token.weight", "lm_head.weight", "lm_head.bias")
+_DICT_FORMAT = ("Incorrect dictionary format", "Duplicate word found when loading Dictionary")
 _CORRUPT = (
     "PytorchStreamReader failed",
     "failed finding central directory",
@@ -30,8 +34,10 @@ def describe_load_error(path, exc: BaseException, data: Optional[str] = None) ->
     if isinstance(exc, UnsafeCheckpointError):
         return str(exc)  # names the file and the field already
     text = str(exc)
+    if isinstance(exc, OSError) and exc.errno not in (None, errno.EINVAL):
+        return f"{path} cannot be read ({exc.strerror or exc}): check the file and its permissions"
     unreadable = (
-        isinstance(exc, (EOFError, zipfile.BadZipFile, pickle.UnpicklingError))
+        isinstance(exc, (EOFError, zipfile.BadZipFile, pickle.UnpicklingError, OSError))
         and "GLOBAL" not in text
     )
     if unreadable or any(s in text for s in _CORRUPT):
@@ -39,6 +45,12 @@ def describe_load_error(path, exc: BaseException, data: Optional[str] = None) ->
         return (
             f"{path} is not a readable checkpoint: truncated or corrupt ({first}). Use another "
             "one (checkpoint_best.pt, an earlier checkpoint_N_M.pt) or copy it again"
+        )
+    if any(m in text for m in _DICT_FORMAT):
+        where = f"{data}/dict.txt" if data else "the dictionary of its data directory"
+        return (
+            f"{where} is not a fairseq dictionary ({text.strip().splitlines()[0][:120]}): give the "
+            f"data directory {path} was trained on (its dict.txt has lines '<symbol> <count>')"
         )
     mismatches = _SHAPE.findall(text)
     for name, ckpt_shape, model_shape in mismatches:
@@ -85,6 +97,7 @@ def data_dir_for(
                 f"{flag} {data} has no {needs}; give the data directory {checkpoint} was trained "
                 f"on (the one holding {needs})"
             )
+        _check_same_dictionary(checkpoint, recorded, data, flag, needs)
         return data
     first = str(recorded).split(os.pathsep)[0] if recorded else None
     for cand in (first, os.path.dirname(os.path.abspath(str(checkpoint)))):
@@ -94,6 +107,33 @@ def data_dir_for(
         f"no {needs} for {checkpoint}: the directory recorded in it ({recorded}) is gone or moved; "
         f"pass the data directory (the one holding {needs}) with {flag}"
     )
+
+
+def _symbols(path) -> list:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [line.split(" ", 1)[0].rstrip("\r\n") for line in f]
+
+
+def _check_same_dictionary(checkpoint, recorded, data, flag, needs) -> None:
+    """``data`` given while the directory the checkpoint records still holds its ``needs``: both
+    must list the same symbols, else the model's rows would be read as other words (a dictionary
+    of another size fails to load; one of the same size would give wrong results in silence)."""
+    import os
+
+    first = str(recorded).split(os.pathsep)[0] if recorded else None
+    if not first or os.path.realpath(first) == os.path.realpath(data):
+        return
+    theirs, ours = os.path.join(first, needs), os.path.join(data, needs)
+    if not os.path.isfile(theirs):
+        return
+    a, b = _symbols(theirs), _symbols(ours)
+    if a != b:
+        differ = sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
+        raise CheckpointError(
+            f"{flag} {data}: its {needs} is not the dictionary {checkpoint} was trained with "
+            f"({theirs}, still in place: {differ} of {len(a)} entries differ), so every word would be "
+            f"read as another. Leave {flag} out, or give a directory with that same {needs}"
+        )
 
 
 def discriminator_only(cfg) -> bool:
@@ -162,6 +202,11 @@ def load_for_inference(
     overwrite_args_by_name(
         cfg, {"data": data, **(overrides or {})}
     )  # as fairseq's loader applies arg_overrides
+    if state.get("args") is not None:
+        # an old-style checkpoint: fairseq's loader would rebuild the config from its ``args``
+        # (the recorded data directory, overrides dropped); the config converted from them at
+        # load time, with the overrides applied, is the one used
+        state["args"] = None
     try:
         if discriminator_only(cfg):
             from fairseq import tasks
@@ -180,3 +225,34 @@ def load_for_inference(
             raise
         raise CheckpointError(msg) from None
     return [m.eval() for m in models], cfg, task
+
+
+@contextlib.contextmanager
+def checkpoint_write_errors(path, partial=None):
+    """Around the writing of checkpoint ``path`` (fairseq's save, the atomic copies to
+    ``checkpoint_last.pt``/``checkpoint_best.pt``): a write that fails for lack of space or
+    permission removes the ``partial`` file it leaves (the ``.tmp`` being written) and becomes one
+    :class:`CheckpointError` naming ``path`` and the fix; the checkpoints already in place stay
+    whole (every save renames a complete file over them)."""
+    from truneg_fairseq.outputs import write_failure
+
+    try:
+        yield
+    except Exception as e:
+        if isinstance(e, CheckpointError) or not write_failure(e):
+            raise
+        if partial is not None:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+        why = (
+            e.strerror
+            if isinstance(e, OSError) and e.strerror
+            else "disk full or a file-size limit"
+        )
+        raise CheckpointError(
+            f"{path}: saving the checkpoint failed ({why}); the checkpoints already there are whole. "
+            f"Free space in {os.path.dirname(os.path.abspath(str(path)))} or give another --save-dir, "
+            "then resume (--restore-file checkpoint_last.pt)"
+        ) from None

@@ -1,5 +1,8 @@
 """Errors of the data side that the scripts turn into one-line messages (a leaf: it imports
-nothing of the package, so every module may raise them)."""
+nothing of the package but the standard-library ``outputs`` package's own error, so every
+module may raise them)."""
+
+from truneg_fairseq.outputs.errors import OutputDirError  # noqa: F401  (one place for all errors)
 
 
 class CorpusError(ValueError):
@@ -11,3 +14,8 @@ class ClineDataError(ValueError):
     """CLINE data that cannot be built as asked (settings, input files, a tokenizer without piece
     spans). Here rather than in the CLINE data module because the piece encoder of the text layer
     raises it too, and the scripts catch one type."""
+
+
+class SynonymTableError(ValueError):
+    """A synonym table that cannot be built, written or used as given (re-exported by
+    :mod:`truneg_fairseq.lexicon`); the message names the file and the fix."""

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from truneg_fairseq.checkpoints import load_for_inference
+from truneg_fairseq.convert.checks import check_finite
 from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.keys import (
     BERT_MLM_HEAD,
@@ -278,6 +279,11 @@ def export_hf(
 
     models, cfg, task = load_for_inference(checkpoint, data)
     model = models[0]
+    check_finite(
+        model.state_dict(),
+        checkpoint,
+        "export a checkpoint saved before training diverged (an earlier checkpoint_N_M.pt)",
+    )
     symbols = list(task.source_dictionary.symbols)
     wordpiece = isinstance(model, (ElectraModel, BertModel))
     if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():

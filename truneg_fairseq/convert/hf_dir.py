@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from truneg_fairseq.convert.checks import check_finite, check_heads, check_sizes
 from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.keys import HF_TO_FAIRSEQ_ACT
 from truneg_fairseq.text import TokenizerError
@@ -218,6 +219,7 @@ def read_hf_dir(
         raise ConversionError(f"{hf_dir} has no config.json: not a HuggingFace model directory")
     config = _read_json(cfg_path)
     check_config_types(config, cfg_path)
+    check_heads(config, cfg_path)
     found = config.get("architectures") or []
     arch = next((a for a in found if a in archs), None)
     if arch is None:
@@ -240,4 +242,8 @@ def read_hf_dir(
             f"no vocabulary in {hf_dir}: expected vocab.txt or a WordPiece tokenizer.json"
         )
     state = load_weights(hf_dir)
+    check_sizes(config, state, cfg_path)  # before any model is built from these sizes
+    check_finite(
+        state, hf_dir, "the weights are damaged or come from a diverged run: use another copy"
+    )
     return HFCheckpoint(hf_dir, config, arch, state, vocab, lowercase)

@@ -15,17 +15,19 @@ Output (per task, fairseq's sentence_prediction layout)::
     OUT/TASK/meta.json                               (example counts, skipped rows, metric)
 """
 
+import contextlib
 import json
 import logging
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from truneg_fairseq.data.corpus import CorpusError, atomic_write_lines, binarize
 from truneg_fairseq.io_utils import atomic_dir
-from truneg_fairseq.text import Tokenizer
+from truneg_fairseq.text import Tokenizer, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +157,7 @@ class Example:
     label: str
 
 
+PROGRESS_EVERY = 100_000  # a progress line per this many rows read or texts tokenized
 MAX_SKIP_FRACTION = 0.01  # default share of malformed rows tolerated per file
 MAX_SKIP_FLOOR = 10  # a few malformed rows are always tolerated (small files)
 
@@ -187,6 +190,40 @@ def _columns(task: GlueTask, path: Path, lines: List[str]):
     )
 
 
+def _read_tsv_lines(path: Path) -> List[str]:
+    """The lines of a task file (LF, CRLF or CR-only line endings: :mod:`truneg_fairseq.text.lines`);
+    a file that is not UTF-8 is one error naming the line."""
+    try:
+        return list(read_lines(path))
+    except UnicodeDecodeError as e:
+        raise CorpusError(
+            f"{path}, line {getattr(e, 'lineno', '?')}: not UTF-8 ({e.reason}); the GLUE files are "
+            "UTF-8: download them again, or convert the file (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+
+
+def check_labels_seen_in_train(task: GlueTask, glue_dir: Path, data: Dict[str, List[Example]]):
+    """Every label of a dev/test split must occur in train: the label dictionary is built from
+    train, so fairseq would read an unseen one as ``<unk>`` and score its rows wrong in silence."""
+    if task.num_classes == 1:
+        return
+    seen = {e.label for e in data["train"]}
+    train_file = glue_dir / task.folder / dict(task.splits)["train"]
+    for split, fname in task.splits:
+        if split == "train":
+            continue
+        unseen = sorted({e.label for e in data[split]} - seen)
+        if unseen:
+            count = sum(e.label in unseen for e in data[split])
+            raise CorpusError(
+                f"{glue_dir / task.folder / fname}: label {unseen[0]!r}"
+                f"{f' (and {len(unseen) - 1} more)' if len(unseen) > 1 else ''} of {count} rows never "
+                f"occurs in {train_file}, so the label dictionary built from train would map it to "
+                "<unk> and score those rows wrong. Use the complete official train file of "
+                f"{task.name} (it holds every label of {', '.join(task.labels)})"
+            )
+
+
 def read_split_counted(
     task: GlueTask, path: Path, max_skip_fraction: float = MAX_SKIP_FRACTION
 ) -> Tuple[List[Example], Dict[str, int]]:
@@ -203,14 +240,15 @@ def read_split_counted(
             f"{task.name}: {path} not found; --glue-dir must hold the GLUE task folders as the "
             f"official download leaves them ({task.folder}/{', '.join(f for _, f in task.splits)})"
         )
-    with open(path, encoding="utf-8", newline="\n") as f:
-        lines = [l.rstrip("\r\n") for l in f]
+    lines = _read_tsv_lines(path)
     rows, (i1, i2, il), width = _columns(task, path, lines)
     labels = set(task.labels)
     lo, hi = task.score_range
     out = []
     skipped = {"too_few_columns": 0, "too_many_columns": 0, "empty_field": 0, "unknown_label": 0}
-    for row in rows:
+    for n, row in enumerate(rows, 1):
+        if n % PROGRESS_EVERY == 0:
+            logger.info(f"{task.name} {path.name}: {n} of {len(rows)} rows checked")
         parts = row.split("\t")
         if len(parts) != width:
             skipped["too_few_columns" if len(parts) < width else "too_many_columns"] += 1
@@ -246,6 +284,65 @@ def read_split_counted(
     return out, skipped
 
 
+def _tokenized(tokenizer: Tokenizer, texts: List[str], where: str):
+    """``tokenizer(texts)`` in chunks of :data:`PROGRESS_EVERY`, a progress line after each
+    chunk of a long input."""
+    for start in range(0, len(texts), PROGRESS_EVERY):
+        yield from tokenizer(texts[start : start + PROGRESS_EVERY])
+        done = min(start + PROGRESS_EVERY, len(texts))
+        if len(texts) > PROGRESS_EVERY:
+            logger.info(f"{where}: {done} of {len(texts)} texts tokenized")
+
+
+def select_tasks(glue_dir: Path, requested: Optional[List[str]] = None) -> List[str]:
+    """The tasks to prepare: ``requested`` (each must be present: its missing files are an
+    error naming them, as :func:`read_split_counted` says), or when none are requested every
+    task whose folder ``glue_dir`` holds, the others logged as skipped. A ``glue_dir`` without
+    any task folder is one error."""
+    glue_dir = Path(glue_dir)
+    if not glue_dir.is_dir():
+        raise CorpusError(f"--glue-dir {glue_dir} is not a directory (the GLUE download folder)")
+    if requested:
+        unknown = [t for t in requested if t not in TASKS]
+        if unknown:
+            raise CorpusError(f"--tasks {' '.join(unknown)}: not a GLUE task ({', '.join(TASKS)})")
+        return list(requested)
+    present = [n for n, t in TASKS.items() if (glue_dir / t.folder).is_dir()]
+    if not present:
+        raise CorpusError(
+            f"--glue-dir {glue_dir} holds none of the GLUE task folders ({', '.join(TASKS)}); give the "
+            "folder the official download script writes"
+        )
+    missing = [n for n in TASKS if n not in present]
+    if missing:
+        logger.info(
+            f"{glue_dir}: preparing {', '.join(present)}; skipped (no folder there): {', '.join(missing)}"
+        )
+    return present
+
+
+@contextlib.contextmanager
+def _raw_dir(work: Path):
+    """Where the tokenized text goes before binarization: ``work/raw``, or a temporary
+    directory when ``work``'s path holds a comma (fairseq-preprocess splits ``--validpref`` at
+    commas, so the dev files would be read from paths that do not exist)."""
+    if "," not in str(work):
+        (work / "raw").mkdir()
+        try:
+            yield work / "raw"
+        finally:
+            shutil.rmtree(work / "raw", ignore_errors=True)
+        return
+    with tempfile.TemporaryDirectory(prefix="truneg-glue-") as tmp:
+        if "," in tmp:
+            raise CorpusError(
+                f"--output-dir {work.parent}: its path holds a comma, where fairseq-preprocess splits "
+                f"file lists, and so does the temporary directory {tmp}; set TMPDIR to a directory "
+                "without a comma, or choose an output directory without one"
+            )
+        yield Path(tmp)
+
+
 def prepare_task(
     task: GlueTask,
     glue_dir: Path,
@@ -270,12 +367,20 @@ def prepare_task(
             what = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in reasons[split].items())
             logger.warning(f"{task.name} {fname}: skipped {skipped[split]} malformed rows ({what})")
         logger.info(f"{task.name} {fname}: {len(data[split])} examples")
-    with atomic_dir(out_dir / task.name, "prepare_glue.py", inputs=inputs) as work:
-        raw = work / "raw"
+    check_labels_seen_in_train(task, glue_dir, data)
+    with (
+        atomic_dir(out_dir / task.name, "prepare_glue.py", inputs=inputs) as work,
+        _raw_dir(work) as raw,
+    ):
         for split, exs in data.items():
-            atomic_write_lines(raw / f"{split}.input0", tokenizer([e.text1 for e in exs]))
+            where = f"{task.name} {split}"
+            atomic_write_lines(
+                raw / f"{split}.input0", _tokenized(tokenizer, [e.text1 for e in exs], where)
+            )
             if task.sentence2 is not None:
-                atomic_write_lines(raw / f"{split}.input1", tokenizer([e.text2 for e in exs]))
+                atomic_write_lines(
+                    raw / f"{split}.input1", _tokenized(tokenizer, [e.text2 for e in exs], where)
+                )
             atomic_write_lines(raw / f"{split}.label", [e.label for e in exs])
         valid_prefs = [raw / s for s, _ in task.splits if s != "train"]
         inputs = ["input0"] + (["input1"] if task.sentence2 is not None else [])
@@ -296,7 +401,6 @@ def prepare_task(
                 ",".join(f"{p}.label" for p in valid_prefs),
                 work / "label",
             )
-        shutil.rmtree(raw)
         meta = {
             "task": task.name,
             "num_classes": task.num_classes,

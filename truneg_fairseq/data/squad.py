@@ -61,6 +61,10 @@ class SquadExamples(list):
         self.skipped = dict(skipped or {})
 
 
+PROGRESS_EVERY = 10_000  # a progress line per this many questions tokenized
+PROGRESS_EVERY_ARTICLES = 100  # and per this many articles read (SQuAD v1.1 train: 442)
+
+
 def read_squad_file(path, check_answers: bool = True) -> Tuple[dict, Dict[str, int]]:
     """Read and validate a SQuAD v1.1 JSON file: the one reader behind the task, the
     perturbations, prediction and evaluation. Returns (the SQuAD object, counts).
@@ -78,6 +82,8 @@ def read_squad_file(path, check_answers: bool = True) -> Tuple[dict, Dict[str, i
     no_question: List[str] = []
     out_articles = []
     for ai, article in enumerate(articles):
+        if ai and ai % PROGRESS_EVERY_ARTICLES == 0:
+            logger.info(f"{path}: {ai} of {len(articles)} articles read")
         paras = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paras, list):
             raise CorpusError(f'{path}: article {ai} has no "paragraphs" list')
@@ -265,7 +271,10 @@ def build_features(
     # answers were checked (and repaired) by the reader, read_squad_file; its counts come first
     reader = examples.skipped if isinstance(examples, SquadExamples) else {}
     skipped = {**reader, "answer_outside_windows": 0}
-    for ex in examples:
+    total = len(examples)
+    for n, ex in enumerate(examples, 1):
+        if n % PROGRESS_EVERY == 0:
+            logger.info(f"SQuAD: {n} of {total} questions tokenized ({len(feats)} windows)")
         words, word_ids = wt.words(ex.context)
         ctx_ids, tok_word = [], []
         for wi, ids in enumerate(word_ids):

@@ -20,7 +20,6 @@ Files are ``.npz`` archives written atomically; see :meth:`SynonymTable.save`.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import time
@@ -30,7 +29,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.errors import SynonymTableError
+from truneg_fairseq.lexicon.table_file import FORMAT_VERSION, load_arrays, save_arrays
 from truneg_fairseq.text import (
     KINDS,
     Tokenizer,
@@ -44,14 +44,9 @@ from truneg_fairseq.text import is_word as _is_word
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
 KEY_SHIFT = 32  # key = gold << 32 | pred: unique for any vocabulary under 2**31 entries
 TOKENIZERS = KINDS
 SOURCES = ("wordnet", "embedding")
-
-
-class SynonymTableError(ValueError):
-    pass
 
 
 def dictionary_fingerprint(symbols: Sequence[str]) -> str:
@@ -148,7 +143,7 @@ def wordnet_synonyms(word: str, wn, stop: frozenset) -> Set[str]:
     """
     out: Set[str] = set()
     for syn in wn.synsets(word):
-        names = [l.name().lower() for l in syn.lemmas()]
+        names = [lem.name().lower() for lem in syn.lemmas()]
         if word not in names:
             continue
         for n in names:
@@ -268,7 +263,8 @@ class SynonymTable:
 
     # ---- io -------------------------------------------------------------------------------
     def save(self, path: os.PathLike) -> None:
-        """Write atomically: a temporary file in the same directory, then ``os.replace``."""
+        """Write atomically: a temporary file in the same directory, then ``os.replace``; a full
+        disk or a read-only directory is one :class:`SynonymTableError` naming ``path``."""
         meta = dict(
             self.meta,
             format_version=FORMAT_VERSION,
@@ -281,51 +277,13 @@ class SynonymTable:
         }
         if self.content_ids is not None:
             arrays["content_ids"] = self.content_ids.astype(np.int64)
-        with atomic_open(path, "wb") as f:
-            np.savez_compressed(f, meta=np.asarray(json.dumps(meta, sort_keys=True)), **arrays)
+        save_arrays(path, meta, arrays)
 
     @classmethod
     def load(cls, path: os.PathLike) -> "SynonymTable":
-        path = Path(path)
-        if not path.is_file():
-            raise SynonymTableError(
-                f"synonym table {path} not found: build it with `python scripts/build_synonym_table.py "
-                "--dict DATA/dict.txt ... --output FILE` and pass it as --synonym-table"
-            )
-        foreign = f"{path} is not a synonym table written by build_synonym_table.py"
-        with open(path, "rb") as f:
-            if f.read(4) != b"PK\x03\x04":  # not an .npz (zip) archive: numpy would guess a pickle
-                raise SynonymTableError(
-                    f"{foreign} (not an .npz archive); rebuild it with that script"
-                )
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                pairs = z["pairs"]
-                cont = z["continuation_ids"]
-                content = z["content_ids"].astype(np.int64) if "content_ids" in z.files else None
-                meta = json.loads(str(z["meta"]))
-        except (
-            ValueError
-        ) as e:  # an array of objects: numpy's advice (allow_pickle) must not be taken
-            raise SynonymTableError(
-                f"{foreign} (it holds pickled objects); rebuild it with that script"
-            ) from e
-        except Exception as e:  # corrupt or foreign archive
-            raise SynonymTableError(f"{foreign} ({e})") from e
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise SynonymTableError(
-                f"{path}: table format {meta.get('format_version')} (expected {FORMAT_VERSION}); rebuild it"
-            )
-        if pairs.ndim != 2 or pairs.shape[1] != 2:
-            raise SynonymTableError(f"{path}: pairs array has shape {pairs.shape}, expected P x 2")
-        return cls(
-            pairs.astype(np.int64),
-            cont.astype(np.int64),
-            int(meta["num_symbols"]),
-            meta["fingerprint"],
-            meta,
-            content,
-        )
+        """The table of ``path``, every array and meta field checked (:mod:`.table_file`)."""
+        pairs, cont, content, meta = load_arrays(path)
+        return cls(pairs, cont, meta["num_symbols"], meta["fingerprint"], meta, content)
 
     def check_dictionary(self, symbols: Sequence[str], path: os.PathLike = "<table>") -> None:
         """Raise unless ``symbols`` (a task dictionary, which may append e.g. ``<mask>``) starts

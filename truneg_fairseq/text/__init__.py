@@ -30,6 +30,7 @@ word: what CLINE's replaced-piece labels and the Hits evaluation need.
 """
 
 from truneg_fairseq.text.fairseq_bpe import WordPieceBPE  # noqa: F401  (registers --bpe wordpiece)
+from truneg_fairseq.text.lines import binary_lines, read_lines  # noqa: F401,E402
 from truneg_fairseq.text.pieces import PIECE_KINDS, PieceEncoder  # noqa: F401
 from truneg_fairseq.text.record import (  # noqa: F401
     check_record,

@@ -1,0 +1,103 @@
+"""The synonym table's file (``.npz``): written atomically, read without pickles, and every
+array and meta field checked for its type and range before the table is used, each problem one
+:class:`~truneg_fairseq.errors.SynonymTableError` that names the file and the fix."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from truneg_fairseq.errors import SynonymTableError
+from truneg_fairseq.io_utils import atomic_open, write_errors
+
+FORMAT_VERSION = 1
+
+
+def save_arrays(path: os.PathLike, meta: dict, arrays: dict) -> None:
+    """Write ``arrays`` and ``meta`` (as JSON) to ``path`` atomically; a full disk, a quota, a
+    file-size limit or a read-only directory is one error naming ``path`` (no file is left)."""
+    with write_errors(path, SynonymTableError, "no table was written"):
+        with atomic_open(path, "wb") as f:
+            np.savez_compressed(f, meta=np.asarray(json.dumps(meta, sort_keys=True)), **arrays)
+
+
+def _int_array(path, name, a, ndim) -> np.ndarray:
+    if a.ndim != ndim or not np.issubdtype(a.dtype, np.integer):
+        raise SynonymTableError(
+            f"{path}: its {name} array is {a.dtype} of shape {a.shape}, expected integers of "
+            f"{ndim} dimension(s); rebuild the table with scripts/build_synonym_table.py"
+        )
+    return a.astype(np.int64)
+
+
+def check_meta(path, meta) -> dict:
+    """``meta`` if it is the record this module writes: an object with ``format_version``,
+    ``num_symbols`` (a whole number) and ``fingerprint`` (a sha256 string)."""
+    rebuild = "rebuild the table with scripts/build_synonym_table.py"
+    if not isinstance(meta, dict):
+        raise SynonymTableError(
+            f"{path}: its meta record is a JSON {type(meta).__name__}, not an object; {rebuild}"
+        )
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise SynonymTableError(
+            f"{path}: table format {meta.get('format_version')!r} (expected {FORMAT_VERSION}); {rebuild}"
+        )
+    n = meta.get("num_symbols")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise SynonymTableError(
+            f"{path}: its meta num_symbols is {n!r}, not a whole number of dictionary entries; {rebuild}"
+        )
+    fp = meta.get("fingerprint")
+    if not (isinstance(fp, str) and len(fp) == 64 and all(c in "0123456789abcdef" for c in fp)):
+        raise SynonymTableError(
+            f"{path}: its meta fingerprint is {fp!r}, not the sha256 of a dictionary; {rebuild}"
+        )
+    return meta
+
+
+def load_arrays(path: os.PathLike):
+    """(pairs, continuation_ids, content_ids or None, meta) of the table file ``path``, checked."""
+    path = Path(path)
+    if not path.is_file():
+        raise SynonymTableError(
+            f"synonym table {path} not found: build it with `python scripts/build_synonym_table.py "
+            "--dict DATA/dict.txt ... --output FILE` and pass it as --synonym-table"
+        )
+    foreign = f"{path} is not a synonym table written by build_synonym_table.py"
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":  # not an .npz (zip) archive: numpy would guess a pickle
+            raise SynonymTableError(f"{foreign} (not an .npz archive); rebuild it with that script")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            pairs = z["pairs"]
+            cont = z["continuation_ids"]
+            content = z["content_ids"] if "content_ids" in z.files else None
+            meta_text = str(z["meta"])
+    except ValueError as e:  # an array of objects: numpy's advice (allow_pickle) must not be taken
+        raise SynonymTableError(
+            f"{foreign} (it holds pickled objects); rebuild it with that script"
+        ) from e
+    except Exception as e:  # corrupt or foreign archive
+        raise SynonymTableError(f"{foreign} ({e})") from e
+    try:
+        meta = json.loads(meta_text)
+    except (ValueError, RecursionError):
+        raise SynonymTableError(
+            f"{path}: its meta record is not JSON; rebuild the table with "
+            "scripts/build_synonym_table.py"
+        ) from None
+    meta = check_meta(path, meta)
+    if pairs.ndim != 2 or pairs.shape[1] != 2:
+        raise SynonymTableError(f"{path}: pairs array has shape {pairs.shape}, expected P x 2")
+    pairs = _int_array(path, "pairs", pairs, 2)
+    cont = _int_array(path, "continuation_ids", cont, 1)
+    content = None if content is None else _int_array(path, "content_ids", content, 1)
+    n = meta["num_symbols"]
+    for name, a in (("pairs", pairs), ("continuation_ids", cont), ("content_ids", content)):
+        if a is not None and a.size and (a.min() < 0 or a.max() >= n):
+            raise SynonymTableError(
+                f"{path}: its {name} hold ids outside the dictionary's {n} entries; rebuild the "
+                "table with scripts/build_synonym_table.py"
+            )
+    return pairs, cont, content, meta

@@ -1,0 +1,33 @@
+"""Writing outputs safely, one job per module (all standard library, relative imports only, so
+the package loads on its own, without torch or fairseq):
+
+* ``atomic``: one file written atomically (:func:`atomic_open`) and a failed write (full disk,
+  quota, file-size limit, read-only directory) said as one error (:func:`write_errors`);
+* ``locks``: one run at a time per output (:func:`output_lock`);
+* ``marker``: which files of an output directory a command wrote (``.truneg-output.json``);
+* ``swap``: replacing a command's files by a new set, and recovering a swap a kill cut short;
+* ``dirs``: whole output directories (:func:`atomic_dir`, :func:`staged_entries`);
+* ``errors``: :class:`OutputDirError`.
+
+``truneg_fairseq.io_utils`` re-exports these names for older callers."""
+
+from .atomic import WRITE_ERRNOS, atomic_open, write_errors, write_failure, write_failure_message
+from .dirs import atomic_dir, staged_entries
+from .errors import OutputDirError
+from .locks import lock_path, output_lock
+from .marker import MARKER, read_marker
+
+__all__ = [
+    "MARKER",
+    "OutputDirError",
+    "WRITE_ERRNOS",
+    "atomic_dir",
+    "atomic_open",
+    "lock_path",
+    "output_lock",
+    "read_marker",
+    "staged_entries",
+    "write_errors",
+    "write_failure",
+    "write_failure_message",
+]
