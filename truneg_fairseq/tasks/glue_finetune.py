@@ -21,7 +21,7 @@ import argparse
 import json
 import math
 import os
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 # model fields that name files or switch on pre-training behaviour: never carried into fine-tuning
 NOT_CARRIED = {
@@ -165,3 +165,26 @@ def write_run_config(
     with atomic_open(out) as f:
         f.write(OmegaConf.to_yaml(cfg))
     return {"arch": model["_name"], "positions": n_pos, "updates": total}
+
+
+def size_flags(checkpoint: str) -> List[str]:
+    """fairseq-train flags that build the model of ``checkpoint`` again: ``--arch`` and every
+    size field it records (layers, widths, heads, positions, LayerNorm epsilon), for a recipe
+    that continues a checkpoint of any size."""
+    from truneg_fairseq.models.import_sizes import FIELD_TYPES
+
+    model = checkpoint_model(checkpoint)
+    flags = ["--arch", str(model["_name"])]
+    for key, value in model.items():
+        if key in FIELD_TYPES and key not in (
+            "dropout",
+            "attention_dropout",
+            "electra_dropout",
+            "electra_attention_dropout",
+        ):
+            if isinstance(value, bool):
+                if value:
+                    flags.append("--" + key.replace("_", "-"))
+            else:
+                flags += ["--" + key.replace("_", "-"), str(value)]
+    return flags
