@@ -57,7 +57,7 @@ def best_accuracy(log):
 
 @pytest.fixture(scope="module")
 def glue_dir(tmp_path_factory):
-    return write_glue(tmp_path_factory.mktemp("glue"), n_train=32, n_dev=13)
+    return write_glue(tmp_path_factory.mktemp("glue"), n_train=16, n_dev=13)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,11 @@ def test_log_and_glue_predict_agree_in_an_odd_directory(data_bin, spm_rte, tmp_p
     spm_rte = shutil.copytree(spm_rte, work / "glue-bin")
     fairseq_train(data_bin, work / "pre", [*TINY_ELECTRA, "--task", "electra", "--max-update", "2"])
     log, err = finetune(
-        spm_rte, work / "pre" / "checkpoint_last.pt", work / "run", "task.max_positions=12"
+        spm_rte,
+        work / "pre" / "checkpoint_last.pt",
+        work / "run",
+        "task.max_positions=12",
+        "optimization.max_epoch=2",
     )
     assert "electra_small from the checkpoint, 64 positions" in err
     assert (work / "run" / "config" / "rte.yaml").is_file()
@@ -113,13 +117,14 @@ def test_log_and_glue_predict_agree_in_an_odd_directory(data_bin, spm_rte, tmp_p
 
 @pytest.mark.slow
 def test_cline_checkpoint_fine_tunes_as_its_backbone(corpus_dir, data_bin, spm_rte, wn, tmp_path):
-    """The documented hand-off: examples/cline/pretrain.sh (ARCH=cline_roberta_tiny, two
-    updates) then examples/glue/finetune.sh on its checkpoint: the RTD head and the task weights
-    are dropped, the RoBERTa encoder continues."""
+    """The documented hand-off: a CLINE checkpoint (cline_roberta_tiny with its RTD head and
+    task weights, two updates) fine-tuned by examples/glue/finetune.sh: the arch is read from
+    the checkpoint, the CLINE-only tensors are dropped, the RoBERTa encoder continues."""
     from truneg_fairseq.data import cline
     from truneg_fairseq.text import TokenizerSpec
 
-    raw = corpus_dir / "raw" / "valid.txt"
+    raw = tmp_path / "lines.txt"
+    raw.write_text("".join((corpus_dir / "raw" / "valid.txt").read_text().splitlines(True)[:40]))
     settings = cline.Settings(
         seed=1, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model"))
     )
@@ -131,18 +136,24 @@ def test_cline_checkpoint_fine_tunes_as_its_backbone(corpus_dir, data_bin, spm_r
         wn=wn,
     )
     sizes = TINY_ROBERTA[2:-2]  # the encoder sizes, without --arch and --tokens-per-sample
-    r = run_recipe(
-        "cline/pretrain.sh",
-        [str(tmp_path / "cline" / "data-bin"), "none", *sizes, "--cpu"],
-        tmp_path,
-        ARCH="cline_roberta_tiny",
-        MAX_UPDATE="2",
-        TOKENS="64",
-        MAX_SENTENCES="4",
-        UPDATE_FREQ="1",
-        SAVE_DIR=str(tmp_path / "cline_run"),
+    fairseq_train(
+        tmp_path / "cline" / "data-bin",
+        tmp_path / "cline_run",
+        [
+            "--task",
+            "cline",
+            "--criterion",
+            "cline",
+            "--arch",
+            "cline_roberta_tiny",
+            *sizes,
+            "--tokens-per-sample",
+            "64",
+            "--cline-learned-weights",
+            "--max-update",
+            "2",
+        ],
     )
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     ckpt = tmp_path / "cline_run" / "checkpoint_last.pt"
     saved = torch.load(ckpt, map_location="cpu", weights_only=False)["model"]
     assert "cline_log_vars" in saved and any(k.startswith("rtd_head.") for k in saved)
