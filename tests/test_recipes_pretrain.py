@@ -15,7 +15,9 @@ SMALL = dict(MAX_UPDATE="2", MAX_SENTENCES="4", UPDATE_FREQ="1")
 
 
 def saved_cfg(path):
-    return torch.load(path, map_location="cpu", weights_only=False)["cfg"]
+    """The checkpoint's config as plain dicts (a RoBERTa/BERT model's section is a Namespace)."""
+    cfg = torch.load(path, map_location="cpu", weights_only=False)["cfg"]
+    return {k: v if isinstance(v, dict) or v is None else vars(v) for k, v in cfg.items()}
 
 
 def updates(log):

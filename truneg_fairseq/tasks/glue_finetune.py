@@ -62,12 +62,17 @@ def model_fields(arch: str):
 def checkpoint_model(checkpoint: str, arch: Optional[str] = None) -> Dict[str, object]:
     """The model section of a fine-tuning config for ``checkpoint``: ``_name`` (its arch, or
     ``arch``) and every model field the checkpoint records."""
-    import torch
+    from fairseq import checkpoint_utils
+
+    from truneg_fairseq.compat import UnsafeCheckpointError, plugin_families_only
 
     if not os.path.isfile(checkpoint):
         raise GlueFinetuneError(f"checkpoint {checkpoint} not found")
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
+    try:  # the plugin's checks of a checkpoint's config (its family, no evaluated values) apply
+        with plugin_families_only():
+            state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+    except UnsafeCheckpointError as e:
+        raise GlueFinetuneError(str(e)) from None
     except Exception as e:
         raise GlueFinetuneError(f"checkpoint {checkpoint} is not readable ({e})") from None
     cfg = state.get("cfg") if isinstance(state, dict) else None
