@@ -74,7 +74,10 @@ def checkpoint_model(checkpoint: str, arch: Optional[str] = None) -> Dict[str, o
     except UnsafeCheckpointError as e:
         raise GlueFinetuneError(str(e)) from None
     except Exception as e:
-        raise GlueFinetuneError(f"checkpoint {checkpoint} is not readable ({e})") from None
+        raise GlueFinetuneError(
+            f"{checkpoint} is not a fairseq checkpoint ({type(e).__name__}: {e}): give a "
+            "checkpoint saved by fairseq-train or scripts/convert_hf.py import"
+        ) from None
     cfg = state.get("cfg") if isinstance(state, dict) else None
     saved = cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)
     if saved is not None and not isinstance(saved, dict):
