@@ -41,6 +41,8 @@ shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 PYTHON=${PYTHON:-python}
+. "$REPO/examples/paths.sh"
+check_data_path DATA_BIN "$DATA_BIN"
 case "$IMPORTED" in
   base|large) echo "error: pretrain.sh takes the import directory first (its sizes come from its import.json):" \
                    "bash examples/bert/pretrain.sh IMPORTED_DIR DATA_BIN CRITERION" >&2; exit 2 ;;

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # ELECTRA pre-training with fairseq-train (all visible GPUs through fairseq's DDP, fp16).
 #
-#   bash examples/electra/pretrain.sh small|base|IMPORTED_DIR DATA_BIN CRITERION [extra fairseq-train flags]
+#   bash examples/electra/pretrain.sh small|base|CHECKPOINT|IMPORTED_DIR DATA_BIN CRITERION [extra fairseq-train flags]
 #
 # small        ELECTRA-small from scratch: 1M updates, batch 128, seq 128, lr 5e-4 (the paper's
 #              ELECTRA-small; google-research/electra defaults)
 # base         ELECTRA-base continued pre-training of a checkpoint of this plugin: 200k updates,
 #              batch 128, seq 512, lr 5e-5; pass --restore-file electra_base.pt
+# CHECKPOINT   an ELECTRA pre-training checkpoint of this plugin of any size (a .pt file): the
+#              same schedule as base, restored from it, the arch and every size (positions,
+#              LayerNorm epsilon) read from the checkpoint itself, so no size flag is needed
 # IMPORTED_DIR a published pair imported with scripts/convert_hf.py import --generator (any
 #              size: base, large, small): the same schedule as base, restored from its model.pt,
 #              sizes and LayerNorm epsilon (1e-12) read from its import.json (--electra-sizes-from).
@@ -35,22 +38,31 @@
 # The step uses static prediction slots and the fused AdamW optimizer (same losses and updates as
 # the dynamic path and fairseq's adam); COMPILE=1 adds torch.compile of the encoder stacks.
 set -euo pipefail
-USAGE="usage: pretrain.sh small|base|IMPORTED_DIR DATA_BIN CRITERION [flags]"
+USAGE="usage: pretrain.sh small|base|CHECKPOINT|IMPORTED_DIR DATA_BIN CRITERION [flags]"
 SIZE=${1:?$USAGE}
 DATA_BIN=${2:?$USAGE}
 CRITERION=${3:?$USAGE}
 shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
+. "$REPO/examples/paths.sh"
+check_data_path DATA_BIN "$DATA_BIN"
 NAME=""
 case "$SIZE" in
-  small) ARCH=electra_small; SEQ=128; LR=${LR:-5e-4}; MAX_UPDATE=${MAX_UPDATE:-1000000}
+  small) ARCH=electra_small; SEQ=${SEQ:-128}; LR=${LR:-5e-4}; MAX_UPDATE=${MAX_UPDATE:-1000000}
          MAX_SENTENCES=${MAX_SENTENCES:-128}; UPDATE_FREQ=${UPDATE_FREQ:-1}; RESET=()
          MODEL=(--electra-max-positions 512) ;;
-  base)  ARCH=electra_base; SEQ=512; LR=${LR:-5e-5}; MAX_UPDATE=${MAX_UPDATE:-200000}
+  base)  ARCH=electra_base; SEQ=${SEQ:-512}; LR=${LR:-5e-5}; MAX_UPDATE=${MAX_UPDATE:-200000}
          MAX_SENTENCES=${MAX_SENTENCES:-32}; UPDATE_FREQ=${UPDATE_FREQ:-4}
          RESET=(--reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
          MODEL=(--electra-max-positions 512) ;;
+  *.pt) [ -f "$SIZE" ] || { echo "error: checkpoint $SIZE not found" >&2; exit 2; }
+         checkpoint_size_flags "$SIZE"  # its arch and every size it records
+         ARCH=${SIZE_FLAGS[1]}; MODEL=("${SIZE_FLAGS[@]:2}"); NAME=$(basename "$(dirname "$SIZE")")
+         SEQ=${SEQ:-$(( SIZE_POSITIONS < 512 ? SIZE_POSITIONS : 512 ))}
+         LR=${LR:-5e-5}; MAX_UPDATE=${MAX_UPDATE:-200000}
+         MAX_SENTENCES=${MAX_SENTENCES:-32}; UPDATE_FREQ=${UPDATE_FREQ:-4}
+         RESET=(--restore-file "$SIZE" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler) ;;
   *) if [ ! -f "$SIZE/model.pt" ] || [ ! -f "$SIZE/import.json" ]; then
        echo "error: the first argument is small, base or a directory written by scripts/convert_hf.py import" \
             "(model.pt + import.json); got '$SIZE'" >&2; exit 2

@@ -4,42 +4,59 @@
 #   bash examples/glue/finetune.sh TASK small|base|roberta_base GLUE_BIN CHECKPOINT [hydra overrides]
 #
 # TASK        CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE (GLUE_BIN/TASK from scripts/prepare_glue.py)
-# small/base  ELECTRA discriminator of this plugin (lr 3e-4 / 1e-4); roberta_base: RoBERTa (lr 1e-5)
-# The number of updates is derived from GLUE_BIN/TASK/meta.json: epochs x examples / 32, 10% warmup.
-# SAVE_DIR (default checkpoints/glue/TASK), FP16= (empty) for fp32. Logs go to SAVE_DIR/train.log,
-# which scripts/glue_table.py reads.
+# small/base  the learning rate of an ELECTRA discriminator (3e-4 / 1e-4); roberta_base: of a
+#             RoBERTa, BERT or CLINE encoder (1e-5). LR overrides it.
+# CHECKPOINT  any checkpoint of the plugin (ELECTRA or CLINE pre-training, a continued or imported
+#             BERT/RoBERTa): the model is the checkpoint's own, its architecture and every size
+#             (positions included) read from it, so no size flag is needed; a CLINE checkpoint
+#             fine-tunes as its backbone (the RTD head and task weights are dropped) and an ELECTRA
+#             one as its discriminator. ARCH overrides the checkpoint's architecture.
+# The number of updates is derived from GLUE_BIN/TASK/meta.json: epochs x examples / BSZ (32),
+# 10% warmup. Examples longer than the model's positions are truncated (every split), so the
+# logged validation and scripts/glue_predict.py score the same inputs.
+# SAVE_DIR (default checkpoints/glue/TASK), FP16= (empty) for fp32. The run's config is written
+# to SAVE_DIR/config/TASK.yaml (every path in it, so any directory name works; hydra overrides
+# such as model.dropout=0.2 change any field). Logs go to SAVE_DIR/train.log, which
+# scripts/glue_table.py reads.
 set -euo pipefail
-TASK=${1:?usage: finetune.sh TASK small|base|roberta_base GLUE_BIN CHECKPOINT [overrides]}
-SIZE=${2:?}; GLUE_BIN=${3:?}; CKPT=${4:?}
+USAGE="usage: finetune.sh TASK small|base|roberta_base GLUE_BIN CHECKPOINT [overrides]"
+TASK=${1:?$USAGE}; SIZE=${2:?$USAGE}; GLUE_BIN=${3:?$USAGE}; CKPT=${4:?$USAGE}
 shift 4
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-# fairseq-hydra-train runs in its own directory: every path it gets is made absolute here
+PYTHON=${PYTHON:-python}
 [ -f "$CKPT" ] || { echo "error: checkpoint $CKPT not found" >&2; exit 2; }
-CKPT="$(cd "$(dirname "$CKPT")" && pwd)/$(basename "$CKPT")"
 CONFIG=$(echo "$TASK" | tr 'A-Z' 'a-z' | tr -d '-')
 [ -f "$REPO/examples/glue/config/$CONFIG.yaml" ] || { echo "error: unknown GLUE task '$TASK'" >&2; exit 2; }
 [ -f "$GLUE_BIN/$TASK/meta.json" ] || { echo "error: $GLUE_BIN/$TASK/meta.json not found: run scripts/prepare_glue.py" >&2; exit 2; }
 case "$SIZE" in
-  small) MODEL=electra_small; LR=${LR:-3e-4} ;;
-  base) MODEL=electra_base; LR=${LR:-1e-4} ;;
-  roberta_base) MODEL=roberta_base; LR=${LR:-1e-5} ;;
-  *) echo "error: size must be small, base or roberta_base" >&2; exit 2 ;;
+  small) LR=${LR:-3e-4} ;;
+  base) LR=${LR:-1e-4} ;;
+  roberta_base) LR=${LR:-1e-5} ;;
+  *) echo "error: size must be small, base or roberta_base (it picks the learning rate)" >&2; exit 2 ;;
 esac
-EPOCHS=$(grep -E '^  max_epoch:' "$REPO/examples/glue/config/$CONFIG.yaml" | awk '{print $2}')
-BSZ=${BSZ:-32}
-TOTAL=$(python -c "import json,sys; m=json.load(open(sys.argv[1])); print(max(1, -(-m['examples']['train'] // $BSZ) * $EPOCHS))" "$GLUE_BIN/$TASK/meta.json")
-WARMUP=$(( TOTAL / 10 > 0 ? TOTAL / 10 : 1 ))
 SAVE_DIR=${SAVE_DIR:-checkpoints/glue/$TASK}
 mkdir -p "$SAVE_DIR"
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
-FP16_FLAG=false; BF16_FLAG=false
+PRECISION=fp32
 if [ -z "${FP16+set}" ]; then  # FP16 unset: this GPU's mixed precision; FP16= (empty): fp32
-  case "$(mixed_precision_flag)" in --bf16) BF16_FLAG=true ;; --fp16) FP16_FLAG=true ;; esac  # a CPU: fp32
-elif [ -n "$FP16" ]; then FP16_FLAG=true; fi
+  case "$(mixed_precision_flag)" in --bf16) PRECISION=bf16 ;; --fp16) PRECISION=fp16 ;; esac  # a CPU: fp32
+elif [ -n "$FP16" ]; then PRECISION=fp16; fi
 
-exec fairseq-hydra-train --config-dir "$REPO/examples/glue/config" --config-name "$CONFIG" \
-  task.data="$(cd "$GLUE_BIN/$TASK" && pwd)" checkpoint.restore_file="$CKPT" common.user_dir="$REPO/truneg_fairseq" \
-  model._name="$MODEL" optimization.lr="[$LR]" dataset.batch_size="$BSZ" common.fp16="$FP16_FLAG" common.bf16="$BF16_FLAG" \
-  lr_scheduler.total_num_update="$TOTAL" lr_scheduler.warmup_updates="$WARMUP" \
-  checkpoint.save_dir="$(cd "$SAVE_DIR" && pwd)" common.log_file="$(cd "$SAVE_DIR" && pwd)/train.log" \
-  hydra.run.dir="$(cd "$SAVE_DIR" && pwd)/hydra" "$@"
+# the run's config: the task's recipe config with the checkpoint's model and every path in it
+PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$REPO" "$CONFIG" "$CKPT" "$GLUE_BIN/$TASK" \
+  "$SAVE_DIR" "$LR" "${BSZ:-32}" "$PRECISION" "${ARCH:-}" <<'EOF'
+import os, sys
+repo, config, ckpt, data, save_dir, lr, bsz, precision, arch = sys.argv[1:]
+from truneg_fairseq.tasks.glue_finetune import GlueFinetuneError, write_run_config
+try:
+    run = write_run_config(
+        os.path.join(repo, "examples", "glue", "config", config + ".yaml"),
+        os.path.join(save_dir, "config", config + ".yaml"), ckpt, data, save_dir,
+        os.path.join(repo, "truneg_fairseq"), float(lr), int(bsz), precision, arch or None)
+except GlueFinetuneError as e:
+    sys.exit(f"error: {e}")
+print(f"finetune.sh: {run['arch']} from the checkpoint, {run['positions']} positions, "
+      f"{run['updates']} updates, {precision}", file=sys.stderr)
+EOF
+
+exec fairseq-hydra-train --config-dir "$(cd "$SAVE_DIR/config" && pwd)" --config-name "$CONFIG" "$@"

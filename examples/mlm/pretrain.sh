@@ -8,8 +8,12 @@
 # CRITERION  masked_lm (baseline) | mlm_hard_correction | mlm_soft_reg | mlm_sent_kl
 #
 # Defaults follow RoBERTa-base continued pre-training in the paper (seq 512, lr 5e-5 when
-# continuing from pre-trained weights: add --restore-file model.pt --reset-optimizer
-# --reset-dataloader --reset-meters). ARCH (default truneg_roberta_base) is fairseq's RoBERTa with
+# continuing from pre-trained weights: RESTORE=model.pt, which restores it with the optimizer,
+# data loader, meters and schedule reset and builds the model with the sizes the checkpoint
+# records: --arch, layers, widths, heads and positions, so a RoBERTa of any size continues with
+# no size flag). SEQ (default: the model's positions, at most 512) is the block length; a
+# sentence longer than SEQ is skipped in training and validation (logged by fairseq).
+# ARCH (default truneg_roberta_base, without RESTORE) is fairseq's RoBERTa with
 # the forward every criterion needs; its weights and checkpoint keys are roberta_base's, so
 # fairseq's roberta.base/model.pt continues here and the result fine-tunes as roberta_base. Every
 # GPU visible to the process is used through fairseq's own DDP (its default backend); set
@@ -23,7 +27,19 @@ CRITERION=${2:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 shift 2
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
+. "$REPO/examples/paths.sh"
+check_data_path DATA_BIN "$DATA_BIN"
 ARCH=${ARCH:-truneg_roberta_base}
+MODEL=(--arch "$ARCH")
+POSITIONS=512
+if [ -n "${RESTORE:-}" ]; then
+  [ -f "$RESTORE" ] || { echo "error: RESTORE=$RESTORE: no such checkpoint file" >&2; exit 2; }
+  checkpoint_size_flags "$RESTORE"  # the checkpoint's arch and sizes
+  MODEL=("${SIZE_FLAGS[@]}" --restore-file "$RESTORE" --reset-optimizer --reset-dataloader --reset-meters
+         --reset-lr-scheduler)
+  ARCH=${SIZE_FLAGS[1]}; POSITIONS=$SIZE_POSITIONS
+fi
+SEQ=${SEQ:-$(( POSITIONS < 512 ? POSITIONS : 512 ))}
 MAX_UPDATE=${MAX_UPDATE:-200000}
 LR=${LR:-5e-5}
 MAX_SENTENCES=${MAX_SENTENCES:-16}
@@ -34,7 +50,7 @@ if [ "$CRITERION" != masked_lm ]; then TABLE_FLAGS=(--synonym-table "${SYNONYM_T
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --task batch_masked_lm --num-workers "${NUM_WORKERS:-1}" --criterion "$CRITERION" "${TABLE_FLAGS[@]}" \
-  --arch "$ARCH" --sample-break-mode complete --tokens-per-sample 512 \
+  "${MODEL[@]}" --sample-break-mode complete --tokens-per-sample "$SEQ" --skip-invalid-size-inputs-valid-test \
   --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --clip-norm 0.0 --weight-decay 0.01 \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \

@@ -1,0 +1,48 @@
+"""examples/squad/finetune.sh on a BERT imported with scripts/convert_hf.py: WordPiece (its
+vocab.txt) rather than sentencepiece, and the model's 40 positions (no size flag: the arch and
+sizes come from the checkpoint, the windows fit the positions)."""
+
+import pytest
+import torch
+from squad_fixtures import write_squad_dir
+from utils import run_recipe
+
+
+@pytest.mark.slow
+def test_squad_recipe_on_an_imported_wordpiece_bert(tmp_path):
+    from hf_fixtures import bert_config, wordpiece_vocab, write_vocab
+    from transformers import BertForMaskedLM
+
+    from truneg_fairseq.convert import hf as hf_convert
+
+    vocab = wordpiece_vocab()
+    torch.manual_seed(0)
+    BertForMaskedLM(bert_config(len(vocab), max_position_embeddings=40)).save_pretrained(
+        str(tmp_path / "hf")
+    )
+    write_vocab(tmp_path / "hf", vocab)
+    imported = hf_convert.import_hf(tmp_path / "hf", tmp_path / "imported")
+    sq = write_squad_dir(tmp_path / "squad", imported / "dict.txt", n_copies=1)
+    r = run_recipe(
+        "squad/finetune.sh",
+        [
+            "roberta_base",
+            str(sq),
+            str(imported / "vocab.txt"),
+            str(imported / "model.pt"),
+            "--cpu",
+            "--log-interval",
+            "1",
+        ],
+        tmp_path,
+        SAVE_DIR=str(tmp_path / "ft"),
+        UPDATES="2",
+        BSZ="4",
+    )
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert (tmp_path / "ft" / "predictions.json").is_file()
+    assert '"exact_match"' in r.stdout and '"f1"' in r.stdout
+    cfg = torch.load(tmp_path / "ft" / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    cfg = {k: v if isinstance(v, dict) or v is None else vars(v) for k, v in cfg["cfg"].items()}
+    assert cfg["model"]["max_positions"] == 40 and cfg["task"]["squad_max_len"] == 40
+    assert cfg["task"]["squad_tokenizer"] == "wordpiece"
