@@ -96,7 +96,8 @@ def test_registered_archs_read_the_sizes_table(arch):
 
 
 def test_example_configs_agree_with_the_sizes_table():
-    """The hydra configs name an arch and may spell sizes out: those must be the table's."""
+    """The hydra configs name an arch and may spell sizes out: those must be the table's (a
+    declared field left null takes the arch's or the import's value)."""
     import yaml
 
     from truneg_fairseq.models.electra import ELECTRA_SIZES
@@ -107,9 +108,9 @@ def test_example_configs_agree_with_the_sizes_table():
         model = yaml.safe_load(path.read_text(encoding="utf-8")).get("model") or {}
         size = ELECTRA_SIZES[model["_name"]]
         for f, value in dataclasses.asdict(size).items():
-            if SIZE_FIELDS[f] in model:
+            if model.get(SIZE_FIELDS[f]) is not None:
                 assert model[SIZE_FIELDS[f]] == value, f"{path.name}: {SIZE_FIELDS[f]}"
-        if "electra_gen_layers" in model:
+        if model.get("electra_gen_layers") is not None:
             assert model["electra_gen_layers"] == size.layers, f"{path.name}: electra_gen_layers"
 
 
