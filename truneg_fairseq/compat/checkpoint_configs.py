@@ -285,8 +285,8 @@ def _explain_failed_upgrade(path: str) -> None:
         raw = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:
         return  # not readable as plain data either: fairseq's own error stands
-    if not isinstance(raw, dict):
-        return
+    if not isinstance(raw, dict) or (raw.get("cfg") is None and raw.get("args") is None):
+        return  # no config to judge: fairseq's own error stands
     if _FAMILIES_ONLY.get():
         check_architecture(raw, path)
     for key in ("cfg", "args"):
