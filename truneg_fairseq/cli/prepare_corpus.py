@@ -36,7 +36,6 @@ Example:
 """
 
 import argparse
-import sys
 
 from truneg_fairseq.cli.common import add_dict_flag, count_arg, fail, setup_logging
 from truneg_fairseq.errors import CorpusError

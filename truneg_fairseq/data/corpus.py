@@ -128,7 +128,7 @@ def write_split_corpus(
     lines: Sequence[str], out_dir: os.PathLike, valid_fraction: float = 0.02, seed: int = 1
 ) -> Tuple[Path, Path, int, int]:
     """Deduplicate, shuffle (seeded) and split ``lines`` into train.txt / valid.txt."""
-    uniq = list(dict.fromkeys(l for l in lines if l.strip()))
+    uniq = list(dict.fromkeys(line for line in lines if line.strip()))
     if len(uniq) < 2:
         raise CorpusError(
             f"corpus has {len(uniq)} non-empty distinct lines; need at least 2 to split train/valid"

@@ -314,8 +314,8 @@ def _log_unknown_rates(dest, log, stage, out):
 def _check_wordpiece_dict(srcdict, lines, vocab):
     """--dict must list the vocabulary's entries in its order, or ids would not match the model."""
     with open(srcdict, encoding="utf-8") as f:
-        given = [l.rstrip("\r\n").rsplit(" ", 1)[0] for l in f if l.strip()]
-    want = [l.rsplit(" ", 1)[0] for l in lines]
+        given = [line.rstrip("\r\n").rsplit(" ", 1)[0] for line in f if line.strip()]
+    want = [line.rsplit(" ", 1)[0] for line in lines]
     if given != want:
         at = next(
             (i for i, (a, b) in enumerate(zip(given, want)) if a != b), min(len(given), len(want))

@@ -44,7 +44,27 @@ def prepare_data(
             with atomic_open(text, "w", encoding="utf-8") as f:
                 f.writelines(l + "\n" for l in lines)
             run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
-        run(
+        from truneg_fairseq.errors import CorpusError
+        from truneg_fairseq.io_utils import OutputDirError
+        from truneg_fairseq.pipelines.corpus import CorpusConfig, prepare_corpus
+        from truneg_fairseq.text import TokenizerSpec
+
+        def prepare(cfg):
+            try:
+                prepare_corpus(cfg, run.log)
+            except (CorpusError, OutputDirError) as e:
+                raise SystemExit(f"error: prepare_corpus failed: {e}") from None
+
+        cfg = CorpusConfig(
+            output_dir=work,
+            inputs=[text],
+            tokenizer=TokenizerSpec("whitespace"),
+            vocab_size=setting.vocab_size,
+            valid_fraction=setting.valid_fraction,
+            seed=setting.seed,
+        )
+        run.here(
+            lambda: prepare(cfg),
             [
                 sys.executable,
                 os.path.join(REPO, "scripts", "prepare_corpus.py"),
