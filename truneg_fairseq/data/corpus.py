@@ -356,8 +356,8 @@ def report_unknown_rates(
 
 _CASING = (
     "the text is cased and the vocabulary is not ({lower:.3g}% <unk> once lower-cased, against "
-    "{as_is:.3g}%): lower-case the text (--lowercase yes for WordPiece), or use the cased "
-    "vocabulary of the model"
+    "{as_is:.3g}%): check --lowercase (yes for WordPiece) or lower-case the text, or use the "
+    "cased vocabulary of the model"
 )
 _MISMATCH = (
     "the dictionary {dict_path} does not match the tokenizer's vocabulary (a dict.txt of another "
