@@ -164,7 +164,7 @@ def _gone(pids, timeout=10.0) -> list:
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
 def test_sigkill_during_binarize_leaves_no_process(tmp_path):
-    proc = _start(tmp_path, 120_000)
+    proc = _start(tmp_path, 60_000)
     kids, _ = _kill_in_binarize(proc, signal.SIGKILL)
     proc.wait(30)
     assert proc.returncode == -signal.SIGKILL
@@ -175,7 +175,7 @@ def test_sigkill_during_binarize_leaves_no_process(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
 def test_sigterm_during_binarize_ends_the_workers_and_cleans_up(tmp_path):
-    proc = _start(tmp_path, 120_000)
+    proc = _start(tmp_path, 60_000)
     kids, _ = _kill_in_binarize(proc, signal.SIGTERM)
     proc.wait(30)
     assert proc.returncode == 128 + signal.SIGTERM

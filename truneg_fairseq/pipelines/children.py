@@ -22,14 +22,26 @@ _PR_SET_PDEATHSIG = 1
 _state = {"active": 0, "forker": 0, "hooked": False}
 
 
+def _load_prctl():
+    """libc's prctl, looked up once here: a forked child must not load libraries (a lock held
+    by another thread at the fork would never be released in the child)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
 def die_with_parent(parent: int = 0) -> None:
     """Have the kernel SIGKILL this process when its parent ends (Linux; elsewhere nothing).
     ``parent``: the pid that forked it; if it is gone already, end now."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):
-            return
+    if _PRCTL is None:
+        return
+    _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if parent and os.getppid() != parent:
         os._exit(1)
 

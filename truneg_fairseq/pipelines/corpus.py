@@ -197,13 +197,13 @@ class _Run:
         if tokenizer is None:
             with self.stage("train-sentencepiece"):
                 with par.heartbeat(log, cfg.progress_every, "train sentencepiece"):
-                    model = par.in_child(
-                        corpus.train_sentencepiece,
+                    model = corpus.train_sentencepiece(
                         train,
                         stage / "spm",
                         cfg.vocab_size or 8000,
                         cfg.model_type,
                         cfg.spm_sample_lines,
+                        in_child=True,
                     )
             log.info(f"sentencepiece model {os.path.join(cfg.output_dir, model.name)}")
             spec = TokenizerSpec("sentencepiece", spm_model=str(model))

@@ -170,23 +170,70 @@ def _binarize_job(job):
 # ---- parent side ------------------------------------------------------------------------------
 
 
+def _worker_main(conn, fn, jobs, init, initargs):
+    """A worker: its jobs in order, each result (or the error) sent back on ``conn``."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # told to stop, it just stops
+    try:
+        init(*initargs)
+        for k, job in jobs:
+            conn.send((k, True, fn(job)))
+    except BaseException as e:  # noqa: BLE001 - any failure goes to the parent
+        try:
+            conn.send((-1, False, e))
+        except Exception:  # not picklable
+            conn.send((-1, False, RuntimeError(f"{type(e).__name__}: {e}")))
+    finally:
+        conn.close()
+
+
 def _run_jobs(fn, jobs, workers: int, init, initargs):
-    """``fn`` over ``jobs`` in order: in this process with one worker, else in a pool of
-    forked processes that end with this one."""
+    """``fn`` over ``jobs``, results in order: in this process with one worker, else over
+    ``workers`` forked processes (job k goes to worker k mod ``workers``), each with its own
+    pipe back, that end with this process (no shared queue, so killing one blocks no other)."""
     if workers <= 1 or len(jobs) <= 1:
         init(*initargs)
         return [fn(j) for j in jobs]
-    with (
-        children_end_with_us(),
-        fork_context().Pool(min(workers, len(jobs)), init, initargs) as pool,
-    ):
-        pending = [pool.apply_async(fn, (j,)) for j in jobs]
-        out = []
-        for r in pending:
-            while not r.ready():
-                r.wait(0.5)  # signals are handled between waits
-            out.append(r.get())
-        return out
+    from multiprocessing.connection import wait
+
+    ctx = fork_context()
+    n = min(workers, len(jobs))
+    procs, conns = [], {}
+    results: dict = {}
+    with children_end_with_us():
+        try:
+            for w in range(n):
+                mine = [(k, job) for k, job in enumerate(jobs) if k % n == w]
+                recv, send = ctx.Pipe(duplex=False)
+                p = ctx.Process(
+                    target=_worker_main, args=(send, fn, mine, init, initargs), daemon=True
+                )
+                p.start()
+                send.close()
+                procs.append(p)
+                conns[recv] = p
+            while conns:
+                for conn in wait(list(conns), timeout=0.5):  # signals handled between waits
+                    try:
+                        k, ok, value = conn.recv()
+                    except EOFError:
+                        conns.pop(conn)
+                        continue
+                    if not ok:
+                        raise value
+                    results[k] = value
+            if len(results) != len(jobs):
+                codes = [p.exitcode for p in procs]
+                raise RuntimeError(
+                    f"a worker process ended without its results (exit codes {codes})"
+                )
+            return [results[k] for k in range(len(jobs))]
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                p.join()
 
 
 def _shared(n: int):
@@ -317,17 +364,6 @@ def heartbeat(log, every: float, what: str):
     t0 = time.time()
     with Progress(log, every, lambda: f"{what}: {time.time() - t0:.0f} s"):
         yield
-
-
-def in_child(fn, *args):
-    """``fn(*args)`` in a forked process that ends with this one (its exception re-raised
-    here): a SIGTERM stops a long C++ call such as sentencepiece training at once, and its
-    memory is given back when it ends."""
-    with children_end_with_us(), fork_context().Pool(1) as pool:
-        r = pool.apply_async(fn, args)
-        while not r.ready():
-            r.wait(0.5)
-        return r.get()
 
 
 def fork_context():
