@@ -115,14 +115,14 @@ def test_config_errors_name_the_flag(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def _start(tmp_path: Path, n_lines: int):
+def _start(tmp_path: Path, n_lines: int, binarizer: str = "fast"):
     """prepare_corpus.py as a process on ``n_lines`` of whitespace text, 2 workers."""
     src = _text(tmp_path / "corpus.txt", n_lines, seed=5)
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     return subprocess.Popen(
         [sys.executable, str(REPO / "scripts" / "prepare_corpus.py"), "--input", str(src)]
         + ["--output-dir", str(tmp_path / "out"), "--tokenizer", "whitespace", "--workers", "2"]
-        + ["--progress-every", "0.05"],
+        + ["--progress-every", "0.05", "--binarizer", binarizer],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -136,7 +136,7 @@ def _kill_in_binarize(proc, sig):
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if "binarize train:" in line:
+        if re.search(r"\| binarize (train|\(fairseq-preprocess\)): ", line):
             kids = descendants(proc.pid)
             if kids:
                 proc.send_signal(sig)
@@ -163,8 +163,9 @@ def _gone(pids, timeout=10.0) -> list:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
-def test_sigkill_during_binarize_leaves_no_process(tmp_path):
-    proc = _start(tmp_path, 60_000)
+@pytest.mark.parametrize("binarizer", ["fast", "fairseq-preprocess"])
+def test_sigkill_during_binarize_leaves_no_process(tmp_path, binarizer):
+    proc = _start(tmp_path, 60_000, binarizer)
     kids, _ = _kill_in_binarize(proc, signal.SIGKILL)
     proc.wait(30)
     assert proc.returncode == -signal.SIGKILL

@@ -160,12 +160,14 @@ def train_sentencepiece(
     input_sentence_size: int = 2_000_000,
     seed_sentencepiece_size: int = 1_000_000,
     in_child: bool = False,
+    seed: Optional[int] = None,
 ) -> Path:
     """Train a sentencepiece model on ``text_file``; returns ``<model_prefix>.model``.
 
     fairseq adds its own specials (<s> <pad> </s> <unk>), so sentencepiece keeps only <unk>.
     ``in_child``: train in a new interpreter that imports sentencepiece only and is killed when
-    this process dies (its memory is its own, and a signal here is handled at once).
+    this process dies (its memory is its own, and a signal here is handled at once); ``seed``:
+    sentencepiece's random seed (its sample of the lines; None: a random one).
     """
     import sentencepiece as spm
 
@@ -176,7 +178,9 @@ def train_sentencepiece(
     prefix.parent.mkdir(parents=True, exist_ok=True)
     tmp_prefix = prefix.parent / f".{prefix.name}.tmp{os.getpid()}"
     try:
-        (_train_in_child if in_child else lambda kw: spm.SentencePieceTrainer.train(**kw))(
+        if seed is not None and not in_child:
+            spm.set_random_generator_seed(seed)
+        (_train_in_child if in_child else lambda kw, _: spm.SentencePieceTrainer.train(**kw))(
             dict(
                 input=str(text_file),
                 model_prefix=str(tmp_prefix),
@@ -193,7 +197,8 @@ def train_sentencepiece(
                 minloglevel=2,
                 num_threads=os.cpu_count() or 1,
                 hard_vocab_limit=False,
-            )
+            ),
+            seed,
         )
         spm.SentencePieceProcessor(
             model_file=f"{tmp_prefix}.model"
@@ -221,11 +226,13 @@ except (OSError, AttributeError):
 if os.getppid() != int(sys.argv[1]):
     sys.exit(1)
 import sentencepiece
+if sys.argv[3] != "None":
+    sentencepiece.set_random_generator_seed(int(sys.argv[3]))
 sentencepiece.SentencePieceTrainer.train(**json.loads(sys.argv[2]))
 """
 
 
-def _train_in_child(kwargs: dict) -> None:
+def _train_in_child(kwargs: dict, seed: Optional[int]) -> None:
     """``SentencePieceTrainer.train(**kwargs)`` in a new interpreter; its error a RuntimeError."""
     import json
     import subprocess
@@ -234,7 +241,7 @@ def _train_in_child(kwargs: dict) -> None:
 
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _SPM_CHILD, str(os.getpid()), json.dumps(kwargs)],
+            [sys.executable, "-c", _SPM_CHILD, str(os.getpid()), json.dumps(kwargs), str(seed)],
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
@@ -341,7 +348,11 @@ def run_preprocess(argv: Sequence[str]) -> None:
         if e.errno in WRITE_ERRNOS:
             raise
         raise CorpusError(f"fairseq-preprocess failed: {e}") from e
-    except (Exception, SystemExit) as e:
+    except SystemExit as e:
+        if e.code == 128 + 15:  # a SIGTERM of the command (pipelines.children): end as told
+            raise
+        raise CorpusError(f"fairseq-preprocess failed: {type(e).__name__}: {e}") from e
+    except Exception as e:
         raise CorpusError(f"fairseq-preprocess failed: {type(e).__name__}: {e}") from e
     finally:
         for handler in log.handlers[len(saved[0]) :]:

@@ -22,18 +22,18 @@ _PR_SET_PDEATHSIG = 1
 _state = {"active": 0, "forker": 0, "hooked": False}
 
 
-def _load_prctl():
-    """libc's prctl, looked up once here: a forked child must not load libraries (a lock held
-    by another thread at the fork would never be released in the child)."""
+def _libc(name: str):
+    """A libc function, looked up once here: a forked child must not load libraries (a lock
+    held by another thread at the fork would never be released in the child)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
 
 
-_PRCTL = _load_prctl()
+_PRCTL, _SIGNAL = _libc("prctl"), _libc("signal")
 
 
 def die_with_parent(parent: int = 0) -> None:
@@ -54,10 +54,10 @@ def _after_fork_in_child() -> None:
     if not _state["active"]:
         return
     die_with_parent(_state["forker"])
-    # the parent's SIGTERM handler is not the child's: a worker told to stop just stops
-    with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # the parent's SIGTERM handler is not the child's: a worker told to stop just stops (set
+    # in C: Python's signal.signal refuses a child forked from a thread other than the main one)
+    if _SIGNAL is not None:
+        _SIGNAL(int(signal.SIGTERM), 0)  # SIG_DFL
 
 
 def descendants(pid: int = 0) -> List[int]:

@@ -190,9 +190,10 @@ class _Run:
             )
             n_lines = len(lines)
             lines.clear()  # the text is on disk now; its memory is given back
-        log.info(
-            f"split: {n_train} train, {n_valid} valid lines (duplicates removed: {n_lines - n_train - n_valid})"
-        )
+            log.info(
+                f"split: {n_train} train, {n_valid} valid lines (duplicates removed: "
+                f"{n_lines - n_train - n_valid})"
+            )
         spec = cfg.tokenizer
         if tokenizer is None:
             with self.stage("train-sentencepiece"):
@@ -204,6 +205,7 @@ class _Run:
                         cfg.model_type,
                         cfg.spm_sample_lines,
                         in_child=True,
+                        seed=cfg.seed,
                     )
             log.info(f"sentencepiece model {os.path.join(cfg.output_dir, model.name)}")
             spec = TokenizerSpec("sentencepiece", spm_model=str(model))
