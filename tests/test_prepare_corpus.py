@@ -239,3 +239,28 @@ def test_unknown_warning_says_vocabulary_mismatch_for_another_dictionary(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("does not match the tokenizer's vocabulary" in w for w in warnings), warnings
     assert not any("cased" in w for w in warnings)
+
+
+def test_squad_unknown_warning_tells_casing_from_a_vocabulary_mismatch(corpus_dir, caplog):
+    """--task squad's twin: the same causes, measured on the questions and contexts."""
+    from fairseq.data import Dictionary
+
+    from truneg_fairseq.data.squad import Feature
+    from truneg_fairseq.tasks.squad import _report_unknown
+    from truneg_fairseq.text import build_tokenizer
+
+    d = Dictionary.load(str(corpus_dir / "data-bin" / "dict.txt"))
+    tok = build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")))
+    features = [Feature(0, [0, 5, 3, 2, 7, 3, 2], 4, [])]
+    texts = tiny_corpus_lines(200, seed=9)
+    caplog.set_level(logging.INFO)
+    _report_unknown(features, d.unk(), "dev.json", d, tok, [t.upper() for t in texts])
+    assert "dev.json: 2 of 7 tokens" in caplog.text and "the text is cased" in caplog.text
+    caplog.clear()
+    words = Dictionary()
+    for t in texts:
+        for w in t.split():
+            words.add_symbol(w)
+    _report_unknown(features, words.unk(), "dev.json", words, tok, texts)
+    assert "does not match the tokenizer's vocabulary" in caplog.text
+    assert "cased" not in caplog.text
