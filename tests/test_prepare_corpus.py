@@ -264,3 +264,33 @@ def test_squad_unknown_warning_tells_casing_from_a_vocabulary_mismatch(corpus_di
     _report_unknown(features, words.unk(), "dev.json", words, tok, texts)
     assert "does not match the tokenizer's vocabulary" in caplog.text
     assert "cased" not in caplog.text
+
+
+def test_command_line_builds_the_same_config(tmp_path):
+    """What the study records in commands.sh (truneg-prepare-corpus ...) parses back to its config."""
+    from truneg_fairseq.cli.prepare_corpus import config_from_args, get_parser
+    from truneg_fairseq.pipelines.corpus import command_line
+
+    for cfg in (
+        CorpusConfig(
+            output_dir="w",
+            inputs=["a.txt", "b.txt"],
+            tokenizer=TokenizerSpec("whitespace"),
+            vocab_size=16000,
+            valid_fraction=0.05,
+            seed=3,
+        ),
+        CorpusConfig(
+            output_dir="w",
+            wordnet_glosses=True,
+            wordnet_headwords=True,
+            workers=2,
+            tokenizer=TokenizerSpec("wordpiece", vocab="v.txt", lowercase=True),
+            dict="d.txt",
+            spm_sample_lines=1000,
+            binarizer="fairseq-preprocess",
+        ),
+    ):
+        cmd = command_line(cfg)
+        assert cmd[0] == "truneg-prepare-corpus"
+        assert config_from_args(get_parser().parse_args(cmd[1:])) == cfg

@@ -85,6 +85,39 @@ class CorpusConfig:
         return self.workers or available_cores()
 
 
+def command_line(cfg: CorpusConfig) -> List[str]:
+    """The ``truneg-prepare-corpus`` command line that builds the same outputs."""
+    d, t = CorpusConfig(output_dir=""), cfg.tokenizer
+    cmd = ["truneg-prepare-corpus"]
+    cmd += ["--input", *cfg.inputs] if cfg.inputs else ["--wordnet-glosses"]
+    cmd += ["--wordnet-headwords"] if cfg.wordnet_headwords else []
+    cmd += ["--output-dir", cfg.output_dir, "--tokenizer", t.kind]
+    for flag, value in (
+        ("--spm-model", t.spm_model),
+        ("--gpt2-encoder-json", t.gpt2_encoder_json),
+        ("--gpt2-vocab-bpe", t.gpt2_vocab_bpe),
+        ("--vocab", t.vocab),
+        ("--dict", cfg.dict),
+        ("--vocab-size", cfg.vocab_size),
+        ("--workers", cfg.workers),
+    ):
+        cmd += [flag, str(value)] if value is not None else []
+    if t.lowercase is not None:
+        cmd += ["--lowercase", "yes" if t.lowercase else "no"]
+    for name in (
+        "model_type",
+        "spm_sample_lines",
+        "valid_fraction",
+        "max_lines",
+        "seed",
+        "binarizer",
+        "progress_every",
+    ):
+        if getattr(cfg, name) != getattr(d, name):
+            cmd += ["--" + name.replace("_", "-"), str(getattr(cfg, name))]
+    return cmd
+
+
 def prepare_corpus(
     cfg: CorpusConfig,
     log: Optional[logging.Logger] = None,

@@ -46,7 +46,7 @@ def prepare_data(
             run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
         from truneg_fairseq.errors import CorpusError
         from truneg_fairseq.io_utils import OutputDirError
-        from truneg_fairseq.pipelines.corpus import CorpusConfig, prepare_corpus
+        from truneg_fairseq.pipelines.corpus import CorpusConfig, command_line, prepare_corpus
         from truneg_fairseq.text import TokenizerSpec
 
         def prepare(cfg):
@@ -63,26 +63,7 @@ def prepare_data(
             valid_fraction=setting.valid_fraction,
             seed=setting.seed,
         )
-        run.here(
-            lambda: prepare(cfg),
-            [
-                sys.executable,
-                os.path.join(REPO, "scripts", "prepare_corpus.py"),
-                "--input",
-                text,
-                "--output-dir",
-                work,
-                "--tokenizer",
-                "whitespace",
-                "--vocab-size",
-                str(setting.vocab_size),
-                "--valid-fraction",
-                str(setting.valid_fraction),
-                "--seed",
-                str(setting.seed),
-            ],
-            "prepare_corpus",
-        )
+        run.here(lambda: prepare(cfg), command_line(cfg), "prepare_corpus")
     else:
         run.commands.append(
             f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)"
