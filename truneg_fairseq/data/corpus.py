@@ -16,6 +16,12 @@ import shutil
 from pathlib import Path
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from truneg_fairseq.data.unknown_tokens import (  # noqa: F401  (their home before)
+    UNKNOWN_WARNING,
+    report_unknown_rates,
+    unknown_cause,
+    unknown_rate,
+)
 from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.io_utils import WRITE_ERRNOS, atomic_dir, atomic_open
 
@@ -128,7 +134,7 @@ def write_split_corpus(
     lines: Sequence[str], out_dir: os.PathLike, valid_fraction: float = 0.02, seed: int = 1
 ) -> Tuple[Path, Path, int, int]:
     """Deduplicate, shuffle (seeded) and split ``lines`` into train.txt / valid.txt."""
-    uniq = list(dict.fromkeys(l for l in lines if l.strip()))
+    uniq = list(dict.fromkeys(line for line in lines if line.strip()))
     if len(uniq) < 2:
         raise CorpusError(
             f"corpus has {len(uniq)} non-empty distinct lines; need at least 2 to split train/valid"
@@ -153,10 +159,15 @@ def train_sentencepiece(
     model_type: str = "unigram",
     input_sentence_size: int = 2_000_000,
     seed_sentencepiece_size: int = 1_000_000,
+    in_child: bool = False,
+    seed: Optional[int] = None,
 ) -> Path:
     """Train a sentencepiece model on ``text_file``; returns ``<model_prefix>.model``.
 
     fairseq adds its own specials (<s> <pad> </s> <unk>), so sentencepiece keeps only <unk>.
+    ``in_child``: train in a new interpreter that imports sentencepiece only and is killed when
+    this process dies (its memory is its own, and a signal here is handled at once); ``seed``:
+    sentencepiece's random seed (its sample of the lines; None: a random one).
     """
     import sentencepiece as spm
 
@@ -167,22 +178,27 @@ def train_sentencepiece(
     prefix.parent.mkdir(parents=True, exist_ok=True)
     tmp_prefix = prefix.parent / f".{prefix.name}.tmp{os.getpid()}"
     try:
-        spm.SentencePieceTrainer.train(
-            input=str(text_file),
-            model_prefix=str(tmp_prefix),
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=1.0,
-            bos_id=-1,
-            eos_id=-1,
-            pad_id=-1,
-            unk_id=0,
-            input_sentence_size=input_sentence_size,
-            shuffle_input_sentence=True,
-            seed_sentencepiece_size=seed_sentencepiece_size,
-            minloglevel=2,
-            num_threads=os.cpu_count() or 1,
-            hard_vocab_limit=False,
+        if seed is not None and not in_child:
+            spm.set_random_generator_seed(seed)
+        (_train_in_child if in_child else lambda kw, _: spm.SentencePieceTrainer.train(**kw))(
+            dict(
+                input=str(text_file),
+                model_prefix=str(tmp_prefix),
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=1.0,
+                bos_id=-1,
+                eos_id=-1,
+                pad_id=-1,
+                unk_id=0,
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True,
+                seed_sentencepiece_size=seed_sentencepiece_size,
+                minloglevel=2,
+                num_threads=os.cpu_count() or 1,
+                hard_vocab_limit=False,
+            ),
+            seed,
         )
         spm.SentencePieceProcessor(
             model_file=f"{tmp_prefix}.model"
@@ -199,6 +215,51 @@ def train_sentencepiece(
     for ext in (".model", ".vocab"):
         os.replace(f"{tmp_prefix}{ext}", f"{prefix}{ext}")
     return Path(f"{prefix}.model")
+
+
+_SPM_CHILD = """
+import ctypes, json, os, sys
+try:
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: end with the parent
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)
+import sentencepiece
+if sys.argv[3] != "None":
+    sentencepiece.set_random_generator_seed(int(sys.argv[3]))
+sentencepiece.SentencePieceTrainer.train(**json.loads(sys.argv[2]))
+"""
+
+
+def _train_in_child(kwargs: dict, seed: Optional[int]) -> None:
+    """``SentencePieceTrainer.train(**kwargs)`` in a new interpreter; its error a RuntimeError."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _SPM_CHILD, str(os.getpid()), json.dumps(kwargs), str(seed)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        try:
+            while True:
+                try:
+                    rc = proc.wait(0.5)  # signals are handled between waits
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if rc != 0:
+            err.seek(0)
+            lines = err.read().strip().splitlines()
+            raise RuntimeError(lines[-1] if lines else f"sentencepiece training ended with {rc}")
 
 
 def encode_file(tokenizer, src: os.PathLike, dst: os.PathLike) -> int:
@@ -235,11 +296,13 @@ def binarize(
     srcdict: Optional[os.PathLike] = None,
     nwords: int = -1,
     name_as: Optional[os.PathLike] = None,
+    report: bool = True,
 ) -> Path:
     """Run ``fairseq-preprocess --only-source`` into ``destdir`` (atomically: built beside it,
     then renamed into place). ``nwords`` > 0 keeps that many of the most frequent symbols in the
     dictionary built from the training text (the rest become ``<unk>``); -1 keeps them all.
-    ``name_as``: the path the log names (where a staged ``destdir`` will be moved)."""
+    ``name_as``: the path the log names (where a staged ``destdir`` will be moved); ``report``:
+    log each split's share of ``<unk>`` (:func:`report_unknown_rates`)."""
     destdir = Path(destdir)
     with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.data.corpus.binarize)") as tmp:
         argv = [
@@ -260,7 +323,8 @@ def binarize(
         elif nwords > 0:
             argv += ["--nwordssrc", str(nwords)]
         run_preprocess(argv)
-        report_unknown_rates(tmp, name_as or destdir)
+        if report:
+            report_unknown_rates(tmp, name_as or destdir)
     return destdir
 
 
@@ -284,50 +348,14 @@ def run_preprocess(argv: Sequence[str]) -> None:
         if e.errno in WRITE_ERRNOS:
             raise
         raise CorpusError(f"fairseq-preprocess failed: {e}") from e
-    except (Exception, SystemExit) as e:
+    except SystemExit as e:
+        if e.code == 128 + 15:  # a SIGTERM of the command (pipelines.children): end as told
+            raise
+        raise CorpusError(f"fairseq-preprocess failed: {type(e).__name__}: {e}") from e
+    except Exception as e:
         raise CorpusError(f"fairseq-preprocess failed: {type(e).__name__}: {e}") from e
     finally:
         for handler in log.handlers[len(saved[0]) :]:
             handler.close()
         log.handlers, log.propagate = saved[0], saved[1]
         log.setLevel(saved[2])
-
-
-UNKNOWN_WARNING = (
-    5.0  # % of tokens that are <unk> above which the tokenizer or vocabulary is suspect
-)
-
-
-def unknown_rate(prefix: os.PathLike, unk: int = 3) -> Tuple[int, int]:
-    """(``<unk>`` tokens, tokens) of a binarized split (``prefix``.bin/.idx): both the words
-    fairseq-preprocess did not find in dict.txt and the tokenizer's own unknown pieces."""
-    import numpy as np
-    from fairseq.data import indexed_dataset
-
-    ds = indexed_dataset.MMapIndexedDataset(str(prefix))
-    try:
-        tokens = np.frombuffer(ds._bin_buffer, dtype=ds._index.dtype)  # every token of the split
-    except AttributeError:  # another fairseq layout: one sequence at a time
-        tokens = np.concatenate([ds[i].numpy() for i in range(len(ds))]) if len(ds) else np.zeros(0)
-    return int((tokens == unk).sum()), int(tokens.size)
-
-
-def report_unknown_rates(data_dir: os.PathLike, shown_as: os.PathLike) -> dict:
-    """Log the share of ``<unk>`` tokens of each split in ``data_dir`` (named ``shown_as``), as
-    a warning naming the likely causes above :data:`UNKNOWN_WARNING` %. Returns {split: %}."""
-    rates = {}
-    for split in ("train", "valid", "test"):
-        prefix = Path(data_dir) / split
-        if not Path(f"{prefix}.idx").is_file():
-            continue
-        n_unk, n = unknown_rate(prefix)
-        pct = rates[split] = 100.0 * n_unk / max(n, 1)
-        where = f"{Path(shown_as) / split}: {n_unk} of {n} tokens ({pct:.3g}%) are <unk>"
-        if pct > UNKNOWN_WARNING:
-            logger.warning(
-                f"{where}: the tokenizer does not fit the vocabulary (likely a cased text with an uncased "
-                "vocabulary or the reverse: check --lowercase; or another model's vocabulary or dict.txt)"
-            )
-        else:
-            logger.info(where)
-    return rates

@@ -25,20 +25,24 @@ logger = logging.getLogger(__name__)
 HEAD = squad.SPAN_HEAD
 
 
-def _report_unknown(features, unk: int, where: str) -> float:
+def _report_unknown(features, unk: int, where: str, dictionary=None, tokenizer=None, texts=()):
     """Log the share of ``<unk>`` among the windows' tokens, as a warning above
-    :data:`truneg_fairseq.data.corpus.UNKNOWN_WARNING` % (the tokenizer does not fit the vocabulary)."""
-    from truneg_fairseq.data.corpus import UNKNOWN_WARNING
+    :data:`truneg_fairseq.data.corpus.UNKNOWN_WARNING` % naming the cause (casing or a
+    vocabulary mismatch, :func:`truneg_fairseq.data.corpus.unknown_cause` on ``texts``)."""
+    from truneg_fairseq.data.corpus import UNKNOWN_WARNING, unknown_cause
 
     n = sum(len(f.tokens) for f in features)
     n_unk = sum(f.tokens.count(unk) for f in features)  # once per split, at load time
     pct = 100.0 * n_unk / max(n, 1)
     msg = f"{where}: {n_unk} of {n} tokens ({pct:.3g}%) are <unk>"
     if pct > UNKNOWN_WARNING:
-        logger.warning(
-            f"{msg}: the tokenizer does not fit the vocabulary (check --lowercase and the "
+        cause = (
+            unknown_cause(dictionary, tokenizer, texts)
+            if dictionary is not None and tokenizer is not None
+            else "the tokenizer does not fit the vocabulary (check --squad-lowercase and the "
             "pre-training tokenizer files)"
         )
+        logger.warning(f"{msg}: {cause}")
     else:
         logger.info(msg)
     return pct
@@ -149,9 +153,10 @@ class SquadTask(FairseqTask):
         c = self.cfg
         examples = squad.load_squad_json(os.path.join(c.data, f"{split}.json"))
         train = split == "train"
+        wt = self.word_tokenizer()
         data = squad.build_features(
             examples,
-            self.word_tokenizer(),
+            wt,
             c.squad_max_len,
             c.squad_doc_stride,
             c.squad_max_query,
@@ -160,7 +165,14 @@ class SquadTask(FairseqTask):
         logger.info(
             f"SQuAD {split}: {len(data.examples)} questions, {len(data.features)} windows, skipped {data.skipped}"
         )
-        _report_unknown(data.features, self.dictionary.unk(), os.path.join(c.data, f"{split}.json"))
+        _report_unknown(
+            data.features,
+            self.dictionary.unk(),
+            os.path.join(c.data, f"{split}.json"),
+            self.dictionary,
+            wt.tok,
+            dict.fromkeys(t for e in data.examples for t in (e.question, e.context)),
+        )
         self.datasets[split] = SquadDataset(
             data, self.dictionary.pad(), by_question=not train, split=split
         )

@@ -44,25 +44,26 @@ def prepare_data(
             with atomic_open(text, "w", encoding="utf-8") as f:
                 f.writelines(l + "\n" for l in lines)
             run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
-        run(
-            [
-                sys.executable,
-                os.path.join(REPO, "scripts", "prepare_corpus.py"),
-                "--input",
-                text,
-                "--output-dir",
-                work,
-                "--tokenizer",
-                "whitespace",
-                "--vocab-size",
-                str(setting.vocab_size),
-                "--valid-fraction",
-                str(setting.valid_fraction),
-                "--seed",
-                str(setting.seed),
-            ],
-            "prepare_corpus",
+        from truneg_fairseq.errors import CorpusError
+        from truneg_fairseq.io_utils import OutputDirError
+        from truneg_fairseq.pipelines.corpus import CorpusConfig, command_line, prepare_corpus
+        from truneg_fairseq.text import TokenizerSpec
+
+        def prepare(cfg):
+            try:
+                prepare_corpus(cfg, run.log)
+            except (CorpusError, OutputDirError) as e:
+                raise SystemExit(f"error: prepare_corpus failed: {e}") from None
+
+        cfg = CorpusConfig(
+            output_dir=work,
+            inputs=[text],
+            tokenizer=TokenizerSpec("whitespace"),
+            vocab_size=setting.vocab_size,
+            valid_fraction=setting.valid_fraction,
+            seed=setting.seed,
         )
+        run.here(lambda: prepare(cfg), command_line(cfg), "prepare_corpus")
     else:
         run.commands.append(
             f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)"
