@@ -7,12 +7,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from truneg_fairseq.io_utils import atomic_open
 from truneg_fairseq.pipelines.study.run import Runner
-from truneg_fairseq.pipelines.study.setting import REPO, Setting
+from truneg_fairseq.pipelines.study.setting import Setting
 
 # lower-cased words (with an inner apostrophe), numbers, and every other character on its own
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[^\sa-z0-9]")
@@ -36,13 +35,13 @@ def prepare_data(
             from truneg_fairseq.data.corpus import read_text_lines, wordnet_gloss_lines
 
             raw = (
-                (l for p in inputs for l in read_text_lines(p))
+                (line for p in inputs for line in read_text_lines(p))
                 if inputs
                 else wordnet_gloss_lines(headwords=setting.corpus == "entries")
             )
             lines = corpus_lines(raw, setting, run.log)
             with atomic_open(text, "w", encoding="utf-8") as f:
-                f.writelines(l + "\n" for l in lines)
+                f.writelines(line + "\n" for line in lines)
             run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
         from truneg_fairseq.errors import CorpusError
         from truneg_fairseq.io_utils import OutputDirError
@@ -115,9 +114,9 @@ def corpus_lines(raw, setting: Setting, log: logging.Logger) -> List[str]:
     if too_long:
         log.info(f"left out {too_long} lines longer than {setting.tokens_per_sample - 2} words")
     if setting.in_vocab_only:
-        counts = Counter(w for l in lines for w in l.split())
+        counts = Counter(w for line in lines for w in line.split())
         keep = {w for w, _ in counts.most_common(setting.vocab_size)}
-        kept = [l for l in lines if all(w in keep for w in l.split())]
+        kept = [line for line in lines if all(w in keep for w in line.split())]
         log.info(
             f"kept {len(kept)} of {len(lines)} lines: {len(lines) - len(kept)} hold a word outside the "
             f"{len(keep)} most frequent (the dictionary), so no <unk> is left to predict"
