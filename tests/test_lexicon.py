@@ -1,6 +1,7 @@
 """WordNet provisioning and synonym tables, on real WordNet 3.0 and real sentencepiece."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -230,3 +231,15 @@ def test_sentencepiece_model_mismatch(corpus_dir, data_bin, tmp_path):
     )
     with pytest.raises(SynonymTableError, match="not produced by this sentencepiece model"):
         vocab_view(data_bin / "dict.txt", "sentencepiece", spm_model=other)
+
+
+def test_table_building_logs_progress(tmp_path, wn, caplog, monkeypatch):
+    """A long WordNet pass says how far it is (here every look-up, the interval set to 0)."""
+    from truneg_fairseq.lexicon import synonyms
+
+    monkeypatch.setattr(synonyms, "PROGRESS_SECONDS", 0.0)
+    d = write_dict(tmp_path / "dict.txt", ["primary", "main", "chief", "stay", "remain"])
+    with caplog.at_level(logging.INFO, logger="truneg_fairseq.lexicon.synonyms"):
+        build_table(vocab_view(d, "whitespace"), source="wordnet", wn=wn)
+    lines = [r.getMessage() for r in caplog.records if "WordNet synonyms:" in r.getMessage()]
+    assert lines[-1] == "WordNet synonyms: 5 of 5 words looked up" and len(lines) == 5

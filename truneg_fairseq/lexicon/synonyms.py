@@ -44,6 +44,8 @@ from truneg_fairseq.text import is_word as _is_word
 
 logger = logging.getLogger(__name__)
 
+PROGRESS_SECONDS = 5.0  # a progress line at most this often while a table is built
+
 KEY_SHIFT = 32  # key = gold << 32 | pred: unique for any vocabulary under 2**31 entries
 TOKENIZERS = KINDS
 SOURCES = ("wordnet", "embedding")
@@ -350,7 +352,13 @@ def build_table(
             from truneg_fairseq.lexicon.wordnet import load_wordnet
 
             wn = load_wordnet()
-        syn_of = {w: wordnet_synonyms(w, wn, stop) for w in candidates}
+        syn_of = {}
+        last = time.time()
+        for i, w in enumerate(sorted(candidates), 1):
+            syn_of[w] = wordnet_synonyms(w, wn, stop)
+            if time.time() - last >= PROGRESS_SECONDS:
+                last = time.time()
+                logger.info(f"WordNet synonyms: {i} of {len(candidates)} words looked up")
     else:
         if vectors is None:
             raise SynonymTableError(
