@@ -227,7 +227,8 @@ def as_a_process(
     out, err, status = io.StringIO(), io.StringIO(), _Exit()
     root = logging.getLogger()
     saved_handlers = {lg: list(lg.handlers) for lg in _loggers()}
-    saved = root.level, sys.argv, list(sys.path), torch.get_num_threads(), os.getcwd()
+    saved = root.level, sys.argv, torch.get_num_threads(), os.getcwd()
+    saved_path = list(sys.path)  # fairseq's --user-dir import inserts into it
     root.handlers = []
     if log_format:
         handler = logging.StreamHandler(out)
@@ -261,9 +262,10 @@ def as_a_process(
                 status.code = 1
                 err.write(traceback.format_exc())
     finally:
-        os.chdir(saved[4])
-        torch.set_num_threads(saved[3])
-        sys.argv, sys.path[:] = saved[1], saved[2]
+        os.chdir(saved[3])
+        torch.set_num_threads(saved[2])
+        sys.argv = saved[1]
+        sys.path[:] = saved_path
         for lg in _loggers():
             before = saved_handlers.get(lg, [])
             for h in lg.handlers:

@@ -17,16 +17,15 @@ Example:
 
 import argparse
 
-from truneg_fairseq.cli.common import add_dict_flag, check_required_dict, fail, setup_logging
+from truneg_fairseq.cli.args import command_parser, parse_with_dict
+from truneg_fairseq.cli.common import add_dict_flag, fail, setup_logging
 from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
 
 def get_parser() -> argparse.ArgumentParser:
     from truneg_fairseq.data.glue import MAX_SKIP_FLOOR, MAX_SKIP_FRACTION, TASKS
 
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     p.add_argument("--glue-dir", required=True, help="folder holding the GLUE task folders")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
@@ -44,9 +43,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    parser = get_parser()
-    args = parser.parse_args(argv)
-    check_required_dict(parser, args)
+    args = parse_with_dict(get_parser(), argv)
     setup_logging("truneg_fairseq.prepare_glue")
     from truneg_fairseq.errors import CorpusError
     from truneg_fairseq.io_utils import OutputDirError
