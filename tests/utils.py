@@ -376,7 +376,7 @@ def make_classification_data(corpus_dir: Path, out_dir: Path) -> Path:
 
     corpus_dir, out_dir = Path(corpus_dir), Path(out_dir)
     lines = tiny_corpus_lines(240, seed=7)
-    labels = ["1" if (" stay " in l or " remain " in l) else "0" for l in lines]
+    labels = ["1" if (" stay " in line or " remain " in line) else "0" for line in lines]
     raw = out_dir / "raw"
     for split, sl in (("train", slice(0, 200)), ("valid", slice(200, 240))):
         corpus.atomic_write_lines(raw / f"{split}.txt", lines[sl])
