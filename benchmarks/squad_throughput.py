@@ -66,7 +66,7 @@ def main():
 
     data_bin = ensure_corpus(args.workdir, 8000)
     with open(os.path.join(args.workdir, "raw", "train.txt"), encoding="utf-8") as f:
-        raw = [l.strip() for l in f][:50000]
+        raw = [line.strip() for line in f][:50000]
     work = tempfile.mkdtemp(prefix="squad_bench_")
     with (
         open(os.path.join(data_bin, "dict.txt")) as src,

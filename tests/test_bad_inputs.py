@@ -129,7 +129,7 @@ def _corpus_lines(n=300):
 
 @pytest.mark.parametrize("kind", ["nul", "latin1"])
 def test_prepare_corpus_refuses_binary_and_non_utf8(tmp_path, kind):
-    lines = [l.encode() for l in _corpus_lines()]
+    lines = [line.encode() for line in _corpus_lines()]
     lines[7] = (
         b"\x00\x01\x02 binary \x00" if kind == "nul" else "the caf\xe9 is main .".encode("latin-1")
     )

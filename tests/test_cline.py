@@ -70,7 +70,8 @@ def test_replacements_are_wordnet_words_of_the_same_part_of_speech(lex, wn):
             if kind == "synonym":
                 assert new in lex.synonyms(low, pos, base)
                 assert any(
-                    pos == s.pos().replace("s", "a") and new in [l.name() for l in s.lemmas()]
+                    pos == s.pos().replace("s", "a")
+                    and new in [lemma.name() for lemma in s.lemmas()]
                     for s in wn.synsets(base)
                 )
             elif kind == "hypernym":
@@ -132,7 +133,9 @@ def test_labels_mark_exactly_the_replaced_pieces(corpus_dir, lex):
                 if core is None:
                     assert got == [0] * len(spans)
                 else:  # the pieces of the new core, not the punctuation around it
-                    marked = "".join(p.lstrip("\u2581") for (p, _, _), l in zip(spans, got) if l)
+                    marked = "".join(
+                        p.lstrip("\u2581") for (p, _, _), label in zip(spans, got) if label
+                    )
                     assert marked == w[core[0] : core[1]]
 
 
@@ -152,7 +155,7 @@ def test_gpt2_pieces_and_labels(tmp_path, lex):
     words[1] = "main"
     toks, labels = enc.tokens_and_labels(words, cores)
     assert toks == [str(i) for i in bpe.encode(" ".join(words))]
-    text = [bpe.decoder[int(t)] for t, l in zip(toks, labels) if l]
+    text = [bpe.decoder[int(t)] for t, label in zip(toks, labels) if label]
     # the toy BPE keeps the space as its own token "Ġ": it is not part of a replaced core
     assert "".join(text) == "mainreason"
 
@@ -172,7 +175,7 @@ def test_wordpiece_pieces_and_labels(tmp_path, lex):
     cores = [None, None, (0, 5), None, None, (0, 3), None]  # "plays" and "big" were put in
     toks, labels = enc.tokens_and_labels(words, cores)
     assert toks == hf.encode(" ".join(words), add_special_tokens=False).tokens
-    assert [t for t, l in zip(toks, labels) if l] == ["play", "##s", "big"]
+    assert [t for t, label in zip(toks, labels) if label] == ["play", "##s", "big"]
 
 
 def test_data_bin_summary_and_determinism(cline_dir, corpus_dir, wn, tmp_path):
@@ -203,8 +206,8 @@ def test_data_bin_summary_and_determinism(cline_dir, corpus_dir, wn, tmp_path):
         assert np.array_equal(ds["syn"].sizes, ds["syn_label"].sizes)
         assert np.array_equal(ds["ant"].sizes, ds["ant_label"].sizes)
         text_labels = [
-            list(map(int, l.split()))
-            for l in (out / "tok" / f"{split}.syn_label").read_text().splitlines()
+            list(map(int, line.split()))
+            for line in (out / "tok" / f"{split}.syn_label").read_text().splitlines()
         ]
         for i in range(len(text_labels)):
             assert ds["syn_label"][i].tolist() == text_labels[i] + [0]

@@ -464,13 +464,35 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_and_no_partial_file(
         with pytest.raises(
             CheckpointError, match=r"checkpoint_last\.pt: saving the checkpoint failed"
         ):
-            with checkpoint_write_errors(last, f"{last}.tmp"):
-                atomic_copy_file(str(new), str(last))
+            atomic_copy_file(str(new), str(last))
         with pytest.raises(CheckpointError, match=r"checkpoint_3_30\.pt: saving .*--save-dir"):
             with checkpoint_write_errors(tmp_path / "checkpoint_3_30.pt"):
                 torch.save({"w": torch.zeros(64 * 1024)}, tmp_path / "checkpoint_3_30.pt")
     assert last.read_bytes() == b"the previous checkpoint"
     assert not (tmp_path / "checkpoint_last.pt.tmp").exists()
+
+
+def test_a_full_disk_while_fairseq_copies_a_checkpoint_is_one_error_and_no_tmp(tmp_path):
+    """fairseq-train's copy of a new checkpoint to checkpoint_best.pt (``PathManager.copy``,
+    made atomic by the plugin) on a disk that fills up part way: one CheckpointError naming the
+    copy, the previous checkpoint_best.pt whole, no .tmp beside it; with room, the copy lands."""
+    import torch
+    from fairseq.file_io import PathManager
+
+    import truneg_fairseq  # noqa: F401  (installs the atomic copy)
+    from truneg_fairseq.checkpoints import CheckpointError
+
+    assert getattr(PathManager.copy, "truneg_atomic", False)
+    new, best = tmp_path / "checkpoint_2_20.pt", tmp_path / "checkpoint_best.pt"
+    torch.save({"w": torch.zeros(64 * 1024)}, new)  # 256 KiB
+    best.write_bytes(b"the previous best checkpoint")
+    with file_size_limit(64 * 1024):
+        with pytest.raises(CheckpointError, match=r"checkpoint_best\.pt: saving .*--save-dir"):
+            PathManager.copy(str(new), str(best), overwrite=True)
+    assert best.read_bytes() == b"the previous best checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([best.name, new.name])
+    assert PathManager.copy(str(new), str(best), overwrite=True)
+    assert best.read_bytes() == new.read_bytes()
 
 
 # ---- SQuAD preparation --------------------------------------------------------------------

@@ -172,7 +172,9 @@ def test_dictionary_entries_start_with_their_synset_words():
     from truneg_fairseq.data.corpus import wordnet_gloss_lines
 
     entries = [
-        l for l in wordnet_gloss_lines(headwords=True) if l.startswith("chief, main, primary")
+        line
+        for line in wordnet_gloss_lines(headwords=True)
+        if line.startswith("chief, main, primary")
     ]
     assert entries == ["chief, main, primary, principal, master: most important element"]
     plain = next(iter(wordnet_gloss_lines()))
@@ -304,7 +306,7 @@ def run_study(work: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
 def assert_study_outputs(out: Path, runs):
     for name in STUDY_FILES:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    rows = [l.split("\t") for l in (out / "table2_pred_level.tsv").read_text().splitlines()]
+    rows = [line.split("\t") for line in (out / "table2_pred_level.tsv").read_text().splitlines()]
     assert rows[0] == ["run", "50%", "100%"]
     assert [r[0] for r in rows[1:]] == runs
     assert (out / "ratios.png").read_bytes()[:4] == b"\x89PNG"

@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 
 import pytest
 from glue_fixtures import write_glue
@@ -73,6 +74,39 @@ def test_prepare_all_tasks_cli(glue_dir, corpus_dir, data_bin, tmp_path):
             assert (base / "label" / "dict.txt").is_file()
     assert (out / "MNLI" / "input0" / "valid1.bin").is_file()  # dev_mismatched
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary folders left
+
+
+def test_prepare_a_folder_with_some_tasks_cli(glue_dir, corpus_dir, data_bin, tmp_path):
+    """A GLUE folder holding two tasks: both are prepared, the others logged as skipped; a task
+    asked for with --tasks whose folder is missing stays one error naming its file."""
+    some = tmp_path / "glue"
+    for name in ("RTE", "SST-2"):
+        shutil.copytree(glue_dir / TASKS[name].folder, some / TASKS[name].folder)
+    out = tmp_path / "glue-bin"
+    common = [
+        "--glue-dir",
+        str(some),
+        "--output-dir",
+        str(out),
+        "--dict",
+        str(data_bin / "dict.txt"),
+        "--tokenizer",
+        "sentencepiece",
+        "--spm-model",
+        str(corpus_dir / "spm.model"),
+    ]
+    proc = run_script("prepare_glue.py", common)
+    assert proc.returncode == 0, proc.stderr
+    skipped = [n for n in TASKS if n not in ("RTE", "SST-2")]
+    assert f"preparing SST-2, RTE; skipped (no folder there): {', '.join(skipped)}" in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["RTE", "SST-2"]
+    for name in ("RTE", "SST-2"):
+        assert (out / name / "input0" / "train.bin").is_file()
+        assert (out / name / "label" / "dict.txt").is_file()
+    proc = run_script("prepare_glue.py", common + ["--tasks", "RTE", "CoLA"])
+    assert proc.returncode != 0
+    assert re.search(r"CoLA.*train\.tsv not found", proc.stderr), proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0
 
 
 def predict_valid(checkpoint, data):

@@ -27,7 +27,9 @@ def wordpiece_tokenize(vocab_txt: Path, lines, out: Path) -> Path:
     tok = BertWordPieceTokenizer(str(vocab_txt), lowercase=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
-        "".join(" ".join(tok.encode(l, add_special_tokens=False).tokens) + "\n" for l in lines)
+        "".join(
+            " ".join(tok.encode(line, add_special_tokens=False).tokens) + "\n" for line in lines
+        )
     )
     return out
 
@@ -130,7 +132,7 @@ def test_finetune_imported_electra_discriminator_with_sentence_prediction(import
     from truneg_fairseq.data import corpus
 
     lines = tiny_corpus_lines(240, seed=7)
-    labels = ["1" if (" stay " in l or " remain " in l) else "0" for l in lines]
+    labels = ["1" if (" stay " in line or " remain " in line) else "0" for line in lines]
     raw = tmp_path / "raw"
     vocab_txt = imported["electra"] / "vocab.txt"
     for split, sl in (("train", slice(0, 200)), ("valid", slice(200, 240))):

@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 from typing import Dict, List, Set
 
+from test_structure import LAYERS, layer
 from utils import REPO
 
 PACKAGE = REPO / "truneg_fairseq"
@@ -85,31 +86,8 @@ def test_the_circle_detector_finds_one():
 # The layers, lowest first (docs/architecture.md): a module may import modules of its own layer
 # and of the layers below it, never above. The package root registers the plugin with fairseq
 # (loaders import it before reading a checkpoint) and is the only module any layer may import.
-LAYERS = (
-    ("leaves", ("errors", "io_utils", "compat", "precision", "checkpoints")),
-    ("text", ("text",)),
-    ("lexicon", ("lexicon",)),
-    ("data", ("data",)),
-    ("models", ("models", "optim")),
-    ("evaluation", ("evaluation",)),
-    ("tasks", ("tasks",)),
-    ("criterions", ("criterions",)),
-    ("convert", ("convert",)),
-    ("pipelines", ("pipelines",)),
-    ("commands", ("cli",)),  # each command's argparse over the library functions below
-)
-
-
-def layer_of(module: str) -> int:
-    parts = module.split(".")
-    if len(parts) == 1:
-        return len(LAYERS)  # the root
-    for i, (_, tops) in enumerate(LAYERS):
-        if parts[1] in tops:
-            return i
-    raise AssertionError(
-        f"{module} is in no layer: add its package to LAYERS and docs/architecture.md"
-    )
+# One table for both checks: tests/test_structure.py's, here applied to every import.
+layer_of = layer
 
 
 def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:

@@ -72,7 +72,9 @@ def published(tmp_path_factory, wn):
     (root / "tok").mkdir()
     for name, part in (("train", train_lines), ("valid", lines[360:] + [long_line])):
         (root / "tok" / f"{name}.txt").write_text(
-            "".join(" ".join(tok.encode(l, add_special_tokens=False).tokens) + "\n" for l in part)
+            "".join(
+                " ".join(tok.encode(line, add_special_tokens=False).tokens) + "\n" for line in part
+            )
         )
     data_bin = corpus.binarize(
         root / "tok" / "train.txt",

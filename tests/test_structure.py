@@ -7,7 +7,7 @@ from inside the package."""
 import ast
 import hashlib
 from pathlib import Path
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from utils import REPO
 
@@ -148,11 +148,12 @@ def test_the_circle_finder_finds_circles():
 
 
 # The layers, lowest first (docs/architecture.md): a module imports its own layer and lower ones,
-# never a higher one. The side modules (errors, I/O, the fairseq mends, checkpoint reading,
-# bf16 steps) are below everything; the package root (which registers the plugin with fairseq)
-# may be imported from anywhere.
+# never a higher one. The side modules (errors, output writing and its older name io_utils, the
+# fairseq mends, checkpoint reading, bf16 steps) are below everything; the package root (which
+# registers the plugin with fairseq) may be imported from anywhere. The one table of the layers:
+# tests/test_imports.py checks function-level imports against it too.
 LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("side", ("errors", "io_utils", "compat", "precision", "checkpoints")),
+    ("side", ("errors", "outputs", "io_utils", "compat", "precision", "checkpoints")),
     ("text", ("text",)),
     ("lexicon", ("lexicon",)),
     ("data", ("data",)),
@@ -302,17 +303,74 @@ def python_files(dirs) -> List[Path]:
     return sorted(p for d in dirs for p in (REPO / d).rglob("*.py") if ".venv" not in p.parts)
 
 
+# list methods that change sys.path in place
+SYS_PATH_EDITS = {"append", "extend", "insert", "remove", "pop", "clear", "reverse", "sort"}
+
+
+def _is_sys_path(node) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+def _is_restore(value) -> bool:
+    """A value that puts back a copy saved earlier: a name (``saved``) or an item of one
+    (``saved[2]``), never an expression that builds a new path list."""
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return isinstance(value, ast.Name)
+
+
+def _assignments(node) -> List[Tuple[ast.expr, Optional[ast.expr]]]:
+    """(target, value) pairs of an assignment, tuples paired item by item; value None where
+    it cannot be told (an augmented assignment, a tuple target from one value, a ``del``)."""
+    if isinstance(node, ast.Assign):
+        out = []
+        for target in node.targets:
+            if (
+                isinstance(target, ast.Tuple)
+                and isinstance(node.value, ast.Tuple)
+                and len(target.elts) == len(node.value.elts)
+            ):
+                out += list(zip(target.elts, node.value.elts))
+            elif isinstance(target, ast.Tuple):
+                out += [(t, None) for t in target.elts]
+            else:
+                out.append((target, node.value))
+        return out
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [(node.target, None)]
+    if isinstance(node, ast.Delete):
+        return [(t, None) for t in node.targets]
+    return []
+
+
 def sys_path_uses(paths, root: Path = REPO) -> List[str]:
+    """Places that change ``sys.path``: a list method that edits it in place
+    (:data:`SYS_PATH_EDITS`), an assignment to it or to a slice of it, ``+=``, ``del``. Reading
+    it (``list(sys.path)``, ``p in sys.path``) and putting back a saved copy
+    (``sys.path[:] = saved``) are not edits."""
     out = []
     for path in paths:
+        lines = set()
         for node in ast.walk(parse(path)):
-            if (
-                isinstance(node, ast.Attribute)
-                and node.attr == "path"
-                and isinstance(node.value, ast.Name)
-                and node.value.id == "sys"
-            ):
-                out.append(f"{relative(path, root)}:{node.lineno}")
+            edit = (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in SYS_PATH_EDITS
+                and _is_sys_path(node.func.value)
+            )
+            for target, value in _assignments(node):
+                while isinstance(target, ast.Subscript):
+                    target = target.value
+                if _is_sys_path(target) and (value is None or not _is_restore(value)):
+                    edit = True
+            if edit:
+                lines.add(node.lineno)
+        out += [f"{relative(path, root)}:{n}" for n in sorted(lines)]
     return out
 
 
@@ -360,6 +418,21 @@ def test_the_path_checks_find_planted_cases(tmp_path):
         'raise SystemExit("build it with scripts/build_synonym_table.py first")\n'
     )
     assert sys_path_uses([bad], root=tmp_path) == ["bad.py:2"]
+    edits = tmp_path / "edits.py"
+    edits.write_text(
+        "import sys\n"
+        "saved = list(sys.path)\n"  # a read
+        "sys.path.append('x')\n"
+        "sys.path[:0] = ['x']\n"
+        "sys.path = ['x'] + sys.path\n"
+        "sys.path += ['x']\n"
+        "del sys.path[0]\n"
+        "sys.path[:] = saved\n"  # restores
+        "sys.argv, sys.path[:] = saved[1], saved[2]\n"
+        "sys.path = saved\n"
+        "found = 'x' in sys.path or sys.path.index('x')\n"  # reads
+    )
+    assert sys_path_uses([edits], root=tmp_path) == [f"edits.py:{n}" for n in (3, 4, 5, 6, 7)]
     assert sorted(scripts_run_by_path([bad], root=tmp_path)) == [
         "bad.py:3: 'scripts'",
         "bad.py:4: 'scripts/demo.py'",

@@ -80,7 +80,7 @@ def wp(tmp_path_factory):
 
 def test_dict_lines_keep_the_vocabulary_order_and_size(wp):
     lines = T.wordpiece_dict_lines(wp["vocab"])
-    assert [l.rsplit(" ", 1)[0] for l in lines] == [
+    assert [line.rsplit(" ", 1)[0] for line in lines] == [
         t for t in VOCAB if t not in dict(T.BERT_SPECIALS + (T.BERT_MASK,))
     ]
     d = Dictionary.load(str(wp["data_bin"] / "dict.txt"))

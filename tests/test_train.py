@@ -161,8 +161,8 @@ def test_prepare_corpus_wordnet_entries(tmp_path):
         out / "raw" / "valid.txt"
     ).read_text().splitlines()
     # WordNet's noun file starts with "entity: that which is perceived ..."
-    assert any(l.startswith("entity: that which is perceived") for l in lines)
-    assert sum(bool(re.match(r"^[\w' -]+(, [\w' -]+)*: ", l)) for l in lines) > len(lines) / 2
+    assert any(line.startswith("entity: that which is perceived") for line in lines)
+    assert sum(bool(re.match(r"^[\w' -]+(, [\w' -]+)*: ", line)) for line in lines) > len(lines) / 2
     before = (out / "raw" / "train.txt").read_bytes()
     bad = run_script(
         "prepare_corpus.py",

@@ -60,7 +60,7 @@ def summary(proc: subprocess.CompletedProcess) -> dict:
     assert (
         proc.returncode == 0
     ), f"fairseq-validate failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    lines = [l for l in proc.stdout.splitlines() if "valid on 'valid' subset" in l]
+    lines = [line for line in proc.stdout.splitlines() if "valid on 'valid' subset" in line]
     assert len(lines) == 1, proc.stdout[-3000:]
     return {
         k: float(v)

@@ -227,7 +227,8 @@ def as_a_process(
     out, err, status = io.StringIO(), io.StringIO(), _Exit()
     root = logging.getLogger()
     saved_handlers = {lg: list(lg.handlers) for lg in _loggers()}
-    saved = root.level, sys.argv, list(sys.path), torch.get_num_threads(), os.getcwd()
+    saved = root.level, sys.argv, torch.get_num_threads(), os.getcwd()
+    saved_path = list(sys.path)  # fairseq's --user-dir import inserts into it
     root.handlers = []
     if log_format:
         handler = logging.StreamHandler(out)
@@ -261,9 +262,10 @@ def as_a_process(
                 status.code = 1
                 err.write(traceback.format_exc())
     finally:
-        os.chdir(saved[4])
-        torch.set_num_threads(saved[3])
-        sys.argv, sys.path[:] = saved[1], saved[2]
+        os.chdir(saved[3])
+        torch.set_num_threads(saved[2])
+        sys.argv = saved[1]
+        sys.path[:] = saved_path
         for lg in _loggers():
             before = saved_handlers.get(lg, [])
             for h in lg.handlers:
@@ -374,7 +376,7 @@ def make_classification_data(corpus_dir: Path, out_dir: Path) -> Path:
 
     corpus_dir, out_dir = Path(corpus_dir), Path(out_dir)
     lines = tiny_corpus_lines(240, seed=7)
-    labels = ["1" if (" stay " in l or " remain " in l) else "0" for l in lines]
+    labels = ["1" if (" stay " in line or " remain " in line) else "0" for line in lines]
     raw = out_dir / "raw"
     for split, sl in (("train", slice(0, 200)), ("valid", slice(200, 240))):
         corpus.atomic_write_lines(raw / f"{split}.txt", lines[sl])

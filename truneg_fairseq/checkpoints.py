@@ -29,7 +29,7 @@ _CORRUPT = (
 def describe_load_error(path, exc: BaseException, data: Optional[str] = None) -> Optional[str]:
     """One message for an exception raised while loading checkpoint ``path`` (evaluated on
     ``data``), or None when the exception is not a known loading problem (re-raise it then)."""
-    from truneg_fairseq.compat import UnsafeCheckpointError
+    from truneg_fairseq.compat.checkpoint_configs import UnsafeCheckpointError
 
     if isinstance(exc, UnsafeCheckpointError):
         return str(exc)  # names the file and the field already
@@ -155,6 +155,43 @@ def build_model(cfg, task):
     return task.build_model(cfg.model)
 
 
+def read_checkpoint(checkpoint, data: Optional[str] = None) -> dict:
+    """The saved state of fairseq checkpoint ``checkpoint`` (model weights, ``cfg``), read with
+    the plugin's checks: its model must be of a family the plugin trains and converts (RoBERTa,
+    BERT, ELECTRA, CLINE) and its config holds no evaluated values
+    (:mod:`truneg_fairseq.compat`). A missing file, a file that is not a fairseq checkpoint, a
+    truncated one or one that fails those checks is one :class:`CheckpointError` naming it
+    (``data``: the data directory it is to be evaluated on, for the messages)."""
+    from fairseq import checkpoint_utils
+
+    # importing this module ran the package root: the plugin's names are registered and the
+    # loading shims installed before fairseq reads the checkpoint
+    from truneg_fairseq.compat.checkpoint_configs import (
+        UnsafeCheckpointError,
+        plugin_families_only,
+    )
+
+    if not os.path.isfile(str(checkpoint)):
+        raise CheckpointError(f"checkpoint {checkpoint} not found")
+    try:
+        with plugin_families_only():  # only the plugin's families are built here
+            state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
+    except UnsafeCheckpointError as e:
+        raise CheckpointError(str(e)) from None
+    except Exception as e:
+        raise CheckpointError(
+            describe_load_error(checkpoint, e, data)
+            or f"{checkpoint} is not a fairseq checkpoint ({type(e).__name__}: {e}): give a "
+            "checkpoint saved by fairseq-train or scripts/convert_hf.py import"
+        ) from None
+    if not isinstance(state, dict):
+        raise CheckpointError(
+            f"{checkpoint} is not a fairseq checkpoint (it holds a {type(state).__name__}): give "
+            "a checkpoint saved by fairseq-train or scripts/convert_hf.py import"
+        )
+    return state
+
+
 def load_for_inference(
     checkpoint,
     data: Optional[str] = None,
@@ -166,31 +203,15 @@ def load_for_inference(
     (scripts, evaluation, HuggingFace export), so that every reader gets the same checks and the
     same errors: the checkpoint must be of a family the plugin trains and converts (RoBERTa, BERT,
     ELECTRA, CLINE: :func:`~truneg_fairseq.compat.check_architecture`, before anything is built)
-    and its config is checked for evaluated values (:mod:`truneg_fairseq.compat`), the data directory resolved by :func:`data_dir_for`, an
+    and its config is checked for evaluated values (:func:`read_checkpoint`), the data
+    directory resolved by :func:`data_dir_for`, an
     ELECTRA discriminator saved alone built by :func:`build_model` (fairseq's loader would hand
     it to ``--task electra``, which refuses it), the models returned in eval mode (dropout off:
     the caller predicts, it does not train) and every loading problem raised as one
     :class:`CheckpointError` naming the file."""
-    import os
-
     from fairseq import checkpoint_utils
 
-    # importing this module ran the package root: the plugin's names are registered and the
-    # loading shims installed before fairseq reads the checkpoint
-    from truneg_fairseq.compat import UnsafeCheckpointError, plugin_families_only
-
-    if not os.path.isfile(str(checkpoint)):
-        raise CheckpointError(f"checkpoint {checkpoint} not found")
-    try:
-        with plugin_families_only():  # only the plugin's families are built here
-            state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
-    except UnsafeCheckpointError as e:
-        raise CheckpointError(str(e)) from None
-    except Exception as e:
-        msg = describe_load_error(checkpoint, e, data)
-        if msg is None:
-            raise
-        raise CheckpointError(msg) from None
+    state = read_checkpoint(checkpoint, data)
     cfg = state.get("cfg")
     if cfg is None or getattr(cfg, "task", None) is None:
         raise CheckpointError(

@@ -29,29 +29,15 @@ import os
 import shutil
 import time
 
+from truneg_fairseq.cli.args import add_jobs_arg
 from truneg_fairseq.cli.common import count_arg, fail, setup_logging
+from truneg_fairseq.pipelines.study.presets import CPU_ROBERTA_ARCH
 
 # The demo's model, in one place: fairseq's RoBERTa with pre-LayerNorm (post-LN at this size and
 # budget stays in the unigram plateau, predicting separators), 4 layers x 128.
-DEMO_ROBERTA_ARCH = [
-    "--arch",
-    "truneg_roberta_base",
-    "--encoder-normalize-before",
-    "--encoder-layers",
-    "4",
-    "--encoder-embed-dim",
-    "128",
-    "--encoder-ffn-embed-dim",
-    "512",
-    "--encoder-attention-heads",
-    "4",
-    "--max-positions",
-    "128",
-    "--dropout",
-    "0",
-    "--attention-dropout",
-    "0",
-]  # its token embeddings start from count-based word vectors of the training text (scripts/word_vectors.py)
+# Its token embeddings start from count-based word vectors of the training text
+# (scripts/word_vectors.py).
+DEMO_ROBERTA_ARCH = list(CPU_ROBERTA_ARCH)
 # sentence-KL (about 2.4x the step time of the others) is in the study, not in the demo's budget
 DEMO_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg"]
 
@@ -99,12 +85,7 @@ def get_parser():
     p.add_argument(
         "--vocab-size", type=int, default=16000, help="words in the dictionary (default 16000)"
     )
-    p.add_argument(
-        "--jobs",
-        type=count_arg,
-        default=0,
-        help="trainings and scorings run side by side (default 0: one per CPU core; on a GPU one at a time)",
-    )
+    add_jobs_arg(p)
     p.add_argument("--cases", type=int, default=5, help="Figure-3-style cases printed (default 5)")
     p.add_argument("--force", action="store_true", help="rebuild corpus, table and checkpoints")
     p.add_argument(

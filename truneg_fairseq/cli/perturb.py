@@ -13,15 +13,14 @@ replaced by the output.
 
 import argparse
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import fail, setup_logging
 
 
 def get_parser() -> argparse.ArgumentParser:
     from truneg_fairseq.data.glue import TASKS
 
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     sub = p.add_subparsers(dest="kind", required=True)
     sq = sub.add_parser("squad")
     sq.add_argument("--method", required=True, choices=["swap_syn_wordnet", "add_sentence_diverse"])

@@ -1,7 +1,8 @@
 """Prepare GLUE tasks for fine-tuning with fairseq's sentence_prediction task.
 
 Reads the official task folders (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE) under
---glue-dir, tokenizes with the pre-training tokenizer and binarizes with the pre-training
+--glue-dir (those of --tasks, else every one the folder holds, the missing ones logged as
+skipped), tokenizes with the pre-training tokenizer and binarizes with the pre-training
 dict.txt into OUT/TASK/{input0,input1,label}. MNLI's dev_matched/dev_mismatched become the
 valid/valid1 subsets. Malformed rows (wrong column count, empty field, unknown label) are
 skipped and counted per reason; too many of them are an error (--max-skip-fraction). An input
@@ -17,19 +18,25 @@ Example:
 
 import argparse
 
-from truneg_fairseq.cli.common import add_dict_flag, check_required_dict, fail, setup_logging
+from truneg_fairseq.cli.args import command_parser, parse_with_dict
+from truneg_fairseq.cli.common import add_dict_flag, fail, setup_logging
 from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
 
 def get_parser() -> argparse.ArgumentParser:
     from truneg_fairseq.data.glue import MAX_SKIP_FLOOR, MAX_SKIP_FRACTION, TASKS
 
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     p.add_argument("--glue-dir", required=True, help="folder holding the GLUE task folders")
     p.add_argument("--output-dir", required=True)
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument(
+        "--tasks",
+        nargs="+",
+        default=None,
+        choices=list(TASKS),
+        help="tasks to prepare (each must be under --glue-dir; default: every task whose folder "
+        "--glue-dir holds, the others logged as skipped)",
+    )
     add_dict_flag(p, help="the pre-training dict.txt")
     add_tokenizer_args(p)
     p.add_argument(
@@ -44,9 +51,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    parser = get_parser()
-    args = parser.parse_args(argv)
-    check_required_dict(parser, args)
+    args = parse_with_dict(get_parser(), argv)
     setup_logging("truneg_fairseq.prepare_glue")
     from truneg_fairseq.errors import CorpusError
     from truneg_fairseq.io_utils import OutputDirError
@@ -57,7 +62,7 @@ def main(argv=None) -> int:
         output_dir=args.output_dir,
         dict=args.dict,
         tokenizer=TokenizerSpec.from_args(args),
-        tasks=list(args.tasks),
+        tasks=list(args.tasks or []),
         max_skip_fraction=args.max_skip_fraction,
     )
     try:

@@ -15,13 +15,12 @@ consistency "Con" (% of groups whose every row is predicted correctly).
 
 import argparse
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import fail
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     sub = p.add_subparsers(dest="kind", required=True)
     sq = sub.add_parser("squad")
     sq.add_argument("--ori", nargs=2, required=True, metavar=("DEV", "PRED"))

@@ -34,7 +34,8 @@ import argparse
 import os
 import sys
 
-from truneg_fairseq.cli.common import count_arg, fail, setup_logging
+from truneg_fairseq.cli.args import add_jobs_arg
+from truneg_fairseq.cli.common import fail, setup_logging
 from truneg_fairseq.pipelines.study.presets import ELECTRA_CRITERIA, ROBERTA_CRITERIA, SCALES
 
 
@@ -80,12 +81,7 @@ def get_parser():
         default=5,
         help="checkpoints per continuation (default 5: 20/40/60/80/100%%)",
     )
-    p.add_argument(
-        "--jobs",
-        type=count_arg,
-        default=0,
-        help="trainings and scorings run side by side (default 0: one per CPU core; on a GPU one at a time)",
-    )
+    add_jobs_arg(p)
     p.add_argument("--cases", type=int, default=5, help="Figure-3-style cases kept (default 5)")
     p.add_argument(
         "--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)"

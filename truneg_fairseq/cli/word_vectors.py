@@ -16,13 +16,12 @@ Example:
 import argparse
 import os
 
-from truneg_fairseq.cli.common import add_dict_flag, check_required_dict, fail, setup_logging
+from truneg_fairseq.cli.args import command_parser, parse_with_dict
+from truneg_fairseq.cli.common import add_dict_flag, fail, setup_logging
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     add_dict_flag(p, help="fairseq dict.txt (the data-bin's)")
     p.add_argument(
         "--text", required=True, help="training text, one line per sentence, words as in dict.txt"
@@ -41,9 +40,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    parser = get_parser()
-    args = parser.parse_args(argv)
-    check_required_dict(parser, args)
+    args = parse_with_dict(get_parser(), argv)
     setup_logging("truneg_fairseq.data.word_vectors")
     for flag, path in (("--dict", args.dict), ("--text", args.text)):
         if not os.path.isfile(path):

@@ -132,10 +132,10 @@ def _chunks(split: str, lines: List[str], size: int) -> Iterator[Tuple[str, int,
 def read_sentences(path: os.PathLike) -> Tuple[List[str], int]:
     """Non-empty lines of a text file with whitespace normalised; returns (lines, empty lines)."""
     try:
-        raw = [" ".join(l.split()) for l in read_text_lines(path)]
+        raw = [" ".join(line.split()) for line in read_text_lines(path)]
     except CorpusError as e:
         raise ClineDataError(str(e)) from None
-    lines = [l for l in raw if l]
+    lines = [line for line in raw if line]
     return lines, len(raw) - len(lines)
 
 

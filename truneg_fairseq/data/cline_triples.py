@@ -82,7 +82,7 @@ def _fallback_pool(lex: Lexicon, pos: str) -> List[str]:
     too small to have content words of that part of speech."""
     key = "_pool_" + pos
     if key not in lex.__dict__:
-        names = (l.name() for s in lex.wn.all_synsets(pos=pos) for l in s.lemmas())
+        names = (lemma.name() for s in lex.wn.all_synsets(pos=pos) for lemma in s.lemmas())
         pool = sorted(
             {
                 n

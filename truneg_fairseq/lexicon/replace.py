@@ -99,8 +99,8 @@ def alter_word(word: str, wn, rng: random.Random, stop) -> str:
         {
             a.name()
             for s in wn.synsets(lw)
-            for l in s.lemmas()
-            for a in l.antonyms()
+            for lemma in s.lemmas()
+            for a in lemma.antonyms()
             if "_" not in a.name()
         }
     )
@@ -198,7 +198,7 @@ class Lexicon:
     def _synsets(self, base: str, pos: str):
         out = []
         for s in self.wn.synsets(base, pos=pos):
-            if base in (l.name().lower() for l in s.lemmas()):
+            if base in (lemma.name().lower() for lemma in s.lemmas()):
                 out.append(s)
             if len(out) == self.max_senses:
                 break
@@ -212,7 +212,7 @@ class Lexicon:
     def synonyms(self, word: str, pos: str, base: str) -> List[str]:
         key = ("syn", word, pos)
         if key not in self._cand:
-            names = [l.name() for s in self._synsets(base, pos) for l in s.lemmas()]
+            names = [lemma.name() for s in self._synsets(base, pos) for lemma in s.lemmas()]
             self._cand[key] = self._clean(names, word, base)
         return self._cand[key]
 
@@ -220,10 +220,10 @@ class Lexicon:
         key = ("hyp", word, pos)
         if key not in self._cand:
             names = [
-                l.name()
+                lemma.name()
                 for s in self._synsets(base, pos)
                 for h in s.hypernyms()
-                for l in h.lemmas()
+                for lemma in h.lemmas()
             ]
             self._cand[key] = self._clean(names, word, base)
         return self._cand[key]
@@ -234,9 +234,9 @@ class Lexicon:
             names = [
                 a.name()
                 for s in self._synsets(base, pos)
-                for l in s.lemmas()
-                if l.name().lower() == base
-                for a in l.antonyms()
+                for lemma in s.lemmas()
+                if lemma.name().lower() == base
+                for a in lemma.antonyms()
             ]
             self._cand[key] = self._clean(names, word, base)
         return self._cand[key]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .atomic import _umask, write_errors
 from .errors import OutputDirError
-from .locks import _lock, release
+from .locks import _lock, release, writable_parent
 from .marker import MARKER, _owned_files
 from .swap import _finish_stage, _plan, _recover_all, _swap
 
@@ -32,13 +32,7 @@ def atomic_dir(path: os.PathLike, owner: str, log=None, inputs=None):
     set back, whole, before it does anything (and says so). One run at a time (a lock file
     beside ``path``). On any error only what this run created is removed."""
     log = log or logging.getLogger(__name__).warning
-    path = Path(os.path.abspath(path))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OutputDirError(
-            f"{path}: cannot write there ({e.strerror or e}); choose a writable directory"
-        ) from None
+    path = writable_parent(path)
     lock = _lock(path, log)
     prefix = f".{path.name}"
     stage = path.parent / f"{prefix}.new-{os.getpid()}"

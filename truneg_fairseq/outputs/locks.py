@@ -90,9 +90,9 @@ def release(lock: Path) -> None:
         logging.getLogger(__name__).warning(f"could not remove the lock {lock} ({e.strerror or e})")
 
 
-@contextlib.contextmanager
-def output_lock(path: os.PathLike, log=None):
-    """Hold the lock of output ``path`` (:func:`_lock`) for the ``with`` block."""
+def writable_parent(path: os.PathLike) -> Path:
+    """``path`` made absolute, its parent directory created: one that cannot be is an
+    :class:`OutputDirError` naming ``path``."""
     path = Path(os.path.abspath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,6 +100,13 @@ def output_lock(path: os.PathLike, log=None):
         raise OutputDirError(
             f"{path}: cannot write there ({e.strerror or e}); choose a writable directory"
         ) from None
+    return path
+
+
+@contextlib.contextmanager
+def output_lock(path: os.PathLike, log=None):
+    """Hold the lock of output ``path`` (:func:`_lock`) for the ``with`` block."""
+    path = writable_parent(path)
     lock = _lock(path, log or logging.getLogger(__name__).warning)
     try:
         yield

@@ -20,6 +20,7 @@ import torch
 from fairseq import utils
 
 from truneg_fairseq.checkpoints import CheckpointError
+from truneg_fairseq.evaluation.columns import SCORE_COLUMNS
 from truneg_fairseq.pipelines.scorer import MaskedLMScorer, Progress, Scored, masked_samples
 
 logger = logging.getLogger(__name__)
@@ -317,17 +318,11 @@ def evaluate_text(
 # several checkpoints side by side: one block size, the same masks, one table
 # ---------------------------------------------------------------------------------------------
 # the table's columns: (report key, header, format)
-TABLE_COLUMNS = [
-    ("mlm_loss", "loss (bits)", "{:.3f}"),
-    ("mlm_acc", "MLM acc %", "{:.2f}"),
-    ("syn_acc", "syn-aware acc %", "{:.2f}"),
-    ("pred_corr_ratio", "pred-level %", "{:.3f}"),
-    ("iter_corr_ratio", "iter-level %", "{:.2f}"),
-    ("iter_corr_ratio_512", "iter-level % (512)", "{:.2f}"),
-    ("content_pred", "content preds %", "{:.1f}"),
-    ("masked", "masked", "{}"),
-    ("sequences", "sequences", "{}"),
-]
+TABLE_COLUMNS = (
+    [("mlm_loss", "loss (bits)", "{:.3f}")]
+    + SCORE_COLUMNS
+    + [("masked", "masked", "{}"), ("sequences", "sequences", "{}")]
+)
 
 
 @dataclass

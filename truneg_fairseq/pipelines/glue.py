@@ -20,7 +20,7 @@ class PrepareGlueConfig:
     output_dir: str  # OUT/TASK/{input0,input1,label} written
     dict: str  # the pre-training dict.txt
     tokenizer: TokenizerSpec
-    tasks: List[str] = field(default_factory=list)  # empty: every task
+    tasks: List[str] = field(default_factory=list)  # empty: every task under glue_dir
     max_skip_fraction: Optional[float] = None  # None: the library's default
 
     def inputs(self) -> Dict[str, str]:
@@ -38,11 +38,12 @@ class PrepareGlueConfig:
 
 
 def prepare_glue(cfg: PrepareGlueConfig) -> Dict[str, Dict[str, int]]:
-    """Tokenize and binarize each task into ``cfg.output_dir/TASK`` (one atomic output per
-    task; the run's inputs are never replaced); returns the skipped-row counts per task and
-    split. Raises :class:`~truneg_fairseq.errors.CorpusError` (files, rows, tokenizer) and
+    """Tokenize and binarize each task (``cfg.tasks``, or every task whose folder
+    ``cfg.glue_dir`` holds: :func:`~truneg_fairseq.data.glue.select_tasks`) into
+    ``cfg.output_dir/TASK`` (one atomic output per task; the run's inputs are never
+    replaced); returns the skipped-row counts per task and split. Raises :class:`~truneg_fairseq.errors.CorpusError` (files, rows, tokenizer) and
     :class:`~truneg_fairseq.io_utils.OutputDirError` (output directories)."""
-    from truneg_fairseq.data.glue import MAX_SKIP_FRACTION, TASKS, prepare_task
+    from truneg_fairseq.data.glue import MAX_SKIP_FRACTION, TASKS, prepare_task, select_tasks
     from truneg_fairseq.errors import CorpusError
     from truneg_fairseq.text import build_tokenizer, check_record
 
@@ -50,11 +51,12 @@ def prepare_glue(cfg: PrepareGlueConfig) -> Dict[str, Dict[str, int]]:
         raise CorpusError(
             f"--dict {cfg.dict} not found (the dict.txt of the pre-training data-bin)"
         )
+    tasks = select_tasks(cfg.glue_dir, cfg.tasks)  # none asked for: those under glue_dir
     tok = build_tokenizer(cfg.tokenizer)
     check_record(cfg.dict, tok)  # the tokenizer that made the pre-training dict.txt, if recorded
     skip = MAX_SKIP_FRACTION if cfg.max_skip_fraction is None else cfg.max_skip_fraction
     out = {}
-    for name in cfg.tasks or list(TASKS):
+    for name in tasks:
         out[name] = prepare_task(
             TASKS[name],
             cfg.glue_dir,

@@ -62,23 +62,13 @@ def model_fields(arch: str):
 def checkpoint_model(checkpoint: str, arch: Optional[str] = None) -> Dict[str, object]:
     """The model section of a fine-tuning config for ``checkpoint``: ``_name`` (its arch, or
     ``arch``) and every model field the checkpoint records."""
-    from fairseq import checkpoint_utils
+    from truneg_fairseq.checkpoints import CheckpointError, read_checkpoint
 
-    from truneg_fairseq.compat import UnsafeCheckpointError, plugin_families_only
-
-    if not os.path.isfile(checkpoint):
-        raise GlueFinetuneError(f"checkpoint {checkpoint} not found")
     try:  # the plugin's checks of a checkpoint's config (its family, no evaluated values) apply
-        with plugin_families_only():
-            state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
-    except UnsafeCheckpointError as e:
+        state = read_checkpoint(checkpoint)
+    except CheckpointError as e:
         raise GlueFinetuneError(str(e)) from None
-    except Exception as e:
-        raise GlueFinetuneError(
-            f"{checkpoint} is not a fairseq checkpoint ({type(e).__name__}: {e}): give a "
-            "checkpoint saved by fairseq-train or scripts/convert_hf.py import"
-        ) from None
-    cfg = state.get("cfg") if isinstance(state, dict) else None
+    cfg = state.get("cfg")
     saved = cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)
     if saved is not None and not isinstance(saved, dict):
         saved = vars(saved) if isinstance(saved, argparse.Namespace) else dict(saved)

@@ -4,6 +4,27 @@
 ROBERTA_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
+# RoBERTa at the cpu scale, the demo's model too: pre-LayerNorm, 4 layers x 128, no dropout
+CPU_ROBERTA_ARCH = [
+    "--arch",
+    "truneg_roberta_base",
+    "--encoder-normalize-before",
+    "--encoder-layers",
+    "4",
+    "--encoder-embed-dim",
+    "128",
+    "--encoder-ffn-embed-dim",
+    "512",
+    "--encoder-attention-heads",
+    "4",
+    "--max-positions",
+    "128",
+    "--dropout",
+    "0",
+    "--attention-dropout",
+    "0",
+]
+
 # The study's models, in one place per scale: (RoBERTa flags, ELECTRA flags).
 STUDY_ARCHS = {
     "tiny": (
@@ -48,25 +69,7 @@ STUDY_ARCHS = {
         ],
     ),
     "cpu": (
-        [
-            "--arch",
-            "truneg_roberta_base",
-            "--encoder-normalize-before",
-            "--encoder-layers",
-            "4",
-            "--encoder-embed-dim",
-            "128",
-            "--encoder-ffn-embed-dim",
-            "512",
-            "--encoder-attention-heads",
-            "4",
-            "--max-positions",
-            "128",
-            "--dropout",
-            "0",
-            "--attention-dropout",
-            "0",
-        ],
+        CPU_ROBERTA_ARCH,
         [
             "--arch",
             "electra_small",

@@ -9,6 +9,7 @@ import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Dict, List
 
+from truneg_fairseq.evaluation.columns import SCORE_COLUMNS
 from truneg_fairseq.io_utils import atomic_open
 
 if TYPE_CHECKING:
@@ -21,15 +22,7 @@ def format_value(value, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
-COLUMNS = [
-    ("mlm_loss", "valid loss (bits)", "{:.3f}"),
-    ("mlm_acc", "MLM acc %", "{:.2f}"),
-    ("syn_acc", "syn-aware acc %", "{:.2f}"),
-    ("pred_corr_ratio", "pred-level %", "{:.3f}"),
-    ("iter_corr_ratio", "iter-level %", "{:.2f}"),
-    ("iter_corr_ratio_512", "iter-level % (512)", "{:.2f}"),
-    ("content_pred", "content preds %", "{:.1f}"),
-]
+COLUMNS = [("mlm_loss", "valid loss (bits)", "{:.3f}")] + SCORE_COLUMNS
 
 
 def progress_table(results: Dict[str, Dict[int, "Report"]]) -> List[List[str]]:
