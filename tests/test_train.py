@@ -86,9 +86,6 @@ def test_one_sentence_per_sample_trains_under_numpy_2(data_bin, synonym_table, t
     )
     assert last_num_updates(proc.stdout + proc.stderr) == 2
     assert (tmp_path / "eos" / "checkpoint_last.pt").is_file()
-    # fairseq-train converts its arguments through hydra's compose API after importing the
-    # plugin: none of hydra's deprecation notices reach the user
-    assert "hydra" not in proc.stderr.lower() and "version_base" not in proc.stderr, proc.stderr
 
 
 def test_hc_without_table_fails_clearly(data_bin, tmp_path):

@@ -4,9 +4,26 @@ import logging
 import os
 import sys
 
+# hydra 1.3's notices for the calls fairseq 0.12 makes when it composes a config from arguments
+# (hydra.experimental's initialize/compose, no version_base, the "_group_" package header of
+# fairseq's config files, schema matching by name, compose's strict flag): about fifteen lines on
+# stderr per command that nothing here can act on. The plugin's commands leave them out of their
+# own output; fairseq's commands (fairseq-train, ...) print them as they always have.
+HYDRA_NOTICES = (
+    r"\s*hydra\.experimental\.(initialize|compose)\(\) is no longer experimental",
+    r"\s*The version_base parameter is not specified",
+    r"\s*In '[^']*': Usage of deprecated keyword in package header",
+    r"\s*'[^']*' is validated against ConfigStore schema with the same name",
+    r"\s*The strict flag in the compose API is deprecated",
+)
+
 
 def setup_logging(name: str) -> logging.Logger:
-    """Log to stdout in fairseq's format."""
+    """Log to stdout in fairseq's format (hydra's :data:`HYDRA_NOTICES` left out)."""
+    import warnings
+
+    for message in HYDRA_NOTICES:
+        warnings.filterwarnings("ignore", message=message, category=UserWarning)
     logging.basicConfig(
         format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
         datefmt="%Y-%m-%d %H:%M:%S",

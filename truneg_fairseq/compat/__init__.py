@@ -1,4 +1,4 @@
-"""Every mend of fairseq 0.12 (and of the torch, NumPy and hydra it runs on) in one place, one
+"""Every mend of fairseq 0.12 (and of the torch and NumPy it runs on) in one place, one
 module per mend, installed by :func:`install` when the plugin is imported.
 
 Each module's docstring says what fairseq does, why that fails or misleads, and how the mend
@@ -20,12 +20,11 @@ longer needs it where it can tell. They are installed in this order:
 5. ``numpy_long``: ``numpy.compat.long`` (fairseq's eos-mode ``TokenBlockDataset``) under NumPy 2.
 6. ``prefetch_threads``: fairseq's prefetching threads are stopped at interpreter exit, which one
    still filling its queue aborted (exit status 134).
-7. ``hydra_notices``: hydra's notices about fairseq's use of its compose API are not printed.
-8. ``amp_unscale``: fairseq 0.12's ``--amp`` unscales the gradients twice, so every update is
+7. ``amp_unscale``: fairseq 0.12's ``--amp`` unscales the gradients twice, so every update is
    1/scale of what it should be; they are unscaled once (only when a probe shows the short update).
-9. ``bf16_autocast``: fairseq 0.12's ``--bf16`` is its TPU mode (or bf16 weights); with the
+8. ``bf16_autocast``: fairseq 0.12's ``--bf16`` is its TPU mode (or bf16 weights); with the
    plugin it means fp32 weights and optimizer and a bf16-autocast forward pass and loss.
-10. ``remainder_batch``: fairseq 0.12's batching drops the last batch of every split when its size
+9. ``remainder_batch``: fairseq 0.12's batching drops the last batch of every split when its size
     is not a multiple of ``--required-batch-size-multiple``; it is kept as a final, smaller batch.
 
 ``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
@@ -63,13 +62,12 @@ from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
-from .hydra_notices import HYDRA_NOTICES, quiet_config_composition  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
 from .remainder_batch import keep_remainder_batch  # noqa: F401
 from .worker_broadcast import trusted_worker_broadcast  # noqa: F401
 
-# the order of the list above (hydra_notices wraps the conversion, then bf16_autocast wraps that)
+# the order of the list above
 MENDS = (
     allow_fairseq_checkpoints,
     atomic_checkpoint_copies,
@@ -77,7 +75,6 @@ MENDS = (
     safe_checkpoint_configs,
     numpy_compat_long,
     stop_prefetch_at_exit,
-    quiet_config_composition,
     amp_unscales_once,
     bf16_means_autocast,
     keep_remainder_batch,

@@ -1,6 +1,6 @@
-"""Where fairseq binds ``convert_namespace_to_omegaconf``: two mends (``hydra_notices``,
-``bf16_autocast``) wrap that one function, and fairseq modules that imported it by name keep
-the object they bound, so both rebind it in the same places."""
+"""Where fairseq binds ``convert_namespace_to_omegaconf``: the ``bf16_autocast`` mend wraps that
+one function, and fairseq modules that imported it by name keep the object they bound, so it is
+rebound in each of those places."""
 
 from __future__ import annotations
 
