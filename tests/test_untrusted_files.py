@@ -196,14 +196,16 @@ CODE_ROUTES = [
 def test_every_code_route_is_refused_by_every_loader(
     plain_checkpoint, data_bin, tmp_path, arch, field, old_style
 ):
-    """The plugin's inference loader (evaluate_mlm, convert_hf export, glue/squad prediction),
-    fairseq's own loader under the plugin (fairseq-validate, a resume) and fairseq's hub
-    (``RobertaModel.from_pretrained``) refuse the crafted checkpoint; the payload never runs."""
+    """The plugin's inference loader (evaluate_mlm, convert_hf export, glue/squad prediction), the
+    plugin's hub entry, fairseq's own loader under the plugin (fairseq-validate, a resume) and
+    fairseq's hub (``RobertaModel.from_pretrained``) refuse the crafted checkpoint; the payload
+    never runs."""
     from fairseq import checkpoint_utils, hub_utils
 
     import truneg_fairseq  # noqa: F401  (installs the checks)
     from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
     from truneg_fairseq.compat import UnsafeCheckpointError
+    from truneg_fairseq.models import hub as plugin_hub
 
     marker = tmp_path / "PWNED"
     evil = _other_architecture(
@@ -211,6 +213,10 @@ def test_every_code_route_is_refused_by_every_loader(
     )
     with pytest.raises(CheckpointError, match=rf"architecture '{arch}', which the plugin does not"):
         load_for_inference(evil, str(data_bin))
+    with pytest.raises(CheckpointError, match=rf"architecture '{arch}', which the plugin does not"):
+        plugin_hub.from_pretrained(
+            str(tmp_path), checkpoint_file="evil.pt", data_name_or_path=str(data_bin)
+        )
     with pytest.raises(UnsafeCheckpointError, match=rf"{field} is .*fairseq evaluates this field"):
         checkpoint_utils.load_model_ensemble_and_task(
             [str(evil)], arg_overrides={"data": str(data_bin)}
