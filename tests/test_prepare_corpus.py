@@ -115,6 +115,31 @@ def test_config_errors_name_the_flag(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("binarizer", ["fast", "fairseq-preprocess"])
+def test_cr_only_lines_and_a_comma_in_the_output_dir(tmp_path, binarizer):
+    """A text whose lines end in a lone CR is read line by line, and an output directory with a
+    comma (which fairseq-preprocess would split into two paths) binarizes: the same data-bin as
+    the plain text into a plain directory."""
+    lines = tiny_corpus_lines(1500, seed=4)
+    plain, cr = tmp_path / "plain.txt", tmp_path / "cr.txt"
+    plain.write_text("\n".join(lines) + "\n")
+    cr.write_bytes(("\r".join(lines) + "\r").encode())
+    outs = {}
+    for name, src, out in (("plain", plain, "plain"), ("cr", cr, "runs,v2")):
+        cfg = CorpusConfig(
+            output_dir=str(tmp_path / out),
+            inputs=[str(src)],
+            tokenizer=TokenizerSpec("whitespace"),
+            vocab_size=200,
+            workers=1,
+            binarizer=binarizer,
+        )
+        prepare_corpus(cfg)
+        outs[name] = _files(tmp_path / out / "data-bin")
+    assert {"train.bin", "valid.bin", "dict.txt"} <= set(outs["cr"])
+    assert outs["cr"] == outs["plain"]
+
+
 def _start(tmp_path: Path, n_lines: int, binarizer: str = "fast"):
     """prepare_corpus.py as a process on ``n_lines`` of whitespace text, 2 workers."""
     src = _text(tmp_path / "corpus.txt", n_lines, seed=5)

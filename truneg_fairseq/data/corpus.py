@@ -8,11 +8,13 @@ temporary name, then renamed), so an interrupted run never leaves a half-written
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -24,6 +26,7 @@ from truneg_fairseq.data.unknown_tokens import (  # noqa: F401  (their home befo
 )
 from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.io_utils import WRITE_ERRNOS, atomic_dir, atomic_open
+from truneg_fairseq.text.lines import binary_lines
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +70,7 @@ def read_text_lines(path: os.PathLike) -> Iterator[str]:
         raise CorpusError(f"--input {path} not found")
     try:
         with _open_binary(path) as f:
-            for i, raw in enumerate(f, 1):
+            for i, raw in enumerate(binary_lines(f), 1):
                 if b"\0" in raw:
                     raise CorpusError(
                         f"{path}, line {i}: NUL byte (a binary file?); give plain UTF-8 text, one "
@@ -304,7 +307,10 @@ def binarize(
     ``name_as``: the path the log names (where a staged ``destdir`` will be moved); ``report``:
     log each split's share of ``<unk>`` (:func:`report_unknown_rates`)."""
     destdir = Path(destdir)
-    with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.data.corpus.binarize)") as tmp:
+    with (
+        atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.data.corpus.binarize)") as tmp,
+        _without_commas(trainpref, validpref) as (trainpref, validpref),
+    ):
         argv = [
             "--only-source",
             "--trainpref",
@@ -326,6 +332,25 @@ def binarize(
         if report:
             report_unknown_rates(tmp, name_as or destdir)
     return destdir
+
+
+@contextlib.contextmanager
+def _without_commas(*files: os.PathLike):
+    """fairseq-preprocess reads ``--validpref a,b`` as two splits, so a path holding a comma (an
+    output directory such as ``runs,v2``) would name files that do not exist: such inputs are
+    linked, for the call, from a temporary directory without one."""
+    if not any("," in str(f) for f in files):
+        yield files
+        return
+    with tempfile.TemporaryDirectory(prefix="truneg-preprocess-") as tmp:
+        linked = []
+        for i, f in enumerate(files):
+            if "," in str(f):
+                link = Path(tmp) / f"{i}.{Path(f).name.replace(',', '_')}"
+                os.symlink(os.path.abspath(f), link)
+                f = link
+            linked.append(f)
+        yield tuple(linked)
 
 
 def run_preprocess(argv: Sequence[str]) -> None:
