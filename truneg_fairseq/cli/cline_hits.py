@@ -23,6 +23,7 @@ models, and the discriminator of the plugin's ELECTRA (electra_*, cline_electra_
 import argparse
 import json
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     fail,
@@ -34,9 +35,7 @@ from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     add_checkpoint_args(p, several=True, help="fairseq checkpoint files (.pt)")
     p.add_argument("--data", required=True, help="directory with the checkpoint's dict.txt")
     src = p.add_mutually_exclusive_group(required=True)

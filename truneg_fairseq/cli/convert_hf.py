@@ -22,16 +22,14 @@ Examples:
       --vocab imported/bert-base/vocab.txt
 """
 
-import argparse
 import os
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import fail, setup_logging
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="HuggingFace directory -> fairseq checkpoint directory")
     imp.add_argument("hf_dir", help="local HuggingFace model directory")

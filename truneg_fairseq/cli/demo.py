@@ -29,7 +29,7 @@ import os
 import shutil
 import time
 
-from truneg_fairseq.cli.args import add_jobs_arg
+from truneg_fairseq.cli.args import add_jobs_arg, command_parser
 from truneg_fairseq.cli.common import count_arg, fail, setup_logging
 from truneg_fairseq.pipelines.study.presets import CPU_ROBERTA_ARCH
 
@@ -43,9 +43,7 @@ DEMO_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg"]
 
 
 def get_parser():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     p.add_argument(
         "--workdir",
         default="demo_work",

@@ -32,6 +32,7 @@ import dataclasses
 import json
 import os
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     count_arg,
@@ -43,9 +44,7 @@ from truneg_fairseq.text import add_tokenizer_args
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     add_checkpoint_args(
         p, several=True, help="checkpoint files, or directories written by convert_hf.py import"
     )

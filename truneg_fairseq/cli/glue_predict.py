@@ -9,6 +9,7 @@ the rows of the file the split was prepared from, for truneg-robustness-report c
 import argparse
 import os
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     fail,
@@ -18,9 +19,7 @@ from truneg_fairseq.cli.common import (
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     add_checkpoint_args(p, help="checkpoint fine-tuned with sentence_prediction (.pt)")
     p.add_argument(
         "--data", required=True, help="the task's prepared folder (input0/, label/, ...)"

@@ -33,15 +33,14 @@ Everything is seeded per sentence (--seed): the output does not depend on --work
 import argparse
 import os
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import add_dict_flag, fail, setup_logging
 from truneg_fairseq.data.cline import TOKENIZERS
 from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--train", help="training sentences, one per line (.gz/.bz2/.xz read too)")
     src.add_argument("--input", nargs="+", help="sentences to split (seeded) into train/valid")

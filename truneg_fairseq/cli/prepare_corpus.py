@@ -37,6 +37,7 @@ Example:
 
 import argparse
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import add_dict_flag, count_arg, fail, setup_logging
 from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.io_utils import OutputDirError
@@ -54,9 +55,7 @@ def get_parser():
     from truneg_fairseq.pipelines.corpus import BINARIZERS, CorpusConfig
 
     d = CorpusConfig(output_dir="")
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", nargs="+", help="raw text files")
     src.add_argument(

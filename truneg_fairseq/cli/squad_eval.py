@@ -10,13 +10,12 @@ import argparse
 import json
 import sys
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import fail
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     p.add_argument("dataset", help="SQuAD v1.1 JSON (dev-v1.1.json)")
     p.add_argument("predictions", help="JSON: question id -> answer text")
     return p

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     fail,
@@ -20,9 +21,7 @@ from truneg_fairseq.cli.common import (
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     add_checkpoint_args(p, help="checkpoint fine-tuned with --task squad (.pt)")
     p.add_argument("--data", required=True, help="the --task squad folder (dict.txt, SUBSET.json)")
     p.add_argument("--output", required=True)

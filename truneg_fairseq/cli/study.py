@@ -30,19 +30,16 @@ Example:
   truneg-study --scale gpu --workdir study_gpu --input corpus/*.txt
 """
 
-import argparse
 import os
 import sys
 
-from truneg_fairseq.cli.args import add_jobs_arg
+from truneg_fairseq.cli.args import add_jobs_arg, command_parser
 from truneg_fairseq.cli.common import fail, setup_logging
 from truneg_fairseq.pipelines.study.presets import ELECTRA_CRITERIA, ROBERTA_CRITERIA, SCALES
 
 
 def get_parser():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     p.add_argument(
         "--scale",
         choices=sorted(SCALES),
