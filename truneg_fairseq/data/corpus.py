@@ -307,10 +307,7 @@ def binarize(
     ``name_as``: the path the log names (where a staged ``destdir`` will be moved); ``report``:
     log each split's share of ``<unk>`` (:func:`report_unknown_rates`)."""
     destdir = Path(destdir)
-    with (
-        atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.data.corpus.binarize)") as tmp,
-        _without_commas(trainpref, validpref) as (trainpref, validpref),
-    ):
+    with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.data.corpus.binarize)") as tmp:
         argv = [
             "--only-source",
             "--trainpref",
@@ -335,10 +332,10 @@ def binarize(
 
 
 @contextlib.contextmanager
-def _without_commas(*files: os.PathLike):
-    """fairseq-preprocess reads ``--validpref a,b`` as two splits, so a path holding a comma (an
-    output directory such as ``runs,v2``) would name files that do not exist: such inputs are
-    linked, for the call, from a temporary directory without one."""
+def without_commas(*files: os.PathLike):
+    """fairseq-preprocess reads ``--validpref a,b`` as two splits, so a file whose path holds a
+    comma (an output directory such as ``runs,v2``) would be read as files that do not exist:
+    such files are linked, for the block, from a temporary directory without one."""
     if not any("," in str(f) for f in files):
         yield files
         return

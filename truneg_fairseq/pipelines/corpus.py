@@ -324,10 +324,14 @@ class _Run:
             done = sum(p.stat().st_size for p in stage.glob(".data-bin.new-*/*.bin")) // itemsize
             return f"binarize (fairseq-preprocess): about {min(done, total):,} of {total:,} tokens"
 
-        with par.Progress(self.log, cfg.progress_every, message):
+        tok = stage / "tok"
+        with (
+            par.Progress(self.log, cfg.progress_every, message),
+            corpus.without_commas(tok / "train.txt", tok / "valid.txt") as (train, valid),
+        ):
             return corpus.binarize(
-                stage / "tok" / "train.txt",
-                stage / "tok" / "valid.txt",
+                train,
+                valid,
                 stage / "data-bin",
                 workers=cfg.n_workers,
                 srcdict=srcdict,
