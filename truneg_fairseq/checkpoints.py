@@ -15,6 +15,11 @@ _SHAPE = re.compile(
     r"the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"
 )
 _EMBEDDINGS = ("embed_tokens.weight", "embeddings.token.weight", "lm_head.weight", "lm_head.bias")
+# fairseq's utils.get_activation_fn, and omegaconf's check of a field that lists its choices
+_ACTIVATION = re.compile(
+    r"--activation-fn (\S+) not supported|Invalid value '([^']*)', expected one of \[[^]]*'gelu'"
+)
+_KEYS = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"]+\"(?:, )?)+)")
 _DICT_FORMAT = ("Incorrect dictionary format", "Duplicate word found when loading Dictionary")
 _CORRUPT = (
     "PytorchStreamReader failed",
@@ -52,6 +57,15 @@ def describe_load_error(path, exc: BaseException, data: Optional[str] = None) ->
             f"{where} is not a fairseq dictionary ({text.strip().splitlines()[0][:120]}): give the "
             f"data directory {path} was trained on (its dict.txt has lines '<symbol> <count>')"
         )
+    act = _ACTIVATION.search(text)
+    if act:
+        from fairseq.utils import get_available_activation_fns
+
+        return (
+            f"{path} records the activation function {act.group(1) or act.group(2)!r}, which fairseq does not "
+            f"know ({', '.join(get_available_activation_fns())}): it was saved by other code or "
+            "edited. Use a checkpoint saved by fairseq-train or scripts/convert_hf.py import"
+        )
     mismatches = _SHAPE.findall(text)
     for name, ckpt_shape, model_shape in mismatches:
         if name.endswith(_EMBEDDINGS):
@@ -66,6 +80,18 @@ def describe_load_error(path, exc: BaseException, data: Optional[str] = None) ->
         return (
             f"{path} does not fit the model built here ({name}: [{a}] in the checkpoint, [{b}] here; "
             f"{len(mismatches)} parameters differ): the architecture flags differ from the training run"
+        )
+    keys = _KEYS.findall(text)
+    if keys:
+        said = "; ".join(
+            f"{'in the checkpoint only' if kind == 'Unexpected' else 'in this model only'}: "
+            f"{names.split(', ')[0].strip(chr(34))}"
+            + (f" and {names.count(', ')} more" if ", " in names else "")
+            for kind, names in keys
+        )
+        return (
+            f"{path} does not fit the model built here ({said}): the architecture flags (e.g. the "
+            "number of layers) differ from the training run"
         )
     return None
 

@@ -135,6 +135,7 @@ def main(argv=None) -> int:
     _check_args(args)
     from truneg_fairseq.checkpoints import CheckpointError, describe_load_error
     from truneg_fairseq.io_utils import atomic_open
+    from truneg_fairseq.errors import CorpusError
     from truneg_fairseq.lexicon.synonyms import SynonymTableError
     from truneg_fairseq.pipelines.evaluate_mlm import EvalConfig, compare, resolve_checkpoint
 
@@ -174,7 +175,7 @@ def main(argv=None) -> int:
     )
     try:
         result = compare(args.checkpoints, args.data, args.text, config, tokenizer)
-    except (CheckpointError, SynonymTableError) as e:
+    except (CheckpointError, SynonymTableError, CorpusError) as e:
         fail(str(e))
     except Exception as e:  # a truncated file, another dictionary: said in words, naming the file
         msg = next(

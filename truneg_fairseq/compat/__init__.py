@@ -26,6 +26,11 @@ longer needs it where it can tell. They are installed in this order:
    plugin it means fp32 weights and optimizer and a bf16-autocast forward pass and loss.
 9. ``remainder_batch``: fairseq 0.12's batching drops the last batch of every split when its size
     is not a multiple of ``--required-batch-size-multiple``; it is kept as a final, smaller batch.
+10. ``resume`` (two mends): a resume of ``fairseq-train`` that cannot continue (a truncated
+    checkpoint, one of other sizes, of another criterion or optimizer) ends in a traceback; it is
+    one line naming the file and the fix. Every checkpoint records what the run was trained with
+    (the synonym table's fingerprint, a ``sentence_prediction`` run's labels and GLUE task), and a
+    resume is checked against it.
 
 ``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
 ``convert_namespace_to_omegaconf`` and rebind it where fairseq bound it by name.
@@ -65,6 +70,7 @@ from .checkpoint_globals import (  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
 from .remainder_batch import keep_remainder_batch  # noqa: F401
+from .resume import RECORDS, checked_resume, recorded_runs  # noqa: F401
 from .worker_broadcast import trusted_worker_broadcast  # noqa: F401
 
 # the order of the list above
@@ -78,6 +84,8 @@ MENDS = (
     amp_unscales_once,
     bf16_means_autocast,
     keep_remainder_batch,
+    recorded_runs,
+    checked_resume,
 )
 
 _installed = False

@@ -22,7 +22,6 @@ When the model detects replaced tokens (ELECTRA), the MLM terms are weighted by
 """
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -36,7 +35,12 @@ from omegaconf import II
 
 from truneg_fairseq.criterions import logs, losses, rtd
 from truneg_fairseq.evaluation import false_negatives as fn
-from truneg_fairseq.lexicon import SynonymLookup, SynonymTable
+from truneg_fairseq.criterions.tables import (  # noqa: F401  (resolve_table_path: the scorer's)
+    check_resumed_table,
+    load_synonym_lookup,
+    resolve_table_path,
+)
+from truneg_fairseq.lexicon import SynonymLookup
 from truneg_fairseq.models.objectives import MaskedLMObjectives, ReplacedTokenDetection
 from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count
 
@@ -50,6 +54,15 @@ class SynonymCriterionConfig(rtd.ReplacedTokenDetectionConfig):
         metadata={
             "help": "synonym table (.npz) built for this data's dict.txt by "
             "scripts/build_synonym_table.py; a relative path is also looked up in the data dir"
+        },
+    )
+    synonym_reset_table: bool = field(
+        default=False,
+        metadata={
+            "help": "resume from a checkpoint trained with another --synonym-table (or none) and go "
+            "on with this one; without it such a resume is refused. Every checkpoint records its "
+            "table's content fingerprint; one restored with --reset-optimizer starts a new run "
+            "and is not checked"
         },
     )
     mlm_prediction_slots: ChoiceEnum(["dynamic", "static"]) = field(
@@ -90,36 +103,6 @@ def _resolved(value):
     return None if isinstance(value, str) and value.startswith("${") else value
 
 
-def resolve_table_path(path: str, task) -> str:
-    if os.path.isabs(path) or os.path.exists(path):
-        return path
-    data = getattr(getattr(task, "cfg", None), "data", None)
-    if data:
-        cand = os.path.join(str(data).split(os.pathsep)[0], path)
-        if os.path.exists(cand):
-            return cand
-    return path
-
-
-def load_synonym_lookup(path: str, task) -> SynonymLookup:
-    """Load a table, check it belongs to the task's dictionary, and wrap it for the device."""
-    path = resolve_table_path(path, task)
-    table = SynonymTable.load(path)
-    symbols = task.source_dictionary.symbols
-    table.check_dictionary(symbols, path)
-    logger.info(
-        f"synonym table {path}: {len(table)} pairs, source {table.meta.get('source')}, "
-        f"coverage {table.meta.get('coverage')}, {len(table.continuation_ids)} continuation pieces, "
-        + (
-            f"{len(table.content_ids)} content words"
-            if table.content_ids is not None
-            else "no content-word list (a table built before it existed: content_pred is not reported; rebuild it "
-            "with scripts/build_synonym_table.py)"
-        )
-    )
-    return SynonymLookup(table, len(symbols))
-
-
 @dataclass
 class MaskedLMStep:
     """One step as a subclass's :meth:`CounterFalseNegativeLoss.objective` sees it. S is the
@@ -158,8 +141,18 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         )
         self.mask_prob = None if mask_prob is None else float(mask_prob)
         self.fairseq_roberta, self.has_discriminator = self._check_model_class(cfg)
+        self.synonym_record = None  # the table's record in checkpoints (tables.table_record)
+        if self.requires_table:
+            needs_pairs = f"--criterion {self.criterion_name()}"
+        elif cfg.electra_rtd_synonym_policy != "replaced":
+            needs_pairs = f"--electra-rtd-synonym-policy {cfg.electra_rtd_synonym_policy}"
+        else:
+            needs_pairs = None
         if cfg.synonym_table:
-            self.lookup: Optional[SynonymLookup] = load_synonym_lookup(cfg.synonym_table, task)
+            self.lookup: Optional[SynonymLookup]
+            self.lookup, self.synonym_record = load_synonym_lookup(
+                cfg.synonym_table, task, needs_pairs
+            )
         elif self.requires_table:
             raise ValueError(
                 f"--criterion {self.criterion_name()} needs --synonym-table FILE: build one for "
@@ -184,6 +177,15 @@ class CounterFalseNegativeLoss(FairseqCriterion):
     @classmethod
     def criterion_name(cls) -> str:
         return getattr(cls, "_registered_name", cls.__name__)
+
+    # ---- the run's record in its checkpoints (compat/run_records.py) ------------------------
+    def checkpoint_record(self) -> dict:
+        return {"synonym_table": self.synonym_record}
+
+    def check_checkpoint_record(self, record, checkpoint: str, resumed: bool) -> None:
+        check_resumed_table(
+            record, self.synonym_record, checkpoint, resumed, self.cfg.synonym_reset_table
+        )
 
     # ---- model checks ------------------------------------------------------------------------
     def _check_model_class(self, cfg) -> Tuple[Optional[bool], Optional[bool]]:

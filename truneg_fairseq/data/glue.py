@@ -178,9 +178,7 @@ def _columns(task: GlueTask, path: Path, lines: List[str]):
         if key is None:
             continue
         if key not in header:
-            raise CorpusError(
-                f"{path}: column {key!r} not in the header ({', '.join(header)}); is this the {task.name} file?"
-            )
+            raise CorpusError(_missing_column(task, path, key, header))
         # MNLI's gold_label is the last column; label1..label5 come before it
         cols[key] = len(header) - 1 - header[::-1].index(key)
     return (
@@ -188,6 +186,22 @@ def _columns(task: GlueTask, path: Path, lines: List[str]):
         (cols[task.sentence1], cols.get(task.sentence2), cols[task.label]),
         len(header),
     )
+
+
+def _missing_column(task: GlueTask, path: Path, key, header: List[str]) -> str:
+    """The message for a header without column ``key``: the header's names as they read (an
+    invisible character shown escaped), and a byte-order mark before the first name said in
+    words, since that is what hides a column that looks present."""
+    bom = header[0].startswith("\ufeff")
+    names = [h[1:] if bom and i == 0 else h for i, h in enumerate(header)]
+    shown = ", ".join(n if n.isprintable() else ascii(n) for n in names)
+    if bom and key == names[0]:
+        return (
+            f"{path}: the file starts with a byte-order mark (BOM), so its first column is not read "
+            f"as {key!r} (header: {shown}). Save "
+            "the file as UTF-8 without a BOM (e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)"
+        )
+    return f"{path}: column {key!r} not in the header ({shown}); is this the {task.name} file?"
 
 
 def _read_tsv_lines(path: Path) -> List[str]:

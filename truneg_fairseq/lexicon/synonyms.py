@@ -263,6 +263,17 @@ class SynonymTable:
     def __len__(self) -> int:
         return len(self.pairs)
 
+    def content_fingerprint(self) -> str:
+        """sha256 of what the table decides (its dictionary's fingerprint, its pairs and its
+        continuation pieces), so a run can tell whether it is given the same table again: two
+        files of the same content have the same fingerprint, wherever they lie."""
+        h = hashlib.sha256(f"{self.fingerprint}:{self.num_symbols}\n".encode())
+        for arr in (self.pairs, self.continuation_ids):
+            a = np.ascontiguousarray(arr, dtype="<i8")
+            h.update(f"{a.shape}".encode())
+            h.update(a.tobytes())
+        return h.hexdigest()
+
     # ---- io -------------------------------------------------------------------------------
     def save(self, path: os.PathLike) -> None:
         """Write atomically: a temporary file in the same directory, then ``os.replace``; a full
@@ -389,5 +400,12 @@ def build_table(
         meta["wordnet_version"] = wn.get_version()
     table = SynonymTable.from_pairs(pairs, view, meta)
     report = BuildReport(len(table), n_cand, covered, time.time() - t0)
+    if not len(table):
+        logger.warning(
+            f"the synonym table holds 0 pairs: none of the {n_cand} candidate entries of the "
+            f"{len(view.symbols)}-entry dictionary has a {source} synonym in it. Hard correction "
+            "and --electra-rtd-synonym-policy refuse such a table; check --tokenizer and its "
+            "files (the vocabulary must hold whole words), or give a larger dictionary"
+        )
     table.meta.update(coverage=round(report.coverage, 6), num_candidates=n_cand)
     return table, report

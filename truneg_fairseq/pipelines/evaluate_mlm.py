@@ -20,8 +20,10 @@ import torch
 from fairseq import utils
 
 from truneg_fairseq.checkpoints import CheckpointError
+from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.evaluation.columns import SCORE_COLUMNS
 from truneg_fairseq.pipelines.scorer import MaskedLMScorer, Progress, Scored, masked_samples
+from truneg_fairseq.text import read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -223,8 +225,8 @@ def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch
     """One sequence per non-empty line: <s> entries </s>, cut to ``max_len`` ids (counted in the log)."""
     seqs = []
     cut = 0
-    with open(text, encoding="utf-8") as f:
-        for line in f:
+    try:
+        for line in read_lines(text):
             if not line.strip():
                 continue
             ids = [d.index(t) for t in encode(line.strip())]
@@ -234,6 +236,11 @@ def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch
                 seqs.append(torch.tensor([d.bos()] + ids + [d.eos()]))
             if max_lines and len(seqs) >= max_lines:
                 break
+    except UnicodeDecodeError as e:
+        raise CorpusError(
+            f"--text {text}, line {getattr(e, 'lineno', '?')}: not UTF-8 ({e.reason}); convert the "
+            "file to UTF-8 first (e.g. iconv -f latin1 -t utf-8 FILE > FILE.utf8)"
+        ) from None
     if cut:
         logger.info(
             f"cut {cut} of {len(seqs)} lines of {text} to {max_len} ids (<s> and </s> included)"
