@@ -121,9 +121,11 @@ def test_resuming_with_another_synonym_table_is_refused_unless_asked(
 def test_the_reset_flag_is_in_the_help():
     from truneg_fairseq.cli.train_help import training_help
 
-    text = " ".join(training_help(
-        ["--task", "masked_lm", "--arch", "roberta_base", "--criterion", "mlm_hard_correction"]
-    ).split())
+    text = " ".join(
+        training_help(
+            ["--task", "masked_lm", "--arch", "roberta_base", "--criterion", "mlm_hard_correction"]
+        ).split()
+    )
     assert "--synonym-reset-table resume from a checkpoint trained with another" in text
 
 
@@ -159,7 +161,9 @@ def test_a_table_of_no_pairs_is_refused_where_pairs_are_needed(
     from truneg_fairseq.lexicon import SynonymTableError
 
     table = _empty_table(data_bin, tmp_path / "empty.npz")
-    arch, task = (TINY_ROBERTA, "masked_lm") if criterion != "electra" else (TINY_ELECTRA, "electra")
+    arch, task = (
+        (TINY_ROBERTA, "masked_lm") if criterion != "electra" else (TINY_ELECTRA, "electra")
+    )
     with pytest.raises(SynonymTableError) as e:
         build_components(
             data_bin,
@@ -235,7 +239,8 @@ def electra_discriminator(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "source, field", [("imported", "activation_fn"), ("electra_discriminator", "electra_activation_fn")]
+    "source, field",
+    [("imported", "activation_fn"), ("electra_discriminator", "electra_activation_fn")],
 )
 def test_evaluate_mlm_on_an_unknown_activation_is_one_error(request, tmp_path, source, field):
     imported = request.getfixturevalue(source)
@@ -276,3 +281,112 @@ def test_a_bom_before_a_needed_glue_column_is_said_in_words(tmp_path):
     )
     exs, _ = read_split_counted(TASKS["RTE"], rte)
     assert len(exs) == 1 and exs[0].label == "entailment"
+
+
+# ---- GLUE predictions on other data ---------------------------------------------------------
+
+GLUE_TASKS = ("SST-2", "RTE", "MNLI", "STS-B")
+
+
+@pytest.fixture(scope="module")
+def glue_bin(corpus_dir, data_bin, tmp_path_factory):
+    from glue_fixtures import write_glue
+
+    root = tmp_path_factory.mktemp("glue3")
+    glue = write_glue(root / "glue", n_train=16, n_dev=8)
+    out = root / "glue-bin"
+    spm = ["--tokenizer", "sentencepiece", "--spm-model", str(corpus_dir / "spm.model")]
+    proc = run_script(
+        "prepare_glue.py",
+        ["--glue-dir", str(glue), "--output-dir", str(out), "--tasks", *GLUE_TASKS]
+        + ["--dict", str(data_bin / "dict.txt"), *spm],
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def sst2_checkpoint(glue_bin, tmp_path_factory):
+    """fairseq-train's sentence_prediction on SST-2, one update: checkpoint_last.pt."""
+    save = tmp_path_factory.mktemp("sst2") / "run"
+    fairseq_train(
+        glue_bin / "SST-2",
+        save,
+        [*TINY_ROBERTA[:-2], "--task", "sentence_prediction", "--criterion", "sentence_prediction"]
+        + [
+            "--num-classes",
+            "2",
+            "--init-token",
+            "0",
+            "--separator-token",
+            "2",
+            "--max-update",
+            "1",
+        ],
+    )
+    return save / "checkpoint_last.pt"
+
+
+def _predict(checkpoint, data, out):
+    return run_script(
+        "glue_predict.py",
+        [str(checkpoint), "--data", str(data), "--output", str(out), "--device", "cpu"],
+    )
+
+
+def _labels_of(data):
+    lines = (data / "label" / "dict.txt").read_text().splitlines()
+    return [line.split()[0] for line in lines if not line.startswith("madeupword")]
+
+
+def test_a_finetuned_checkpoint_records_its_labels_and_task(sst2_checkpoint, glue_bin, tmp_path):
+    state = torch.load(sst2_checkpoint, weights_only=False)
+    record = state["extra_state"]["truneg_records"]["sentence_prediction"]
+    assert record["labels"] == _labels_of(glue_bin / "SST-2") and record["data_task"] == "SST-2"
+    proc = _predict(sst2_checkpoint, glue_bin / "SST-2", tmp_path / "pred.txt")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert set((tmp_path / "pred.txt").read_text().split()) <= {"0", "1"}
+
+
+@pytest.mark.parametrize("task", ["RTE", "MNLI", "STS-B"])
+def test_a_checkpoint_on_another_tasks_data_is_one_error(sst2_checkpoint, glue_bin, tmp_path, task):
+    proc = _predict(sst2_checkpoint, glue_bin / task, tmp_path / "pred.txt")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert (
+        f"{sst2_checkpoint} on --data {glue_bin / task}: the checkpoint was fine-tuned on SST-2 "
+        in (proc.stderr)
+    )
+    assert f"the data directory holds {task}" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "pred.txt").exists()
+
+
+def test_a_reordered_label_dictionary_is_one_error(sst2_checkpoint, glue_bin, tmp_path):
+    data = tmp_path / "SST-2"
+    shutil.copytree(glue_bin / "SST-2", data)
+    lines = (data / "label" / "dict.txt").read_text().splitlines(keepends=True)
+    (data / "label" / "dict.txt").write_text("".join([lines[1], lines[0], *lines[2:]]))
+    proc = _predict(sst2_checkpoint, data, tmp_path / "pred.txt")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    labels = _labels_of(glue_bin / "SST-2")
+    assert (
+        f"the checkpoint's outputs are the labels {', '.join(labels)} in this order" in proc.stderr
+    )
+    assert "the same labels in another order" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_checkpoint_without_the_record_is_checked_for_what_can_be_seen(
+    sst2_checkpoint, glue_bin, tmp_path
+):
+    state = torch.load(sst2_checkpoint, weights_only=False)
+    del state["extra_state"]["truneg_records"]
+    old = tmp_path / "old.pt"
+    torch.save(state, old)
+    proc = _predict(old, glue_bin / "MNLI", tmp_path / "pred.txt")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "classification head has 2 outputs" in proc.stderr and "has 3 labels" in proc.stderr
+    proc = _predict(old, glue_bin / "STS-B", tmp_path / "pred.txt")
+    assert proc.returncode == 2 and "the checkpoint is a classifier" in proc.stderr
+    proc = _predict(old, glue_bin / "SST-2", tmp_path / "pred.txt")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "records no label dictionary" in proc.stderr + proc.stdout
+    assert "its labels cannot be checked" in proc.stderr + proc.stdout

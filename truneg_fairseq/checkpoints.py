@@ -224,6 +224,7 @@ def load_for_inference(
     overrides: Optional[dict] = None,
     flag: str = "--data",
     needs: str = "dict.txt",
+    check=None,
 ):
     """(models, cfg, task) of a fairseq checkpoint, the plugin's one loading path for inference
     (scripts, evaluation, HuggingFace export), so that every reader gets the same checks and the
@@ -234,7 +235,8 @@ def load_for_inference(
     ELECTRA discriminator saved alone built by :func:`build_model` (fairseq's loader would hand
     it to ``--task electra``, which refuses it), the models returned in eval mode (dropout off:
     the caller predicts, it does not train) and every loading problem raised as one
-    :class:`CheckpointError` naming the file."""
+    :class:`CheckpointError` naming the file. ``check(state, data)``: the caller's own check of
+    the saved state against the data directory, before anything is built."""
     from fairseq import checkpoint_utils
 
     state = read_checkpoint(checkpoint, data)
@@ -244,6 +246,8 @@ def load_for_inference(
             f"{checkpoint} has no fairseq config (cfg): not a fairseq checkpoint of this kind"
         )
     data = data_dir_for(checkpoint, cfg.task.get("data", None), data, flag, needs)
+    if check is not None:
+        check(state, data)
     from fairseq.dataclass.utils import overwrite_args_by_name
 
     overwrite_args_by_name(

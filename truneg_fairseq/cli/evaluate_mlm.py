@@ -134,8 +134,8 @@ def main(argv=None) -> int:
     log = setup_logging("truneg_fairseq.evaluate_mlm")
     _check_args(args)
     from truneg_fairseq.checkpoints import CheckpointError, describe_load_error
-    from truneg_fairseq.io_utils import atomic_open
     from truneg_fairseq.errors import CorpusError
+    from truneg_fairseq.io_utils import atomic_open
     from truneg_fairseq.lexicon.synonyms import SynonymTableError
     from truneg_fairseq.pipelines.evaluate_mlm import EvalConfig, compare, resolve_checkpoint
 

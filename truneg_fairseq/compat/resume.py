@@ -198,8 +198,6 @@ def checked_resume() -> None:
         optimizer_overrides=None,
         reset_meters=False,
     ):
-        from truneg_fairseq.checkpoints import CheckpointError
-
         try:
             extra = original(
                 self,

@@ -34,12 +34,8 @@ from fairseq.models.roberta import RobertaModel
 from omegaconf import II
 
 from truneg_fairseq.criterions import logs, losses, rtd
+from truneg_fairseq.criterions.tables import check_resumed_table, load_synonym_lookup
 from truneg_fairseq.evaluation import false_negatives as fn
-from truneg_fairseq.criterions.tables import (  # noqa: F401  (resolve_table_path: the scorer's)
-    check_resumed_table,
-    load_synonym_lookup,
-    resolve_table_path,
-)
 from truneg_fairseq.lexicon import SynonymLookup
 from truneg_fairseq.models.objectives import MaskedLMObjectives, ReplacedTokenDetection
 from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count

@@ -91,7 +91,9 @@ def check_resumed_table(
     checked; one saved before tables were recorded (``recorded`` absent: not a dict) cannot be."""
     if not isinstance(recorded, dict) or "synonym_table" not in recorded:
         if resumed and current is not None:
-            logger.info(f"{checkpoint} records no synonym table: the table it was trained with is not checked")
+            logger.info(
+                f"{checkpoint} records no synonym table: the table it was trained with is not checked"
+            )
         return
     before = recorded["synonym_table"]
     same = (before or {}).get("fingerprint") == (current or {}).get("fingerprint")

@@ -23,14 +23,22 @@ def predict_labels(
     """One predicted label per example of a binarized split, in file order: the label string
     from the task's label dictionary (classification) or the score (regression)."""
     from truneg_fairseq.checkpoints import load_for_inference
+    from truneg_fairseq.evaluation.glue_labels import check_labels
 
-    models, cfg, task = load_for_inference(checkpoint, data, needs="input0/dict.txt")
-    if cfg.task._name != "sentence_prediction":
-        raise ValueError(
-            f"{checkpoint} was not fine-tuned with --task sentence_prediction (task {cfg.task._name})"
-        )
+    def check(state, data_dir):
+        """Before the task reads label/: the task, labels and head of the checkpoint against
+        the data (the head's name is the run's own)."""
+        task_cfg = state["cfg"]["task"]
+        if task_cfg.get("_name") != "sentence_prediction":
+            raise ValueError(
+                f"{checkpoint} was not fine-tuned with --task sentence_prediction "
+                f"(task {task_cfg.get('_name')})"
+            )
+        check_labels(checkpoint, state, data_dir, _head_name(task_cfg))
+
+    models, cfg, task = load_for_inference(checkpoint, data, needs="input0/dict.txt", check=check)
     model = models[0].to(device).eval()
-    head = cfg.task.get("classification_head_name", None) or "sentence_classification_head"
+    head = _head_name(cfg.task)
     task.load_dataset(split)
     ds = task.dataset(split)
     regression = bool(cfg.task.get("regression_target", False))
@@ -49,6 +57,10 @@ def predict_labels(
         else:  # class i is the label dictionary's entry i after its special symbols
             out.extend(labels[i + labels.nspecial] for i in logits.argmax(-1).tolist())
     return out
+
+
+def _head_name(task_cfg) -> str:
+    return task_cfg.get("classification_head_name", None) or "sentence_classification_head"
 
 
 def read_contrast_tsv(path: str, pair_column: str, label_column: str) -> List[Dict[str, str]]:

@@ -202,7 +202,7 @@ class MaskedLMScorer:
 
 
 def _load_table(path: str, task):
-    from truneg_fairseq.criterions.cfn_base import resolve_table_path
+    from truneg_fairseq.criterions.tables import resolve_table_path
     from truneg_fairseq.lexicon.synonyms import SynonymTable
 
     return SynonymTable.load(resolve_table_path(path, task))
