@@ -223,8 +223,7 @@ def resolve_checkpoint(path) -> str:
 
 def _text_sequences(text, encode, d, max_len: int, max_lines: int) -> List[torch.Tensor]:
     """One sequence per non-empty line: <s> entries </s>, cut to ``max_len`` ids (counted in the log)."""
-    seqs = []
-    cut = 0
+    seqs, cut = [], 0
     try:
         for line in read_lines(text):
             if not line.strip():
