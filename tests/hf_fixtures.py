@@ -49,13 +49,19 @@ def bert_config(vocab_size: int, **kw):
 
 
 def save_bert(
-    hf_dir: Path, cls_name: str = "BertForMaskedLM", safe: bool = True, seed: int = 0, vocab=None
+    hf_dir: Path,
+    cls_name: str = "BertForMaskedLM",
+    safe: bool = True,
+    seed: int = 0,
+    vocab=None,
+    **config,
 ):
+    """A tiny random ``cls_name`` saved in ``hf_dir`` (``config``: BertConfig values)."""
     import transformers
 
     vocab = vocab or wordpiece_vocab()
     torch.manual_seed(seed)
-    model = getattr(transformers, cls_name)(bert_config(len(vocab))).eval()
+    model = getattr(transformers, cls_name)(bert_config(len(vocab), **config)).eval()
     _randomize(model, seed)
     model.save_pretrained(str(hf_dir), safe_serialization=safe)
     if not safe and (Path(hf_dir) / "model.safetensors").is_file():

@@ -260,14 +260,19 @@ def test_import_of_export_leaves_every_tensor_equal(
         assert torch.equal(a[k], b[k]), k
 
 
-def test_roberta_export_loads_in_transformers(tmp_path, data_bin):
+@pytest.mark.parametrize("untie", [False, True])
+def test_roberta_export_loads_in_transformers(tmp_path, data_bin, untie):
     from transformers import RobertaForMaskedLM
     from utils import TINY_ROBERTA, build_components, valid_batch
 
-    task, model, _ = build_components(data_bin, ["--criterion", "masked_lm"])
+    arch = [*TINY_ROBERTA, *(["--untie-weights-roberta"] if untie else [])]
+    task, model, _ = build_components(data_bin, ["--criterion", "masked_lm"], arch_args=arch)
     model.eval()
+    if untie:  # an output projection of its own, away from the embeddings
+        with torch.no_grad():
+            model.encoder.lm_head.weight.normal_(0, 0.2)
     ckpt = tmp_path / "rob.pt"
-    _save_checkpoint(ckpt, _cfg_of(data_bin, TINY_ROBERTA), model)
+    _save_checkpoint(ckpt, _cfg_of(data_bin, arch), model)
     assert hf_convert.export_hf(ckpt, tmp_path / "hf") == ["RobertaForMaskedLM"]
     hf = RobertaForMaskedLM.from_pretrained(str(tmp_path / "hf")).eval()
     ids = valid_batch(task)["net_input"]["src_tokens"][:3].clone()  # B x T
@@ -405,3 +410,64 @@ def test_cli_import_export_and_errors(tmp_path, vocab):
     )
     assert bad.returncode == 2 and "no config.json" in bad.stderr
     assert not (tmp_path / "out2").exists()
+
+
+def test_an_untied_bert_head_imports_untied_and_exports_untied(tmp_path, vocab, batch):
+    """tie_word_embeddings false: transformers keeps the decoder weight apart from the word
+    embeddings; the import keeps it as its own tensor (logits equal), records it for
+    --bert-sizes-from, and the export writes it back untied."""
+    from transformers import BertForMaskedLM
+
+    hf = save_bert(tmp_path / "hf", vocab=vocab, tie_word_embeddings=False)
+    dec = hf.cls.predictions.decoder.weight
+    assert (dec - hf.bert.embeddings.word_embeddings.weight).abs().max() > 0.01  # truly untied
+    out = hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    model, _ = load(out / "model.pt")
+    head = model.encoder.lm_head
+    assert head.weight is not model.encoder.sentence_encoder.embed_tokens.weight
+    ids, att, mask = batch
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=att).logits
+        logits, _ = model(to_fairseq_ids(ids, vocab))
+    assert max_diff(ref[..., hf_order(vocab)], logits, mask) <= TOL
+    record = json.loads((out / "import.json").read_text())["model_args"]
+    assert record["untie_weights_roberta"] is True
+    assert hf_convert.export_hf(out / "model.pt", tmp_path / "back") == ["BertForMaskedLM"]
+    assert (
+        json.loads((tmp_path / "back" / "config.json").read_text())["tie_word_embeddings"] is False
+    )
+    back = BertForMaskedLM.from_pretrained(str(tmp_path / "back")).eval()
+    with torch.no_grad():
+        again = back(input_ids=ids, attention_mask=att).logits
+    assert max_diff(ref, again, mask) <= TOL
+
+
+def test_a_tied_bert_exports_tied(tmp_path, vocab):
+    save_bert(tmp_path / "hf", vocab=vocab)
+    out = hf_convert.import_hf(tmp_path / "hf", tmp_path / "out")
+    assert (
+        json.loads((out / "import.json").read_text())["model_args"]["untie_weights_roberta"]
+        is False
+    )
+    hf_convert.export_hf(out / "model.pt", tmp_path / "back")
+    assert (
+        json.loads((tmp_path / "back" / "config.json").read_text())["tie_word_embeddings"] is True
+    )
+
+
+def test_an_untied_electra_generator_is_refused(tmp_path, vocab):
+    from transformers import ElectraForMaskedLM
+
+    root = tmp_path
+    save_electra_pair(root / "disc", root / "gen", vocab=vocab)
+    gen = ElectraForMaskedLM.from_pretrained(str(root / "gen"))
+    gen.config.tie_word_embeddings = False
+    untied = ElectraForMaskedLM(gen.config)
+    untied.load_state_dict(gen.state_dict())
+    with torch.no_grad():
+        untied.generator_lm_head.weight.add_(0.1)
+    shutil.rmtree(root / "gen")
+    untied.save_pretrained(str(root / "gen"))
+    with pytest.raises(ConversionError, match=r"gen/config\.json: tie_word_embeddings is false"):
+        hf_convert.import_hf(root / "disc", root / "out", generator_dir=root / "gen")
+    assert not (root / "out").exists()

@@ -142,5 +142,6 @@ def _warn_untied(state, key, embeddings, what):
         if diff > 0:
             logger.warning(
                 f"the {what} weight differs from the word embeddings (max {diff:.3g}); "
-                "the fairseq model ties them and keeps the word embeddings"
+                "config.json ties them (tie_word_embeddings), so transformers uses the word "
+                "embeddings, and so does the fairseq model"
             )

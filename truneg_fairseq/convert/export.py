@@ -218,16 +218,13 @@ def _export_roberta_family(
     )
     t.update(_fairseq_to_hf(s, BERT_MLM_HEAD if is_bert else ROBERTA_MLM_HEAD))
     t[("cls.predictions." if is_bert else "lm_head.") + "bias"] = s["encoder.lm_head.bias"][rows_t]
-    untied = (
-        (s["encoder.lm_head.weight"] - s[enc + "embed_tokens.weight"]).abs().max().item()
-        if (s["encoder.lm_head.weight"].shape == s[enc + "embed_tokens.weight"].shape)
-        else 1.0
-    )
-    if untied > 0:
-        raise ConversionError(
-            "the checkpoint's masked-LM output projection is not tied to its embeddings "
-            "(--untie-weights-roberta); HuggingFace's masked-LM heads are tied"
-        )
+    # --untie-weights-roberta (or an import of an untied head): the output projection is a
+    # tensor of its own, written as the decoder weight with tie_word_embeddings false
+    untied = model.encoder.lm_head.weight is not model.encoder.sentence_encoder.embed_tokens.weight
+    if untied:
+        decoder = ("cls.predictions." if is_bert else "lm_head.") + "decoder."
+        t[decoder + "weight"] = s["encoder.lm_head.weight"][rows_t]
+        t[decoder + "bias"] = s["encoder.lm_head.bias"][rows_t]  # untied, HF adds this one
     conf = _common_config(
         arch,
         mtype,
@@ -244,6 +241,7 @@ def _export_roberta_family(
         hf_pad,
     )
     conf["type_vocab_size"] = types.size(0)
+    conf["tie_word_embeddings"] = not untied
     if not is_bert:
         conf.update({"bos_token_id": 0, "eos_token_id": 2})
     elif (

@@ -30,8 +30,19 @@ from truneg_fairseq.text import wordpiece_row_order
 logger = logging.getLogger(__name__)
 
 
-def _bert_sizes(c: dict, max_positions: int) -> Dict[str, object]:
+DECODER = "cls.predictions.decoder.weight"
+
+
+def untied_decoder(ck: HFCheckpoint) -> bool:
+    """Whether ``ck`` is a masked-LM head whose output projection is its own tensor: config.json
+    says ``tie_word_embeddings: false`` and the weights hold the decoder (``transformers`` then
+    keeps it apart from the word embeddings, so the import must too)."""
+    return ck.config.get("tie_word_embeddings", True) is False and DECODER in ck.state
+
+
+def _bert_sizes(c: dict, max_positions: int, untied: bool = False) -> Dict[str, object]:
     return {
+        "untie_weights_roberta": untied,
         "encoder_layers": int(c["num_hidden_layers"]),
         "encoder_embed_dim": int(c["hidden_size"]),
         "encoder_ffn_embed_dim": int(c["intermediate_size"]),
@@ -53,7 +64,8 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
     _check_vocab_size(ck, rows)
     order = wordpiece_row_order(ck.vocab)
     max_positions = _take(s, base + "embeddings.position_embeddings.weight", where).size(0)
-    cfg, task, model = _build("masked_lm", "bert_hf", _bert_sizes(c, max_positions), work)
+    untied = untied_decoder(ck)
+    cfg, task, model = _build("masked_lm", "bert_hf", _bert_sizes(c, max_positions, untied), work)
     pad = task.source_dictionary.pad()
     emb = _embeddings(s, base + "embeddings.", order, pad, where)
     enc = "encoder.sentence_encoder."
@@ -68,15 +80,25 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
     out.update(_layers(s, base + "encoder.layer.", enc + "layers.", c["num_hidden_layers"], where))
     if _has(s, BERT_MLM_HEAD):
         head = "cls.predictions."
-        bias_key = head + "bias" if head + "bias" in s else head + "decoder.bias"
+        # the decoder's own bias is what transformers adds when the head is untied (tied, the
+        # two names are one tensor)
+        first = "decoder.bias" if untied else "bias"
+        bias_key = head + first if head + first in s else head + "decoder.bias"
         out.update(_hf_to_fairseq(s, BERT_MLM_HEAD, where))
         out["encoder.lm_head.bias"] = _take(s, bias_key, where)[order]
-        _warn_untied(
-            s,
-            head + "decoder.weight",
-            _take(s, base + "embeddings.word_embeddings.weight", where),
-            "MLM decoder",
-        )
+        if untied:  # the output projection as its own parameter, rows in fairseq's order
+            out["encoder.lm_head.weight"] = _take(s, DECODER, where)[order]
+            logger.info(
+                f"{ck.path}: tie_word_embeddings is false; the masked-LM output projection is "
+                "imported as its own tensor (--untie-weights-roberta)"
+            )
+        else:  # transformers ties it to the word embeddings, whatever the file holds
+            _warn_untied(
+                s,
+                DECODER,
+                _take(s, base + "embeddings.word_embeddings.weight", where),
+                "MLM decoder",
+            )
     else:
         out.update(
             fresh_mlm_head(

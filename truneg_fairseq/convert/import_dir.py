@@ -13,7 +13,7 @@ import torch
 from truneg_fairseq.convert.build import _save_checkpoint
 from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.hf_dir import BERT_ARCHS, ELECTRA_ARCHS, GENERATOR_ARCHS, read_hf_dir
-from truneg_fairseq.convert.import_bert import _bert_sizes, _import_bert
+from truneg_fairseq.convert.import_bert import _bert_sizes, _import_bert, untied_decoder
 from truneg_fairseq.convert.import_electra import _electra_sizes, _import_electra
 from truneg_fairseq.convert.keys import BERT_MLM_HEAD, _has
 from truneg_fairseq.io_utils import atomic_dir
@@ -55,7 +55,7 @@ def import_hf(
             if ck.arch in BERT_ARCHS:
                 cfg, model = _import_bert(ck, work, seed)
                 head = "imported" if _has(ck.state, BERT_MLM_HEAD) else f"fresh (seed {seed})"
-                sizes = _bert_sizes(ck.config, cfg.model.max_positions)
+                sizes = _bert_sizes(ck.config, cfg.model.max_positions, untied_decoder(ck))
             else:
                 cfg, model = _import_electra(ck, gen, work, allow_unshared_embeddings)
                 head = (

@@ -155,6 +155,15 @@ def _import_electra(
     out.update(_stack(s, "discriminator.", d, where))
     if gen is not None:
         gs, gwhere = gen.state, str(gen.path)
+        if (
+            gen.config.get("tie_word_embeddings", True) is False
+            and "generator_lm_head.weight" in gs
+        ):
+            raise ConversionError(
+                f"{gen.path}/config.json: tie_word_embeddings is false, so the generator's output "
+                "projection (generator_lm_head.weight) is not the word embeddings; the plugin's "
+                "ELECTRA ties them and cannot hold it. Give a generator with tied embeddings"
+            )
         out.update(_stack(gs, "generator.", gen.config, gwhere))
         out.update(_hf_to_fairseq(gs, GENERATOR_HEAD, gwhere))
         out["generator_bias"] = _take(gs, "generator_lm_head.bias", gwhere)[order]

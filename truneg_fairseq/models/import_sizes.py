@@ -29,6 +29,7 @@ FIELD_TYPES = {
     "attention_dropout": float,
     "bert_layernorm_eps": float,
     "bert_type_vocab_size": int,
+    "untie_weights_roberta": bool,  # a masked-LM output projection of its own
     # the plugin's ELECTRA
     "electra_embed_dim": int,
     "electra_hidden_dim": int,
