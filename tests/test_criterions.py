@@ -24,10 +24,15 @@ def empty_table(data_bin, tmp_path_factory):
     return path
 
 
-def test_hc_with_empty_table_equals_fairseq_masked_lm(data_bin, empty_table):
+def test_hc_with_empty_table_equals_fairseq_masked_lm(data_bin, synonym_table, empty_table):
+    """With no synonym pair the hard correction is plain masked LM (a table of 0 pairs is
+    refused when the criterion is built, so the lookup is emptied after)."""
+    from truneg_fairseq.lexicon import SynonymLookup
+
     task, model, hc = build_components(
-        data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(empty_table)]
+        data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)]
     )
+    hc.lookup = SynonymLookup(SynonymTable.load(empty_table), len(task.source_dictionary))
     model.eval()  # no dropout: both passes see the same network
     sample = valid_batch(task)
     ref = MaskedLmLoss(MaskedLmConfig(tpu=False), task)
