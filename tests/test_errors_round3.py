@@ -283,6 +283,26 @@ def test_a_bom_before_a_needed_glue_column_is_said_in_words(tmp_path):
     assert len(exs) == 1 and exs[0].label == "entailment"
 
 
+def test_a_bom_before_a_needed_column_of_a_perturbed_or_contrast_file_is_said_in_words(tmp_path):
+    from truneg_fairseq.data.glue import TASKS
+    from truneg_fairseq.data.perturb import column_index
+    from truneg_fairseq.errors import CorpusError
+    from truneg_fairseq.evaluation.contrast import read_contrast_tsv
+
+    with pytest.raises(CorpusError) as e:
+        column_index("\ufeffsentence\tlabel", "sentence", "dev.tsv", TASKS["SST-2"])
+    assert "dev.tsv: the file starts with a byte-order mark (BOM)" in str(e.value)
+    assert "\ufeff" not in str(e.value)
+    tsv = tmp_path / "contrast.tsv"
+    tsv.write_text("\ufeffpair_id\tsentence\tlabel\np1\ta b .\t1\n", encoding="utf-8")
+    with pytest.raises(ValueError) as e:
+        read_contrast_tsv(str(tsv), "pair_id", "label")
+    assert "no column 'pair_id' (--pair-column) (the file starts with a byte-order mark, BOM" in (
+        str(e.value)
+    )
+    assert "\ufeff" not in str(e.value) and "header is: pair_id, sentence, label" in str(e.value)
+
+
 # ---- GLUE predictions on other data ---------------------------------------------------------
 
 GLUE_TASKS = ("SST-2", "RTE", "MNLI", "STS-B")

@@ -178,7 +178,7 @@ def _columns(task: GlueTask, path: Path, lines: List[str]):
         if key is None:
             continue
         if key not in header:
-            raise CorpusError(_missing_column(task, path, key, header))
+            raise CorpusError(missing_column(task, path, key, header))
         # MNLI's gold_label is the last column; label1..label5 come before it
         cols[key] = len(header) - 1 - header[::-1].index(key)
     return (
@@ -188,7 +188,7 @@ def _columns(task: GlueTask, path: Path, lines: List[str]):
     )
 
 
-def _missing_column(task: GlueTask, path: Path, key, header: List[str]) -> str:
+def missing_column(task: Optional[GlueTask], path, key, header: List[str]) -> str:
     """The message for a header without column ``key``: the header's names as they read (an
     invisible character shown escaped), and a byte-order mark before the first name said in
     words, since that is what hides a column that looks present."""
@@ -201,7 +201,8 @@ def _missing_column(task: GlueTask, path: Path, key, header: List[str]) -> str:
             f"as {key!r} (header: {shown}). Save "
             "the file as UTF-8 without a BOM (e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)"
         )
-    return f"{path}: column {key!r} not in the header ({shown}); is this the {task.name} file?"
+    name = f"the {task.name} file" if task is not None else "the file meant"
+    return f"{path}: column {key!r} not in the header ({shown}); is this {name}?"
 
 
 def _read_tsv_lines(path: Path) -> List[str]:

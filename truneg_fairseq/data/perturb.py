@@ -125,8 +125,16 @@ def perturb_glue_tsv(
     return out, changed
 
 
-def column_index(header_line: Optional[str], key) -> int:
+def column_index(header_line: Optional[str], key, path="<tsv>", task=None) -> int:
+    """The index of column ``key`` (the last of that name) in the header; a name the header
+    lacks is a :class:`~truneg_fairseq.errors.CorpusError` naming ``path`` (and a byte-order
+    mark, when one hides the first name)."""
     if isinstance(key, int):
         return key
     cols = header_line.split("\t")
+    if key not in cols:
+        from truneg_fairseq.data.glue import missing_column
+        from truneg_fairseq.errors import CorpusError
+
+        raise CorpusError(missing_column(task, path, key, cols))
     return len(cols) - 1 - cols[::-1].index(key)

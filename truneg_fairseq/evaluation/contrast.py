@@ -70,10 +70,18 @@ def read_contrast_tsv(path: str, pair_column: str, label_column: str) -> List[Di
         header = next(reader, None)
         if header is None:
             raise ValueError(f"{path} is empty")
+        bom = header[0].startswith("\ufeff")
         for col, flag in ((pair_column, "--pair-column"), (label_column, "--label-column")):
             if col not in header:
+                names = [h.lstrip("\ufeff") for h in header]
+                shown = ", ".join(n if n.isprintable() else ascii(n) for n in names)
+                why = (
+                    " (the file starts with a byte-order mark, BOM: save it as UTF-8 without one)"
+                    if bom and col == names[0]
+                    else ""
+                )
                 raise ValueError(
-                    f"{path} has no column '{col}' ({flag}); its header is: {', '.join(header)}"
+                    f"{path} has no column '{col}' ({flag}){why}; its header is: {shown}"
                 )
         rows = []
         for n, row in enumerate(reader, start=2):

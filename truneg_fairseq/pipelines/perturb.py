@@ -91,7 +91,7 @@ def perturb_glue_folder(cfg: PerturbConfig, task_name: str, wn=None) -> dict:
                 lines = [line.rstrip("\r\n") for line in f]
             header = lines[0] if task.header else None
             cols = [
-                perturb.column_index(header, k)
+                perturb.column_index(header, k, src, task)
                 for k in (task.sentence1, task.sentence2)
                 if k is not None
             ]
