@@ -68,6 +68,20 @@ def test_resuming_with_other_sizes_is_one_error_naming_the_flag(hc_run, data_bin
         _one_error(proc, f"{run / 'checkpoint_last.pt'} does not fit the model built here", said)
 
 
+def test_resuming_on_data_of_another_dictionary_is_one_error(hc_run, tmp_path):
+    from utils import make_corpus, tiny_corpus_lines
+
+    run = _copy(hc_run, tmp_path)
+    other = make_corpus(tmp_path / "other", tiny_corpus_lines(300, seed=5), vocab_size=120)
+    args = [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "2"]
+    proc = fairseq_train(other, run, args, check=False)
+    _one_error(
+        proc,
+        f"{run / 'checkpoint_last.pt'} was trained with another dictionary than {other}/dict.txt",
+        "give the data directory it was trained on",
+    )
+
+
 def test_resuming_with_another_criterion_is_one_error(hc_run, data_bin, tmp_path):
     run = _copy(hc_run, tmp_path)
     args = [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "2"]

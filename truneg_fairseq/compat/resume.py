@@ -169,7 +169,15 @@ def resume_message(path, exc: BaseException, trainer):
     said = describe_load_error(path, cause) if cause is not None else None
     if said is None:
         return None
-    if "does not fit" in said or "another dictionary" in said:
+    if "another dictionary" in said:
+        where = str(trainer.cfg.task.data).split(os.pathsep)[0]
+        counts = re.search(r"has (\d+) entries, .* gives (\d+)", said)
+        sizes = f" ({counts.group(1)} entries there, {counts.group(2)} here)" if counts else ""
+        return (
+            f"{path} was trained with another dictionary than {where}/dict.txt{sizes}. {start}: "
+            f"give the data directory it was trained on, {new_run}"
+        )
+    if "does not fit" in said:
         diffs = _size_differences(path, trainer.cfg.model)
         return (
             f"{said.rstrip('.')}{f' ({diffs})' if diffs else ''}. {start}: give the model flags "
