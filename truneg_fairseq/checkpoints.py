@@ -61,8 +61,9 @@ def describe_load_error(path, exc: BaseException, data: Optional[str] = None) ->
     if act:
         from fairseq.utils import get_available_activation_fns
 
+        name = act.group(1) or act.group(2)
         return (
-            f"{path} records the activation function {act.group(1) or act.group(2)!r}, which fairseq does not "
+            f"{path} records the activation function {name!r}, which fairseq does not "
             f"know ({', '.join(get_available_activation_fns())}): it was saved by other code or "
             "edited. Use a checkpoint saved by fairseq-train or scripts/convert_hf.py import"
         )
