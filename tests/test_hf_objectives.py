@@ -230,9 +230,7 @@ def test_electra_pair_equals_the_fairseq_electra(world, objective):
     fs_model = models[0]
     pad = task.source_dictionary.pad()
     name = "electra" if objective == "mlm" else "hard_correction"
-    crit = fairseq_criterion(
-        name, world, task, "electra_tiny", electra_rtd_synonym_policy="ignore"
-    )
+    crit = fairseq_criterion(name, world, task, "electra_tiny", electra_rtd_synonym_policy="ignore")
     torch.manual_seed(11)
     fs_loss, fs_size, fs_log = crit(fs_model, fairseq_sample(world["batch"], pad))
     fs_loss.backward()

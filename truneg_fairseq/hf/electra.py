@@ -88,8 +88,10 @@ class ElectraPretraining(TrueNegativeMLM):
             )
         if sample_temperature <= 0:
             raise ValueError(f"sample_temperature must be > 0, got {sample_temperature}")
-        share = _same_embeddings(generator, discriminator) if share_embeddings == "auto" else bool(
-            share_embeddings
+        share = (
+            _same_embeddings(generator, discriminator)
+            if share_embeddings == "auto"
+            else bool(share_embeddings)
         )
         if share:
             generator.electra.embeddings = discriminator.electra.embeddings

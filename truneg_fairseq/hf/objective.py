@@ -96,7 +96,7 @@ class TrueNegativeMLM(nn.Module):
             raise ValueError(
                 "objective hard_correction needs a synonym table built for the tokenizer: "
                 "truneg_fairseq.hf.build_synonym_table(tokenizer) (or truneg-hf-train "
-                "--build-synonyms FILE MODEL_DIR)"
+                "MODEL_DIR --build-synonyms FILE)"
             )
         if objective == "sent_kl" and not self.parts.gives_encodings():
             raise ModelError(
@@ -220,9 +220,7 @@ class TrueNegativeMLM(nn.Module):
         if self.lookup is not None and self.lookup.has_content:
             content = self.lookup.content[pred]
         logging.update(
-            fn.step_counts(
-                sel.rows_any, word, pred.eq(gold), valid & ~word, rows, synonym, content
-            )
+            fn.step_counts(sel.rows_any, word, pred.eq(gold), valid & ~word, rows, synonym, content)
         )
         for name, _, value in terms:
             logging[name] = value.detach()

@@ -101,7 +101,7 @@ def load_synonym_table(path: os.PathLike, tokenizer, flag: str = "--synonym-tabl
             f"tokenizer {table.meta.get('tokenizer')}), not for this tokenizer's {len(symbols)} "
             "entries in its id order (a table for a fairseq dict.txt, even one imported from "
             "this model, numbers the entries differently). Build one for the tokenizer: "
-            "`truneg-hf-train --build-synonyms FILE MODEL_DIR` or "
+            "`truneg-hf-train MODEL_DIR --build-synonyms FILE` or "
             "truneg_fairseq.hf.build_synonym_table(tokenizer)"
         ) from None
     return table
