@@ -193,3 +193,19 @@ def test_sentence_kl_needs_a_model_with_encodings(tiny):
     out = obj(**MaskedLMCollator(tok)([{"input_ids": x} for x in ids]))
     out["loss"].backward()
     assert out["sample_size"] > 0 and model.out.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.slow
+def test_the_trainer_api_example_runs(tiny, tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("\n".join(tiny_corpus_lines(40, seed=6)) + "\n")
+    out = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "hf" / "trainer_api.py"), str(tiny / "bert"),
+         str(text), str(tmp_path / "out"), "2"],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    from transformers import AutoModelForMaskedLM
+
+    AutoModelForMaskedLM.from_pretrained(str(tmp_path / "out"))

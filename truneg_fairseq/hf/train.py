@@ -314,7 +314,7 @@ def _log_line(logs: dict, step: int) -> str:
 
 def run(cfg: HFTrainConfig) -> str:
     """Train; returns the output directory (the final model is saved there)."""
-    from transformers import TrainerCallback
+    from transformers import PrinterCallback, TrainerCallback
     from transformers.trainer_utils import get_last_checkpoint
 
     from truneg_fairseq.hf.collator import MaskedLMCollator
@@ -345,6 +345,7 @@ def run(cfg: HFTrainConfig) -> str:
         processing_class=tok,
         callbacks=[LogLines()],
     )
+    trainer.remove_callback(PrinterCallback)  # the same values as LogLines, as a dict
     last = (
         get_last_checkpoint(cfg.output_dir)
         if cfg.resume and os.path.isdir(cfg.output_dir)
