@@ -5,6 +5,7 @@ input refused with one message before training starts."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -55,26 +56,43 @@ def step_of(ckpt):
 
 @pytest.mark.slow
 def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
+    import shutil
+
     from transformers import BertForMaskedLM
 
     out = tmp_path / "run"
     args = base_args(tiny, out, "--valid", str(tiny / "valid.txt"), "--eval-steps", "4")
     args += ["--save-steps", "2", "--log-steps", "2", "--report-to", "tensorboard"]
-    assert hf_train.main([*args, "--max-steps", "4"]) == 0
+    args += ["--max-steps", "6"]
+    assert hf_train.main(args) == 0
     log = capsys.readouterr().out
-    for name in ("mlm_loss", "corrected_loss", "mlm_acc", "syn_acc", "pred_corr_ratio"):
-        assert f"| {name} " in log or f"{name} " in log.split("num_updates 2")[0], name
+    line = next(x for x in log.splitlines() if x.endswith("| num_updates 2"))
+    values = line.split("INFO | truneg_fairseq.hf.train | ")[1]
+    for name in ("loss", "mlm_loss", "corrected_loss", "ppl", "mlm_acc", "syn_acc"):
+        assert re.search(rf"(^|\| ){name} [\d.]+", values), name
+    assert "pred_corr_ratio" in line and "iter_corr_ratio" in line and "content_pred" in line
     assert "iter_corr_ratio" in log and "eval_mlm_acc" in log and "eval_pred_corr_ratio" in log
     assert "100 examples (one per non-empty line; 1 empty lines left out" in log
     assert (out / "synonyms.npz").is_file() and any((out / "runs").rglob("events.*"))
-    assert [step_of(out / f"checkpoint-{n}") for n in (2, 4)] == [2, 4]
+    assert [step_of(out / f"checkpoint-{n}") for n in (2, 4, 6)] == [2, 4, 6]
     BertForMaskedLM.from_pretrained(str(out / "checkpoint-2"))  # each checkpoint loads
     BertForMaskedLM.from_pretrained(str(out))  # and so does the final model
+    straight = weights(out)
 
-    # interrupted after 4 updates: the same command with more updates goes on from checkpoint-4
-    assert hf_train.main([*args, "--max-steps", "6"]) == 0
+    # interrupted after 4 updates, in the middle of saving checkpoint-6: the same command goes
+    # on from checkpoint-4, the last complete one, and ends where the run without interruption
+    # ended (optimizer, schedule, data position and masks as they were)
+    shutil.rmtree(out / "checkpoint-6")
+    (out / "model.safetensors").unlink()
+    (out / "checkpoint-6").mkdir()
+    (out / "checkpoint-6" / "config.json").write_text("{")
+    assert hf_train.main(args) == 0
     log = capsys.readouterr().out
-    assert "resuming from" in log and "checkpoint-4" in log and step_of(out / "checkpoint-6") == 6
+    assert re.search(r"resuming from \S+checkpoint-4\b", log) and "incomplete checkpoint" in log
+    assert "num_updates 6" in log and "num_updates 2 " not in log
+    resumed = weights(out)
+    for k in straight:
+        assert torch.allclose(resumed[k], straight[k], atol=1e-6, rtol=1e-5), k
 
 
 @pytest.mark.slow
@@ -209,3 +227,24 @@ def test_the_trainer_api_example_runs(tiny, tmp_path):
     from transformers import AutoModelForMaskedLM
 
     AutoModelForMaskedLM.from_pretrained(str(tmp_path / "out"))
+
+
+@pytest.mark.slow
+def test_electra_pair_run(tmp_path, tiny, capsys):
+    """--generator: ELECTRA pre-training of a local pair with hard correction on the generator;
+    the discriminator and generator/ come out as from_pretrained directories."""
+    from hf_fixtures import save_electra_pair
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+    save_electra_pair(tmp_path / "disc", tmp_path / "gen")
+    out = tmp_path / "run"
+    argv = base_args(tiny, out, "--generator", str(tmp_path / "gen"), "--max-steps", "2")
+    argv[0] = str(tmp_path / "disc")
+    assert hf_train.main([*argv, "--log-steps", "1", "--rtd-synonym-policy", "original"]) == 0
+    log = capsys.readouterr().out
+    assert "(ELECTRA)" in log and "disc_loss" in log and "rtd_synonym" in log
+    ElectraForPreTraining.from_pretrained(str(out))
+    ElectraForMaskedLM.from_pretrained(str(out / "generator"))
+    # the discriminator alone is refused, naming --generator
+    argv = base_args(tiny, tmp_path / "o")
+    expect_error(capsys, [str(tmp_path / "disc")] + argv[1:], "--generator GEN_DIR")

@@ -110,6 +110,10 @@ class TrueNegativeMLM(nn.Module):
         ordinary = torch.ones(max(rows, len(tokenizer)), dtype=torch.bool)  # V: not a special
         ordinary[[i for i in tokenizer.all_special_ids if i is not None]] = False
         self.register_buffer("ordinary", ordinary, persistent=False)
+        # constant lookup tables: DDP need not broadcast them every step
+        self._ddp_params_and_buffers_to_ignore = ["ordinary"] + [
+            f"lookup.{name}" for name, _ in (self.lookup.named_buffers() if self.lookup else ())
+        ]
 
     # ---- the pass ----------------------------------------------------------------------------
     def encode(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:

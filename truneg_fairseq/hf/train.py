@@ -253,6 +253,33 @@ def synonym_table(cfg: HFTrainConfig, tok):
     return table
 
 
+def last_checkpoint(output_dir: str) -> Optional[str]:
+    """The last complete ``checkpoint-N`` of ``output_dir`` (``trainer_state.json`` is the last
+    file ``Trainer`` writes into one); later, incomplete ones (a save cut short) are logged."""
+    import re
+
+    if not os.path.isdir(output_dir):
+        return None
+    found = sorted(
+        (int(m.group(1)), name)
+        for name in os.listdir(output_dir)
+        if (m := re.fullmatch(r"checkpoint-(\d+)", name))
+        and os.path.isdir(os.path.join(output_dir, name))
+    )
+    skipped = []
+    for _, name in reversed(found):
+        path = os.path.join(output_dir, name)
+        if os.path.isfile(os.path.join(path, "trainer_state.json")):
+            if skipped:
+                logger.warning(
+                    f"{len(skipped)} incomplete checkpoint(s) left aside (no trainer_state.json): "
+                    + ", ".join(skipped)
+                )
+            return path
+        skipped.append(path)
+    return None
+
+
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
@@ -302,6 +329,7 @@ def training_arguments(cfg: HFTrainConfig):
         ddp_backend="gloo" if cfg.cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
         report_to=[] if cfg.report_to == "none" else [cfg.report_to],
         dataloader_num_workers=cfg.workers,
+        dataloader_pin_memory=not cfg.cpu,
         disable_tqdm=not sys.stderr.isatty(),
     )
 
@@ -315,7 +343,6 @@ def _log_line(logs: dict, step: int) -> str:
 def run(cfg: HFTrainConfig) -> str:
     """Train; returns the output directory (the final model is saved there)."""
     from transformers import PrinterCallback, TrainerCallback
-    from transformers.trainer_utils import get_last_checkpoint
 
     from truneg_fairseq.hf.collator import MaskedLMCollator
     from truneg_fairseq.hf.trainer import TrueNegativeTrainer
@@ -346,11 +373,7 @@ def run(cfg: HFTrainConfig) -> str:
         callbacks=[LogLines()],
     )
     trainer.remove_callback(PrinterCallback)  # the same values as LogLines, as a dict
-    last = (
-        get_last_checkpoint(cfg.output_dir)
-        if cfg.resume and os.path.isdir(cfg.output_dir)
-        else None
-    )
+    last = last_checkpoint(cfg.output_dir) if cfg.resume else None
     if last:
         logger.info(f"resuming from {last}")
     logger.info(

@@ -39,7 +39,7 @@ class _CollatorEpoch(TrainerCallback):
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         if hasattr(self.collator, "set_epoch"):
-            self.collator.set_epoch(int(state.epoch or 0))
+            self.collator.set_epoch(round(state.epoch or 0))
 
 
 class TrueNegativeTrainer(Trainer):
@@ -70,7 +70,13 @@ class TrueNegativeTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = model(**inputs)
         if num_items_in_batch is not None:
-            loss = out["loss"] / num_items_in_batch
+            # an update with nothing masked: a zero loss, not 0 / 0
+            n = (
+                num_items_in_batch.clamp(min=1)
+                if torch.is_tensor(num_items_in_batch)
+                else max(num_items_in_batch, 1)
+            )
+            loss = out["loss"] / n
             if self.args.average_tokens_across_devices and self.args.world_size > 1:
                 loss = loss * self.args.world_size  # DDP averages the processes' gradients
         else:  # a batch on its own (no item count): its own masked tokens, one micro-batch share
