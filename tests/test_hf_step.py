@@ -148,3 +148,20 @@ def test_importing_the_plugin_does_not_import_transformers():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_another_collators_batch_gives_the_same_loss(setup):
+    """A batch without prediction slots (transformers' own DataCollatorForLanguageModeling
+    gives labels only) is scored at every position: the same loss and counts as with slots."""
+    from transformers import BertForMaskedLM
+
+    from truneg_fairseq.hf import TrueNegativeMLM
+
+    root, tok, table, _, batch = setup
+    obj = TrueNegativeMLM(BertForMaskedLM.from_pretrained(str(root)), tok, "hard_correction", table)
+    with torch.no_grad():
+        a = obj(**batch)
+        b = obj(**{k: v for k, v in batch.items() if k != "mlm_positions"})
+    assert torch.allclose(a["loss"], b["loss"], rtol=1e-5)
+    for k in ("sample_size", "fn_masked", "fn_correct", "fn_synonym", "fn_masked_sequences"):
+        assert int(a["logging"][k]) == int(b["logging"][k]), k

@@ -180,14 +180,19 @@ class TrueNegativeMLM(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         labels: torch.Tensor,
-        mlm_positions: torch.Tensor,
+        mlm_positions: Optional[torch.Tensor] = None,
         token_type_ids: Optional[torch.Tensor] = None,
         num_items_in_batch=None,
         **unused,
     ) -> Dict:
         """input_ids, attention_mask, labels (-100 where nothing is predicted): B x T;
-        mlm_positions: B x N prediction slots (:class:`~truneg_fairseq.hf.MaskedLMCollator`)."""
+        mlm_positions: B x N prediction slots (:class:`~truneg_fairseq.hf.MaskedLMCollator`);
+        without them (another collator, e.g. transformers' ``DataCollatorForLanguageModeling``)
+        every position is a slot: the same loss, with the head run at every position."""
         pad = self.pad
+        if mlm_positions is None:
+            b, t = input_ids.shape
+            mlm_positions = torch.arange(t, device=input_ids.device).expand(b, t)  # B x T
         target = labels.masked_fill(labels.eq(IGNORE), pad)  # B x T: fairseq's target
         sel = SlotSelection(None, mlm_positions.size(1), positions=mlm_positions)
         net = self.mlm_pass(input_ids, attention_mask, target, sel, token_type_ids)
@@ -201,10 +206,8 @@ class TrueNegativeMLM(nn.Module):
             whole = sel.take(self.lookup.ends_word(original))  # S: pieces are never corrected
             is_pair = self.lookup.is_synonym(gold, pred)
             synonym = valid & fn.synonym_predictions(gold, pred, is_pair, whole)  # S
-        terms, stats = self.terms(
-            net, nll, synonym if synonym is not None else torch.zeros_like(valid), valid,
-            attention_mask,
-        )  # fmt: skip
+        corrected = synonym if synonym is not None else torch.zeros_like(valid)
+        terms, stats = self.terms(net, nll, corrected, valid, attention_mask)
         terms = self.extend(
             net, input_ids, attention_mask, sel, valid, original, whole, terms, stats
         )
