@@ -165,3 +165,27 @@ def test_another_collators_batch_gives_the_same_loss(setup):
     assert torch.allclose(a["loss"], b["loss"], rtol=1e-5)
     for k in ("sample_size", "fn_masked", "fn_correct", "fn_synonym", "fn_masked_sequences"):
         assert int(a["logging"][k]) == int(b["logging"][k]), k
+
+
+def test_a_byte_level_bpe_vocabulary_gets_its_table(tmp_path, wn):
+    """RoBERTa's byte-level BPE: 'Ġ' starts a word, other entries continue one, the specials
+    are neither; WordNet pairs come out between whole-word entries."""
+    import json
+
+    from transformers import RobertaTokenizer
+
+    from truneg_fairseq.hf import build_synonym_table, hf_vocab_view
+
+    entries = ["<s>", "<pad>", "</s>", "<unk>", "Ġprimary", "Ġmain", "Ġchief", "Ġthe"]
+    entries += ["m", "a", "i", "n", "ma", "in"]
+    vocab = {t: i for i, t in enumerate(entries + ["<mask>"])}
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\nm a\ni n\n")
+    tok = RobertaTokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    view = hf_vocab_view(tok)
+    assert view.tokenizer == "gpt2"
+    assert view.words[vocab["Ġmain"]] == "main" and view.words[vocab["<s>"]] is None
+    assert view.continuation[vocab["ma"]] and not view.continuation[vocab["<mask>"]]
+    table, _ = build_synonym_table(tok, wn=wn)
+    assert vocab["Ġmain"] in table.synonyms_of(vocab["Ġprimary"])
+    assert vocab["Ġthe"] not in table.content_ids.tolist()  # a stopword
