@@ -189,3 +189,24 @@ def test_a_byte_level_bpe_vocabulary_gets_its_table(tmp_path, wn):
     table, _ = build_synonym_table(tok, wn=wn)
     assert vocab["Ġmain"] in table.synonyms_of(vocab["Ġprimary"])
     assert vocab["Ġthe"] not in table.content_ids.tolist()  # a stopword
+
+
+def test_whole_word_masking_selects_a_words_pieces_together(setup):
+    from truneg_fairseq.hf import MaskedLMCollator, tokenize_lines
+
+    _, tok, _, _, _ = setup
+    ids = tokenize_lines(tok, tiny_corpus_lines(80, seed=9), 32)  # rare words split into pieces
+    cont = torch.tensor(
+        [t.startswith("##") for t in tok.convert_ids_to_tokens(list(range(len(tok))))]
+    )
+    col = MaskedLMCollator(tok, mask_prob=0.4, whole_words=True)
+    batch = col([{"input_ids": x, "index": i} for i, x in enumerate(ids)])
+    original = torch.zeros_like(batch["input_ids"])
+    for i, x in enumerate(ids):
+        original[i, : len(x)] = torch.tensor(x)
+    selected = batch["labels"].ne(-100)
+    pieces = cont[original] & batch["attention_mask"].bool()
+    assert pieces.any()
+    # a continuation piece is selected exactly when the piece before it is
+    assert torch.equal(selected[:, 1:][pieces[:, 1:]], selected[:, :-1][pieces[:, 1:]])
+    assert selected[pieces].any()
