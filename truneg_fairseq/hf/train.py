@@ -235,8 +235,9 @@ def synonym_table(cfg: HFTrainConfig, tok):
 
     path = cfg.synonym_table or os.path.join(cfg.output_dir, TABLE_NAME)
     if cfg.synonym_table or os.path.isfile(path):
+        flag = "--synonym-table" if cfg.synonym_table else "the table of an earlier run,"
         try:
-            return load_synonym_table(path, tok)
+            return load_synonym_table(path, tok, flag)
         except SynonymTableError as e:
             raise HFTrainError(str(e)) from None
     needed = cfg.objective == "hard_correction" or cfg.rtd_synonym_policy != "replaced"

@@ -88,9 +88,10 @@ class TrueNegativeTrainer(Trainer):
         return (loss, out) if return_outputs else loss
 
     def log(self, logs, start_time=None):
-        if "loss" in logs and self._train_sums:
+        if ("loss" in logs or "train_loss" in logs) and self._train_sums:
             # the interval's sums, reduced as fairseq reduces them; fairseq's loss replaces the
-            # mean of the steps' losses
+            # mean of the steps' losses (the run's last log takes the steps after the last
+            # interval)
             logs = {**logs, **interval_values(self._train_sums)}
         super().log(logs, start_time)
 
