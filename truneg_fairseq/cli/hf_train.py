@@ -54,6 +54,16 @@ def build_parser():
     g.add_argument("--max-grad-norm", type=float, default=1.0)
     g.add_argument("--seq-len", type=int, default=128, help="tokens per example (longer cut)")
     g.add_argument("--mask-prob", type=float, default=0.15)
+    g.add_argument(
+        "--leave-unmasked-prob",
+        type=float,
+        help="share of the selected tokens kept (default 0.1; ELECTRA 0.15)",
+    )
+    g.add_argument(
+        "--random-token-prob",
+        type=float,
+        help="share of the selected tokens replaced at random (default 0.1; ELECTRA 0)",
+    )
     g.add_argument("--max-predictions", type=int, help="static slots per row (default: ELECTRA's)")
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--save-steps", type=int, default=500, help="a checkpoint every N updates")

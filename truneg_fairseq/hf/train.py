@@ -50,6 +50,10 @@ class HFTrainConfig:
     max_grad_norm: float = 1.0
     seq_len: int = 128
     mask_prob: float = 0.15
+    # of the selected tokens: kept / replaced at random; None: BERT's 0.1 / 0.1, or with a
+    # generator ELECTRA's 0.15 / 0 (the plugin's --task electra)
+    leave_unmasked_prob: Optional[float] = None
+    random_token_prob: Optional[float] = None
     max_predictions: Optional[int] = None
     seed: int = 1
     save_steps: int = 500
@@ -355,8 +359,14 @@ def run(cfg: HFTrainConfig) -> str:
     valid = (
         LineDataset(read_examples(tok, cfg.valid, "--valid", cfg.seq_len)) if cfg.valid else None
     )
+    keep, rand = (0.15, 0.0) if disc is not None else (0.1, 0.1)
     collator = MaskedLMCollator(
-        tok, mask_prob=cfg.mask_prob, seed=cfg.seed, max_predictions=cfg.max_predictions
+        tok,
+        mask_prob=cfg.mask_prob,
+        leave_unmasked_prob=keep if cfg.leave_unmasked_prob is None else cfg.leave_unmasked_prob,
+        random_token_prob=rand if cfg.random_token_prob is None else cfg.random_token_prob,
+        seed=cfg.seed,
+        max_predictions=cfg.max_predictions,
     )
 
     class LogLines(TrainerCallback):
