@@ -162,6 +162,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("tasks", ("tasks",)),
     ("criterions", ("criterions",)),
     ("convert", ("convert",)),
+    ("hf", ("hf",)),
     ("pipelines", ("pipelines",)),
     ("cli", ("cli",)),
 )

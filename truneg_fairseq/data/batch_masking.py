@@ -208,7 +208,7 @@ class BatchMaskedLMDataset(FairseqDataset):
 
     def mask(self, tokens: np.ndarray, lengths: np.ndarray, index: np.ndarray):
         """(masked input, target) of a B x T batch, each B x T int64."""
-        b, t = tokens.shape
+        t = tokens.shape[1]
         valid = np.arange(t) < lengths[:, None]
         if self.skip_masking:
             return tokens, tokens.copy()
@@ -216,41 +216,78 @@ class BatchMaskedLMDataset(FairseqDataset):
             raise ValueError(
                 f"the data holds the <mask> symbol (id {self.mask_idx}): it must not be in the corpus"
             )
-        bits = random_bits(self.seed, self.epoch, _SELECT, index, t)
-        round_u = _uniform(random_bits(self.seed, self.epoch, _ROUND, index, 1)[:, 0], True)
-        if self.word_begins is None:
-            selected = select_exact(valid, self.mask_prob, bits, round_u)
-            word_start = None
+        return mask_rows(
+            tokens,
+            valid,
+            index,
+            self.seed,
+            self.epoch,
+            self.mask_idx,
+            self.pad,
+            self.mask_prob,
+            self.leave_unmasked_prob,
+            self.random_token_prob,
+            self.replacement_cdf,
+            self.word_begins,
+        )
+
+
+def mask_rows(
+    tokens: np.ndarray,
+    candidates: np.ndarray,
+    index: np.ndarray,
+    seed: int,
+    epoch: int,
+    mask_idx: int,
+    pad: int,
+    mask_prob: float,
+    leave_unmasked_prob: float,
+    random_token_prob: float,
+    replacement_cdf: np.ndarray,
+    word_begins: Optional[np.ndarray] = None,
+):
+    """(masked input, target) of a B x T int64 batch, each B x T int64: the masking of
+    :class:`BatchMaskedLMDataset` (see the module docstring) over the ``candidates`` (B x T bool)
+    of each row. ``index`` (B): the rows' example indices, which with (seed, epoch) decide every
+    draw; ``replacement_cdf`` (V): cumulative probability of each id as a random replacement;
+    ``word_begins`` (V bool): whole-word masking, None for single pieces."""
+    b, t = tokens.shape
+    bits = random_bits(seed, epoch, _SELECT, index, t)
+    round_u = _uniform(random_bits(seed, epoch, _ROUND, index, 1)[:, 0], True)
+    if word_begins is None:
+        selected = select_exact(candidates, mask_prob, bits, round_u)
+        word_start = None
+    else:
+        begins = word_begins[tokens] & candidates
+        # the first position starts a word (fairseq: <s>, a special, always a candidate there)
+        begins[:, 0] |= candidates[:, 0]
+        chosen = select_exact(begins, mask_prob, bits, round_u)
+        # every piece takes the decisions of its word's first piece
+        word_start = np.maximum.accumulate(np.where(begins, np.arange(t), 0), axis=1)
+        rows = np.arange(b)[:, None]
+        selected = chosen[rows, word_start] & candidates
+    src = tokens.copy()
+    keep = replace = None
+    p_either = leave_unmasked_prob + random_token_prob
+    if p_either > 0:
+        split = random_bits(seed, epoch, _SPLIT, index, t)
+        u_either, u_which = _uniform(bits, False), _uniform(split, True)
+        if word_start is not None:
+            u_either, u_which = u_either[rows, word_start], u_which[rows, word_start]
+        either = selected & (u_either < p_either)
+        if random_token_prob == 0:
+            keep = either
+        elif leave_unmasked_prob == 0:
+            replace = either
         else:
-            begins = self.word_begins[tokens] & valid
-            begins[:, 0] = True  # <s>, a special, starts a word
-            chosen = select_exact(begins, self.mask_prob, bits, round_u)
-            # every piece takes the decisions of its word's first piece
-            word_start = np.maximum.accumulate(np.where(begins, np.arange(t), 0), axis=1)
-            rows = np.arange(b)[:, None]
-            selected = chosen[rows, word_start] & valid
-        src = tokens.copy()
-        keep = replace = None
-        p_either = self.leave_unmasked_prob + self.random_token_prob
-        if p_either > 0:
-            split = random_bits(self.seed, self.epoch, _SPLIT, index, t)
-            u_either, u_which = _uniform(bits, False), _uniform(split, True)
-            if word_start is not None:
-                u_either, u_which = u_either[rows, word_start], u_which[rows, word_start]
-            either = selected & (u_either < p_either)
-            if self.random_token_prob == 0:
-                keep = either
-            elif self.leave_unmasked_prob == 0:
-                replace = either
-            else:
-                which = u_which < self.leave_unmasked_prob / p_either
-                keep, replace = either & which, either & ~which
-        src[selected if keep is None else selected & ~keep] = self.mask_idx
-        if replace is not None and replace.any():
-            u_token = _uniform(split[replace], False)  # one per piece
-            src[replace] = np.searchsorted(self.replacement_cdf, u_token, side="right")
-        target = np.where(selected, tokens, self.pad)
-        return src, target
+            which = u_which < leave_unmasked_prob / p_either
+            keep, replace = either & which, either & ~which
+    src[selected if keep is None else selected & ~keep] = mask_idx
+    if replace is not None and replace.any():
+        u_token = _uniform(split[replace], False)  # one per piece
+        src[replace] = np.searchsorted(replacement_cdf, u_token, side="right")
+    target = np.where(selected, tokens, pad)
+    return src, target
 
 
 class _TokenStream:

@@ -1,0 +1,129 @@
+"""Continue a local HuggingFace masked-LM checkpoint (BERT, RoBERTa, ELECTRA, ...) on text with
+hard correction, soft regularization, sentence-level KL or plain MLM, with transformers' Trainer.
+
+  MODEL_DIR: a save_pretrained directory with its tokenizer (nothing is downloaded); with
+  --generator GEN_DIR it is an ELECTRA discriminator and GEN_DIR its generator (ELECTRA
+  pre-training, the objective applied to the generator's masked-LM term).
+  --train / --valid: a text file or a folder of .txt files, one example per non-empty line.
+
+Writes OUTPUT_DIR/checkpoint-N every --save-steps (each loads with from_pretrained; running the
+same command again resumes from the last one), OUTPUT_DIR/synonyms.npz (the WordNet synonym
+table of the tokenizer's vocabulary, built on the first run), tensorboard logs in
+OUTPUT_DIR/runs, and the final model in OUTPUT_DIR. The log reports the fairseq plugin's
+statistics under its names: loss (bits per masked token), mlm_loss, corrected_loss / sr_loss /
+kl_loss / disc_loss, mlm_acc, syn_acc, pred_corr_ratio, iter_corr_ratio, ...
+
+Several processes: torchrun --nproc_per_node K $(which truneg-hf-train) ... (--batch-size is per
+process; with --cpu they talk over gloo).
+
+Examples:
+  truneg-hf-train bert-base-uncased --train wiki.txt --output-dir runs/bert-hc
+  truneg-hf-train electra-small-discriminator --generator electra-small-generator \\
+      --train texts/ --objective soft_reg --output-dir runs/electra-sr --max-steps 20000
+  truneg-hf-train bert-base-uncased --build-synonyms bert-synonyms.npz
+"""
+
+from truneg_fairseq.cli.args import command_parser
+from truneg_fairseq.cli.common import fail, setup_logging
+
+
+def build_parser():
+    from truneg_fairseq.hf.objective import OBJECTIVES
+
+    p = command_parser(__doc__)
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="local HuggingFace model directory")
+    p.add_argument("--train", help="training text: a file or a folder of .txt files")
+    p.add_argument("--valid", help="validation text, evaluated every --eval-steps and at the end")
+    p.add_argument("--output-dir", help="checkpoints, logs and the final model")
+    p.add_argument("--generator", metavar="GEN_DIR", help="ELECTRA: the generator's directory")
+    p.add_argument("--objective", choices=OBJECTIVES, default="hard_correction")
+    p.add_argument(
+        "--synonym-table",
+        help="a table built for this tokenizer (default: built from WordNet on the first run)",
+    )
+    p.add_argument(
+        "--build-synonyms", metavar="FILE", help="only build the tokenizer's synonym table"
+    )
+    g = p.add_argument_group("training")
+    g.add_argument("--max-steps", type=int, default=1000, help="updates (default 1000)")
+    g.add_argument("--batch-size", type=int, default=8, help="sequences per process and step")
+    g.add_argument("--grad-accum", type=int, default=1, help="micro-batches per update")
+    g.add_argument("--lr", type=float, default=5e-5)
+    g.add_argument("--warmup-steps", type=int, default=0)
+    g.add_argument("--weight-decay", type=float, default=0.01)
+    g.add_argument("--max-grad-norm", type=float, default=1.0)
+    g.add_argument("--seq-len", type=int, default=128, help="tokens per example (longer cut)")
+    g.add_argument("--mask-prob", type=float, default=0.15)
+    g.add_argument(
+        "--leave-unmasked-prob",
+        type=float,
+        help="share of the selected tokens kept (default 0.1; ELECTRA 0.15)",
+    )
+    g.add_argument(
+        "--random-token-prob",
+        type=float,
+        help="share of the selected tokens replaced at random (default 0.1; ELECTRA 0)",
+    )
+    g.add_argument("--max-predictions", type=int, help="static slots per row (default: ELECTRA's)")
+    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--save-steps", type=int, default=500, help="a checkpoint every N updates")
+    g.add_argument("--save-total-limit", type=int, help="keep the last N checkpoints")
+    g.add_argument("--log-steps", type=int, default=10, help="statistics every N updates")
+    g.add_argument("--eval-steps", type=int, help="evaluate --valid every N updates")
+    g.add_argument("--no-resume", dest="resume", action="store_false", help="start afresh")
+    g.add_argument("--cpu", action="store_true", help="train on the CPU (gloo between processes)")
+    g.add_argument("--report-to", default="tensorboard", help="tensorboard (default) or none")
+    g.add_argument("--workers", type=int, default=0, help="data-loader worker processes")
+    g.add_argument(
+        "--allow-fresh-head",
+        action="store_true",
+        help="continue a checkpoint that lacks masked-LM head weights (they start random)",
+    )
+    o = p.add_argument_group("objectives")
+    o.add_argument("--sr-weight", type=float, default=1.0, help="soft_reg: lambda")
+    o.add_argument("--kl-weight", type=float, default=1.0, help="sent_kl: weight of the KL")
+    o.add_argument(
+        "--kl-grad-original", action="store_true", help="sent_kl: gradient through H_s too"
+    )
+    o.add_argument("--gen-weight", type=float, default=1.0, help="ELECTRA: generator MLM weight")
+    o.add_argument("--disc-weight", type=float, default=50.0, help="ELECTRA: RTD weight")
+    o.add_argument(
+        "--rtd-synonym-policy",
+        choices=("replaced", "original", "ignore"),
+        default="replaced",
+        help="ELECTRA: label of a sampled synonym of the original word",
+    )
+    return p
+
+
+def main(argv=None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    log = setup_logging("truneg_fairseq.hf_train")
+    import sys
+
+    from transformers.utils import logging as hf_logging
+
+    if not sys.stderr.isatty():
+        hf_logging.disable_progress_bar()  # no progress bars in a log file
+    from truneg_fairseq.errors import SynonymTableError
+    from truneg_fairseq.hf.train import HFTrainConfig, HFTrainError, load_models, run
+    from truneg_fairseq.lexicon import WordNetNotFoundError
+
+    try:
+        if args.build_synonyms:
+            from truneg_fairseq.hf.vocab import build_synonym_table
+
+            cfg = HFTrainConfig(args.model_dir, "", "", allow_fresh_head=True)
+            tok, _, _ = load_models(cfg)
+            table, _ = build_synonym_table(tok)
+            table.save(args.build_synonyms)
+            log.info(f"wrote {args.build_synonyms} ({len(table)} pairs)")
+            return 0
+        if not args.train or not args.output_dir:
+            p.error("--train and --output-dir are required (or --build-synonyms FILE)")
+        fields = {k: v for k, v in vars(args).items() if k not in ("build_synonyms",)}
+        run(HFTrainConfig(**fields))
+    except (HFTrainError, SynonymTableError, WordNetNotFoundError) as e:
+        fail(str(e))
+    return 0

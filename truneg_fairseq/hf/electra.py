@@ -1,0 +1,140 @@
+"""ELECTRA pre-training from a HuggingFace generator + discriminator pair, with the synonym-aware
+replaced-token labels of the fairseq plugin (``--task electra --criterion electra``).
+
+:class:`ElectraPretraining` is one ``nn.Module`` whose ``forward`` runs both models: the
+generator's masked-LM pass at the prediction slots (with any objective of
+:class:`~truneg_fairseq.hf.objective.TrueNegativeMLM`), a replacement sampled from the generator
+softmax at each slot (Gumbel-max, no gradient through the sample, never the padding token), the
+corrupted input, the discriminator's logits and the loss
+
+    loss = gen_weight * L_mlm(objective) + disc_weight * mask_prob * sum_t BCE_t
+
+(:func:`truneg_fairseq.criterions.rtd.rtd_term`: per-token BCE over the non-pad tokens; a sample
+equal to the original counts as original; ``rtd_synonym_policy`` labels a sampled synonym of the
+original word ``replaced`` as ELECTRA does, ``original``, or ``ignore``). DDP wraps this module
+and synchronises the one forward.
+
+The published pairs share the token, position and type embeddings (and their LayerNorm); when
+the generator's embeddings equal the discriminator's (``share_embeddings="auto"``) they become one
+module, as in the plugin's ELECTRA, and the generator's output projection stays tied to them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from truneg_fairseq.criterions import rtd
+from truneg_fairseq.hf.heads import ModelError, describe
+from truneg_fairseq.hf.objective import TrueNegativeMLM
+
+RTD_POLICIES = ("replaced", "original", "ignore")
+
+
+def _same_embeddings(gen, disc) -> bool:
+    a, b = gen.electra.embeddings.state_dict(), disc.electra.embeddings.state_dict()
+    return a.keys() == b.keys() and all(
+        a[k].shape == b[k].shape and torch.equal(a[k], b[k]) for k in a
+    )
+
+
+def check_pair(generator, discriminator) -> None:
+    if not hasattr(generator, "generator_predictions"):
+        raise ModelError(
+            f"the ELECTRA generator must be an ElectraForMaskedLM; got {describe(generator)}"
+        )
+    if not hasattr(discriminator, "discriminator_predictions"):
+        raise ModelError(
+            "the ELECTRA discriminator must be an ElectraForPreTraining (replaced-token "
+            f"detection head); got {describe(discriminator)}"
+        )
+    gv = generator.get_input_embeddings().num_embeddings
+    dv = discriminator.get_input_embeddings().num_embeddings
+    if gv != dv:
+        raise ModelError(
+            f"the generator has {gv} token embeddings and the discriminator {dv}: a pair shares "
+            "one vocabulary"
+        )
+
+
+class ElectraPretraining(TrueNegativeMLM):
+    """``ElectraPretraining(generator, discriminator, tokenizer, objective="mlm", ...)``: the
+    objective's arguments of :class:`TrueNegativeMLM` apply to the generator's masked-LM term."""
+
+    def __init__(
+        self,
+        generator: nn.Module,
+        discriminator: nn.Module,
+        tokenizer,
+        objective: str = "mlm",
+        synonym_table=None,
+        mask_prob: float = 0.15,
+        gen_weight: float = 1.0,
+        disc_weight: float = 50.0,
+        rtd_synonym_policy: str = "replaced",
+        sample_temperature: float = 1.0,
+        share_embeddings="auto",
+        **objective_kw,
+    ):
+        check_pair(generator, discriminator)
+        if rtd_synonym_policy not in RTD_POLICIES:
+            raise ValueError(
+                f"rtd_synonym_policy {rtd_synonym_policy!r} is not one of {', '.join(RTD_POLICIES)}"
+            )
+        if rtd_synonym_policy != "replaced" and synonym_table is None:
+            raise ValueError(
+                f"rtd_synonym_policy {rtd_synonym_policy} needs a synonym table (which "
+                "replacements are synonyms); without one only 'replaced' applies"
+            )
+        if sample_temperature <= 0:
+            raise ValueError(f"sample_temperature must be > 0, got {sample_temperature}")
+        share = (
+            _same_embeddings(generator, discriminator)
+            if share_embeddings == "auto"
+            else bool(share_embeddings)
+        )
+        if share:
+            generator.electra.embeddings = discriminator.electra.embeddings
+            if getattr(generator.config, "tie_word_embeddings", True):
+                generator.generator_lm_head.weight = (
+                    discriminator.electra.embeddings.word_embeddings.weight
+                )
+        super().__init__(generator, tokenizer, objective, synonym_table, **objective_kw)
+        self.disc = discriminator
+        self.shared_embeddings = share
+        self.mask_prob, self.gen_weight, self.disc_weight = mask_prob, gen_weight, disc_weight
+        self.rtd_synonym_policy = rtd_synonym_policy
+        self.sample_temperature = float(sample_temperature)
+
+    @torch.no_grad()
+    def sample_replacements(self, logits: torch.Tensor) -> torch.Tensor:
+        """S x V generator logits -> S ids sampled from softmax(logits / temperature), as
+        argmax(logits + Gumbel noise); never the padding token."""
+        scaled = logits.detach().float() / self.sample_temperature  # S x V
+        noise = torch.rand_like(scaled).clamp_(1e-9, 1.0 - 1e-9)
+        noise.log_().neg_().log_().neg_().add_(scaled)  # Gumbel-max, in one S x V buffer
+        noise[:, self.pad] = float("-inf")
+        return noise.argmax(dim=-1)  # S
+
+    def extend(self, net, input_ids, attention_mask, sel, valid, original, whole, terms, stats):
+        sampled = self.sample_replacements(net["mlm_logits"])  # S, no gradient
+        sampled = torch.where(valid, sampled, sel.take(input_ids))  # S: unused slots keep theirs
+        corrupted = sel.put(input_ids, sampled)  # B x T
+        net["rtd_sampled"], net["rtd_corrupted"] = sampled, corrupted
+        net["rtd_logits"] = self.disc(input_ids=corrupted, attention_mask=attention_mask).logits
+        syn_sample = None
+        if self.lookup is not None:
+            gold = sel.take(original)
+            is_syn = valid & whole & self.lookup.is_synonym(gold, sampled)  # S
+            syn_sample = sel.put(torch.zeros_like(input_ids, dtype=torch.bool), is_syn)
+        rtd_sum, rtd_stats = rtd.rtd_term(
+            net, original, self.pad, syn_sample, self.rtd_synonym_policy
+        )
+        stats.update(rtd_stats)
+        terms = [(name, self.gen_weight * w, value) for name, w, value in terms]
+        # mask_prob x the sum over all tokens: (in expectation) the per-token mean per masked token
+        terms.append(("disc_loss", self.disc_weight, self.mask_prob * rtd_sum))
+        return terms
+
+    def models(self):
+        return {"": self.disc, "generator": self.mlm}

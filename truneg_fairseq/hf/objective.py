@@ -1,0 +1,260 @@
+"""Counter-false-negative masked-LM objectives for any HuggingFace masked-LM model.
+
+:class:`TrueNegativeMLM` wraps an ``AutoModelForMaskedLM`` model; one call of its ``forward``
+does the whole step, the loss included, so that torch's DistributedDataParallel (``Trainer``,
+``accelerate``, ``torchrun``) or FSDP synchronises everything the objective touches::
+
+    out = objective(**batch)        # the batch of truneg_fairseq.hf.MaskedLMCollator
+    (out["loss"] / out["sample_size"]).backward()
+
+It is the fairseq criterions' step (``criterions/cfn_base.py``) on HF parts: the same pure loss
+functions (:mod:`truneg_fairseq.criterions.losses`), the same prediction slots
+(:mod:`truneg_fairseq.models.selection`), the same synonym lookup and the same counts
+(:mod:`truneg_fairseq.evaluation.false_negatives`), so a model moved between the two worlds with
+``truneg-convert-hf`` gets the same loss, gradients and statistics on the same batch.
+
+``objective``:
+
+* ``mlm``: Eq. 1, plain masked-LM (the synonym table, if given, only adds the statistics);
+* ``hard_correction``: Eq. 2, positions whose argmax is a synonym of the gold word (a whole
+  word, never a piece) are left out of the loss: ``loss = mlm_loss - corrected_loss``;
+* ``soft_reg``: Eq. 1 + ``sr_weight`` x sum (1 - cos(e_gold, e_pred)) over the input-embedding
+  rows of the gold and predicted tokens;
+* ``sent_kl``: Eq. 1 + ``kl_weight`` x sum over non-pad tokens of KL(softmax(H_p) ||
+  softmax(H_s)), H_p the encoding of the sentence with its masks filled by the predictions and
+  H_s of the original sentence (a fixed target unless ``kl_grad_original``).
+
+``forward`` returns a dict: ``loss`` (the sum over the batch, fairseq's ``reduction="sum"``:
+divide by the masked tokens of the whole update, as ``Trainer``'s ``num_items_in_batch`` does),
+``sample_size`` (masked positions in the loss) and ``logging`` (summable device tensors under the
+fairseq criterion's logging-output names; :mod:`truneg_fairseq.hf.stats` reduces them).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+import torch.nn as nn
+
+from truneg_fairseq.criterions import losses
+from truneg_fairseq.evaluation import false_negatives as fn
+from truneg_fairseq.hf.collator import IGNORE, check_tokenizer
+from truneg_fairseq.hf.heads import MaskedLMParts, ModelError, describe
+from truneg_fairseq.hf.vocab import synonym_lookup
+from truneg_fairseq.lexicon import SynonymTable
+from truneg_fairseq.models.selection import SlotSelection
+
+OBJECTIVES = ("mlm", "hard_correction", "soft_reg", "sent_kl")
+# the fairseq criterion each objective gives the numbers of
+CRITERIONS = {
+    "mlm": "masked_lm",
+    "hard_correction": "mlm_hard_correction",
+    "soft_reg": "mlm_soft_reg",
+    "sent_kl": "mlm_sent_kl",
+}
+
+
+class TrueNegativeMLM(nn.Module):
+    """``TrueNegativeMLM(model, tokenizer, objective, synonym_table=...)``; see the module
+    docstring. ``model``: a HF masked-LM model (kept as ``self.mlm``); ``tokenizer``: its
+    tokenizer (mask and padding tokens, special tokens, the vocabulary the table is checked
+    against); ``synonym_table``: a :class:`~truneg_fairseq.lexicon.SynonymTable` built for the
+    tokenizer (:func:`truneg_fairseq.hf.build_synonym_table`), needed by ``hard_correction``."""
+
+    # Trainer: count the batch's items (labels != -100) over the accumulated micro-batches and
+    # the processes, and pass that count to compute_loss
+    accepts_loss_kwargs = True
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer,
+        objective: str = "hard_correction",
+        synonym_table: Optional[SynonymTable] = None,
+        sr_weight: float = 1.0,
+        kl_weight: float = 1.0,
+        kl_grad_original: bool = False,
+    ):
+        super().__init__()
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
+        check_tokenizer(tokenizer)
+        self.mlm = model
+        self.parts = MaskedLMParts(model)
+        self.objective = objective
+        self.sr_weight, self.kl_weight = float(sr_weight), float(kl_weight)
+        self.kl_grad_original = bool(kl_grad_original)
+        rows = model.get_input_embeddings().num_embeddings
+        if rows < len(tokenizer):
+            raise ModelError(
+                f"the model ({describe(model)}) has {rows} token embeddings, fewer than the "
+                f"tokenizer's {len(tokenizer)} entries: give the model's own tokenizer, or "
+                "model.resize_token_embeddings(len(tokenizer))"
+            )
+        if objective == "hard_correction" and synonym_table is None:
+            raise ValueError(
+                "objective hard_correction needs a synonym table built for the tokenizer: "
+                "truneg_fairseq.hf.build_synonym_table(tokenizer) (or truneg-hf-train "
+                "MODEL_DIR --build-synonyms FILE)"
+            )
+        if objective == "sent_kl" and not self.parts.gives_encodings():
+            raise ModelError(
+                f"objective sent_kl needs sentence encodings (B x T x C hidden states) from the "
+                f"model; {describe(model)} gives none (its forward returns no hidden_states and "
+                "it has no base model and masked-LM head apart). Use hard_correction, soft_reg or "
+                "mlm, or a BERT, RoBERTa, ELECTRA, DistilBERT or ALBERT masked-LM model"
+            )
+        self.lookup = synonym_lookup(synonym_table, tokenizer) if synonym_table else None
+        self.pad = int(tokenizer.pad_token_id)
+        ordinary = torch.ones(max(rows, len(tokenizer)), dtype=torch.bool)  # V: not a special
+        ordinary[[i for i in tokenizer.all_special_ids if i is not None]] = False
+        self.register_buffer("ordinary", ordinary, persistent=False)
+        # constant lookup tables: DDP need not broadcast them every step
+        self._ddp_params_and_buffers_to_ignore = ["ordinary"] + [
+            f"lookup.{name}" for name, _ in (self.lookup.named_buffers() if self.lookup else ())
+        ]
+
+    # ---- the pass ----------------------------------------------------------------------------
+    def encode(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        """B x T -> B x T x C final hidden states of the masked-LM network."""
+        if self.parts.split:
+            return self.parts.encode(input_ids, attention_mask, token_type_ids)
+        return self.parts.whole(input_ids, attention_mask, True, token_type_ids)[1]
+
+    def mlm_pass(self, input_ids, attention_mask, target, sel, token_type_ids=None) -> Dict:
+        """What the fairseq models' ``objectives_forward`` returns (models/objectives.py), from
+        the HF parts: ``mlm_logits`` S x V, ``mlm_pred`` S, and the objective's extras."""
+        if self.parts.split:
+            features = self.parts.encode(input_ids, attention_mask, token_type_ids)  # B x T x C
+            logits = self.parts.project(sel.gather(features))  # S x V
+        else:
+            full, _ = self.parts.whole(input_ids, attention_mask, False, token_type_ids)
+            logits = sel.gather(full)  # S x V
+        pred = logits.detach().argmax(dim=-1)  # S
+        gold = sel.take(target)  # S
+        valid = gold.ne(self.pad)  # S
+        net = {"mlm_logits": logits, "mlm_pred": pred}
+        if self.objective == "soft_reg":
+            weight = self.mlm.get_input_embeddings().weight  # V x E
+            net["gold_embed"], net["pred_embed"] = weight[gold], weight[pred]  # S x E each
+        if self.objective == "sent_kl":
+            s = torch.where(target.ne(self.pad), target, input_ids)  # B x T: masks -> gold
+            s_p = sel.put(s, torch.where(valid, pred, sel.take(s)))  # B x T: masks -> predictions
+            if self.kl_grad_original or not torch.is_grad_enabled():
+                both = torch.cat([attention_mask, attention_mask], dim=0)
+                tt = None if token_type_ids is None else token_type_ids.repeat(2, 1)
+                h = self.encode(torch.cat([s_p, s], dim=0), both, tt)  # 2B x T x C
+                net["kl_h_p"], net["kl_h_s"] = h[: s.size(0)], h[s.size(0) :]
+            else:
+                # H_s is a fixed target: no graph kept for it
+                net["kl_h_p"] = self.encode(s_p, attention_mask, token_type_ids)  # B x T x C
+                with torch.no_grad():
+                    net["kl_h_s"] = self.encode(s, attention_mask, token_type_ids)
+        return net
+
+    def terms(self, net, nll, synonym, valid, attention_mask):
+        """The loss as named, weighted sums (the fairseq criterion's ``objective``) and the
+        summable statistics it logs besides."""
+        terms = [("mlm_loss", 1.0, nll.sum())]
+        stats: Dict[str, torch.Tensor] = {}
+        if self.objective == "hard_correction":
+            terms.append(("corrected_loss", -1.0, losses.corrected_nll(nll, synonym).sum()))
+        elif self.objective == "soft_reg":
+            sr = losses.soft_regularization(net["gold_embed"], net["pred_embed"])  # S
+            sr_sum = (sr * valid.float()).sum()
+            terms.append(("sr_loss", self.sr_weight, sr_sum))
+            stats["sr_dist_sum"] = sr_sum
+        elif self.objective == "sent_kl":
+            kl = losses.sentence_kl(net["kl_h_p"], net["kl_h_s"])  # B x T
+            terms.append(("kl_loss", self.kl_weight, (kl * attention_mask.float()).sum()))
+        return terms, stats
+
+    def extend(self, net, input_ids, attention_mask, sel, valid, original, whole, terms, stats):
+        """Add further model passes and terms (ELECTRA's replaced-token detection)."""
+        return terms
+
+    # ---- the step ----------------------------------------------------------------------------
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        labels: torch.Tensor,
+        mlm_positions: Optional[torch.Tensor] = None,
+        token_type_ids: Optional[torch.Tensor] = None,
+        num_items_in_batch=None,
+        **unused,
+    ) -> Dict:
+        """input_ids, attention_mask, labels (-100 where nothing is predicted): B x T;
+        mlm_positions: B x N prediction slots (:class:`~truneg_fairseq.hf.MaskedLMCollator`);
+        without them (another collator, e.g. transformers' ``DataCollatorForLanguageModeling``)
+        every position is a slot: the same loss, with the head run at every position."""
+        pad = self.pad
+        if mlm_positions is None:
+            b, t = input_ids.shape
+            mlm_positions = torch.arange(t, device=input_ids.device).expand(b, t)  # B x T
+        target = labels.masked_fill(labels.eq(IGNORE), pad)  # B x T: fairseq's target
+        sel = SlotSelection(None, mlm_positions.size(1), positions=mlm_positions)
+        net = self.mlm_pass(input_ids, attention_mask, target, sel, token_type_ids)
+        gold = sel.take(target)  # S
+        valid = gold.ne(pad)  # S
+        nll = losses.masked_nll(net["mlm_logits"], gold, pad)  # S
+        pred = net["mlm_pred"]  # S
+        original = torch.where(target.ne(pad), target, input_ids)  # B x T
+        whole = synonym = None
+        if self.lookup is not None:
+            whole = sel.take(self.lookup.ends_word(original))  # S: pieces are never corrected
+            is_pair = self.lookup.is_synonym(gold, pred)
+            synonym = valid & fn.synonym_predictions(gold, pred, is_pair, whole)  # S
+        corrected = synonym if synonym is not None else torch.zeros_like(valid)
+        terms, stats = self.terms(net, nll, corrected, valid, attention_mask)
+        terms = self.extend(
+            net, input_ids, attention_mask, sel, valid, original, whole, terms, stats
+        )
+        loss = sum(w * value for _, w, value in terms)
+        sample_size = valid.sum()
+        rows = input_ids.size(0)
+        word = valid & self.ordinary[gold]  # S: masked word positions
+        logging: Dict[str, torch.Tensor] = {
+            "loss": loss.detach(),
+            "ntokens": attention_mask.sum(),
+            "nsentences": rows,
+            "sample_size": sample_size,
+            # masked positions beyond the slots: not in the loss (fairseq's slots_dropped)
+            "slots_dropped": (target.ne(pad).sum(dim=1) - sel.shape[1]).clamp(min=0).sum(),
+        }
+        content = None
+        if self.lookup is not None and self.lookup.has_content:
+            content = self.lookup.content[pred]
+        logging.update(
+            fn.step_counts(sel.rows_any, word, pred.eq(gold), valid & ~word, rows, synonym, content)
+        )
+        for name, _, value in terms:
+            logging[name] = value.detach()
+        for k, v in stats.items():
+            logging[k] = v.detach()
+        return {"loss": loss, "sample_size": sample_size, "logging": logging}
+
+    # ---- weights ---------------------------------------------------------------------------
+    def models(self) -> Dict[str, nn.Module]:
+        """{sub-directory: HF model} of what :meth:`save_pretrained` writes."""
+        return {"": self.mlm}
+
+    def save_pretrained(self, out_dir, tokenizer=None) -> None:
+        """Each HF model with ``save_pretrained`` (``from_pretrained`` reads them back)."""
+        import os
+
+        for sub, model in self.models().items():
+            path = os.path.join(str(out_dir), sub) if sub else str(out_dir)
+            model.save_pretrained(path)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(path)
+
+    def load_pretrained_weights(self, in_dir) -> None:
+        """Load the weights :meth:`save_pretrained` wrote into the models in place."""
+        import os
+
+        for sub, model in self.models().items():
+            path = os.path.join(str(in_dir), sub) if sub else str(in_dir)
+            loaded = type(model).from_pretrained(path)
+            model.load_state_dict(loaded.state_dict())

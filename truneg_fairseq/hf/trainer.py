@@ -1,0 +1,129 @@
+"""``transformers.Trainer`` for the counter-false-negative objectives.
+
+:class:`TrueNegativeTrainer` trains a :class:`~truneg_fairseq.hf.TrueNegativeMLM` (or
+:class:`~truneg_fairseq.hf.ElectraPretraining`) with a
+:class:`~truneg_fairseq.hf.MaskedLMCollator`:
+
+* the loss of an update is the sum over its micro-batches and processes divided by their masked
+  tokens (``Trainer``'s ``num_items_in_batch``), fairseq's normalisation: two processes give the
+  update of one process with gradient accumulation 2;
+* each step's statistics are added up on the device (no ``.item()`` in the step) and, every
+  ``logging_steps``, summed over the processes, read once and reduced by the fairseq criterion's
+  own ``reduce_metrics`` (:mod:`truneg_fairseq.hf.stats`): ``loss`` (replacing ``Trainer``'s; in
+  bits per masked token, as fairseq logs it), ``mlm_loss``, ``corrected_loss``/``sr_loss``/
+  ``kl_loss``/``disc_loss``, ``ppl``, ``mlm_acc``, ``syn_acc``, ``pred_corr_ratio``,
+  ``iter_corr_ratio``, ``content_pred``, ... go to every ``report_to`` (tensorboard included);
+* :meth:`evaluate` reports the same values over the evaluation set as ``eval_<name>``;
+* checkpoints hold the HF model(s) as ``save_pretrained`` writes them (ELECTRA: the discriminator,
+  and the generator in ``generator/``), so ``checkpoint-N`` loads with ``from_pretrained`` and
+  ``resume_from_checkpoint`` continues from it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from transformers import Trainer, TrainerCallback
+
+from truneg_fairseq.hf.objective import TrueNegativeMLM
+from truneg_fairseq.hf.stats import StatSums, interval_values
+
+
+class _CollatorEpoch(TrainerCallback):
+    """Tell the collator the epoch (its masks depend on it) when the data set cannot."""
+
+    def __init__(self, collator):
+        self.collator = collator
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        if hasattr(self.collator, "set_epoch"):
+            self.collator.set_epoch(round(state.epoch or 0))
+
+
+class TrueNegativeTrainer(Trainer):
+    """``TrueNegativeTrainer(model=TrueNegativeMLM(...), args=TrainingArguments(...),
+    data_collator=MaskedLMCollator(...), train_dataset=..., eval_dataset=...,
+    processing_class=tokenizer)``."""
+
+    loss_is_scaled_for_ga = True  # compute_loss divides by the update's masked tokens
+
+    def __init__(self, model=None, args=None, *rest, **kwargs):
+        if not isinstance(model, TrueNegativeMLM):
+            raise TypeError(
+                f"TrueNegativeTrainer trains a truneg_fairseq.hf.TrueNegativeMLM or "
+                f"ElectraPretraining; got {type(model).__name__}: wrap the model, e.g. "
+                "TrueNegativeMLM(model, tokenizer, 'hard_correction', table)"
+            )
+        if args is not None:
+            # the collator reads the example index and epoch: keep every feature
+            args.remove_unused_columns = False
+            if args.ddp_find_unused_parameters is None:
+                args.ddp_find_unused_parameters = False  # every parameter takes part in the step
+        super().__init__(model, args, *rest, **kwargs)
+        self._train_sums = StatSums()
+        if self.data_collator is not None:
+            self.add_callback(_CollatorEpoch(self.data_collator))
+
+    # ---- the step ---------------------------------------------------------------------------
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        out = model(**inputs)
+        if num_items_in_batch is not None:
+            # an update with nothing masked: a zero loss, not 0 / 0
+            n = (
+                num_items_in_batch.clamp(min=1)
+                if torch.is_tensor(num_items_in_batch)
+                else max(num_items_in_batch, 1)
+            )
+            loss = out["loss"] / n
+            if self.args.average_tokens_across_devices and self.args.world_size > 1:
+                loss = loss * self.args.world_size  # DDP averages the processes' gradients
+        else:  # a batch on its own (no item count): its own masked tokens, one micro-batch share
+            loss = out["loss"] / out["sample_size"].clamp(min=1)
+            if model.training:
+                loss = loss / self.current_gradient_accumulation_steps
+        if model.training:
+            self._train_sums.add(out["logging"])
+        return (loss, out) if return_outputs else loss
+
+    def log(self, logs, start_time=None):
+        if ("loss" in logs or "train_loss" in logs) and self._train_sums:
+            # the interval's sums, reduced as fairseq reduces them; fairseq's loss replaces the
+            # mean of the steps' losses (the run's last log takes the steps after the last
+            # interval)
+            logs = {**logs, **interval_values(self._train_sums)}
+        super().log(logs, start_time)
+
+    # ---- evaluation ---------------------------------------------------------------------------
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
+        """The fairseq statistics over the evaluation set, as ``<prefix>_<name>``."""
+        loader = self.get_eval_dataloader(eval_dataset)
+        model = self.model
+        was = model.training
+        model.eval()
+        sums = StatSums()
+        start = time.time()
+        with torch.no_grad():
+            for inputs in loader:
+                sums.add(model(**self._prepare_inputs(inputs))["logging"])
+        model.train(was)
+        metrics = interval_values(sums, metric_key_prefix)
+        metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(
+            self.args, self.state, self.control, metrics
+        )
+        return metrics
+
+    # ---- checkpoints --------------------------------------------------------------------------
+    def _save(self, output_dir=None, state_dict=None):
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        if not self.args.should_save:
+            return
+        os.makedirs(output_dir, exist_ok=True)
+        self.model.save_pretrained(output_dir, tokenizer=self.processing_class)
+        torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        (model if model is not None else self.model).load_pretrained_weights(resume_from_checkpoint)
