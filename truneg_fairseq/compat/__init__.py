@@ -32,6 +32,11 @@ longer needs it where it can tell. They are installed in this order:
     (the synonym table's fingerprint, a ``sentence_prediction`` run's labels and GLUE task), and a
     resume is checked against it.
 
+11. ``device_stats``: fairseq reduces every training update's statistics into its meters at
+    once, a host-device synchronisation per logged value; for the plugin's pre-training
+    criterions they are summed on the device and reduced once per ``--log-interval``, into the
+    same meters.
+
 ``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
 ``convert_namespace_to_omegaconf`` and rebind it where fairseq bound it by name.
 
@@ -67,6 +72,7 @@ from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
+from .device_stats import device_statistics  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
 from .remainder_batch import keep_remainder_batch  # noqa: F401
@@ -86,6 +92,7 @@ MENDS = (
     keep_remainder_batch,
     recorded_runs,
     checked_resume,
+    device_statistics,
 )
 
 _installed = False

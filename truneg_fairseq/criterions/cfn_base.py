@@ -39,6 +39,7 @@ from truneg_fairseq.evaluation import false_negatives as fn
 from truneg_fairseq.lexicon import SynonymLookup
 from truneg_fairseq.models.objectives import MaskedLMObjectives, ReplacedTokenDetection
 from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count
+from truneg_fairseq.models.step_config import plain_config
 
 logger = logging.getLogger(__name__)
 
@@ -122,13 +123,17 @@ class CounterFalseNegativeLoss(FairseqCriterion):
     """Masked-LM loss plus a counter-false-negative term (see subclasses)."""
 
     requires_table = False
+    # every logged value is a sum over the update's samples (or weighted by the number of
+    # updates, ``updates``): fairseq-train reduces them once per --log-interval, summed on the
+    # device (compat/device_stats.py)
+    summed_statistics = True
     requires_discriminator = False
     # extra model outputs the objective reads (models/objectives.py OUTPUTS)
     model_outputs: Tuple[str, ...] = ()
 
     def __init__(self, cfg: SynonymCriterionConfig, task):
         super().__init__(task)
-        self.cfg = cfg
+        self.cfg = plain_config(cfg)  # read inside every step: plain values, nothing to trace
         # unresolved only for a config built in code, outside fairseq: then the task's own value
         mask_prob = (
             cfg.mask_prob
@@ -411,8 +416,10 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             return
         fn.log_metrics(logging_outputs)  # mlm_acc, syn_acc, the ratios, content_pred, nseq
         if any("slots_dropped" in log for log in logging_outputs):
-            # masked positions beyond --mlm-max-predictions (static slots): not in the loss
-            metrics.log_scalar("slots_dropped", total("slots_dropped"), round=1)
+            # masked positions beyond --mlm-max-predictions (static slots): not in the loss; a
+            # mean per update (outputs summed over several updates say how many in ``updates``)
+            updates = total("updates") or 1
+            metrics.log_scalar("slots_dropped", total("slots_dropped") / updates, updates, round=1)
         if any("sr_dist_sum" in log for log in logging_outputs):
             # the mean cosine distance itself, in [0, 2] (sr_loss is it in the loss's unit)
             metrics.log_scalar("sr_dist", total("sr_dist_sum") / sample_size, sample_size, round=4)

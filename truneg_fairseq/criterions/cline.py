@@ -36,6 +36,7 @@ from fairseq.logging import metrics
 
 from truneg_fairseq.criterions import logs, losses
 from truneg_fairseq.models.selection import MaskSelection
+from truneg_fairseq.models.step_config import plain_config
 
 TERMS = ("mlm", "rtd", "cts")
 
@@ -82,7 +83,7 @@ class ClineCriterion(FairseqCriterion):
             raise ValueError(
                 "--cline-learned-weights learns the weights: drop --cline-mlm/rtd/cts-weight"
             )
-        self.cfg = cfg
+        self.cfg = plain_config(cfg)  # read inside every step: plain values
         self.weights = fixed
         self.mask_prob = float(task.cfg.mask_prob)
 

@@ -189,9 +189,8 @@ def _columns(task: GlueTask, path: Path, lines: List[str]):
 
 
 def missing_column(task: Optional[GlueTask], path, key, header: List[str]) -> str:
-    """The message for a header without column ``key``: the header's names as they read (an
-    invisible character shown escaped), and a byte-order mark before the first name said in
-    words, since that is what hides a column that looks present."""
+    """The message for a header without column ``key``: its names as they read (invisible
+    characters escaped); a byte-order mark, which hides a column that looks present, in words."""
     bom = header[0].startswith("\ufeff")
     names = [h[1:] if bom and i == 0 else h for i, h in enumerate(header)]
     shown = ", ".join(n if n.isprintable() else ascii(n) for n in names)

@@ -42,6 +42,7 @@ from truneg_fairseq.models.electra_parts import (
 from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.objectives import ReplacedTokenDetection
 from truneg_fairseq.models.sizes import ELECTRA_SIZES
+from truneg_fairseq.models.step_config import plain_config
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ logger = logging.getLogger(__name__)
 class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
     def __init__(self, cfg: ElectraConfig, dictionary):
         super().__init__()
-        self.cfg = cfg
+        self.cfg = plain_config(cfg)  # read inside every step: plain values
         self.padding_idx = dictionary.pad()
         vocab = len(dictionary)
         self.embeddings = ElectraEmbeddings(

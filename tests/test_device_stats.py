@@ -1,0 +1,132 @@
+"""Training statistics summed on the device and reduced once per --log-interval
+(truneg_fairseq/compat/device_stats.py): the same log as reducing every update, and no
+host-device synchronisation from the statistics inside an update."""
+
+import json
+import traceback
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from utils import TINY_ELECTRA, TINY_ROBERTA, fairseq_train
+
+from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss
+
+RUNS = {
+    "roberta_hc": [*TINY_ROBERTA, "--criterion", "mlm_hard_correction"],
+    "electra": [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra"],
+}
+COMMON = [
+    "--synonym-table",
+    "synonyms.npz",
+    "--max-update",
+    "7",
+    "--log-interval",
+    "3",
+    "--log-format",
+    "json",
+    "--disable-validation",
+    "--clip-norm",
+    "0.5",
+]
+# time-dependent, or fairseq's own clock
+TIMED = {"wps", "ups", "wall", "train_wall", "gb_free"}
+
+
+class SyncCounter(TorchDispatchMode):
+    """Every op that makes the host wait for a device value, with the Python stack it came from."""
+
+    SYNCS = {"_local_scalar_dense", "nonzero", "item", "is_nonzero"}
+
+    def __init__(self):
+        super().__init__()
+        self.sites = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.split(".")[0] in self.SYNCS:
+            stack = traceback.extract_stack()[:-1]
+            self.sites.append([f"{f.filename}:{f.lineno} {f.name}" for f in stack])
+        return func(*args, **(kwargs or {}))
+
+
+def _stats(stdout: str):
+    """The JSON train_inner and train lines of fairseq's log, timed values left out."""
+    out = []
+    for line in stdout.splitlines():
+        start = line.find("{")
+        if start < 0 or '"epoch"' not in line:
+            continue
+        try:
+            record = json.loads(line[start:])
+        except ValueError:
+            continue
+        out.append({k: v for k, v in record.items() if k.split("_", 1)[-1] not in TIMED})
+    return out
+
+
+def _same(a, b):
+    assert len(a) == len(b) and len(a) >= 3, (a, b)
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys(), (sorted(x), sorted(y))
+        for key in x:
+            fx, fy = float(x[key]), float(y[key])
+            assert fx == pytest.approx(fy, rel=2e-3, abs=2e-3), (key, x[key], y[key])
+
+
+@pytest.mark.parametrize("kind", sorted(RUNS))
+def test_the_log_is_the_same_and_updates_do_not_wait_for_statistics(
+    kind, data_bin, synonym_table, tmp_path, monkeypatch
+):
+    from fairseq.trainer import Trainer
+
+    args = [*RUNS[kind], *COMMON]
+    step = Trainer.train_step
+    per_update = []
+
+    def counted_step(self, samples, *a, **kw):
+        with SyncCounter() as counter:
+            out = step(self, samples, *a, **kw)
+        per_update.append((self.get_num_updates(), counter.sites))
+        return out
+
+    monkeypatch.setattr(Trainer, "train_step", counted_step)
+    fast = fairseq_train(data_bin, tmp_path / "fast", args)
+    monkeypatch.setattr(Trainer, "train_step", step)
+
+    # every update between two logs: no sync from the statistics; the plugin's ELECTRA has
+    # none at all but the two of fairseq's own update (the zero-sample guard and the
+    # non-finite gradient check). fairseq's RoBERTa encoder asks whether there is padding.
+    between = [sites for n, sites in per_update if n % 3 != 0]
+    assert len(between) >= 4
+    statistics = ("reduce_metrics", "_reduce_and_log_stats", "criterions/logs.py")
+    for sites in between:
+        for stack in sites:
+            assert not any(s in f for f in stack for s in statistics), "\n".join(stack[-12:])
+            if kind == "electra":
+                assert not any("truneg_fairseq" in f for f in stack), "\n".join(stack[-12:])
+        if kind == "electra":
+            assert len(sites) <= 2, [s[-3:] for s in sites]
+
+    # the reference: every update reduced on its own, as fairseq does
+    monkeypatch.setattr(CounterFalseNegativeLoss, "summed_statistics", False)
+    each = fairseq_train(data_bin, tmp_path / "each", args)
+    fast_stats, each_stats = _stats(fast.stdout), _stats(each.stdout)
+    _same(fast_stats, each_stats)
+    assert any("gnorm" in s and "clip" in s for s in fast_stats)
+    if kind == "electra":
+        assert any("disc_acc" in s for s in fast_stats)
+    else:
+        assert any("pred_corr_ratio" in s or "syn_acc" in s for s in fast_stats)
+
+    # the checkpoints' meter state holds every update too
+    def meters(path):
+        state = torch.load(path / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+        train = state["extra_state"]["metrics"][
+            "train"
+        ]  # MetersDict: (priority, key, class, state)
+        return {key: m["sum"] for _, key, _, m in train if "sum" in m and key not in TIMED}
+
+    a, b = meters(tmp_path / "fast"), meters(tmp_path / "each")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert float(a[key]) == pytest.approx(float(b[key]), rel=1e-4, abs=1e-6), key

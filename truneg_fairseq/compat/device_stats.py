@@ -1,0 +1,196 @@
+"""Training statistics summed on the device and read once per ``--log-interval``
+(``device_statistics``).
+
+fairseq 0.12's ``Trainer._reduce_and_log_stats`` reduces every update's logging outputs into its
+meters at once: the criterion's ``reduce_metrics`` turns each summed tensor into a Python number
+(``.item()``), the trainer tests ``isfinite(grad_norm)`` and copies two host numbers to the
+device for the ``clip`` meter, and it reads every meter of a temporary aggregator back. On a GPU
+each of those is a host-device synchronisation: about twenty per update for the plugin's
+criterions, so the host waits for the device at every update and cannot queue the next one.
+
+For the criterions that declare ``summed_statistics = True`` (every value they log is a sum
+over the update's samples, so a sum over updates reduces to the same meters), training updates
+instead add their logging outputs, the finite gradient norms and the clip count into device
+tensors. They are read with one copy and handed to the criterion's own ``reduce_metrics`` once
+per ``--log-interval``, on the update fairseq logs at, and before anything else reads the
+meters (the end of an epoch, a checkpoint's saved meter state). The meters then hold the same
+sums and counts as when every update was reduced on its own, so the log, tensorboard and the
+checkpoints show the same values. A value logged per update with weight 1 is reduced with the
+number of updates as its weight (``updates`` in the summed outputs).
+
+Validation, the criterions without the declaration, TPUs and a world of several workers with
+BMUF keep fairseq's own per-update reduction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import Dict, List, Optional
+
+import torch
+
+_PENDING_ATTR = "_truneg_pending_stats"
+
+
+class PendingStats:
+    """What the updates since the last reduction logged, on the device where it was computed."""
+
+    def __init__(self, aggregators: List[str], criterion_cls, clip_norm: float):
+        self.aggregators = aggregators  # the fairseq metric aggregators active at the update
+        self.criterion_cls = criterion_cls
+        self.clip_norm = clip_norm
+        self.sums: Dict[str, object] = {}
+        self.updates = 0
+        self.gnorm_sum = self.gnorm_count = self.clip_sum = None
+
+    def add(self, logging_outputs, grad_norm) -> None:
+        for log in logging_outputs:
+            for key, value in log.items():
+                if torch.is_tensor(value):
+                    value = value.detach()
+                previous = self.sums.get(key)
+                self.sums[key] = value if previous is None else previous + value
+        self.updates += 1
+        if grad_norm is None:
+            return
+        g = grad_norm.detach().float() if torch.is_tensor(grad_norm) else torch.tensor(grad_norm)
+        finite = torch.isfinite(g)
+        zero = torch.zeros((), dtype=g.dtype, device=g.device)
+        value = torch.where(finite, g, zero)
+        clipped = (finite & (g > self.clip_norm)).to(g.dtype) * 100.0
+        if self.gnorm_sum is None:
+            self.gnorm_sum, self.gnorm_count, self.clip_sum = value, finite.to(g.dtype), clipped
+        else:
+            self.gnorm_sum = self.gnorm_sum + value
+            self.gnorm_count = self.gnorm_count + finite.to(g.dtype)
+            self.clip_sum = self.clip_sum + clipped
+
+    def to_host(self) -> Dict[str, float]:
+        """Every pending value as a Python number, the device tensors read in one copy."""
+        keys = [k for k, v in self.sums.items() if torch.is_tensor(v)]
+        tensors = [self.sums[k] for k in keys]
+        extra = [t for t in (self.gnorm_sum, self.gnorm_count, self.clip_sum) if t is not None]
+        host: Dict[str, float] = {k: v for k, v in self.sums.items() if not torch.is_tensor(v)}
+        values = tensors + extra
+        if values:
+            device = values[0].device
+            flat = torch.stack(
+                [t.to(device=device, dtype=torch.float64).reshape(()) for t in values]
+            )
+            read = flat.cpu().tolist()  # the one read of the interval
+            host.update(zip(keys, read[: len(keys)]))
+            if extra:
+                host["_gnorm_sum"], host["_gnorm_count"], host["_clip_sum"] = read[len(keys) :]
+        return host
+
+
+def _reduce(pending: PendingStats) -> None:
+    """Hand ``pending`` to fairseq's meters in the aggregators its updates were logged in."""
+    from fairseq.logging import metrics
+
+    host = pending.to_host()
+    gnorm_sum = host.pop("_gnorm_sum", None)
+    gnorm_count = host.pop("_gnorm_count", 0.0)
+    clip_sum = host.pop("_clip_sum", 0.0)
+    host["updates"] = pending.updates
+    with contextlib.ExitStack() as stack:
+        for name in pending.aggregators:
+            if name != "default":
+                stack.enter_context(metrics.aggregate(name))
+        if gnorm_sum is not None and gnorm_count > 0:
+            metrics.log_speed("ups", gnorm_count, priority=100, round=2)
+            metrics.log_scalar("gnorm", gnorm_sum / gnorm_count, gnorm_count, priority=400, round=3)
+            if pending.clip_norm > 0:
+                metrics.log_scalar(
+                    "clip", clip_sum / gnorm_count, gnorm_count, priority=500, round=1
+                )
+        # fairseq's task-level meters (FairseqTask.reduce_metrics): words and sentences per
+        # update, weighted by the number of updates, and the words per second
+        updates = pending.updates
+        if "ntokens" in host:
+            metrics.log_scalar("wpb", host["ntokens"] / updates, updates, priority=180, round=1)
+            metrics.log_speed("wps", host["ntokens"], priority=90, round=1)
+        if "nsentences" in host:
+            metrics.log_scalar("bsz", host["nsentences"] / updates, updates, priority=190, round=1)
+        pending.criterion_cls.reduce_metrics([host])
+
+
+def flush(trainer) -> None:
+    """Reduce what ``trainer``'s updates left on the device (nothing when nothing is pending)."""
+    pending: Optional[PendingStats] = getattr(trainer, _PENDING_ATTR, None)
+    if pending is not None and pending.updates:
+        setattr(trainer, _PENDING_ATTR, None)
+        _reduce(pending)
+
+
+_live_trainers: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def flush_all() -> None:
+    for trainer in list(_live_trainers):
+        flush(trainer)
+
+
+def defers(trainer) -> bool:
+    """Whether ``trainer``'s training statistics are summed on the device (module docstring)."""
+    from fairseq.tasks import FairseqTask
+
+    criterion = trainer.get_criterion()
+    return (
+        getattr(type(criterion), "summed_statistics", False)
+        and type(trainer.task).reduce_metrics is FairseqTask.reduce_metrics
+        and not trainer.tpu
+        and not trainer.cfg.optimization.use_bmuf
+    )
+
+
+def device_statistics() -> None:
+    """Install the deferred reduction on fairseq's ``Trainer`` and the flushes before every read
+    of the meters (idempotent)."""
+    from fairseq import trainer as trainer_module
+    from fairseq.logging import metrics
+
+    Trainer = trainer_module.Trainer
+    if getattr(Trainer._reduce_and_log_stats, "_truneg_device_stats", False):
+        return
+    reduce_and_log = Trainer._reduce_and_log_stats
+
+    def _reduce_and_log_stats(self, logging_outputs, sample_size, grad_norm=None):
+        if grad_norm is None or logging_outputs is None or not defers(self):
+            flush(self)  # validation and anything else: what came before is reduced first
+            return reduce_and_log(self, logging_outputs, sample_size, grad_norm)
+        pending = getattr(self, _PENDING_ATTR, None)
+        if pending is None:
+            pending = PendingStats(
+                list(metrics._active_aggregators),
+                type(self.get_criterion()),
+                float(self.cfg.optimization.clip_norm),
+            )
+            setattr(self, _PENDING_ATTR, pending)
+            _live_trainers.add(self)
+        pending.add(logging_outputs, grad_norm)
+        # fairseq-train reads the interval's meters right after the update it logs at
+        if self.get_num_updates() % self.cfg.common.log_interval == 0:
+            flush(self)
+        return {"sample_size": sample_size}
+
+    _reduce_and_log_stats._truneg_device_stats = True
+    Trainer._reduce_and_log_stats = _reduce_and_log_stats
+
+    state_dict = Trainer.state_dict
+
+    def trainer_state_dict(self):
+        flush(self)  # the saved meters hold every update
+        return state_dict(self)
+
+    Trainer.state_dict = trainer_state_dict
+
+    for name in ("get_smoothed_values", "get_smoothed_value", "get_meter", "get_meters"):
+        read = getattr(metrics, name)
+
+        def flushed(*args, _read=read, **kwargs):
+            flush_all()
+            return _read(*args, **kwargs)
+
+        setattr(metrics, name, flushed)
