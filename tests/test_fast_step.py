@@ -244,3 +244,18 @@ def test_forward_and_backward_trace_as_one_graph(name, data_bin, synonym_table):
     assert g.keys() == g_eager.keys() and len(g) > 10
     for key in g:
         torch.testing.assert_close(g[key], g_eager[key], rtol=1e-3, atol=1e-5, msg=key)
+
+
+def test_step_counts_benchmark_finds_only_fairseqs_own_syncs(monkeypatch):
+    """benchmarks/step_counts.py on ELECTRA-small's structure (2 layers): the statistics and the plugin ask
+    the device for nothing inside an update; what is left are fairseq's train_step's two."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "_common", load_benchmark("_common"))
+    monkeypatch.setitem(sys.modules, "gpu_step", load_benchmark("gpu_step"))
+    step_counts = load_benchmark("step_counts")
+    rows = step_counts.main(["--only", "electra_hc", "--no-graphs", "--layers", "2"])
+    row = rows["electra_hc"]
+    assert row["kernels"] > 500 and row["python_calls"] > row["python_calls_trainer"] > 0
+    assert row["syncs"] == 2, row["sync_sites"]
+    assert all(site.startswith("fairseq/trainer.py") for site in row["sync_sites"]), row
