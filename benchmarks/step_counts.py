@@ -28,11 +28,10 @@ import sys
 import tempfile
 import traceback
 
+import gpu_step
 import torch
 from _common import make_batches
 from torch.utils._python_dispatch import TorchDispatchMode
-
-import gpu_step
 
 CONFIGS = {
     "electra": ("electra-structure", "electra"),
