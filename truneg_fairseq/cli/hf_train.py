@@ -24,7 +24,22 @@ Examples:
 """
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import fail, setup_logging
+from truneg_fairseq.cli.common import fail, refuse_inputs_as_outputs, setup_logging
+
+# the files of a save_pretrained directory (model, configuration, tokenizer) a run reads
+HF_FILES = (
+    "config.json",
+    "model.safetensors",
+    "pytorch_model.bin",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
 
 
 def build_parser():
@@ -110,6 +125,11 @@ def main(argv=None) -> int:
     from truneg_fairseq.hf.train import HFTrainConfig, HFTrainError, load_models, run
     from truneg_fairseq.lexicon import WordNetNotFoundError
 
+    if args.build_synonyms:
+        from truneg_fairseq.outputs import files_in
+
+        inputs = [("MODEL_DIR", p) for p in files_in(args.model_dir, HF_FILES)]
+        refuse_inputs_as_outputs({"--build-synonyms": args.build_synonyms}, inputs)
     try:
         if args.build_synonyms:
             from truneg_fairseq.hf.vocab import build_synonym_table
