@@ -25,8 +25,8 @@ import json
 
 from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
-    add_checkpoint_args,
     TOKENIZER_FILE_FLAGS,
+    add_checkpoint_args,
     fail,
     flag_inputs,
     refuse_inputs_as_outputs,

@@ -131,13 +131,17 @@ def _inputs(args) -> list:
     found = []
     for ck in args.checkpoints:
         if os.path.isdir(ck):
-            found += [("checkpoint", p) for p in files_in(ck, ["model.pt", "dict.txt", "vocab.txt"])]
+            found += [
+                ("checkpoint", p) for p in files_in(ck, ["model.pt", "dict.txt", "vocab.txt"])
+            ]
         else:
             found.append(("checkpoint", ck))
             if args.text:  # the WordPiece vocabulary beside it
                 found += [("checkpoint", p) for p in files_in(os.path.dirname(ck), ["vocab.txt"])]
     names = ["dict.txt", "tokenizer_fingerprint.json"]
-    found += [("--data", p) for p in files_in(args.data, names) + split_files(args.data, args.subset)]
+    found += [
+        ("--data", p) for p in files_in(args.data, names) + split_files(args.data, args.subset)
+    ]
     return found + flag_inputs(args, ("--text", "--synonym-table", *TOKENIZER_FILE_FLAGS))
 
 
@@ -213,7 +217,9 @@ def main(argv=None) -> int:
     if args.table_md:
         write_output("--table-md", args.table_md, lambda f: f.write(result.markdown()))
     if args.table_json:
-        write_output("--table-json", args.table_json, lambda f: json.dump(result.as_json(), f, indent=1))
+        write_output(
+            "--table-json", args.table_json, lambda f: json.dump(result.as_json(), f, indent=1)
+        )
     if args.json:
         for ck, scored in zip(result.checkpoints, result.scored):
             extra = {}

@@ -41,7 +41,9 @@ def split_files(directory, split: str) -> list:
     return sorted(
         os.path.join(directory, n)
         for n in os.listdir(directory)
-        if n.startswith(split) and n.endswith((".bin", ".idx")) and n[len(split) : -4].isdigit()
+        if n.startswith(split)
+        and n.endswith((".bin", ".idx"))
+        and n[len(split) : -4].isdigit()
         or n in (f"{split}.bin", f"{split}.idx")
     )
 

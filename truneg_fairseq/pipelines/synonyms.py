@@ -52,7 +52,6 @@ def check_output(cfg: SynonymTableConfig) -> None:
     """``output`` replaces its file: naming an input there (say the dictionary) would destroy the
     input with the table built from it, so it is refused before anything is read."""
     from truneg_fairseq.lexicon import SynonymTableError
-
     from truneg_fairseq.outputs import files_in, refuse_inputs_as_outputs
     from truneg_fairseq.text.spec import RECORD_NAME
 
