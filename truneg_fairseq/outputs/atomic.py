@@ -47,6 +47,7 @@ _WRITE_FAILURE_TEXTS = (
     "os error 27",
     "os error 30",
     "os error 122",
+    " requested and ",  # numpy's short write (ndarray.tofile): "N requested and M written"
 )
 
 
