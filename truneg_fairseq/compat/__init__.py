@@ -10,7 +10,7 @@ longer needs it where it can tell. They are installed in this order:
    checkpoints hold are allow-listed, the protection stays on.
 2. ``checkpoint_copies``: fairseq copies a saved checkpoint to ``checkpoint_last.pt`` and
    ``checkpoint_best.pt`` with a plain copy, so a job killed during it leaves a truncated file;
-   local copies become atomic (``<dst>.tmp``, fsync, rename).
+   local copies become atomic (a temporary file of the copy's own, fsync, rename).
 3. ``worker_broadcast``: with several workers, ranks other than 0 receive the checkpoint through
    ``torch.load`` and die on its ``DictConfig`` under weights-only loading; objects rank 0 of the
    same job pickled are sent with torch's own object broadcast.

@@ -12,7 +12,14 @@ the package loads on its own, without torch or fairseq):
 
 ``truneg_fairseq.io_utils`` re-exports these names for older callers."""
 
-from .atomic import WRITE_ERRNOS, atomic_open, write_errors, write_failure, write_failure_message
+from .atomic import (
+    WRITE_ERRNOS,
+    atomic_open,
+    temp_beside,
+    write_errors,
+    write_failure,
+    write_failure_message,
+)
 from .dirs import atomic_dir, staged_entries
 from .errors import OutputDirError
 from .inputs import files_in, refuse_inputs_as_outputs, same_file, split_files
@@ -33,6 +40,7 @@ __all__ = [
     "same_file",
     "split_files",
     "staged_entries",
+    "temp_beside",
     "write_errors",
     "write_failure",
     "write_failure_message",
