@@ -472,6 +472,28 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_and_no_partial_file(
     assert not (tmp_path / "checkpoint_last.pt.tmp").exists()
 
 
+def test_a_full_disk_while_fairseq_saves_a_checkpoint_is_one_error_and_no_tmp(tmp_path):
+    """fairseq-train's own save (``torch_persistent_save``, given a temporary file of its own by
+    the plugin) on a disk that fills up part way: one CheckpointError, the previous file whole,
+    no temporary file; with room, the save lands."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    import truneg_fairseq  # noqa: F401  (installs the mend)
+    from truneg_fairseq.checkpoints import CheckpointError
+
+    last = tmp_path / "checkpoint_last.pt"
+    last.write_bytes(b"the previous checkpoint")
+    state = {"w": torch.zeros(64 * 1024)}  # 256 KiB
+    with file_size_limit(64 * 1024):
+        with pytest.raises(CheckpointError, match=r"checkpoint_last\.pt: saving .*--save-dir"):
+            checkpoint_utils.torch_persistent_save(state, str(last))
+    assert last.read_bytes() == b"the previous checkpoint"
+    assert [p.name for p in tmp_path.iterdir()] == [last.name]
+    checkpoint_utils.torch_persistent_save(state, str(last))
+    assert torch.equal(torch.load(last, weights_only=True)["w"], state["w"])
+
+
 def test_a_full_disk_while_fairseq_copies_a_checkpoint_is_one_error_and_no_tmp(tmp_path):
     """fairseq-train's copy of a new checkpoint to checkpoint_best.pt (``PathManager.copy``,
     made atomic by the plugin) on a disk that fills up part way: one CheckpointError naming the

@@ -251,6 +251,26 @@ def test_hf_train_refuses_a_synonym_table_over_its_model_files(tmp_path):
         )
 
 
+def test_hf_train_refuses_an_output_dir_holding_its_inputs(tmp_path):
+    from hf_fixtures import save_bert
+
+    model = tmp_path / "bert"
+    save_bert(model)
+    text = tmp_path / "train.txt"
+    text.write_text("a sentence to learn from\n")
+    kept = sorted(p for p in model.iterdir() if p.is_file()) + [text]
+    train = ["--train", text, "--max-steps", "1"]
+    # the final model would replace the model it starts from
+    _refused("hf_train.py", [model, *train, "--output-dir", model], "--output-dir", "MODEL_DIR", kept)
+    # a folder of text read as --train, written into as --output-dir (its vocab.txt)
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("more text\n")
+    kept.append(folder / "vocab.txt")
+    argv = [model, "--train", folder, "--max-steps", "1", "--output-dir", folder]
+    _refused("hf_train.py", argv, "--output-dir", "--train", kept)
+
+
 def test_perturb_squad_refuses_a_link_to_its_input(tmp_path):
     import json
 

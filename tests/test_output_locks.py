@@ -138,7 +138,9 @@ def test_two_runs_finding_the_same_stale_lock_one_takes_it(tmp_path):
 _WRITER = """
 import os, sys, time
 kind, src, dst, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-if kind == "copy":  # fairseq's copy of a saved checkpoint to checkpoint_last.pt, as mended
+if kind in ("copy", "save"):  # fairseq's save and copy of a checkpoint, as mended
+    import truneg_fairseq  # noqa: F401  (installs the mends)
+    from fairseq import checkpoint_utils
     from truneg_fairseq.compat import atomic_copy_file
 else:  # the output writers alone (standard library only)
     sys.path.insert(0, sys.argv[5])
@@ -152,6 +154,8 @@ while not os.path.exists(go):
 for _ in range(n):
     if kind == "copy":
         atomic_copy_file(src, dst)
+    elif kind == "save":
+        checkpoint_utils.torch_persistent_save({"data": data}, dst)
     else:
         with atomic_open(dst, "wb") as f:
             for i in range(0, len(data), 4096):
@@ -159,9 +163,18 @@ for _ in range(n):
 """
 
 
-@pytest.mark.parametrize("kind", ["copy", "atomic_open"])
+def _content(path, kind):
+    if kind != "save":
+        return path.read_bytes()
+    import torch
+
+    return torch.load(path, weights_only=True)["data"]
+
+
+@pytest.mark.parametrize("kind", ["save", "copy", "atomic_open"])
 def test_two_processes_writing_one_output_leave_one_whole_source(tmp_path, kind):
-    """The checkpoint copy (checkpoint_last.pt) and the atomic file writer, each by two
+    """fairseq-train's checkpoint save and its copy to checkpoint_last.pt (as the plugin mends
+    them) and the atomic file writer, each by two
     processes at once, many times: every read and the end result is one of the two sources,
     byte for byte, and no temporary file is left."""
     sources = []
@@ -191,10 +204,10 @@ def test_two_processes_writing_one_output_leave_one_whole_source(tmp_path, kind)
     reads = 0
     while any(w.poll() is None for w in writers):
         if dst.exists():
-            assert dst.read_bytes() in sources
+            assert _content(dst, kind) in sources
             reads += 1
         time.sleep(0.005)
     errors = [w.communicate()[1] for w in writers]
     assert [w.returncode for w in writers] == [0, 0], errors
-    assert dst.read_bytes() in sources and reads > 0
+    assert _content(dst, kind) in sources and reads > 0
     assert [p.name for p in out.iterdir()] == ["checkpoint_last.pt"]

@@ -1,4 +1,5 @@
-"""Atomic checkpoint copies (``atomic_checkpoint_copies``): fairseq writes the first checkpoint
+"""Atomic checkpoint copies (``atomic_checkpoint_copies``) and saves of their own
+(``atomic_checkpoint_saves``, below): fairseq writes the first checkpoint
 of a save atomically (a ``.tmp`` file, then a rename) but copies it to the others
 (``checkpoint_last.pt``, ``checkpoint_best.pt``) with a plain ``PathManager.copy``; a job
 killed during that copy (SIGTERM on preemption) leaves a truncated ``checkpoint_last.pt`` and
@@ -71,3 +72,37 @@ def atomic_checkpoint_copies() -> None:
 
     copy.truneg_atomic = True
     PathManager.copy = staticmethod(copy)
+
+
+def atomic_checkpoint_saves() -> None:
+    """fairseq's own save (``checkpoint_utils.torch_persistent_save``) writes ``<file>.tmp``,
+    then renames it: two runs saving the same file share that name and one can rename the
+    other's half-written file into place. Local saves here write a temporary file of their own
+    (:func:`~truneg_fairseq.outputs.temp_beside`), removed on any failure; a save that fails for
+    lack of space is one :class:`~truneg_fairseq.checkpoints.CheckpointError`. Asynchronous and
+    remote (iopath) saves keep fairseq's way."""
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
+
+    original = checkpoint_utils.torch_persistent_save
+    if getattr(original, "truneg_atomic", False):  # installed already
+        return
+
+    def torch_persistent_save(obj, filename, async_write: bool = False):
+        if async_write or PathManager.path_requires_pathmanager(filename):
+            return original(obj, filename, async_write=async_write)
+        from truneg_fairseq.checkpoints import checkpoint_write_errors
+        from truneg_fairseq.outputs import temp_beside
+
+        tmp = temp_beside(filename)
+        with checkpoint_write_errors(filename, tmp):
+            try:
+                with open(tmp, "wb") as f:
+                    checkpoint_utils._torch_persistent_save(obj, f)
+                os.replace(tmp, filename)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+
+    torch_persistent_save.truneg_atomic = True
+    checkpoint_utils.torch_persistent_save = torch_persistent_save
