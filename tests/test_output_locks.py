@@ -135,32 +135,24 @@ def test_two_runs_finding_the_same_stale_lock_one_takes_it(tmp_path):
         )
 
 
-_WRITER = """
-import os, sys, time
-kind, src, dst, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-if kind in ("copy", "save"):  # fairseq's save and copy of a checkpoint, as mended
-    import truneg_fairseq  # noqa: F401  (installs the mends)
+def _write_many(kind, src, dst, n, go):
+    """A writer process: ``n`` writes of ``src``'s bytes to ``dst`` once ``go`` is set."""
     from fairseq import checkpoint_utils
+
     from truneg_fairseq.compat import atomic_copy_file
-else:  # the output writers alone (standard library only)
-    sys.path.insert(0, sys.argv[5])
-    from outputs import atomic_open
-data = open(src, "rb").read()
-root = os.path.dirname(os.path.dirname(dst))
-open(os.path.join(root, f"ready-{os.getpid()}"), "w").close()
-go = os.path.join(root, "go")
-while not os.path.exists(go):
-    time.sleep(0.001)
-for _ in range(n):
-    if kind == "copy":
-        atomic_copy_file(src, dst)
-    elif kind == "save":
-        checkpoint_utils.torch_persistent_save({"data": data}, dst)
-    else:
-        with atomic_open(dst, "wb") as f:
-            for i in range(0, len(data), 4096):
-                f.write(data[i : i + 4096])
-"""
+    from truneg_fairseq.io_utils import atomic_open
+
+    data = src.read_bytes()
+    go.wait(30)
+    for _ in range(n):
+        if kind == "copy":  # fairseq's copy of a saved checkpoint to checkpoint_last.pt, mended
+            atomic_copy_file(str(src), str(dst))
+        elif kind == "save":  # fairseq's save of a checkpoint, mended
+            checkpoint_utils.torch_persistent_save({"data": data}, str(dst))
+        else:
+            with atomic_open(dst, "wb") as f:
+                for i in range(0, len(data), 4096):
+                    f.write(data[i : i + 4096])
 
 
 def _content(path, kind):
@@ -174,9 +166,11 @@ def _content(path, kind):
 @pytest.mark.parametrize("kind", ["save", "copy", "atomic_open"])
 def test_two_processes_writing_one_output_leave_one_whole_source(tmp_path, kind):
     """fairseq-train's checkpoint save and its copy to checkpoint_last.pt (as the plugin mends
-    them) and the atomic file writer, each by two
-    processes at once, many times: every read and the end result is one of the two sources,
-    byte for byte, and no temporary file is left."""
+    them) and the atomic file writer, each by two processes at once, many times: every read and
+    the end result is one of the two sources, byte for byte, and no temporary file is left."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")  # the plugin is imported (its mends installed)
     sources = []
     for name, byte in (("a.pt", b"a"), ("b.pt", b"b")):
         (tmp_path / name).write_bytes(byte * 300_000 + os.urandom(1000))
@@ -184,30 +178,22 @@ def test_two_processes_writing_one_output_leave_one_whole_source(tmp_path, kind)
     out = tmp_path / "out"
     out.mkdir()
     dst = out / "checkpoint_last.pt"
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    )
-    pkg = str(REPO / "truneg_fairseq")
+    go = ctx.Event()
     writers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WRITER, kind, str(tmp_path / n), str(dst), "100", pkg],
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+        ctx.Process(target=_write_many, args=(kind, tmp_path / n, dst, 100, go))
         for n in ("a.pt", "b.pt")
     ]
-    t0 = time.monotonic()
-    while len(list(tmp_path.glob("ready-*"))) < 2 and time.monotonic() - t0 < 40:
-        time.sleep(0.01)  # both have imported and wait
-    (tmp_path / "go").touch()
+    for w in writers:
+        w.start()
+    go.set()
     reads = 0
-    while any(w.poll() is None for w in writers):
+    while any(w.is_alive() for w in writers):
         if dst.exists():
             assert _content(dst, kind) in sources
             reads += 1
         time.sleep(0.005)
-    errors = [w.communicate()[1] for w in writers]
-    assert [w.returncode for w in writers] == [0, 0], errors
+    for w in writers:
+        w.join()
+    assert [w.exitcode for w in writers] == [0, 0]
     assert _content(dst, kind) in sources and reads > 0
     assert [p.name for p in out.iterdir()] == ["checkpoint_last.pt"]

@@ -79,8 +79,10 @@ def atomic_checkpoint_saves() -> None:
     then renames it: two runs saving the same file share that name and one can rename the
     other's half-written file into place. Local saves here write a temporary file of their own
     (:func:`~truneg_fairseq.outputs.temp_beside`), removed on any failure; a save that fails for
-    lack of space is one :class:`~truneg_fairseq.checkpoints.CheckpointError`. Asynchronous and
+    lack of space is one :class:`~truneg_fairseq.checkpoints.CheckpointError` (fairseq writes
+    again into the same, partly written file twice, 2.5 s apart, first). Asynchronous and
     remote (iopath) saves keep fairseq's way."""
+    import torch
     from fairseq import checkpoint_utils
     from fairseq.file_io import PathManager
 
@@ -97,8 +99,8 @@ def atomic_checkpoint_saves() -> None:
         tmp = temp_beside(filename)
         with checkpoint_write_errors(filename, tmp):
             try:
-                with open(tmp, "wb") as f:
-                    checkpoint_utils._torch_persistent_save(obj, f)
+                with open(tmp, "wb") as f:  # once: a retry would append to a partial file
+                    torch.save(obj, f)
                 os.replace(tmp, filename)
             except BaseException:
                 tmp.unlink(missing_ok=True)
