@@ -261,7 +261,9 @@ def test_hf_train_refuses_an_output_dir_holding_its_inputs(tmp_path):
     kept = sorted(p for p in model.iterdir() if p.is_file()) + [text]
     train = ["--train", text, "--max-steps", "1"]
     # the final model would replace the model it starts from
-    _refused("hf_train.py", [model, *train, "--output-dir", model], "--output-dir", "MODEL_DIR", kept)
+    _refused(
+        "hf_train.py", [model, *train, "--output-dir", model], "--output-dir", "MODEL_DIR", kept
+    )
     # a folder of text read as --train, written into as --output-dir (its vocab.txt)
     folder = tmp_path / "texts"
     folder.mkdir()

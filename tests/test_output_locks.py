@@ -92,15 +92,16 @@ import os, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from outputs import OutputDirError, atomic_dir  # the output writers alone, standard library only
-root = Path(sys.argv[2])
-while not (root / "go").exists():
-    time.sleep(0.001)
+root, others = Path(sys.argv[2]), int(sys.argv[3])
+go = root / "go"
+while not go.exists():  # all start at once
+    pass
 try:
     with atomic_dir(root / "out", "a command", log=lambda m: None) as work:
         (work / "a.txt").write_text(str(os.getpid()))
         (root / f"won-{os.getpid()}").touch()
         t0 = time.monotonic()  # hold the lock until the other run has given up
-        while not list(root.glob("lost-*")) and time.monotonic() - t0 < 5:
+        while len(list(root.glob("lost-*"))) < others and time.monotonic() - t0 < 5:
             time.sleep(0.01)
         assert work.is_dir() and (work / "a.txt").read_text() == str(os.getpid()), "stage gone"
 except OutputDirError as e:
@@ -109,30 +110,37 @@ except OutputDirError as e:
 
 
 def test_two_runs_finding_the_same_stale_lock_one_takes_it(tmp_path):
-    for attempt in range(4):
+    racers_n = 3
+    for attempt in range(8):
         root = tmp_path / str(attempt)
         root.mkdir()
         _write_lock(root / ".out.lock", pid=999999999)  # a run that was killed
         racers = [
             subprocess.Popen(
-                [sys.executable, "-c", _RACER, str(REPO / "truneg_fairseq"), str(root)],
+                [
+                    sys.executable,
+                    "-c",
+                    _RACER,
+                    str(REPO / "truneg_fairseq"),
+                    str(root),
+                    str(racers_n - 1),
+                ],
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for _ in range(2)
+            for _ in range(racers_n)
         ]
         time.sleep(0.3)  # both started and waiting
         (root / "go").touch()
         errors = [p.communicate(timeout=60)[1] for p in racers]
-        assert [p.returncode for p in racers] == [0, 0], errors
+        assert [p.returncode for p in racers] == [0] * racers_n, errors
         won, lost = sorted(root.glob("won-*")), sorted(root.glob("lost-*"))
-        assert len(won) == 1 and len(lost) == 1, (won, lost)
-        assert "being written by another run" in lost[0].read_text()
+        assert len(won) == 1 and len(lost) == racers_n - 1, (won, lost)
+        assert all("being written by another run" in p.read_text() for p in lost)
         winner = won[0].name.split("-")[1]
         assert (root / "out" / "a.txt").read_text() == winner
-        assert sorted(p.name for p in root.iterdir()) == sorted(
-            ["go", "out", won[0].name, lost[0].name]
-        )
+        left = {p.name for p in root.iterdir()} - {p.name for p in won + lost}
+        assert left == {"go", "out"}
 
 
 def _write_many(kind, src, dst, n, go):
