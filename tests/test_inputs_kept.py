@@ -32,6 +32,11 @@ def test_prepare_glue_refuses_a_dict_inside_its_output(tmp_path, corpus_dir, dat
     assert proc.returncode == 2, proc.stderr
     assert f"--dict {inside} would be overwritten" in proc.stderr
     assert "Traceback" not in proc.stderr
+    # the same file under another name outside the output (a hard link)
+    link = tmp_path / "dict-link.txt"
+    os.link(inside, link)
+    proc = run_script("prepare_glue.py", [*common, "--dict", str(link), *tok])
+    assert proc.returncode == 2 and f"--dict {link} would be overwritten" in proc.stderr
     assert _snapshot(out) == before
 
 
