@@ -76,6 +76,25 @@ def test_a_lock_of_this_very_process_is_respected(tmp_path):
     assert not lock.exists()
 
 
+@needs_proc
+def test_an_older_lock_holding_only_a_pid_is_taken_over_when_that_process_is_younger(tmp_path):
+    lock = tmp_path / ".out.lock"
+    lock.write_text("1")  # pid 1 started before the lock was written: it may hold it
+    with pytest.raises(OutputDirError, match=r"another run \(pid 1, "):
+        with output_lock(tmp_path / "out"):
+            pass
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock.write_text(str(sleeper.pid))
+        os.utime(lock, (time.time() - 3600,) * 2)  # written an hour before that process started
+        with output_lock(tmp_path / "out"):
+            pass
+        assert not lock.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def test_a_lock_of_another_host_is_an_error_saying_how_to_remove_it(tmp_path):
     lock = tmp_path / ".out.lock"
     record = _write_lock(lock, pid=999999999, host="elsewhere.example")
@@ -109,7 +128,7 @@ except OutputDirError as e:
 """
 
 
-def test_two_runs_finding_the_same_stale_lock_one_takes_it(tmp_path):
+def test_of_runs_finding_the_same_stale_lock_one_takes_it(tmp_path):
     racers_n = 3
     for attempt in range(8):
         root = tmp_path / str(attempt)

@@ -98,8 +98,20 @@ def _read(lock: Path):
     return raw, data
 
 
-def _running(rec: dict) -> bool:
-    """Whether the process of lock record ``rec`` (of this host) still runs."""
+def _started_after(start: str, when: float) -> bool:
+    """Whether a process of start time ``start`` (clock ticks since boot) started after the
+    moment ``when`` (seconds since the epoch)."""
+    try:
+        with open("/proc/stat") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        return btime + int(start) / os.sysconf("SC_CLK_TCK") > when + 1
+    except (OSError, ValueError, StopIteration):
+        return False
+
+
+def _running(rec: dict, mtime: float) -> bool:
+    """Whether the process of lock record ``rec`` (of this host; the lock file last changed at
+    ``mtime``) still runs."""
     pid = rec["pid"]
     boot, now_boot = rec.get("boot") or "", _boot_id()
     if boot and now_boot and boot != now_boot:
@@ -112,9 +124,16 @@ def _running(rec: dict) -> bool:
     state, start = stat
     if state in ("Z", "X"):  # killed, not yet reaped
         return False
-    if "start" not in rec:  # a lock of an older version: the pid only
-        return pid != os.getpid()
+    if "start" not in rec:  # a lock of an older version: the pid only, so its file's age tells
+        return pid != os.getpid() and not _started_after(start, mtime)
     return rec["start"] == start
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _cannot(lock: Path, e: OSError) -> OutputDirError:
@@ -222,16 +241,13 @@ def _lock(path: Path, log) -> Path:
                 f"cannot tell whether it still runs. Wait for it, or, if no run is writing there, remove "
                 f"{lock} by hand"
             )
-        if rec and _running(rec):
+        if rec and _running(rec, _mtime(lock)):
             raise OutputDirError(
                 f"{path} is being written by another run (pid {rec['pid']}, lock {lock}); wait for it, "
                 f"or choose another output directory (if no run is writing there, remove {lock})"
             )
         if not rec:
-            try:
-                young = time.time() - lock.stat().st_mtime < 2
-            except OSError:
-                young = False
+            young = time.time() - _mtime(lock) < 2
             if young and not lock.is_dir():  # maybe being written (no hard links there): wait
                 time.sleep(0.05)
                 continue
