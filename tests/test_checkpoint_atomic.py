@@ -77,7 +77,7 @@ def kill_during_save(
     data_bin, save_dir: Path, phase: str, delay: float, user_dir=True, timeout=120
 ):
     """Start training and SIGTERM it ``delay`` s after the second save reaches ``phase``:
-    "write" (the update checkpoint's ``.tmp`` appears: torch.save is writing) or "copy" (the
+    "write" (the update checkpoint's temporary file appears: torch.save is writing) or "copy" (the
     update checkpoint is complete: fairseq now copies it to checkpoint_last.pt). The first save
     completes untouched. Returns the trainer's return code."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -87,11 +87,12 @@ def kill_during_save(
         stderr=subprocess.DEVNULL,
         env=env,
     )
-    target = save_dir / ("checkpoint_1_2.pt.tmp" if phase == "write" else "checkpoint_1_2.pt")
+    # "write": the save's temporary file (fairseq's name, or the plugin's own beside it)
+    pattern = "*checkpoint_1_2.pt*.tmp" if phase == "write" else "checkpoint_1_2.pt"
     t0 = time.monotonic()
     try:
         while proc.poll() is None and time.monotonic() - t0 < timeout:
-            if target.exists():
+            if any(save_dir.glob(pattern)):
                 time.sleep(delay)
                 proc.send_signal(signal.SIGTERM)
                 break

@@ -472,6 +472,28 @@ def test_a_full_disk_while_saving_a_checkpoint_is_one_error_and_no_partial_file(
     assert not (tmp_path / "checkpoint_last.pt.tmp").exists()
 
 
+def test_a_full_disk_while_fairseq_saves_a_checkpoint_is_one_error_and_no_tmp(tmp_path):
+    """fairseq-train's own save (``torch_persistent_save``, given a temporary file of its own by
+    the plugin) on a disk that fills up part way: one CheckpointError, the previous file whole,
+    no temporary file; with room, the save lands."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    import truneg_fairseq  # noqa: F401  (installs the mend)
+    from truneg_fairseq.checkpoints import CheckpointError
+
+    last = tmp_path / "checkpoint_last.pt"
+    last.write_bytes(b"the previous checkpoint")
+    state = {"w": torch.zeros(64 * 1024)}  # 256 KiB
+    with file_size_limit(64 * 1024):
+        with pytest.raises(CheckpointError, match=r"checkpoint_last\.pt: saving .*--save-dir"):
+            checkpoint_utils.torch_persistent_save(state, str(last))
+    assert last.read_bytes() == b"the previous checkpoint"
+    assert [p.name for p in tmp_path.iterdir()] == [last.name]
+    checkpoint_utils.torch_persistent_save(state, str(last))
+    assert torch.equal(torch.load(last, weights_only=True)["w"], state["w"])
+
+
 def test_a_full_disk_while_fairseq_copies_a_checkpoint_is_one_error_and_no_tmp(tmp_path):
     """fairseq-train's copy of a new checkpoint to checkpoint_best.pt (``PathManager.copy``,
     made atomic by the plugin) on a disk that fills up part way: one CheckpointError naming the
@@ -493,6 +515,42 @@ def test_a_full_disk_while_fairseq_copies_a_checkpoint_is_one_error_and_no_tmp(t
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([best.name, new.name])
     assert PathManager.copy(str(new), str(best), overwrite=True)
     assert best.read_bytes() == new.read_bytes()
+
+
+def _full_disk_run(script, argv, out, limit):
+    """``script argv`` writing ``out`` on a disk that fills up after ``limit`` bytes: one error
+    naming the flag and the file, no file (nor temporary file) left in its directory."""
+    from utils import run_script
+
+    with file_size_limit(limit):
+        proc = run_script(script, [str(a) for a in argv])
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("error:") == 1 and "Traceback" not in proc.stderr
+    assert re.search(re.escape(f"{out}: writing failed (") + r"[^)]+\): free space", proc.stderr)
+    assert not [p.name for p in out.parent.iterdir()]
+    return proc
+
+
+def test_a_full_disk_while_writing_word_vectors_is_one_error_and_no_file(
+    tmp_path, corpus_dir, data_bin
+):
+    out = tmp_path / "out" / "vectors.npy"
+    out.parent.mkdir()
+    argv = ["--dict", data_bin / "dict.txt", "--text", corpus_dir / "tok" / "train.txt"]
+    proc = _full_disk_run("word_vectors.py", [*argv, "--dim", "8", "--output", out], out, 1024)
+    assert f"error: --output {out}" in proc.stderr
+
+
+def test_a_full_disk_while_writing_the_evaluation_table_is_one_error_and_no_file(
+    imported, tmp_path
+):
+    text = tmp_path / "text.txt"
+    text.write_text("the farmer will stay at home .\nthe big house is large .\n")
+    out = tmp_path / "out" / "table.json"
+    out.parent.mkdir()
+    argv = ["--text", text, "--device", "cpu", imported / "model.pt", "--table-json", out]
+    proc = _full_disk_run("evaluate_mlm.py", argv, out, 64)
+    assert f"error: --table-json {out}" in proc.stderr
 
 
 # ---- SQuAD preparation --------------------------------------------------------------------

@@ -382,6 +382,18 @@ def test_a_finetuned_checkpoint_records_its_labels_and_task(sst2_checkpoint, glu
     assert set((tmp_path / "pred.txt").read_text().split()) <= {"0", "1"}
 
 
+def test_a_full_disk_while_writing_predictions_is_one_error_and_no_file(
+    sst2_checkpoint, glue_bin, tmp_path
+):
+    from test_errors_round2 import _full_disk_run
+
+    out = tmp_path / "out" / "pred.txt"
+    out.parent.mkdir()
+    argv = [sst2_checkpoint, "--data", glue_bin / "SST-2", "--device", "cpu", "--output", out]
+    proc = _full_disk_run("glue_predict.py", argv, out, 4)
+    assert f"error: --output {out}" in proc.stderr
+
+
 @pytest.mark.parametrize("task", ["RTE", "MNLI", "STS-B"])
 def test_a_checkpoint_on_another_tasks_data_is_one_error(sst2_checkpoint, glue_bin, tmp_path, task):
     proc = _predict(sst2_checkpoint, glue_bin / task, tmp_path / "pred.txt")

@@ -25,10 +25,14 @@ import json
 
 from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
+    TOKENIZER_FILE_FLAGS,
     add_checkpoint_args,
     fail,
+    flag_inputs,
+    refuse_inputs_as_outputs,
     resolve_checkpoint_args,
     setup_logging,
+    write_output,
 )
 from truneg_fairseq.data.cline import TOKENIZERS
 from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
@@ -54,9 +58,14 @@ def main(argv=None) -> int:
     parser = get_parser()
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), several=True)
     setup_logging("truneg_fairseq.cline_hits")
+    from truneg_fairseq.outputs import OutputDirError, files_in
+
+    inputs = [("checkpoint", ck) for ck in args.checkpoints]
+    inputs += [("--data", p) for p in files_in(args.data, ["dict.txt"])]
+    inputs += flag_inputs(args, ("--triplets", "--sentences", *TOKENIZER_FILE_FLAGS))
+    refuse_inputs_as_outputs({"--save-triplets": args.save_triplets, "--json": args.json}, inputs)
     from truneg_fairseq.checkpoints import CheckpointError
     from truneg_fairseq.evaluation.hits import HITS_METHODS
-    from truneg_fairseq.io_utils import atomic_open
     from truneg_fairseq.pipelines.cline import HitsConfig, cline_hits
 
     cfg = HitsConfig(
@@ -74,6 +83,8 @@ def main(argv=None) -> int:
         n, results = cline_hits(cfg)
     except (CheckpointError, ValueError) as e:
         fail(str(e))
+    except OutputDirError as e:
+        fail(f"--save-triplets {e}")
     for ck, res in results.items():
         print(f"\n{ck}: Hits (%) on {n} triplets")
         print(f"{'layer':>6}  " + "  ".join(f"{m:>9}" for m in HITS_METHODS))
@@ -81,6 +92,6 @@ def main(argv=None) -> int:
             print(f"{li:>6}  " + "  ".join(f"{res[m][li]:9.2f}" for m in HITS_METHODS))
         print(f"{'max':>6}  " + "  ".join(f"{max(res[m]):9.2f}" for m in HITS_METHODS))
     if args.json:
-        with atomic_open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"triplets": n, "results": results}, f, indent=1)
+        doc = {"triplets": n, "results": results}
+        write_output("--json", args.json, lambda f: json.dump(doc, f, indent=1), encoding="utf-8")
     return 0

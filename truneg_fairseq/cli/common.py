@@ -128,3 +128,37 @@ def resolve_checkpoint_args(parser, args, several: bool = False):
             parser.error("give exactly one checkpoint (.pt)")
         args.checkpoint = given[0]
     return args
+
+
+def refuse_inputs_as_outputs(outputs, inputs) -> None:
+    """An output flag that names one of the run's input files (a link to one included) is one
+    error naming both flags and the file, before anything is read or written
+    (:func:`truneg_fairseq.outputs.refuse_inputs_as_outputs`)."""
+    from truneg_fairseq.outputs import OutputDirError
+    from truneg_fairseq.outputs import refuse_inputs_as_outputs as refuse
+
+    try:
+        refuse(outputs, inputs)
+    except OutputDirError as e:
+        fail(str(e))
+
+
+def write_output(flag: str, path, write, mode: str = "w", **kwargs) -> None:
+    """``write(f)`` into output ``path`` (of ``flag``) atomically; a full disk, a quota or a
+    directory that cannot be written is one error naming the flag and the file, and leaves no
+    file behind (the earlier ``path`` stays as it was)."""
+    from truneg_fairseq.outputs import OutputDirError, atomic_open, write_errors
+
+    try:
+        with write_errors(path), atomic_open(path, mode, **kwargs) as f:
+            write(f)
+    except OutputDirError as e:
+        fail(f"{flag} {e}")
+
+
+TOKENIZER_FILE_FLAGS = ("--spm-model", "--gpt2-encoder-json", "--gpt2-vocab-bpe", "--vocab")
+
+
+def flag_inputs(args, flags=TOKENIZER_FILE_FLAGS) -> list:
+    """(flag, path) of the given input ``flags`` of ``args`` (default: the tokenizer's files)."""
+    return [(f, getattr(args, f[2:].replace("-", "_"), None)) for f in flags]

@@ -34,11 +34,15 @@ import os
 
 from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
+    TOKENIZER_FILE_FLAGS,
     add_checkpoint_args,
     count_arg,
     fail,
+    flag_inputs,
+    refuse_inputs_as_outputs,
     resolve_checkpoint_args,
     setup_logging,
+    write_output,
 )
 from truneg_fairseq.text import add_tokenizer_args
 
@@ -118,6 +122,29 @@ def _check_args(args) -> None:
             fail(f"{flag} {path} is a directory: give a file name")
 
 
+def _inputs(args) -> list:
+    """(flag, file) of what the run reads: the checkpoints (an imported directory's files), the
+    data directory's dictionary, split and tokenizer record, the text, table and tokenizer
+    files."""
+    from truneg_fairseq.outputs import files_in, split_files
+
+    found = []
+    for ck in args.checkpoints:
+        if os.path.isdir(ck):
+            found += [
+                ("checkpoint", p) for p in files_in(ck, ["model.pt", "dict.txt", "vocab.txt"])
+            ]
+        else:
+            found.append(("checkpoint", ck))
+            if args.text:  # the WordPiece vocabulary beside it
+                found += [("checkpoint", p) for p in files_in(os.path.dirname(ck), ["vocab.txt"])]
+    names = ["dict.txt", "tokenizer_fingerprint.json"]
+    found += [
+        ("--data", p) for p in files_in(args.data, names) + split_files(args.data, args.subset)
+    ]
+    return found + flag_inputs(args, ("--text", "--synonym-table", *TOKENIZER_FILE_FLAGS))
+
+
 def _values(scored) -> dict:
     return {k: v for k, v in scored.report.as_dict().items() if v is not None}
 
@@ -133,9 +160,10 @@ def main(argv=None) -> int:
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), several=True)
     log = setup_logging("truneg_fairseq.evaluate_mlm")
     _check_args(args)
+    outputs = {"--table-md": args.table_md, "--table-json": args.table_json}
+    refuse_inputs_as_outputs(outputs, _inputs(args))
     from truneg_fairseq.checkpoints import CheckpointError, describe_load_error
     from truneg_fairseq.errors import CorpusError
-    from truneg_fairseq.io_utils import atomic_open
     from truneg_fairseq.lexicon.synonyms import SynonymTableError
     from truneg_fairseq.pipelines.evaluate_mlm import EvalConfig, compare, resolve_checkpoint
 
@@ -187,11 +215,11 @@ def main(argv=None) -> int:
     for ck, scored in zip(result.checkpoints, result.scored):
         log.info(_summary(ck, _values(scored)))
     if args.table_md:
-        with atomic_open(args.table_md, "w") as f:
-            f.write(result.markdown())
+        write_output("--table-md", args.table_md, lambda f: f.write(result.markdown()))
     if args.table_json:
-        with atomic_open(args.table_json, "w") as f:
-            json.dump(result.as_json(), f, indent=1)
+        write_output(
+            "--table-json", args.table_json, lambda f: json.dump(result.as_json(), f, indent=1)
+        )
     if args.json:
         for ck, scored in zip(result.checkpoints, result.scored):
             extra = {}

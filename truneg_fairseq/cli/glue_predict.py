@@ -13,8 +13,10 @@ from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     fail,
+    refuse_inputs_as_outputs,
     resolve_checkpoint_args,
     setup_logging,
+    write_output,
 )
 
 
@@ -31,6 +33,19 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _inputs(args) -> list:
+    """(flag, file) of what the run reads: the checkpoint, and the task folder's dictionaries
+    and binarized split."""
+    from truneg_fairseq.outputs import files_in, split_files
+
+    found = [("checkpoint", args.checkpoint)]
+    for sub in ("input0", "input1", "label"):
+        folder = os.path.join(args.data, sub)
+        found += [("--data", p) for p in files_in(folder, ["dict.txt"])]
+        found += [("--data", p) for p in split_files(folder, args.split)]
+    return found
+
+
 def main(argv=None) -> int:
     parser = get_parser()
     args = resolve_checkpoint_args(parser, parser.parse_args(argv))
@@ -42,18 +57,17 @@ def main(argv=None) -> int:
             f"--data {args.data} has no input0/: give the folder truneg-prepare-glue wrote for "
             "the task"
         )
+    refuse_inputs_as_outputs({"--output": args.output}, _inputs(args))
     import torch
 
     from truneg_fairseq.checkpoints import CheckpointError
     from truneg_fairseq.evaluation.contrast import predict_labels
-    from truneg_fairseq.io_utils import atomic_open
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
         labels = predict_labels(args.checkpoint, args.data, args.split, args.batch_size, device)
     except (ValueError, FileNotFoundError, CheckpointError) as e:
         fail(str(e))
-    with atomic_open(args.output) as f:
-        f.write("".join(f"{label}\n" for label in labels))
+    write_output("--output", args.output, lambda f: f.write("".join(f"{x}\n" for x in labels)))
     print(f"wrote {len(labels)} predictions to {args.output}")
     return 0

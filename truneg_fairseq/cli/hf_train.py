@@ -24,7 +24,49 @@ Examples:
 """
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import fail, setup_logging
+from truneg_fairseq.cli.common import fail, refuse_inputs_as_outputs, setup_logging
+
+# the files of a save_pretrained directory (model, configuration, tokenizer) a run reads
+HF_FILES = (
+    "config.json",
+    "model.safetensors",
+    "pytorch_model.bin",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+
+
+def _read(args) -> list:
+    """(flag, file) of what a training run reads: the model's (and generator's) files, the
+    text (a folder's .txt files) and the synonym table."""
+    import os
+
+    from truneg_fairseq.outputs import files_in
+
+    found = [("MODEL_DIR", p) for p in files_in(args.model_dir, HF_FILES)]
+    found += [("--generator", p) for p in files_in(args.generator, HF_FILES)]
+    for flag in ("--train", "--valid"):
+        path = getattr(args, flag[2:])
+        if path and os.path.isdir(path):
+            found += [(flag, p) for p in files_in(path, sorted(os.listdir(path)))]
+        else:
+            found.append((flag, path))
+    return found + [("--synonym-table", args.synonym_table)]
+
+
+def _written(args) -> list:
+    """(flag, file) of the files a training run writes into --output-dir (the final model, its
+    tokenizer and arguments, and the synonym table it builds when none is given)."""
+    import os
+
+    names = [*HF_FILES, "training_args.bin"] + ([] if args.synonym_table else ["synonyms.npz"])
+    return [("--output-dir", os.path.join(args.output_dir, n)) for n in names]
 
 
 def build_parser():
@@ -110,6 +152,13 @@ def main(argv=None) -> int:
     from truneg_fairseq.hf.train import HFTrainConfig, HFTrainError, load_models, run
     from truneg_fairseq.lexicon import WordNetNotFoundError
 
+    if args.build_synonyms:
+        from truneg_fairseq.outputs import files_in
+
+        inputs = [("MODEL_DIR", p) for p in files_in(args.model_dir, HF_FILES)]
+        refuse_inputs_as_outputs({"--build-synonyms": args.build_synonyms}, inputs)
+    elif args.output_dir:
+        refuse_inputs_as_outputs(_written(args), _read(args))
     try:
         if args.build_synonyms:
             from truneg_fairseq.hf.vocab import build_synonym_table

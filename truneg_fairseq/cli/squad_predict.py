@@ -15,8 +15,10 @@ from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     fail,
+    refuse_inputs_as_outputs,
     resolve_checkpoint_args,
     setup_logging,
+    write_output,
 )
 
 
@@ -36,8 +38,12 @@ def main(argv=None) -> int:
     setup_logging("truneg_fairseq.squad_predict")
     if not os.path.isfile(args.checkpoint):
         fail(f"checkpoint {args.checkpoint} not found")
+    from truneg_fairseq.outputs import files_in
+
+    inputs = [("checkpoint", args.checkpoint)]
+    inputs += [("--data", p) for p in files_in(args.data, ["dict.txt", f"{args.subset}.json"])]
+    refuse_inputs_as_outputs({"--output": args.output}, inputs)
     from truneg_fairseq.checkpoints import CheckpointError
-    from truneg_fairseq.io_utils import atomic_open
     from truneg_fairseq.pipelines.squad import SquadPredictConfig, predict_squad
 
     cfg = SquadPredictConfig(args.checkpoint, args.data, args.subset, args.batch_size)
@@ -45,7 +51,6 @@ def main(argv=None) -> int:
         preds = predict_squad(cfg)
     except CheckpointError as e:
         fail(str(e))
-    with atomic_open(args.output) as f:
-        json.dump(preds, f, indent=1)
+    write_output("--output", args.output, lambda f: json.dump(preds, f, indent=1))
     print(f"wrote {len(preds)} predictions to {args.output}")
     return 0

@@ -17,7 +17,13 @@ import argparse
 import os
 
 from truneg_fairseq.cli.args import command_parser, parse_with_dict
-from truneg_fairseq.cli.common import add_dict_flag, fail, setup_logging
+from truneg_fairseq.cli.common import (
+    add_dict_flag,
+    fail,
+    flag_inputs,
+    refuse_inputs_as_outputs,
+    setup_logging,
+)
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -47,10 +53,14 @@ def main(argv=None) -> int:
             fail(f"{flag} {path} not found")
     if args.dim < 1 or args.window < 1:
         fail("--dim and --window must be >= 1")
+    refuse_inputs_as_outputs({"--output": args.output}, flag_inputs(args, ("--dict", "--text")))
     from truneg_fairseq.data.word_vectors import write_vectors
+    from truneg_fairseq.outputs import OutputDirError
 
     try:
         write_vectors(args.dict, args.text, args.output, args.dim, args.window)
     except (ValueError, UnicodeDecodeError) as e:
         fail(f"--text {args.text}: {e}")
+    except OutputDirError as e:
+        fail(f"--output {e}")
     return 0

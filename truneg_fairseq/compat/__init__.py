@@ -10,7 +10,8 @@ longer needs it where it can tell. They are installed in this order:
    checkpoints hold are allow-listed, the protection stays on.
 2. ``checkpoint_copies``: fairseq copies a saved checkpoint to ``checkpoint_last.pt`` and
    ``checkpoint_best.pt`` with a plain copy, so a job killed during it leaves a truncated file;
-   local copies become atomic (``<dst>.tmp``, fsync, rename).
+   local copies become atomic (a temporary file of the copy's own, fsync, rename); its save
+   writes ``<file>.tmp``, one name for every run saving that file: each save writes its own.
 3. ``worker_broadcast``: with several workers, ranks other than 0 receive the checkpoint through
    ``torch.load`` and die on its ``DictConfig`` under weights-only loading; objects rank 0 of the
    same job pickled are sent with torch's own object broadcast.
@@ -67,7 +68,11 @@ from .checkpoint_configs import (  # noqa: F401
     safe_literal,
     sanitise_config,
 )
-from .checkpoint_copies import atomic_checkpoint_copies, atomic_copy_file  # noqa: F401
+from .checkpoint_copies import (  # noqa: F401
+    atomic_checkpoint_copies,
+    atomic_checkpoint_saves,
+    atomic_copy_file,
+)
 from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
@@ -83,6 +88,7 @@ from .worker_broadcast import trusted_worker_broadcast  # noqa: F401
 MENDS = (
     allow_fairseq_checkpoints,
     atomic_checkpoint_copies,
+    atomic_checkpoint_saves,
     trusted_worker_broadcast,
     safe_checkpoint_configs,
     numpy_compat_long,

@@ -25,7 +25,7 @@ from truneg_fairseq.data.unknown_tokens import (  # noqa: F401  (their home befo
     unknown_rate,
 )
 from truneg_fairseq.errors import CorpusError
-from truneg_fairseq.io_utils import WRITE_ERRNOS, atomic_dir, atomic_open
+from truneg_fairseq.io_utils import WRITE_ERRNOS, atomic_dir, atomic_open, temp_beside
 from truneg_fairseq.text.lines import binary_lines
 
 logger = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def train_sentencepiece(
         raise CorpusError(f"{text_file} is missing or empty: nothing to train sentencepiece on")
     prefix = Path(model_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    tmp_prefix = prefix.parent / f".{prefix.name}.tmp{os.getpid()}"
+    tmp_prefix = temp_beside(prefix, "")  # this run's own: .model and .vocab are added
     try:
         if seed is not None and not in_child:
             spm.set_random_generator_seed(seed)

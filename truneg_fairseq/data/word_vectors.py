@@ -72,10 +72,11 @@ def write_vectors(
     dict_txt: str, text: str, out: str, dim: int = 128, window: int = 5
 ) -> np.ndarray:
     """Vectors for every entry of fairseq's dictionary ``dict_txt`` (its specials and
-    ``<mask>`` included, as zero rows) from the words of ``text``; saved as ``.npy`` (atomically)."""
+    ``<mask>`` included, as zero rows) from the words of ``text``; saved as ``.npy`` (atomically;
+    a write that fails for lack of space is :class:`~truneg_fairseq.errors.OutputDirError`)."""
     from fairseq.data import Dictionary
 
-    from truneg_fairseq.io_utils import atomic_open
+    from truneg_fairseq.io_utils import atomic_open, write_errors
 
     d = Dictionary.load(dict_txt)
     d.add_symbol("<mask>")  # as the masked-LM tasks add it: rows match the model's embedding
@@ -83,7 +84,7 @@ def write_vectors(
         ids = dictionary_ids(d.symbols, f)
     ids[(ids >= 0) & (ids < d.nspecial)] = -1  # specials are not words
     vec = cooccurrence_vectors(ids, len(d), dim, window)
-    with atomic_open(out, "wb") as f:
+    with write_errors(out), atomic_open(out, "wb") as f:  # a full disk: one OutputDirError
         np.save(f, vec)
     covered = int((np.abs(vec).sum(axis=1) > 0).sum())
     logger.info(

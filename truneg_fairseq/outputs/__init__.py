@@ -7,13 +7,22 @@ the package loads on its own, without torch or fairseq):
 * ``marker``: which files of an output directory a command wrote (``.truneg-output.json``);
 * ``swap``: replacing a command's files by a new set, and recovering a swap a kill cut short;
 * ``dirs``: whole output directories (:func:`atomic_dir`, :func:`staged_entries`);
+* ``inputs``: an output that is one of the run's inputs refused (:func:`refuse_inputs_as_outputs`);
 * ``errors``: :class:`OutputDirError`.
 
 ``truneg_fairseq.io_utils`` re-exports these names for older callers."""
 
-from .atomic import WRITE_ERRNOS, atomic_open, write_errors, write_failure, write_failure_message
+from .atomic import (
+    WRITE_ERRNOS,
+    atomic_open,
+    temp_beside,
+    write_errors,
+    write_failure,
+    write_failure_message,
+)
 from .dirs import atomic_dir, staged_entries
 from .errors import OutputDirError
+from .inputs import files_in, refuse_inputs_as_outputs, same_file, split_files
 from .locks import lock_path, output_lock
 from .marker import MARKER, read_marker
 
@@ -23,10 +32,15 @@ __all__ = [
     "WRITE_ERRNOS",
     "atomic_dir",
     "atomic_open",
+    "files_in",
     "lock_path",
     "output_lock",
     "read_marker",
+    "refuse_inputs_as_outputs",
+    "same_file",
+    "split_files",
     "staged_entries",
+    "temp_beside",
     "write_errors",
     "write_failure",
     "write_failure_message",

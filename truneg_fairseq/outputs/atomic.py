@@ -5,6 +5,7 @@ forbidden directory) into an error that names the output and the fix."""
 import contextlib
 import errno
 import os
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -15,6 +16,14 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def temp_beside(path: os.PathLike, suffix: str = ".tmp") -> Path:
+    """A temporary name for a file written in place of ``path``: in the same directory (so the
+    final ``os.replace`` is atomic), hidden, unique to this process and call (pid and a random
+    part), so two writers of the same output never share it."""
+    path = Path(path)
+    return path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{suffix}"
 
 
 @contextlib.contextmanager
@@ -47,6 +56,7 @@ _WRITE_FAILURE_TEXTS = (
     "os error 27",
     "os error 30",
     "os error 122",
+    " requested and ",  # numpy's short write (ndarray.tofile): "N requested and M written"
 )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .atomic import _umask, atomic_open
 from .errors import OutputDirError
+from .inputs import same_file
 from .marker import MARKER, _describe, _files_under, read_marker
 
 
@@ -30,7 +31,7 @@ def _plan(out: Path, owner: str, old: dict, new_names, inputs) -> list:
     for rel in new_names:
         target = real_out / rel
         for flag, p in ins:
-            if _inside(target, p):
+            if _inside(target, p) or same_file(target, p):  # a hard link to the input too
                 raise OutputDirError(
                     f"{flag} {p} would be overwritten by this run's {target}: copy it out of {out} and give "
                     "the copy, or choose another output directory"

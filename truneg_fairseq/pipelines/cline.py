@@ -178,7 +178,7 @@ def hits_triplets(cfg: HitsConfig) -> List[Tuple[str, str, str]]:
         triplets = read_triplets(cfg.triplets)
     else:
         from truneg_fairseq.data import cline
-        from truneg_fairseq.io_utils import atomic_open
+        from truneg_fairseq.io_utils import atomic_open, write_errors
         from truneg_fairseq.lexicon import load_wordnet
         from truneg_fairseq.lexicon.replace import Lexicon
 
@@ -194,7 +194,8 @@ def hits_triplets(cfg: HitsConfig) -> List[Tuple[str, str, str]]:
                 "synonym and antonym"
             )
         if cfg.save_triplets:
-            with atomic_open(cfg.save_triplets, "w", encoding="utf-8") as f:
+            out = cfg.save_triplets
+            with write_errors(out), atomic_open(out, "w", encoding="utf-8") as f:
                 f.writelines("\t".join(t) + "\n" for t in triplets)
     return triplets[: cfg.max_triplets] if cfg.max_triplets else triplets
 

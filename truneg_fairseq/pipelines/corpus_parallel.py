@@ -244,12 +244,18 @@ def _shared(n: int):
 
 def _join(parts: Sequence[Path], dst: Path) -> None:
     """Concatenate ``parts`` into ``dst`` (written beside it, then renamed) and remove them."""
-    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as out:
-        for p in parts:
-            with open(p, "rb") as f:
-                shutil.copyfileobj(f, out, 16 << 20)
-    os.replace(tmp, dst)
+    from truneg_fairseq.outputs import temp_beside
+
+    tmp = temp_beside(dst)
+    try:
+        with open(tmp, "wb") as out:
+            for p in parts:
+                with open(p, "rb") as f:
+                    shutil.copyfileobj(f, out, 16 << 20)
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     for p in parts:
         p.unlink(missing_ok=True)
 

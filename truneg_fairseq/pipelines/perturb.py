@@ -28,8 +28,10 @@ class PerturbConfig:
 def _check_not_input(cfg: PerturbConfig) -> None:
     """The output is neither the input nor inside the input folder (the copy would become part
     of the data it was made from)."""
+    from truneg_fairseq.outputs import same_file
+
     out, src = os.path.realpath(cfg.output), os.path.realpath(cfg.input)
-    if out == src:
+    if out == src or same_file(out, src):  # a link to the input, hard links too
         raise CorpusError(
             f"--output {cfg.output} is the input: write the perturbed copy somewhere else"
         )

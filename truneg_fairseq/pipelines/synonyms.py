@@ -52,14 +52,13 @@ def check_output(cfg: SynonymTableConfig) -> None:
     """``output`` replaces its file: naming an input there (say the dictionary) would destroy the
     input with the table built from it, so it is refused before anything is read."""
     from truneg_fairseq.lexicon import SynonymTableError
+    from truneg_fairseq.outputs import files_in, refuse_inputs_as_outputs
+    from truneg_fairseq.text.spec import RECORD_NAME
 
     out = os.path.realpath(cfg.output)
-    for flag, value in cfg.inputs().items():
-        if os.path.realpath(value) == out:
-            raise SynonymTableError(
-                f"--output {cfg.output} is the {flag} input: the table would overwrite it. "
-                "Give another --output (e.g. synonyms.npz beside dict.txt)"
-            )
+    inputs = list(cfg.inputs().items())  # and the tokenizer record beside the dictionary
+    inputs += [("--dict", p) for p in files_in(os.path.dirname(cfg.dict or ""), [RECORD_NAME])]
+    refuse_inputs_as_outputs({"--output": cfg.output}, inputs, SynonymTableError)
     if os.path.isdir(out):
         raise SynonymTableError(
             f"--output {cfg.output} is a directory: give the table's file name "

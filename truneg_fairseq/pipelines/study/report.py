@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Dict, List
 
 from truneg_fairseq.evaluation.columns import SCORE_COLUMNS
-from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.io_utils import atomic_open, temp_beside
 
 if TYPE_CHECKING:
     from truneg_fairseq.evaluation.false_negatives import Report
@@ -120,10 +120,14 @@ def plot(out_dir: str, results) -> List[str]:
         axes[0].legend(fontsize=8)
         fig.tight_layout()
         path = os.path.join(out_dir, name)
-        tmp = path + ".tmp.png"
-        fig.savefig(tmp, dpi=110)
-        plt.close(fig)
-        os.replace(tmp, path)
+        tmp = str(temp_beside(path, ".png"))
+        try:
+            fig.savefig(tmp, dpi=110)
+            os.replace(tmp, path)
+        finally:
+            plt.close(fig)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         paths.append(path)
     return paths
 

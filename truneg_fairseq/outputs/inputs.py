@@ -1,0 +1,69 @@
+"""An output is never one of the run's inputs: every output flag of a command is compared with
+every file the command reads (those named by flags, and those it reads from a data directory or
+beside a checkpoint), as files -- a symbolic link or a hard link to an input is that input."""
+
+import os
+from typing import Iterable, Mapping, Tuple, Union
+
+from .errors import OutputDirError
+
+Named = Union[Mapping[str, object], Iterable[Tuple[str, object]]]
+
+
+def same_file(a, b) -> bool:
+    """Whether paths ``a`` and ``b`` are one file on disk (links followed); a missing path is
+    no file."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _pairs(named: Named):
+    items = named.items() if isinstance(named, Mapping) else named
+    return [(flag, os.fspath(p)) for flag, p in items if p]
+
+
+def files_in(directory, names) -> list:
+    """The paths ``directory/NAME`` of ``names`` that exist (a data directory's files a command
+    reads)."""
+    if not directory:
+        return []
+    return [os.path.join(directory, n) for n in names if os.path.isfile(os.path.join(directory, n))]
+
+
+def split_files(directory, split: str) -> list:
+    """The files of a binarized split in ``directory``: ``SPLIT.bin``/``.idx`` and its shards
+    (``SPLIT1.bin``, ...)."""
+    if not directory or not os.path.isdir(directory):
+        return []
+    return sorted(
+        os.path.join(directory, n)
+        for n in os.listdir(directory)
+        if n.startswith(split)
+        and n.endswith((".bin", ".idx"))
+        and n[len(split) : -4].isdigit()
+        or n in (f"{split}.bin", f"{split}.idx")
+    )
+
+
+def refuse_inputs_as_outputs(outputs: Named, inputs: Named, error=OutputDirError) -> None:
+    """``outputs`` and ``inputs`` are ``{flag: path}`` (or ``(flag, path)`` pairs; a flag may
+    name several files). An output that is the same file as an input (:func:`same_file`), or as
+    another output, is one ``error`` naming both flags and the file, before anything is written."""
+    outs, ins = _pairs(outputs), _pairs(inputs)
+    for i, (flag, out) in enumerate(outs):
+        for other, path in ins:
+            if same_file(out, path):
+                shown = path if os.path.abspath(path) == os.path.abspath(out) else f"{path} ({out})"
+                raise error(
+                    f"{flag} {out} is the {other} input {shown}: writing it would replace that "
+                    f"input; nothing was written. Give {flag} another file"
+                )
+        for other, path in outs[:i]:
+            if os.path.abspath(path) == os.path.abspath(out) or same_file(out, path):
+                raise error(
+                    f"{flag} {out} is also the {other} output {path}: give each output its own "
+                    "file; nothing was written"
+                )
