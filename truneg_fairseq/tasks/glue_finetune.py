@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import re
 from typing import Dict, List, Optional
 
 # model fields that name files or switch on pre-training behaviour: never carried into fine-tuning
@@ -33,6 +34,7 @@ NOT_CARRIED = {
     "electra_freeze_discriminator": False,
 }
 POSITION_FIELDS = ("electra_max_positions", "max_positions")
+_PLAIN = re.compile(r"^-?[A-Za-z0-9_.+]+$")  # a number, an activation or an arch name
 
 
 class GlueFinetuneError(ValueError):
@@ -185,4 +187,9 @@ def size_flags(checkpoint: str) -> List[str]:
                     flags.append("--" + key.replace("_", "-"))
             else:
                 flags += ["--" + key.replace("_", "-"), str(value)]
+    for i in range(1, len(flags), 2):  # the schema checked them; a flag's value is one plain word
+        if not _PLAIN.match(flags[i]) or flags[i].startswith("--"):
+            raise GlueFinetuneError(
+                f"{checkpoint}: {flags[i - 1]} would be {flags[i][:80]!r}, not a plain value"
+            )
     return flags

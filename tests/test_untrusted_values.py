@@ -1,0 +1,116 @@
+"""Values read from files are data of a known type and size before they reach a command line, a
+constructor or an allocation: a checkpoint's model config (the schema of
+truneg_fairseq/compat/model_values.py, bounded by the weights in the file), its tokenizer config
+(local paths only), a synonym table's arrays (bounded by the dictionary before they are
+decompressed), a data-bin's index (its sizes against the .bin file) and archives given to the hub
+(no member outside the target)."""
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from utils import REPO, TINY_ROBERTA, fairseq_train
+
+
+@pytest.fixture(scope="module")
+def plain_checkpoint(data_bin, tmp_path_factory):
+    save = tmp_path_factory.mktemp("values") / "run"
+    fairseq_train(data_bin, save, [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"])
+    return save / "checkpoint_last.pt"
+
+
+def _crafted(plain: Path, out: Path, **fields) -> Path:
+    """A copy of a real checkpoint with model config fields set; still plain data."""
+    state = torch.load(plain, map_location="cpu", weights_only=True)
+    model = state["cfg"]["model"]
+    for key, value in fields.items():
+        if isinstance(model, dict):
+            model[key] = value
+        else:
+            setattr(model, key, value)
+    torch.save(state, out)
+    torch.load(out, weights_only=True)
+    return out
+
+
+def _size_flags_in_bash(checkpoint: Path) -> subprocess.CompletedProcess:
+    """The recipes' own ``checkpoint_size_flags`` (examples/paths.sh), each flag on a line."""
+    script = (
+        f'REPO="{REPO}"; source "{REPO}/examples/paths.sh"; checkpoint_size_flags "$1"; '
+        'printf "flag:%s\\n" "${SIZE_FLAGS[@]}"'
+    )
+    env = dict(os.environ, PYTHON=os.environ.get("PYTHON", __import__("sys").executable))
+    return subprocess.run(
+        ["bash", "-c", script, "bash", str(checkpoint)], capture_output=True, text=True, env=env
+    )
+
+
+@pytest.mark.parametrize(
+    "value", ["--user-dir=/tmp/x", "gelu\n--user-dir=/tmp/x"], ids=["flag", "newline"]
+)
+def test_checkpoint_size_flags_refuses_a_flag_hidden_in_a_value(plain_checkpoint, tmp_path, value):
+    evil = _crafted(plain_checkpoint, tmp_path / "evil.pt", activation_fn=value)
+    proc = _size_flags_in_bash(evil)
+    assert proc.returncode != 0
+    assert "flag:" not in proc.stdout  # no flag line reached the recipe
+    assert str(evil) in proc.stderr and "activation_fn" in proc.stderr
+    assert "user-dir" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_checkpoint_size_flags_of_a_plain_checkpoint(plain_checkpoint):
+    proc = _size_flags_in_bash(plain_checkpoint)
+    assert proc.returncode == 0, proc.stderr
+    flags = [line[5:] for line in proc.stdout.splitlines()]
+    assert flags[:2] == ["--arch", "roberta_base"]
+    assert flags[flags.index("--encoder-layers") + 1] == "2"
+    assert flags[flags.index("--activation-fn") + 1] == "gelu"
+
+
+@pytest.mark.parametrize(
+    "field,value,said",
+    [
+        ("encoder_layers", 10**6, "outside 1..1024"),
+        ("encoder_layers", 5, "more than the 2 layer(s)"),
+        ("encoder_ffn_embed_dim", 10**9, "outside 1..262144"),
+        ("encoder_ffn_embed_dim", 200_000, "larger than any dimension"),
+        ("encoder_attention_heads", "2", "not a whole number"),
+        ("dropout", float("nan"), "not a finite number"),
+        ("encoder_normalize_before", "yes", "not true or false"),
+        ("pooler_activation_fn", "os.system", "not one of"),
+    ],
+)
+def test_every_loader_refuses_a_value_outside_its_field(
+    plain_checkpoint, data_bin, tmp_path, field, value, said
+):
+    from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
+    from truneg_fairseq.tasks.glue_finetune import GlueFinetuneError, size_flags
+
+    evil = _crafted(plain_checkpoint, tmp_path / "evil.pt", **{field: value})
+    start = time.time()
+    with pytest.raises(CheckpointError) as e:
+        load_for_inference(evil, str(data_bin))
+    assert str(evil) in str(e.value) and field in str(e.value) and said in str(e.value)
+    with pytest.raises(GlueFinetuneError, match=field):
+        size_flags(str(evil))
+    assert time.time() - start < 20
+
+
+def test_every_field_of_the_plugins_families_has_a_schema_entry():
+    """Derived from fairseq's registries: a field added to a model must say its type and range."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from truneg_fairseq.compat import loadable_architectures
+    from truneg_fairseq.compat.model_values import SCHEMA
+    from truneg_fairseq.tasks.glue_finetune import model_fields
+
+    missing = {
+        f"{arch}.{f}"
+        for arch in loadable_architectures()
+        if arch in ARCH_MODEL_REGISTRY
+        for f in model_fields(arch)
+        if f not in SCHEMA
+    }
+    assert not missing, sorted(missing)
