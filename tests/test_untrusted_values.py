@@ -114,3 +114,73 @@ def test_every_field_of_the_plugins_families_has_a_schema_entry():
         if f not in SCHEMA
     }
     assert not missing, sorted(missing)
+
+
+def _tar(path: Path, members: dict) -> Path:
+    """A .tar.gz holding ``members`` (name -> bytes) under exactly those names."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize("bad", ["../../escaped.py", "ABS"], ids=["dotdot", "absolute"])
+def test_hub_archives_with_members_outside_the_target_are_refused(tmp_path, bad):
+    from fairseq import file_utils
+    from fairseq.models import MODEL_REGISTRY
+
+    import truneg_fairseq  # noqa: F401  (installs the check)
+    from truneg_fairseq.compat import UnsafeArchiveError
+
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    target = tmp_path / "escaped.py" if bad != "ABS" else tmp_path / "abs_escaped.py"
+    name = bad if bad != "ABS" else str(target)
+    archive = _tar(work / "model.tar.gz", {"model/model.pt": b"x", name: b"import os\n"})
+    before = archive.read_bytes()
+    with pytest.raises(UnsafeArchiveError) as e:
+        file_utils.load_archive_file(str(archive))
+    assert str(archive) in str(e.value) and name in str(e.value)
+    with pytest.raises(UnsafeArchiveError):  # a model class the plugin registers, fairseq's hub
+        MODEL_REGISTRY["bert"].from_pretrained(str(archive))
+    assert not target.exists() and not (work / "escaped.py").exists()
+    assert archive.read_bytes() == before  # the user's archive stays
+
+
+def test_a_safe_hub_archive_is_extracted_and_kept(tmp_path):
+    from fairseq import file_utils
+
+    import truneg_fairseq  # noqa: F401
+
+    archive = _tar(tmp_path / "m.tar.gz", {"model/dict.txt": b"a 1\n", "model/model.pt": b"x"})
+    out = Path(file_utils.load_archive_file(str(archive)))
+    assert (out / "dict.txt").read_bytes() == b"a 1\n" and archive.is_file()
+    assert not str(out).startswith(str(tmp_path))  # extracted elsewhere: nothing beside it changed
+
+
+@pytest.mark.parametrize(
+    "bpe",
+    [
+        {"_name": "sentencepiece", "sentencepiece_model": "https://example.com/spm.model"},
+        {"_name": "gpt2", "gpt2_encoder_json": "s3://bucket/encoder.json"},
+        {"_name": "wordpiece", "wordpiece_vocab": "hf://org/vocab.txt"},
+    ],
+)
+def test_hub_refuses_a_tokenizer_config_naming_a_url(plain_checkpoint, data_bin, tmp_path, bpe):
+    from truneg_fairseq.checkpoints import CheckpointError
+    from truneg_fairseq.models.hub import from_pretrained
+
+    state = torch.load(plain_checkpoint, map_location="cpu", weights_only=True)
+    state["cfg"]["bpe"] = dict(bpe)
+    (tmp_path / "ck").mkdir()
+    torch.save(state, tmp_path / "ck" / "model.pt")
+    field = next(k for k in bpe if k != "_name")
+    with pytest.raises(CheckpointError) as e:
+        from_pretrained(tmp_path / "ck", data_name_or_path=str(data_bin))
+    assert str(tmp_path / "ck" / "model.pt") in str(e.value) and f"bpe.{field}" in str(e.value)
+    assert "URL" in str(e.value)

@@ -31,6 +31,12 @@ longer needs it where it can tell. They are installed in this order:
     one line naming the file and the fix. Every checkpoint records what the run was trained with
     (the synonym table's fingerprint, a ``sentence_prediction`` run's labels and GLUE task), and a
     resume is checked against it.
+11. ``hub_archives``: fairseq's hub extracts a ``.tar.gz`` with no filter (a member ``../x``
+    is written outside the target) and replaces the user's archive with the directory; members
+    are checked first and extracted with tarfile's ``data`` filter, and the archive is kept.
+
+``model_values`` is not a mend: the schema of the model config values a checkpoint or
+an import may hold, which ``checkpoint_configs`` applies to the plugin's families.
 
 ``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
 ``convert_namespace_to_omegaconf`` and rebind it where fairseq bound it by name.
@@ -62,6 +68,7 @@ from .checkpoint_configs import (  # noqa: F401
     safe_literal,
     sanitise_config,
 )
+from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .checkpoint_copies import atomic_checkpoint_copies, atomic_copy_file  # noqa: F401
 from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
@@ -86,6 +93,7 @@ MENDS = (
     keep_remainder_batch,
     recorded_runs,
     checked_resume,
+    safe_hub_archives,
 )
 
 _installed = False
