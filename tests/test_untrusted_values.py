@@ -184,3 +184,54 @@ def test_hub_refuses_a_tokenizer_config_naming_a_url(plain_checkpoint, data_bin,
         from_pretrained(tmp_path / "ck", data_name_or_path=str(data_bin))
     assert str(tmp_path / "ck" / "model.pt") in str(e.value) and f"bpe.{field}" in str(e.value)
     assert "URL" in str(e.value)
+
+
+def _zeros_table(real: Path, out: Path, rows: int) -> Path:
+    """``real`` (a table of the session dictionary) with its pairs replaced by ``rows`` x 2 zeros,
+    compressed: a small file that would decompress to ``rows * 16`` bytes."""
+    import zipfile
+
+    import numpy as np
+    from numpy.lib import format as npy
+
+    with zipfile.ZipFile(real) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            if name != "pairs.npy":
+                dst.writestr(name, src.read(name))
+        with dst.open("pairs.npy", "w", force_zip64=True) as f:
+            npy.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": False, "shape": (rows, 2)})
+            chunk = np.zeros((1 << 20, 2), dtype="<i8").tobytes()
+            for _ in range(rows >> 20):
+                f.write(chunk)
+    return out
+
+
+def test_a_synonym_table_is_bounded_before_it_is_decompressed(synonym_table, data_bin, tmp_path):
+    import resource
+
+    from truneg_fairseq.errors import SynonymTableError
+    from truneg_fairseq.lexicon.synonyms import SynonymTable
+
+    n = sum(1 for _ in open(data_bin / "dict.txt")) + 4
+    bomb = _zeros_table(synonym_table, tmp_path / "bomb.npz", rows=1 << 24)  # 256 MiB of zeros
+    assert bomb.stat().st_size < (2 << 20)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.time()
+    for vocab in (n, None):
+        with pytest.raises(SynonymTableError, match=str(bomb)):
+            SynonymTable.load(bomb, vocab)
+    assert time.time() - start < 5
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < (200 << 10)  # KiB
+    assert len(SynonymTable.load(synonym_table, n)) > 0
+    # more pairs than a table of its dictionary can hold, compressing as real ids do
+    import numpy as np
+
+    with np.load(synonym_table) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["pairs"] = np.random.default_rng(0).integers(0, 50, size=(n * n, 2))
+    many = tmp_path / "many.npz"
+    np.savez_compressed(many, **arrays)
+    with pytest.raises(SynonymTableError, match=f"{many}: its pairs array has {n * n} rows"):
+        SynonymTable.load(many, n)
+    with pytest.raises(SynonymTableError, match="more than the 3 entries"):
+        SynonymTable.load(synonym_table, 3)
