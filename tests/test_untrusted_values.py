@@ -235,3 +235,47 @@ def test_a_synonym_table_is_bounded_before_it_is_decompressed(synonym_table, dat
         SynonymTable.load(many, n)
     with pytest.raises(SynonymTableError, match="more than the 3 entries"):
         SynonymTable.load(synonym_table, 3)
+
+
+def _copy_split(data_bin: Path, out: Path) -> Path:
+    import shutil
+
+    out.mkdir()
+    for name in ("dict.txt", "valid.bin", "valid.idx"):
+        shutil.copy(data_bin / name, out / name)
+    return out
+
+
+@pytest.mark.parametrize("case", ["huge", "negative", "short_bin", "pointer"])
+def test_a_data_bin_index_that_does_not_fit_its_bin_is_one_error(data_bin, tmp_path, case):
+    import numpy as np
+    from fairseq.data import data_utils
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    import truneg_fairseq  # noqa: F401  (installs the check)
+    from truneg_fairseq.compat import DataIndexError
+
+    d = _copy_split(data_bin, tmp_path / "bin")
+    idx = d / "valid.idx"
+    index = MMapIndexedDataset.Index(str(idx))
+    offset = 9 + 8 + 1 + 8
+    n = len(index)
+    del index
+    raw = bytearray(idx.read_bytes())
+    sizes = np.frombuffer(raw, dtype=np.int32, count=n, offset=offset)
+    pointers = np.frombuffer(raw, dtype=np.int64, count=n, offset=offset + 4 * n)
+    if case == "huge":
+        sizes[0] = 2**31 - 1
+    elif case == "negative":
+        sizes[1] = -5
+    elif case == "pointer":
+        pointers[2] += 2
+    idx.write_bytes(bytes(raw))
+    if case == "short_bin":
+        (d / "valid.bin").write_bytes((d / "valid.bin").read_bytes()[:-2])
+    start = time.time()
+    with pytest.raises(DataIndexError) as e:
+        data_utils.load_indexed_dataset(str(d / "valid"), None)
+    assert time.time() - start < 5
+    assert str(idx) in str(e.value) and "binarize the data again" in str(e.value)
+    assert len(data_utils.load_indexed_dataset(str(data_bin / "valid"), None)) == n  # whole: fine

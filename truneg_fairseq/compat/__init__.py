@@ -34,6 +34,8 @@ longer needs it where it can tell. They are installed in this order:
 11. ``hub_archives``: fairseq's hub extracts a ``.tar.gz`` with no filter (a member ``../x``
     is written outside the target) and replaces the user's archive with the directory; members
     are checked first and extracted with tarfile's ``data`` filter, and the archive is kept.
+12. ``data_index``: fairseq trusts a data-bin's ``.idx`` (a 2**31-token sentence runs for a
+    minute and takes gigabytes); its sizes are checked against the ``.bin``'s bytes first.
 
 ``model_values`` is not a mend: the schema of the model config values a checkpoint or
 an import may hold, which ``checkpoint_configs`` applies to the plugin's families.
@@ -68,6 +70,7 @@ from .checkpoint_configs import (  # noqa: F401
     safe_literal,
     sanitise_config,
 )
+from .data_index import DataIndexError, checked_data_index  # noqa: F401
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .checkpoint_copies import atomic_checkpoint_copies, atomic_copy_file  # noqa: F401
 from .checkpoint_globals import (  # noqa: F401
@@ -94,6 +97,7 @@ MENDS = (
     recorded_runs,
     checked_resume,
     safe_hub_archives,
+    checked_data_index,
 )
 
 _installed = False
