@@ -199,7 +199,9 @@ def _zeros_table(real: Path, out: Path, rows: int) -> Path:
             if name != "pairs.npy":
                 dst.writestr(name, src.read(name))
         with dst.open("pairs.npy", "w", force_zip64=True) as f:
-            npy.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": False, "shape": (rows, 2)})
+            npy.write_array_header_1_0(
+                f, {"descr": "<i8", "fortran_order": False, "shape": (rows, 2)}
+            )
             chunk = np.zeros((1 << 20, 2), dtype="<i8").tobytes()
             for _ in range(rows >> 20):
                 f.write(chunk)

@@ -70,13 +70,13 @@ from .checkpoint_configs import (  # noqa: F401
     safe_literal,
     sanitise_config,
 )
-from .data_index import DataIndexError, checked_data_index  # noqa: F401
-from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .checkpoint_copies import atomic_checkpoint_copies, atomic_copy_file  # noqa: F401
 from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
+from .data_index import DataIndexError, checked_data_index  # noqa: F401
+from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
 from .remainder_batch import keep_remainder_batch  # noqa: F401

@@ -82,7 +82,9 @@ def read_model_args(directory: str, flag: str) -> Dict[str, object]:
     for key, value in args.items():
         try:
             if key not in FIELD_TYPES:
-                raise ModelValueError(f"{path}: model_args.{key} is not a field an import records; {fix}")
+                raise ModelValueError(
+                    f"{path}: model_args.{key} is not a field an import records; {fix}"
+                )
             out[key] = check_value(key, value, f"{flag} {directory}: {path}", fix)
         except ModelValueError as e:
             raise ImportSizesError(str(e)) from None
