@@ -69,6 +69,19 @@ def test_checkpoint_size_flags_of_a_plain_checkpoint(plain_checkpoint):
     assert flags[flags.index("--activation-fn") + 1] == "gelu"
 
 
+def test_size_flags_keep_a_switch_without_a_value(plain_checkpoint, tmp_path):
+    """A true bool field is a flag alone; the values after it are still checked one by one."""
+    from truneg_fairseq.tasks.glue_finetune import GlueFinetuneError, size_flags
+
+    untied = _crafted(plain_checkpoint, tmp_path / "untied.pt", untie_weights_roberta=True)
+    flags = size_flags(str(untied))
+    assert "--untie-weights-roberta" in flags
+    assert flags[flags.index("--encoder-layers") + 1] == "2"
+    evil = _crafted(untied, tmp_path / "evil.pt", activation_fn="--user-dir=/tmp/x")
+    with pytest.raises(GlueFinetuneError, match="activation_fn"):
+        size_flags(str(evil))
+
+
 @pytest.mark.parametrize(
     "field,value,said",
     [
@@ -281,3 +294,44 @@ def test_a_data_bin_index_that_does_not_fit_its_bin_is_one_error(data_bin, tmp_p
     assert time.time() - start < 5
     assert str(idx) in str(e.value) and "binarize the data again" in str(e.value)
     assert len(data_utils.load_indexed_dataset(str(data_bin / "valid"), None)) == n  # whole: fine
+
+
+def test_a_tokenizer_record_naming_a_url_is_refused(tmp_path):
+    import json
+
+    from truneg_fairseq.text import TokenizerError, spec_from_record
+    from truneg_fairseq.text.spec import RECORD_NAME, RECORD_VERSION
+
+    key = "spm_model"
+    record = {
+        "format_version": RECORD_VERSION,
+        "tokenizer": "sentencepiece",
+        "files": {key: {"path": "https://example.com/spm.model", "sha256": "0" * 64}},
+    }
+    (tmp_path / RECORD_NAME).write_text(json.dumps(record))
+    with pytest.raises(TokenizerError) as e:
+        spec_from_record(tmp_path)
+    assert str(tmp_path / RECORD_NAME) in str(e.value) and f"files.{key}.path" in str(e.value)
+
+
+def test_restore_file_with_a_value_outside_its_field_is_one_error(
+    plain_checkpoint, data_bin, tmp_path
+):
+    evil = _crafted(plain_checkpoint, tmp_path / "evil.pt", activation_fn="--user-dir=/tmp/x")
+    proc = fairseq_train(
+        data_bin,
+        tmp_path / "ft",
+        [
+            *TINY_ROBERTA,
+            "--criterion",
+            "masked_lm",
+            "--max-update",
+            "1",
+            "--restore-file",
+            str(evil),
+        ],
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert str(evil) in proc.stderr and "activation_fn" in proc.stderr
+    assert not (tmp_path / "ft" / "checkpoint_last.pt").exists()

@@ -219,11 +219,16 @@ def check_model_values(model, path: str, weights=None, fix: str = CHECKPOINT_FIX
     check_against_weights(checked, weights, f"{path}: model config", fix)
 
 
+def is_url(value) -> bool:
+    """Whether ``value`` is a string naming a URL (``scheme://...``) rather than a local path."""
+    return isinstance(value, str) and bool(_URL.match(value.strip()))
+
+
 def check_local_paths(section, path: str, what: str) -> None:
     """Every string of the tokenizer config ``section`` (``cfg.bpe`` / ``cfg.tokenizer``) read
     from ``path`` must not be a URL (``scheme://``): the plugin never downloads."""
     for key, value in _items(section).items() if section is not None else ():
-        if isinstance(value, str) and _URL.match(value.strip()):
+        if is_url(value):
             raise ModelValueError(
                 f"{path}: {what}.{key} = {value[:80]!r} is a URL; nothing is downloaded here. "
                 "Download the file yourself and give its local path (from_pretrained(..., bpe=...))"
