@@ -137,12 +137,20 @@ def _tar(path: Path, members: dict) -> Path:
     with tarfile.open(path, "w:gz") as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(name)
+            if data.startswith(b"LINK:"):  # a symbolic link to the rest
+                info.type, info.linkname = tarfile.SYMTYPE, data[5:].decode()
+                tar.addfile(info)
+                continue
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return path
 
 
-@pytest.mark.parametrize("bad", ["../../escaped.py", "ABS"], ids=["dotdot", "absolute"])
+@pytest.mark.parametrize(
+    "bad",
+    ["../../escaped.py", "model/../../escaped.py", "ABS", "LINK"],
+    ids=["dotdot", "inner-dotdot", "absolute", "symlink"],
+)
 def test_hub_archives_with_members_outside_the_target_are_refused(tmp_path, bad):
     from fairseq import file_utils
     from fairseq.models import MODEL_REGISTRY
@@ -153,8 +161,9 @@ def test_hub_archives_with_members_outside_the_target_are_refused(tmp_path, bad)
     work = tmp_path / "a" / "b"
     work.mkdir(parents=True)
     target = tmp_path / "escaped.py" if bad != "ABS" else tmp_path / "abs_escaped.py"
-    name = bad if bad != "ABS" else str(target)
-    archive = _tar(work / "model.tar.gz", {"model/model.pt": b"x", name: b"import os\n"})
+    name = {"ABS": str(target), "LINK": "model/link.py"}.get(bad, bad)
+    payload = f"LINK:{target}".encode() if bad == "LINK" else b"import os\n"
+    archive = _tar(work / "model.tar.gz", {"model/model.pt": b"x", name: payload})
     before = archive.read_bytes()
     with pytest.raises(UnsafeArchiveError) as e:
         file_utils.load_archive_file(str(archive))
