@@ -13,7 +13,7 @@ anything is written. A safe archive is extracted with tarfile's ``data`` filter 
 temporary directory, and the archive stays where it was. A directory is used as it is.
 
 fairseq's own hub without ``import truneg_fairseq`` first (``fairseq.hub_utils.from_pretrained``,
-``torch.hub.load("pytorch/fairseq", ...)``) keeps fairseq's extraction: docs/published-checkpoints.md.
+``torch.hub.load("pytorch/fairseq", ...)``) keeps fairseq's extraction (docs/demo-and-study.md).
 """
 
 from __future__ import annotations
