@@ -42,7 +42,7 @@ try:
 except GlueFinetuneError as e:
     sys.exit(f"error: {e}")
 EOF
-)
+) || exit 2  # the error is on stderr; no flag of a refused checkpoint is used
   SIZE_POSITIONS=${out%%$'\n'*}
   mapfile -t SIZE_FLAGS <<< "${out#*$'\n'}"
 }

@@ -35,8 +35,9 @@ def describe_load_error(path, exc: BaseException, data: Optional[str] = None) ->
     """One message for an exception raised while loading checkpoint ``path`` (evaluated on
     ``data``), or None when the exception is not a known loading problem (re-raise it then)."""
     from truneg_fairseq.compat.checkpoint_configs import UnsafeCheckpointError
+    from truneg_fairseq.compat.model_values import ModelValueError
 
-    if isinstance(exc, UnsafeCheckpointError):
+    if isinstance(exc, (UnsafeCheckpointError, ModelValueError)):
         return str(exc)  # names the file and the field already
     text = str(exc)
     if isinstance(exc, OSError) and exc.errno not in (None, errno.EINVAL):
@@ -197,13 +198,14 @@ def read_checkpoint(checkpoint, data: Optional[str] = None) -> dict:
         UnsafeCheckpointError,
         plugin_families_only,
     )
+    from truneg_fairseq.compat.model_values import ModelValueError
 
     if not os.path.isfile(str(checkpoint)):
         raise CheckpointError(f"checkpoint {checkpoint} not found")
     try:
         with plugin_families_only():  # only the plugin's families are built here
             state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
-    except UnsafeCheckpointError as e:
+    except (UnsafeCheckpointError, ModelValueError) as e:
         raise CheckpointError(str(e)) from None
     except Exception as e:
         raise CheckpointError(

@@ -32,11 +32,19 @@ longer needs it where it can tell. They are installed in this order:
     one line naming the file and the fix. Every checkpoint records what the run was trained with
     (the synonym table's fingerprint, a ``sentence_prediction`` run's labels and GLUE task), and a
     resume is checked against it.
+11. ``hub_archives``: fairseq's hub extracts a ``.tar.gz`` with no filter (a member ``../x``
+    is written outside the target) and replaces the user's archive with the directory; members
+    are checked first and extracted with tarfile's ``data`` filter, and the archive is kept.
+12. ``data_index``: fairseq trusts a data-bin's ``.idx`` (a 2**31-token sentence runs for a
+    minute and takes gigabytes); its sizes are checked against the ``.bin``'s bytes first.
 
-11. ``device_stats``: fairseq reduces every training update's statistics into its meters at
+13. ``device_stats``: fairseq reduces every training update's statistics into its meters at
     once, a host-device synchronisation per logged value; for the plugin's pre-training
     criterions they are summed on the device and reduced once per ``--log-interval``, into the
     same meters.
+
+``model_values`` is not a mend: the schema of the model config values a checkpoint or
+an import may hold, which ``checkpoint_configs`` applies to the plugin's families.
 
 ``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
 ``convert_namespace_to_omegaconf`` and rebind it where fairseq bound it by name.
@@ -77,7 +85,9 @@ from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
+from .data_index import DataIndexError, checked_data_index  # noqa: F401
 from .device_stats import device_statistics  # noqa: F401
+from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
 from .remainder_batch import keep_remainder_batch  # noqa: F401
@@ -98,6 +108,8 @@ MENDS = (
     keep_remainder_batch,
     recorded_runs,
     checked_resume,
+    safe_hub_archives,
+    checked_data_index,
     device_statistics,
 )
 

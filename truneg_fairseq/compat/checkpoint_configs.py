@@ -292,6 +292,27 @@ def _explain_failed_upgrade(path: str) -> None:
     for key in ("cfg", "args"):
         if raw.get(key) is not None:
             sanitise_config(raw[key], path)
+    check_plugin_model_values(raw, path)
+
+
+def check_plugin_model_values(state: dict, path: str) -> None:
+    """A checkpoint of the plugin's families: its model config's values against the schema of
+    :mod:`.model_values` and the weights saved with it (other families' fields mean other things:
+    fconv's ``encoder_layers`` is a string fairseq evaluates, checked above)."""
+    from .model_values import check_model_values
+
+    if checkpoint_architecture(state) not in loadable_architectures():
+        return
+    cfg = state.get("cfg")
+    model = None
+    if cfg is not None and not isinstance(cfg, argparse.Namespace):
+        try:
+            model = cfg["model"]
+        except Exception:
+            model = None
+    for source in (model, state.get("args")):
+        if source is not None:
+            check_model_values(source, path, state.get("model"))
 
 
 def safe_checkpoint_configs() -> None:
@@ -319,6 +340,7 @@ def safe_checkpoint_configs() -> None:
         for key in ("cfg", "args"):
             if state.get(key) is not None:
                 sanitise_config(state[key], str(path))
+        check_plugin_model_values(state, str(path))
         return state
 
     load_checkpoint_to_cpu.truneg_safe = True

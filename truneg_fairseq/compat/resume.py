@@ -152,8 +152,9 @@ def resume_message(path, exc: BaseException, trainer):
     """One line for an exception of ``Trainer.load_checkpoint(path)``, or None (re-raise it)."""
     from truneg_fairseq.checkpoints import CheckpointError, describe_load_error
     from truneg_fairseq.compat.checkpoint_configs import UnsafeCheckpointError
+    from truneg_fairseq.compat.model_values import ModelValueError
 
-    if isinstance(exc, (CheckpointError, UnsafeCheckpointError)):
+    if isinstance(exc, (CheckpointError, UnsafeCheckpointError, ModelValueError)):
         return str(exc)
     start = "fairseq-train cannot continue from it"
     new_run = "or give another --save-dir (or --restore-file) to start a new run"

@@ -45,8 +45,8 @@ def load_synonym_lookup(
     (the flag that needs them) says the objective would otherwise run as plain masked LM, and
     warned about elsewhere (the synonym statistics stay 0)."""
     path = resolve_table_path(path, task)
-    table = SynonymTable.load(path)
     symbols = task.source_dictionary.symbols
+    table = SynonymTable.load(path, len(symbols))
     table.check_dictionary(symbols, path)
     if not len(table):
         why = (

@@ -91,8 +91,8 @@ def build_synonym_table(tokenizer, source: str = "wordnet", vectors=None, topk: 
 def load_synonym_table(path: os.PathLike, tokenizer, flag: str = "--synonym-table") -> SynonymTable:
     """The table of ``path``, checked to be built for this tokenizer's vocabulary (one
     :class:`~truneg_fairseq.errors.SynonymTableError` naming the file and the fix otherwise)."""
-    table = SynonymTable.load(path)
     symbols = hf_symbols(tokenizer)
+    table = SynonymTable.load(path, len(symbols))
     try:
         table.check_dictionary(symbols, path)
     except SynonymTableError:

@@ -293,9 +293,10 @@ class SynonymTable:
         save_arrays(path, meta, arrays)
 
     @classmethod
-    def load(cls, path: os.PathLike) -> "SynonymTable":
-        """The table of ``path``, every array and meta field checked (:mod:`.table_file`)."""
-        pairs, cont, content, meta = load_arrays(path)
+    def load(cls, path: os.PathLike, vocab_size: Optional[int] = None) -> "SynonymTable":
+        """The table of ``path``, every array and meta field checked (:mod:`.table_file`);
+        ``vocab_size`` (the dictionary it is for) bounds the arrays before they are read."""
+        pairs, cont, content, meta = load_arrays(path, vocab_size)
         return cls(pairs, cont, meta["num_symbols"], meta["fingerprint"], meta, content)
 
     def check_dictionary(self, symbols: Sequence[str], path: os.PathLike = "<table>") -> None:

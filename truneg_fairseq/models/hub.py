@@ -107,6 +107,20 @@ def _wordpiece_bpe(vocab: Path, lowercase: Optional[bool]):
     return WordPieceBPE(WordPieceBPEConfig(wordpiece_vocab=str(vocab), wordpiece_lowercase=flag))
 
 
+def _local_tokenizer_files(cfg, checkpoint: Path, given: bool) -> None:
+    """The tokenizer config the hub builds (the checkpoint's ``bpe``/``tokenizer``, or ``bpe=``)
+    must name local files: a URL (``https://``, ``s3://``, ...) is refused, never downloaded."""
+    from truneg_fairseq.compat.model_values import ModelValueError, check_local_paths
+
+    for what in ("bpe", "tokenizer"):
+        section = cfg.get(what, None) if hasattr(cfg, "get") else getattr(cfg, what, None)
+        where = "from_pretrained(bpe=...)" if given and what == "bpe" else str(checkpoint)
+        try:
+            check_local_paths(section, where, what)
+        except ModelValueError as e:
+            raise CheckpointError(str(e)) from None
+
+
 def from_pretrained(
     model_name_or_path,
     checkpoint_file: str = "model.pt",
@@ -139,6 +153,7 @@ def from_pretrained(
 
         with open_dict(cfg):
             cfg.bpe = {"_name": bpe} if isinstance(bpe, str) else dict(bpe)
+    _local_tokenizer_files(cfg, root / checkpoint_file, given=bpe is not None)
     hub = TrunegHubInterface(cfg, task, models[0])
     found = [Path(vocab)] if vocab else [root / "vocab.txt", data / "vocab.txt"]
     found = [p for p in found if p.is_file()]

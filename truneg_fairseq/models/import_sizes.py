@@ -7,7 +7,8 @@ The import records the fairseq model fields it built the model with in ``DIR/imp
 An arch function calls :func:`apply` before its own defaults: every field the command line (or
 the hydra config) left unset takes the recorded value, then the directory is dropped from the
 config, so checkpoints carry the sizes themselves and never point at the import directory.
-Values are checked against the field's type: nothing read from the file is evaluated.
+Values are checked against the one schema of model fields
+(:mod:`truneg_fairseq.compat.model_values`): nothing read from the file is evaluated.
 """
 
 import json
@@ -46,7 +47,6 @@ FIELD_TYPES = {
     "electra_layernorm_eps": float,
     "electra_discriminator_only": bool,
 }
-ACTIVATIONS = ("gelu", "relu", "gelu_accurate", "tanh", "linear", "swish")
 
 
 class ImportSizesError(ValueError):
@@ -75,20 +75,19 @@ def read_model_args(directory: str, flag: str) -> Dict[str, object]:
             f'{flag} {directory}: {path} records no model sizes ("model_args"): it was written '
             "by an older import; import the model again with scripts/convert_hf.py import"
         )
+    from truneg_fairseq.compat.model_values import ModelValueError, check_value
+
+    fix = "import the model again with scripts/convert_hf.py import"
     out = {}
     for key, value in args.items():
-        want = FIELD_TYPES.get(key)
-        ok = want is not None and (
-            isinstance(value, want)
-            and not (want is int and isinstance(value, bool))
-            or (want is float and isinstance(value, int) and not isinstance(value, bool))
-        )
-        if not ok or (key == "activation_fn" and value not in ACTIVATIONS):
-            raise ImportSizesError(
-                f"{flag} {directory}: {path} has {key} = {value!r}, not a value this model takes; "
-                "import the model again with scripts/convert_hf.py import"
-            )
-        out[key] = float(value) if want is float else value
+        try:
+            if key not in FIELD_TYPES:
+                raise ModelValueError(
+                    f"{path}: model_args.{key} is not a field an import records; {fix}"
+                )
+            out[key] = check_value(key, value, f"{flag} {directory}: {path}", fix)
+        except ModelValueError as e:
+            raise ImportSizesError(str(e)) from None
     return out
 
 

@@ -205,7 +205,7 @@ def _load_table(path: str, task):
     from truneg_fairseq.criterions.tables import resolve_table_path
     from truneg_fairseq.lexicon.synonyms import SynonymTable
 
-    return SynonymTable.load(resolve_table_path(path, task))
+    return SynonymTable.load(resolve_table_path(path, task), len(task.source_dictionary))
 
 
 def masked_samples(

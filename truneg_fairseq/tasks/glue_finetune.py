@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import re
 from typing import Dict, List, Optional
 
 # model fields that name files or switch on pre-training behaviour: never carried into fine-tuning
@@ -33,6 +34,8 @@ NOT_CARRIED = {
     "electra_freeze_discriminator": False,
 }
 POSITION_FIELDS = ("electra_max_positions", "max_positions")
+# a number (1e-05, -1), an activation or an arch name: one word that is no flag
+_PLAIN = re.compile(r"^(-?[0-9][0-9.eE+-]*|[A-Za-z0-9_][A-Za-z0-9_.+-]*)$")
 
 
 class GlueFinetuneError(ValueError):
@@ -180,9 +183,16 @@ def size_flags(checkpoint: str) -> List[str]:
             "electra_dropout",
             "electra_attention_dropout",
         ):
+            flag = "--" + key.replace("_", "-")
             if isinstance(value, bool):
                 if value:
-                    flags.append("--" + key.replace("_", "-"))
-            else:
-                flags += ["--" + key.replace("_", "-"), str(value)]
+                    flags.append(flag)
+                continue
+            text = str(value)  # the schema checked it; a flag's value is one plain word
+            if not _PLAIN.match(text):
+                raise GlueFinetuneError(
+                    f"{checkpoint}: {key} = {text[:80]!r} is not a plain value for {flag}; "
+                    "use a checkpoint saved by fairseq-train or scripts/convert_hf.py import"
+                )
+            flags += [flag, text]
     return flags

@@ -127,6 +127,14 @@ def read_record(data_dir) -> Optional[dict]:
             f"{path} is not a tokenizer record written by prepare_corpus.py; delete it or "
             "prepare the data again"
         )
+    from truneg_fairseq.compat.model_values import is_url
+
+    for key, f in rec["files"].items():  # the files a tokenizer is built from: local ones only
+        if not isinstance(f["path"], str) or is_url(f["path"]) or "\n" in f["path"]:
+            raise TokenizerError(
+                f"{path}: files.{key}.path = {str(f['path'])[:80]!r} is not a local file path "
+                "(nothing is downloaded); delete the record or prepare the data again"
+            )
     return rec
 
 

@@ -1,0 +1,74 @@
+"""A data-bin's index is checked against its data (``checked_data_index``).
+
+fairseq's ``MMapIndexedDataset`` (the ``.bin``/``.idx`` pair ``fairseq-preprocess`` writes, read
+by every task's ``load_dataset``) trusts the sentence sizes of the ``.idx``: an index claiming a
+2**31-token sentence makes ``masked_lm``'s block building run for a minute and take gigabytes
+before a traceback about a buffer, and a size that does not match the ``.bin`` reads other
+sentences' tokens in silence. With the plugin imported, every opened pair is checked first: each
+size at least 0, the sizes summing (times the token width) to exactly the ``.bin``'s bytes and
+the pointers following the sizes, in chunks of numpy over the mapped index (no Python loop over
+sentences, no copy of the whole index). A mismatch is one :class:`DataIndexError` naming the file
+and saying to binarize the data again.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+CHUNK = 1 << 22  # index entries checked at a time
+
+
+class DataIndexError(ValueError):
+    """A ``.idx`` whose sizes do not describe its ``.bin``."""
+
+
+def check_index(prefix: str, sizes, pointers, itemsize: int) -> None:
+    """Raise :class:`DataIndexError` unless ``sizes``/``pointers`` (the index of ``prefix``)
+    describe ``prefix``.bin exactly."""
+    bin_path = f"{prefix}.bin"
+    have = os.path.getsize(bin_path)
+    total = 0
+    why = None
+    for start in range(0, len(sizes), CHUNK):
+        s = np.asarray(sizes[start : start + CHUNK], dtype=np.int64)
+        p = np.asarray(pointers[start : start + CHUNK], dtype=np.int64)
+        if s.size and int(s.min()) < 0:
+            why = f"a negative sentence size ({int(s.min())})"
+            break
+        ends = np.cumsum(s) * itemsize + total
+        starts = np.concatenate(([total], ends[:-1]))
+        if not np.array_equal(p, starts):
+            i = start + int(np.flatnonzero(p != starts)[0])
+            why = f"sentence {i} starts at byte {int(pointers[i])}, not {int(starts[i - start])}"
+            break
+        total = int(ends[-1]) if ends.size else total
+        if total > have:
+            why = f"sizes that reach byte {total} (by sentence {start + s.size - 1})"
+            break
+    if why is None and total != have:
+        why = f"sizes that add up to {total} bytes"
+    if why is not None:
+        raise DataIndexError(
+            f"{prefix}.idx does not describe {bin_path} ({have} bytes): it has {why}. The pair is "
+            "damaged or was not written together; binarize the data again (scripts/prepare_corpus.py "
+            "or fairseq-preprocess)"
+        )
+
+
+def checked_data_index() -> None:
+    """Check every ``MMapIndexedDataset`` fairseq opens (see the module docstring)."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    original = MMapIndexedDataset._do_init
+    if getattr(original, "truneg_checked", False):  # installed already
+        return
+
+    def _do_init(self, path):
+        original(self, path)
+        index = self._index
+        check_index(str(path), index.sizes, index._pointers, index.dtype().itemsize)
+
+    _do_init.truneg_checked = True
+    MMapIndexedDataset._do_init = _do_init
