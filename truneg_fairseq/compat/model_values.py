@@ -133,7 +133,11 @@ def check_value(key: str, value, where: str, fix: str):
     elif kind == "choice":
         names = activations()
         if not isinstance(value, str) or value not in names:
-            _refuse(where, key, value, f"not one of {', '.join(names)}", fix)
+            raise ModelValueError(
+                f"{where.removesuffix(': model config')} records the activation function "
+                f"{str(value)[:80]!r}, which fairseq does not know ({', '.join(names)}), as "
+                f"{key}; {fix}"
+            )
     elif kind == "int_list":
         if not isinstance(value, str) or (value and not _INT_LIST.match(value)):
             _refuse(where, key, value, "not a comma-separated list of layer numbers", fix)
