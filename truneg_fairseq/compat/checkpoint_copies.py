@@ -13,18 +13,16 @@ from __future__ import annotations
 import os
 import shutil
 
+from .checkpoint_errors import checkpoint_write_errors
+
 
 def atomic_copy_file(src: str, dst: str) -> None:
     """Copy ``src`` to ``dst`` so that ``dst`` is never seen half-written, even if the process is
     killed: the data go to ``<dst>.tmp`` beside it (overwritten by the next copy, so a killed copy
     leaves no growing litter), are fsynced, then renamed over ``dst``. A copy that fails for
     lack of space or permission (a full disk, a file-size limit) removes the ``.tmp`` and is one
-    :class:`~truneg_fairseq.checkpoints.CheckpointError` naming ``dst``
-    (:func:`~truneg_fairseq.checkpoints.checkpoint_write_errors`); ``dst`` stays as it was."""
-    # the checkpoint module reads checkpoints through this package's checkpoint_configs only,
-    # so this import closes no circle
-    from truneg_fairseq.checkpoints import checkpoint_write_errors
-
+    :class:`~.checkpoint_errors.CheckpointError` naming ``dst``
+    (:func:`~.checkpoint_errors.checkpoint_write_errors`); ``dst`` stays as it was."""
     tmp = f"{dst}.tmp"
     with checkpoint_write_errors(dst, tmp):
         with open(src, "rb") as fin, open(tmp, "wb") as fout:

@@ -80,6 +80,17 @@ def atomic_dir(path: os.PathLike, owner: str, log=None, inputs=None):
         release(lock)
 
 
+def check_entries(out_dir: os.PathLike, owner: str, rels, inputs=None) -> None:
+    """Before any work: the :class:`OutputDirError` that :func:`staged_entries` would raise at
+    its end if the run wrote the files ``rels`` (relative names) into ``out_dir`` (a file there
+    this command did not write, an input it would overwrite); nothing is written."""
+    out = Path(os.path.abspath(out_dir))
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise OutputDirError(f"{out} is a file, not a directory: choose a new output directory")
+    if out.is_dir():
+        _plan(out, owner, _owned_files(out, owner), list(rels), inputs)
+
+
 @contextlib.contextmanager
 def staged_entries(out_dir: os.PathLike, owner: str, names, log=None, inputs=None):
     """Write a set of outputs (files, and files inside directories, under the top-level
