@@ -118,3 +118,18 @@ def test_a_budget_the_schedule_cannot_hold_is_one_error_first(tmp_path, flags, n
     assert proc.stderr.splitlines()[-1].startswith(f"error: {named}")
     assert "Traceback" not in proc.stderr
     assert not work.exists()
+
+
+def test_a_first_look_without_synonym_predictions_says_what_it_shows():
+    from truneg_fairseq.cli.demo import first_look_note
+    from truneg_fairseq.evaluation.false_negatives import Report
+
+    def report(pred, content, loss=10.27):
+        return Report(loss, 7.4, 7.4, pred, pred, pred, content, 4140, 2756, 2000, 0)
+
+    flat = {"roberta_masked_lm": {0: report(0.0, 0.0), 33: report(0.0, 0.0, 10.29)}}
+    note = first_look_note(flat, 100)
+    assert "after 100 updates" in note and "valid loss 10.27 bits" in note
+    assert "false-negative columns are 0" in note and "no cases yet" in note
+    learnt = {"roberta_masked_lm": {0: report(0.0, 3.0), 33: report(0.05, 12.0)}}
+    assert first_look_note(learnt, 100) == ""

@@ -139,7 +139,31 @@ def first_look(setting, work: str, data_bin: str, table: str, updates: int, log)
         f"masks for every checkpoint; results in {out}):\n"
     )
     print(study.format_rows(study.progress_table(scores.reports)), flush=True)
+    note = first_look_note(scores.reports, quick.stage1_updates)
+    if note:
+        print(f"\n{note}", flush=True)
     return scores.reports
+
+
+def first_look_note(reports, updates: int) -> str:
+    """What a first look without a single synonym prediction shows ('' when it has one): at
+    this size the model predicts the most frequent words and punctuation, none of which can be
+    a synonym, so every false-negative column is 0 and the criterions have nothing to act on."""
+    rows = [r for by_update in reports.values() for r in by_update.values()]
+    if any((r.pred_corr_ratio or 0) > 0 for r in rows):
+        return ""
+    content = max((r.content_pred or 0) for r in rows)
+    loss = min(r.mlm_loss for r in rows)
+    return (
+        f"What this first look shows: after {updates} updates the model is still at the "
+        f"frequency stage (valid loss {loss:.2f} bits; at most {content:.1f}% of its "
+        "predictions are content words): it predicts frequent words and punctuation, none of "
+        "them a WordNet synonym, so the false-negative columns are 0, hard correction has "
+        "nothing to correct (its rows equal the baseline) and there are no cases yet. It shows "
+        "the pipeline end to end on this machine; false negatives need a model that predicts "
+        "content words: the full run (without --quick) shows them, with cases, or give the "
+        "first look more updates (--first-look-updates)."
+    )
 
 
 def main(argv=None) -> int:

@@ -256,6 +256,29 @@ def _export_roberta_family(
     return [arch]
 
 
+def _check_wordpiece_data(checkpoint, cfg, data, kind: str) -> None:
+    """A BERT/ELECTRA export writes a WordPiece tokenizer (``BertTokenizer``): refuse a model
+    whose data directory records another tokenizer (``tokenizer_fingerprint.json``), whose
+    pieces a ``BertTokenizer`` would not produce (a sentencepiece ``▁word`` or a GPT-2 BPE id is
+    never a WordPiece of the text: most words would become ``[UNK]``)."""
+    from truneg_fairseq.text.record import RECORD_NAME, read_record
+    from truneg_fairseq.text.spec import TokenizerError
+
+    where = Path(str(data or cfg.task.data).split(os.pathsep)[0])
+    try:
+        rec = read_record(where)
+    except TokenizerError:
+        return  # an unreadable record: the vocabulary alone decides, as without one
+    if rec is None or rec["tokenizer"] in ("wordpiece", "whitespace"):
+        return
+    raise ConversionError(
+        f"{checkpoint} is a {kind} trained on {rec['tokenizer']} pieces ({where / RECORD_NAME}); "
+        "a HuggingFace BERT/ELECTRA export writes a WordPiece tokenizer, which would read most "
+        "words as [UNK]. Train on WordPiece data to export it (prepare_corpus.py --tokenizer "
+        "wordpiece --vocab VOCAB.txt), or use the checkpoint with fairseq (truneg_fairseq.models.hub)"
+    )
+
+
 def export_hf(
     checkpoint,
     hf_dir,
@@ -284,6 +307,8 @@ def export_hf(
     )
     symbols = list(task.source_dictionary.symbols)
     wordpiece = isinstance(model, (ElectraModel, BertModel))
+    if wordpiece:
+        _check_wordpiece_data(checkpoint, cfg, data, type(model).__name__)
     if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():
         vocab_file = (
             Path(checkpoint).parent / "vocab.txt"
