@@ -12,7 +12,7 @@ the package loads on its own, without torch or fairseq):
 ``truneg_fairseq.io_utils`` re-exports these names for older callers."""
 
 from .atomic import WRITE_ERRNOS, atomic_open, write_errors, write_failure, write_failure_message
-from .dirs import atomic_dir, check_entries, staged_entries
+from .dirs import atomic_dir, check_dir, check_entries, staged_entries
 from .errors import OutputDirError
 from .locks import lock_path, output_lock
 from .marker import MARKER, read_marker
@@ -23,6 +23,7 @@ __all__ = [
     "WRITE_ERRNOS",
     "atomic_dir",
     "atomic_open",
+    "check_dir",
     "check_entries",
     "lock_path",
     "output_lock",
