@@ -29,7 +29,7 @@ import os
 import time
 
 from truneg_fairseq.cli.args import add_jobs_arg, command_parser
-from truneg_fairseq.cli.common import count_arg, fail, setup_logging
+from truneg_fairseq.cli.common import count_arg, fail, interruptible, setup_logging
 
 # The demo's model is the study's CPU_ROBERTA_ARCH (imported in main once the arguments are
 # checked: --help and bad flags answer without loading torch): fairseq's RoBERTa with
@@ -166,6 +166,7 @@ def first_look_note(reports, updates: int) -> str:
     )
 
 
+@interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     t_start = time.time()

@@ -37,6 +37,7 @@ from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     count_arg,
     fail,
+    interruptible,
     resolve_checkpoint_args,
     setup_logging,
 )
@@ -128,6 +129,7 @@ def _summary(ck: str, res: dict) -> str:
     )
 
 
+@interruptible
 def main(argv=None) -> int:
     parser = get_parser()
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), several=True)

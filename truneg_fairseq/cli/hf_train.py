@@ -24,7 +24,7 @@ Examples:
 """
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import fail, setup_logging
+from truneg_fairseq.cli.common import fail, interruptible, setup_logging
 
 
 def build_parser():
@@ -96,6 +96,7 @@ def build_parser():
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     p = build_parser()
     args = p.parse_args(argv)

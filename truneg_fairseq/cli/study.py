@@ -34,7 +34,7 @@ import os
 import sys
 
 from truneg_fairseq.cli.args import add_jobs_arg, command_parser
-from truneg_fairseq.cli.common import fail, setup_logging
+from truneg_fairseq.cli.common import fail, interruptible, setup_logging
 from truneg_fairseq.pipelines.study.presets import ELECTRA_CRITERIA, ROBERTA_CRITERIA, SCALES
 
 
@@ -94,6 +94,7 @@ def get_parser():
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.pipelines.study")

@@ -17,7 +17,7 @@ import argparse
 import os
 
 from truneg_fairseq.cli.args import command_parser, parse_with_dict
-from truneg_fairseq.cli.common import add_dict_flag, fail, setup_logging
+from truneg_fairseq.cli.common import add_dict_flag, fail, interruptible, setup_logging
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -39,6 +39,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = parse_with_dict(get_parser(), argv)
     setup_logging("truneg_fairseq.data.word_vectors")
