@@ -196,6 +196,21 @@ def test_electra_export_refuses_a_model_of_sentencepiece_data(tmp_path, electra_
     assert written[0] == "ElectraForPreTraining"
 
 
+def test_electra_export_refuses_sentencepiece_pieces_without_a_record(tmp_path, data_bin):
+    """No tokenizer record beside the data (data binarized by hand): the dictionary's
+    sentencepiece word-start marks alone refuse the WordPiece export, nothing written."""
+    from utils import TINY_ELECTRA, fairseq_train
+
+    fairseq_train(
+        data_bin,
+        tmp_path / "ck",
+        [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra", "--max-update", "1"],
+    )
+    with pytest.raises(ConversionError, match=r"trained on sentencepiece pieces \(\d+ of \d+ "):
+        hf_convert.export_hf(tmp_path / "ck" / "checkpoint_last.pt", tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
 def test_electra_export_loads_in_transformers(tmp_path, electra_pair, vocab, batch):
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
