@@ -53,9 +53,11 @@ def test_quick_without_a_first_look_is_one_line(tmp_path):
         "demo.py", ["--workdir", str(tmp_path / "d"), "--quick", "--first-look-updates", "0"]
     )
     assert proc.returncode == 2
-    assert proc.stderr == (
-        "error: --quick runs the first look only: give --first-look-updates N > 0 with it\n"
+    # the last line (torch may warn of its own deprecations on the first import of fairseq)
+    assert proc.stderr.splitlines()[-1] == (
+        "error: --quick runs the first look only: give --first-look-updates N > 0 with it"
     )
+    assert "Traceback" not in proc.stderr
 
 
 def test_a_foreign_corpus_in_the_workdir_is_one_error_and_kept(tmp_path):
