@@ -53,6 +53,85 @@ def test_quick_without_a_first_look_is_one_line(tmp_path):
         "demo.py", ["--workdir", str(tmp_path / "d"), "--quick", "--first-look-updates", "0"]
     )
     assert proc.returncode == 2
-    assert proc.stderr == (
-        "error: --quick runs the first look only: give --first-look-updates N > 0 with it\n"
+    # the last line (torch may warn of its own deprecations on the first import of fairseq)
+    assert proc.stderr.splitlines()[-1] == (
+        "error: --quick runs the first look only: give --first-look-updates N > 0 with it"
     )
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_foreign_corpus_in_the_workdir_is_one_error_and_kept(tmp_path):
+    """A corpus.txt the user already had is never taken as the demo's corpus, and --force
+    removes nothing of a directory the demo did not write."""
+    work = tmp_path / "mine"
+    work.mkdir()
+    (work / "corpus.txt").write_text("my own corpus\n")
+    (work / "notes.txt").write_text("keep me\n")
+    for extra in ([], ["--force"]):
+        proc = run_script("demo.py", ["--workdir", str(work), "--quick", *extra])
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        last = proc.stderr.splitlines()[-1]
+        assert last.startswith("error: --workdir ") and "Traceback" not in proc.stderr
+        assert "corpus.txt already there, not written by truneg-demo" in last
+        assert (work / "corpus.txt").read_text() == "my own corpus\n"
+        assert (work / "notes.txt").read_text() == "keep me\n"
+    assert not (work / ".truneg-work.json").exists()
+
+
+def test_force_removes_only_what_the_pipeline_wrote(tmp_path):
+    import logging
+
+    from truneg_fairseq.pipelines.study.workdir import WORK_MARKER, claim_workdir
+
+    work = tmp_path / "w"
+    log = logging.getLogger("test")
+    claim_workdir(str(work), "truneg-demo", "--workdir", False, log)
+    assert (work / WORK_MARKER).is_file()
+    (work / "corpus.txt").write_text("the demo's corpus\n")
+    (work / "checkpoints" / "roberta").mkdir(parents=True)
+    (work / "checkpoints" / "roberta" / "checkpoint_last.pt").write_bytes(b"x")
+    (work / "notes.txt").write_text("keep me\n")
+    (work / "my_data").mkdir()
+    (work / "my_data" / "a.txt").write_text("mine\n")
+    # a second claim without --force keeps everything (steps are reused)
+    claim_workdir(str(work), "truneg-demo", "--workdir", False, log)
+    assert (work / "corpus.txt").is_file() and (work / "checkpoints").is_dir()
+    claim_workdir(str(work), "truneg-demo", "--workdir", True, log)
+    assert not (work / "corpus.txt").exists() and not (work / "checkpoints").exists()
+    assert (work / "notes.txt").read_text() == "keep me\n"
+    assert (work / "my_data" / "a.txt").read_text() == "mine\n"
+    assert (work / WORK_MARKER).is_file()
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--stage1-updates", "50", "--stage2-updates", "40", "--warmup", "100"], "--warmup 100"),
+        (["--stage1-updates", "100", "--warmup", "100"], "--warmup 100"),
+        (["--stage2-updates", "2", "--points", "4"], "--stage2-updates 2, --points 4"),
+    ],
+)
+def test_a_budget_the_schedule_cannot_hold_is_one_error_first(tmp_path, flags, named):
+    """A warm-up past stage 1 (stage 2's learning rate would be negative) or fewer stage-2
+    updates than scored points: one error naming the flags, before anything is written."""
+    work = tmp_path / "d"
+    proc = run_script("demo.py", ["--workdir", str(work), *flags])
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1].startswith(f"error: {named}")
+    assert "Traceback" not in proc.stderr
+    assert not work.exists()
+
+
+def test_a_first_look_without_synonym_predictions_says_what_it_shows():
+    from truneg_fairseq.cli.demo import first_look_note
+    from truneg_fairseq.evaluation.false_negatives import Report
+
+    def report(pred, content, loss=10.27):
+        return Report(loss, 7.4, 7.4, pred, pred, pred, content, 4140, 2756, 2000, 0)
+
+    flat = {"roberta_masked_lm": {0: report(0.0, 0.0), 33: report(0.0, 0.0, 10.29)}}
+    note = first_look_note(flat, 100)
+    assert "after 100 updates" in note and "valid loss 10.27 bits" in note
+    assert "false-negative columns are 0" in note and "no cases yet" in note
+    learnt = {"roberta_masked_lm": {0: report(0.0, 3.0), 33: report(0.05, 12.0)}}
+    assert first_look_note(learnt, 100) == ""

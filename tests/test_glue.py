@@ -109,6 +109,37 @@ def test_prepare_a_folder_with_some_tasks_cli(glue_dir, corpus_dir, data_bin, tm
     assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0
 
 
+def test_prepare_glue_checks_every_task_before_writing_one(
+    glue_dir, corpus_dir, data_bin, tmp_path
+):
+    """SST-2 is fine, RTE is not (its dev.tsv missing; then a directory of the
+    user's where RTE would go): one error, and no SST-2 output written before it."""
+    some = tmp_path / "glue"
+    for name in ("RTE", "SST-2"):
+        shutil.copytree(glue_dir / TASKS[name].folder, some / TASKS[name].folder)
+    dev = some / TASKS["RTE"].folder / "dev.tsv"
+    dev.unlink()
+    out = tmp_path / "glue-bin"
+    common = [
+        "--glue-dir",
+        str(some),
+        "--output-dir",
+        str(out),
+        "--dict",
+        str(data_bin / "dict.txt"),
+    ]
+    common += ["--tokenizer", "sentencepiece", "--spm-model", str(corpus_dir / "spm.model")]
+    proc = run_script("prepare_glue.py", common + ["--tasks", "SST-2", "RTE"])
+    assert proc.returncode != 0 and re.search(r"RTE.*dev\.tsv not found", proc.stderr), proc.stderr
+    assert not (out / "SST-2").exists()
+    shutil.copy(glue_dir / TASKS["RTE"].folder / "dev.tsv", dev)  # RTE readable again
+    (out / "RTE").mkdir(parents=True)
+    (out / "RTE" / "notes.txt").write_text("mine")
+    proc = run_script("prepare_glue.py", common + ["--tasks", "SST-2", "RTE"])
+    assert proc.returncode != 0 and "did not write" in proc.stderr, proc.stderr
+    assert not (out / "SST-2").exists() and (out / "RTE" / "notes.txt").read_text() == "mine"
+
+
 def predict_valid(checkpoint, data):
     """Predictions and targets of a sentence_prediction checkpoint on its valid split."""
     import torch

@@ -170,6 +170,47 @@ def test_a_discriminator_alone_loads_for_inference(tmp_path, electra_pair, vocab
     assert not (tmp_path / "hf" / "generator").exists()
 
 
+def test_electra_export_refuses_a_model_of_sentencepiece_data(tmp_path, electra_pair, corpus_dir):
+    """A BertTokenizer over sentencepiece pieces would read most words as [UNK]: one error
+    naming the record and the route, and nothing written."""
+    from truneg_fairseq.text.spec import RECORD_NAME, RECORD_VERSION
+
+    _, _, _, out = electra_pair
+    moved = tmp_path / "spm_trained"
+    shutil.copytree(out, moved)
+    spm = str(corpus_dir / "spm.model")
+    record = {
+        "format_version": RECORD_VERSION,
+        "tokenizer": "sentencepiece",
+        "fingerprint": "x",
+        "files": {"spm_model": {"path": spm, "sha256": "0" * 64, "digest": "content"}},
+    }
+    (moved / RECORD_NAME).write_text(json.dumps(record))
+    with pytest.raises(ConversionError, match=r"sentencepiece pieces .*--tokenizer wordpiece"):
+        hf_convert.export_hf(moved / "model.pt", tmp_path / "hf", data=str(moved))
+    assert not (tmp_path / "hf").exists()
+    # a WordPiece record exports as before
+    record.update(tokenizer="wordpiece", files={}, lowercase=True)
+    (moved / RECORD_NAME).write_text(json.dumps(record))
+    written = hf_convert.export_hf(moved / "model.pt", tmp_path / "hf", data=str(moved))
+    assert written[0] == "ElectraForPreTraining"
+
+
+def test_electra_export_refuses_sentencepiece_pieces_without_a_record(tmp_path, data_bin):
+    """No tokenizer record beside the data (data binarized by hand): the dictionary's
+    sentencepiece word-start marks alone refuse the WordPiece export, nothing written."""
+    from utils import TINY_ELECTRA, fairseq_train
+
+    fairseq_train(
+        data_bin,
+        tmp_path / "ck",
+        [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra", "--max-update", "1"],
+    )
+    with pytest.raises(ConversionError, match=r"trained on sentencepiece pieces \(\d+ of \d+ "):
+        hf_convert.export_hf(tmp_path / "ck" / "checkpoint_last.pt", tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
 def test_electra_export_loads_in_transformers(tmp_path, electra_pair, vocab, batch):
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 

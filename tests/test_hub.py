@@ -161,6 +161,60 @@ def test_a_trained_checkpoint_with_a_sentencepiece_config(corpus_dir, data_bin, 
     assert lm.decode(lm.encode("the farmer will stay at home")) == "the farmer will stay at home"
     top = lm.fill_mask("the farmer will <mask> at home", topk=2)
     assert len(top) == 2 and all(text.startswith("the farmer will ") for text, _, _ in top)
+    # fairseq's hub keywords: the BPE's name and its fields as keywords
+    kw = from_pretrained(
+        tmp_path / "ck",
+        bpe="sentencepiece",
+        sentencepiece_model=spm["sentencepiece_model"],
+        **where,
+    )
+    assert kw.fill_mask("the farmer will <mask> at home", topk=2) == top
+    # the tokenizer recorded beside dict.txt (as prepare_corpus.py writes it) needs no keyword
+    import shutil
+
+    from truneg_fairseq.text import TokenizerSpec
+    from truneg_fairseq.text.record import write_record
+    from truneg_fairseq.text.tokenizers import build_tokenizer
+
+    recorded = tmp_path / "recorded"
+    shutil.copytree(data_bin, recorded)
+    spec = TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model"))
+    write_record(recorded, build_tokenizer(spec))
+    own = from_pretrained(
+        tmp_path / "ck", checkpoint_file="checkpoint_last.pt", data_name_or_path=str(recorded)
+    )
+    assert own.fill_mask("the farmer will <mask> at home", topk=2) == top
+
+
+def test_fill_mask_on_a_whitespace_tokenized_checkpoint(tmp_path):
+    """The demo's and the study's data: whitespace words, the tokenizer recorded by the data's
+    preparation; fill_mask fills in one dictionary word, with no tokenizer given."""
+    from truneg_fairseq.data import corpus
+    from truneg_fairseq.text import TokenizerSpec
+    from truneg_fairseq.text.record import write_record
+    from truneg_fairseq.text.tokenizers import build_tokenizer
+
+    lines = tiny_corpus_lines(60, seed=3)
+    corpus.atomic_write_lines(tmp_path / "train.txt", lines[:50])
+    corpus.atomic_write_lines(tmp_path / "valid.txt", lines[50:])
+    data = corpus.binarize(tmp_path / "train.txt", tmp_path / "valid.txt", tmp_path / "bin")
+    write_record(data, build_tokenizer(TokenizerSpec("whitespace")))
+    fairseq_train(
+        data,
+        tmp_path / "ck",
+        ["--criterion", "masked_lm", *TINY_ROBERTA, "--max-update", "1", "--disable-validation"],
+    )
+    lm = from_pretrained(
+        tmp_path / "ck", checkpoint_file="checkpoint_last.pt", data_name_or_path=str(data)
+    )
+    words = {line.split()[0] for line in (tmp_path / "bin" / "dict.txt").read_text().splitlines()}
+    masked = "the farmer will <mask> at home"
+    top = lm.fill_mask(masked, topk=3)
+    assert len(top) == 3
+    for text, prob, piece in top:
+        assert 0 < prob <= 1
+        assert text == masked.replace("<mask>", piece) and (piece in words or piece == "<unk>")
+    assert lm.decode(lm.encode("the farmer will stay")) == "the farmer will stay"
 
 
 def test_bad_places_are_one_error_naming_them(imported, tmp_path):

@@ -168,3 +168,15 @@ def test_the_checkpoint_read_finder_sees_a_call(tmp_path):
         "def f(p):\n    return checkpoint_utils.load_model_ensemble_and_task([p])\n"
     )
     assert checkpoint_reads(src) == ["load_model_ensemble_and_task:4"]
+
+
+def test_compat_and_the_checkpoint_loader_import_one_way():
+    """The loader uses the mends (and the errors they raise); no mend imports the loader."""
+    graph = package_graph()
+    assert "truneg_fairseq.compat.checkpoint_errors" in graph["truneg_fairseq.checkpoints"]
+    back = sorted(
+        m
+        for m, deps in graph.items()
+        if m.startswith("truneg_fairseq.compat") and "truneg_fairseq.checkpoints" in deps
+    )
+    assert not back, f"compat modules importing truneg_fairseq.checkpoints: {back}"

@@ -115,6 +115,26 @@ def test_config_errors_name_the_flag(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_file_of_the_users_where_it_would_write_is_refused_before_any_work(tmp_path):
+    """A dict.txt of the user's in DIR/data-bin: one error before the corpus is even read (no
+    stage starts), the file untouched."""
+    from truneg_fairseq.io_utils import OutputDirError
+
+    out = tmp_path / "out"
+    (out / "data-bin").mkdir(parents=True)
+    (out / "data-bin" / "dict.txt").write_text("mine 1\n")
+    stages = []
+    cfg = CorpusConfig(
+        output_dir=str(out),
+        inputs=[str(_text(tmp_path / "c.txt", 50))],
+        tokenizer=TokenizerSpec("whitespace"),
+    )
+    with pytest.raises(OutputDirError, match=r"data-bin/dict.txt was not written by"):
+        prepare_corpus(cfg, on_stage=lambda name, when: stages.append(name))
+    assert stages == []
+    assert (out / "data-bin" / "dict.txt").read_text() == "mine 1\n"
+
+
 @pytest.mark.parametrize("binarizer", ["fast", "fairseq-preprocess"])
 def test_cr_only_lines_and_a_comma_in_the_output_dir(tmp_path, binarizer):
     """A text whose lines end in a lone CR is read line by line, and an output directory with a

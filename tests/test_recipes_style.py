@@ -58,3 +58,53 @@ def test_overridden_fields_are_declared(config, field):
     cfg = OmegaConf.load(REPO / "examples" / config)
     group, key = field.split(".")
     assert key in cfg[group], f"{config} does not declare {field}"
+
+
+READ = re.compile(r"\$\{([A-Z][A-Z0-9_]*):[-=]")
+
+
+def environment_variables(script) -> set:
+    """The variables ``script`` reads from the environment: every ``${VAR:-...}`` or
+    ``${VAR:=...}``, less those the script sets itself first (``VAR=$(...)``, ``VAR=""``,
+    ``read ... VAR``) rather than defaulting (``VAR=${VAR:-...}``)."""
+    text = script.read_text(encoding="utf-8")
+    read = set(READ.findall(text))
+    own = {
+        v
+        for v in read
+        if re.search(rf"(?:^|[\s;]){v}=(?!\$\{{{v}:[-=])", text, re.M)
+        or re.search(rf"^\s*read\b[^\n]*\b{v}\b", text, re.M)
+    }
+    return read - own
+
+
+@pytest.mark.parametrize(
+    "recipe", sorted(p.parent.name for p in (REPO / "examples").glob("*/README.md"))
+)
+def test_each_recipe_readme_lists_the_variables_its_scripts_read(recipe):
+    folder = REPO / "examples" / recipe
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    missing = {
+        f"{script.name}: {v}"
+        for script in folder.glob("*.sh")
+        for v in environment_variables(script)
+        if not re.search(rf"\b{v}\b", readme)
+    }
+    assert not missing, f"examples/{recipe}/README.md does not name: {sorted(missing)}"
+
+
+def test_the_variable_reader_tells_settings_from_the_scripts_own(tmp_path):
+    script = tmp_path / "x.sh"
+    script.write_text(
+        'LR=${LR:-1e-4}\nNAME=$(basename "$1")\nSAVE=${SAVE_DIR:-ck/${NAME}}\n'
+        'read -r POS GEN <<< "$X"\necho "${GEN:-fresh}" "${WARMUP:=10}"\n'
+    )
+    assert environment_variables(script) == {"LR", "SAVE_DIR", "WARMUP"}
+
+
+def test_the_mlm_configs_skip_over_long_valid_lines_as_the_script_does():
+    assert "--skip-invalid-size-inputs-valid-test" in (
+        REPO / "examples" / "mlm" / "pretrain.sh"
+    ).read_text(encoding="utf-8")
+    for config in sorted((REPO / "examples" / "mlm" / "config").glob("*.yaml")):
+        assert "skip_invalid_size_inputs_valid_test: true" in config.read_text(), config.name

@@ -25,7 +25,13 @@ Examples:
 import argparse
 import os
 
-from truneg_fairseq.cli.common import add_dict_flag, check_required_dict, fail, setup_logging
+from truneg_fairseq.cli.common import (
+    add_dict_flag,
+    check_required_dict,
+    fail,
+    interruptible,
+    setup_logging,
+)
 from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
 
@@ -54,6 +60,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     parser = get_parser()
     args = parser.parse_args(argv)

@@ -29,6 +29,7 @@ from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     fail,
     flag_inputs,
+    interruptible,
     refuse_inputs_as_outputs,
     resolve_checkpoint_args,
     setup_logging,
@@ -54,6 +55,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     parser = get_parser()
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), several=True)

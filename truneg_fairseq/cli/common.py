@@ -34,6 +34,23 @@ def setup_logging(name: str) -> logging.Logger:
     return logging.getLogger(name)
 
 
+def interruptible(main):
+    """``main`` of a command, with Ctrl-C (SIGINT) said in one line and exit status 130 (the
+    shell's 128 + SIGINT) instead of a KeyboardInterrupt traceback; outputs are written
+    atomically, so an interrupted command leaves no partial file."""
+    import functools
+
+    @functools.wraps(main)
+    def run(argv=None) -> int:
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            print("interrupted (Ctrl-C): nothing partial was written", file=sys.stderr)
+            return 130
+
+    return run
+
+
 def fail(msg: str, code: int = 2) -> "NoReturn":  # noqa: F821
     print(f"error: {msg}", file=sys.stderr)
     sys.exit(code)

@@ -25,9 +25,10 @@ Examples:
 import os
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import fail, setup_logging
+from truneg_fairseq.cli.common import fail, interruptible, setup_logging
 
 
+@interruptible
 def main(argv=None) -> int:
     p = command_parser(__doc__)
     sub = p.add_subparsers(dest="command", required=True)

@@ -19,25 +19,23 @@
 
 The table is printed and written to WORKDIR/results/ (results.json, progress.tsv, the Table-2
 views, cases.txt, commands.sh with every command run). Steps whose outputs exist are reused;
---force redoes everything. The study (examples/study/) runs the same pipeline at other sizes,
-with ELECTRA, and plots the curves.
+--force redoes everything (it removes only what the demo wrote in WORKDIR). The study
+(examples/study/) runs the same pipeline at other sizes, with ELECTRA, and plots the curves.
 """
 
 import argparse
 import dataclasses
 import os
-import shutil
 import time
 
 from truneg_fairseq.cli.args import add_jobs_arg, command_parser
-from truneg_fairseq.cli.common import count_arg, fail, setup_logging
-from truneg_fairseq.pipelines.study.presets import CPU_ROBERTA_ARCH
+from truneg_fairseq.cli.common import count_arg, fail, interruptible, setup_logging
 
-# The demo's model, in one place: fairseq's RoBERTa with pre-LayerNorm (post-LN at this size and
-# budget stays in the unigram plateau, predicting separators), 4 layers x 128.
-# Its token embeddings start from count-based word vectors of the training text
-# (scripts/word_vectors.py).
-DEMO_ROBERTA_ARCH = list(CPU_ROBERTA_ARCH)
+# The demo's model is the study's CPU_ROBERTA_ARCH (imported in main once the arguments are
+# checked: --help and bad flags answer without loading torch): fairseq's RoBERTa with
+# pre-LayerNorm (post-LN at this size and budget stays in the unigram plateau, predicting
+# separators), 4 layers x 128. Its token embeddings start from count-based word vectors of the
+# training text (scripts/word_vectors.py).
 # sentence-KL (about 2.4x the step time of the others) is in the study, not in the demo's budget
 DEMO_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg"]
 
@@ -85,7 +83,11 @@ def get_parser():
     )
     add_jobs_arg(p)
     p.add_argument("--cases", type=int, default=5, help="Figure-3-style cases printed (default 5)")
-    p.add_argument("--force", action="store_true", help="rebuild corpus, table and checkpoints")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="redo everything: remove what an earlier demo run wrote in WORKDIR (other files there are kept)",
+    )
     p.add_argument(
         "--first-look-updates",
         type=count_arg,
@@ -137,21 +139,61 @@ def first_look(setting, work: str, data_bin: str, table: str, updates: int, log)
         f"masks for every checkpoint; results in {out}):\n"
     )
     print(study.format_rows(study.progress_table(scores.reports)), flush=True)
+    note = first_look_note(scores.reports, quick.stage1_updates)
+    if note:
+        print(f"\n{note}", flush=True)
     return scores.reports
 
 
+def first_look_note(reports, updates: int) -> str:
+    """What a first look without a single synonym prediction shows ('' when it has one): at
+    this size the model predicts the most frequent words and punctuation, none of which can be
+    a synonym, so every false-negative column is 0 and the criterions have nothing to act on."""
+    rows = [r for by_update in reports.values() for r in by_update.values()]
+    if any((r.pred_corr_ratio or 0) > 0 for r in rows):
+        return ""
+    content = max((r.content_pred or 0) for r in rows)
+    loss = min(r.mlm_loss for r in rows)
+    return (
+        f"What this first look shows: after {updates} updates the model is still at the "
+        f"frequency stage (valid loss {loss:.2f} bits; at most {content:.1f}% of its "
+        "predictions are content words): it predicts frequent words and punctuation, none of "
+        "them a WordNet synonym, so the false-negative columns are 0, hard correction has "
+        "nothing to correct (its rows equal the baseline) and there are no cases yet. It shows "
+        "the pipeline end to end on this machine; false negatives need a model that predicts "
+        "content words: the full run (without --quick) shows them, with cases, or give the "
+        "first look more updates (--first-look-updates)."
+    )
+
+
+@interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
-    log = setup_logging("truneg_fairseq.demo")
-    from truneg_fairseq.pipelines import study
-
     t_start = time.time()
-    work = os.path.abspath(args.workdir)
-    if args.force and os.path.isdir(work):
-        shutil.rmtree(work)
-    os.makedirs(work, exist_ok=True)
     if args.quick and not args.first_look_updates:
         fail("--quick runs the first look only: give --first-look-updates N > 0 with it")
+    if args.warmup >= args.stage1_updates:
+        fail(
+            f"--warmup {args.warmup}: the warm-up must end within stage 1 (--stage1-updates "
+            f"{args.stage1_updates}): give a smaller --warmup or more --stage1-updates"
+        )
+    if args.points < 1 or args.stage2_updates < args.points:
+        fail(
+            f"--stage2-updates {args.stage2_updates}, --points {args.points}: stage 2 needs at "
+            "least one update per scored point"
+        )
+    log = setup_logging("truneg_fairseq.demo")
+    work = os.path.abspath(args.workdir)
+    from truneg_fairseq.errors import OutputDirError
+    from truneg_fairseq.pipelines.study.workdir import claim_workdir
+
+    try:
+        claim_workdir(work, "truneg-demo", "--workdir", args.force, log)
+    except OutputDirError as e:
+        fail(str(e))
+    from truneg_fairseq.pipelines import study
+    from truneg_fairseq.pipelines.study.presets import CPU_ROBERTA_ARCH
+
     setting = study.Setting(
         max_lines=args.max_lines,
         vocab_size=args.vocab_size,
@@ -164,7 +206,7 @@ def main(argv=None) -> int:
         jobs=args.jobs,
         families=[
             study.Family(
-                "roberta", "masked_lm", DEMO_ROBERTA_ARCH, "masked_lm", list(args.criteria)
+                "roberta", "masked_lm", list(CPU_ROBERTA_ARCH), "masked_lm", list(args.criteria)
             )
         ],
     )

@@ -39,6 +39,7 @@ from truneg_fairseq.cli.common import (
     count_arg,
     fail,
     flag_inputs,
+    interruptible,
     refuse_inputs_as_outputs,
     resolve_checkpoint_args,
     setup_logging,
@@ -155,6 +156,7 @@ def _summary(ck: str, res: dict) -> str:
     )
 
 
+@interruptible
 def main(argv=None) -> int:
     parser = get_parser()
     args = resolve_checkpoint_args(parser, parser.parse_args(argv), several=True)

@@ -13,6 +13,7 @@ from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     fail,
+    interruptible,
     refuse_inputs_as_outputs,
     resolve_checkpoint_args,
     setup_logging,
@@ -46,6 +47,7 @@ def _inputs(args) -> list:
     return found
 
 
+@interruptible
 def main(argv=None) -> int:
     parser = get_parser()
     args = resolve_checkpoint_args(parser, parser.parse_args(argv))

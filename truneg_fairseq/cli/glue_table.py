@@ -12,6 +12,8 @@ Example:
 import argparse
 import sys
 
+from truneg_fairseq.cli.common import interruptible
+
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -22,6 +24,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     from truneg_fairseq.pipelines.glue import format_row, glue_row

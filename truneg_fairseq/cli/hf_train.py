@@ -24,7 +24,12 @@ Examples:
 """
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import fail, refuse_inputs_as_outputs, setup_logging
+from truneg_fairseq.cli.common import (
+    fail,
+    interruptible,
+    refuse_inputs_as_outputs,
+    setup_logging,
+)
 
 # the files of a save_pretrained directory (model, configuration, tokenizer) a run reads
 HF_FILES = (
@@ -138,6 +143,7 @@ def build_parser():
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     p = build_parser()
     args = p.parse_args(argv)

@@ -34,7 +34,7 @@ import argparse
 import os
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import add_dict_flag, fail, setup_logging
+from truneg_fairseq.cli.common import add_dict_flag, fail, interruptible, setup_logging
 from truneg_fairseq.data.cline import TOKENIZERS
 from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
@@ -87,6 +87,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.make_cline_data")

@@ -14,7 +14,7 @@ replaced by the output.
 import argparse
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import fail, setup_logging
+from truneg_fairseq.cli.common import fail, interruptible, setup_logging
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -37,6 +37,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     setup_logging("truneg_fairseq.data.perturb")

@@ -38,7 +38,7 @@ Example:
 import argparse
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import add_dict_flag, count_arg, fail, setup_logging
+from truneg_fairseq.cli.common import add_dict_flag, count_arg, fail, interruptible, setup_logging
 from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.io_utils import OutputDirError
 from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
@@ -142,6 +142,7 @@ def config_from_args(args):
     )
 
 
+@interruptible
 def main(argv=None) -> int:
     parser = get_parser()
     args = parser.parse_args(argv)

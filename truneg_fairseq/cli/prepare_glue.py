@@ -19,7 +19,7 @@ Example:
 import argparse
 
 from truneg_fairseq.cli.args import command_parser, parse_with_dict
-from truneg_fairseq.cli.common import add_dict_flag, fail, setup_logging
+from truneg_fairseq.cli.common import add_dict_flag, fail, interruptible, setup_logging
 from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
 
@@ -50,6 +50,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = parse_with_dict(get_parser(), argv)
     setup_logging("truneg_fairseq.prepare_glue")

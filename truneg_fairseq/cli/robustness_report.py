@@ -16,7 +16,7 @@ consistency "Con" (% of groups whose every row is predicted correctly).
 import argparse
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import fail
+from truneg_fairseq.cli.common import fail, interruptible
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -38,6 +38,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     from truneg_fairseq.errors import CorpusError

@@ -11,7 +11,7 @@ import json
 import sys
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import fail
+from truneg_fairseq.cli.common import fail, interruptible
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -21,6 +21,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     from truneg_fairseq.data.corpus import CorpusError

@@ -15,6 +15,7 @@ from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
     add_checkpoint_args,
     fail,
+    interruptible,
     refuse_inputs_as_outputs,
     resolve_checkpoint_args,
     setup_logging,
@@ -32,6 +33,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     parser = get_parser()
     args = resolve_checkpoint_args(parser, parser.parse_args(argv))

@@ -34,7 +34,7 @@ import os
 import sys
 
 from truneg_fairseq.cli.args import add_jobs_arg, command_parser
-from truneg_fairseq.cli.common import fail, setup_logging
+from truneg_fairseq.cli.common import fail, interruptible, setup_logging
 from truneg_fairseq.pipelines.study.presets import ELECTRA_CRITERIA, ROBERTA_CRITERIA, SCALES
 
 
@@ -83,17 +83,22 @@ def get_parser():
     p.add_argument(
         "--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)"
     )
-    p.add_argument("--force", action="store_true", help="remove WORKDIR first")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="redo everything: remove what an earlier run wrote in WORKDIR (other files there are kept)",
+    )
     p.add_argument(
         "--train-args", default="", help="extra fairseq-train flags for every run, e.g. '--amp'"
     )
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.pipelines.study")
-    from truneg_fairseq.errors import CorpusError
+    from truneg_fairseq.errors import CorpusError, OutputDirError
     from truneg_fairseq.pipelines import study
     from truneg_fairseq.pipelines.study.pipeline import StudyConfig, run_study
 
@@ -121,7 +126,7 @@ def main(argv=None) -> int:
     )
     try:
         res = run_study(cfg, log)
-    except CorpusError as e:
+    except (CorpusError, OutputDirError) as e:
         fail(str(e))
     results = res.results
     print(study.format_rows(study.table2(results, "pred_corr_ratio", "pred-level % at")))

@@ -10,6 +10,8 @@ from typing import Sequence
 
 from fairseq import options
 
+from truneg_fairseq.cli.common import interruptible
+
 
 def training_parser(argv: Sequence[str]):
     """The argparse parser fairseq-train builds for ``argv`` (DATA may be omitted)."""
@@ -34,6 +36,7 @@ Example:
 """
 
 
+@interruptible
 def main(argv=None) -> int:
     """``truneg-train-help FAIRSEQ-TRAIN FLAGS``: the full help of that command line."""
     import sys

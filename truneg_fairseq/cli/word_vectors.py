@@ -21,6 +21,7 @@ from truneg_fairseq.cli.common import (
     add_dict_flag,
     fail,
     flag_inputs,
+    interruptible,
     refuse_inputs_as_outputs,
     setup_logging,
 )
@@ -45,6 +46,7 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+@interruptible
 def main(argv=None) -> int:
     args = parse_with_dict(get_parser(), argv)
     setup_logging("truneg_fairseq.data.word_vectors")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from .checkpoint_errors import checkpoint_write_errors
+
 
 def atomic_copy_file(src: str, dst: str) -> None:
     """Copy ``src`` to ``dst`` so that ``dst`` is never seen half-written, even if the process is
@@ -22,11 +24,8 @@ def atomic_copy_file(src: str, dst: str) -> None:
     (:func:`~truneg_fairseq.outputs.temp_beside`), are fsynced, then renamed over ``dst``; any
     failure removes the temporary file. A copy that fails for lack of space or permission (a
     full disk, a file-size limit) is one
-    :class:`~truneg_fairseq.checkpoints.CheckpointError` naming ``dst``
-    (:func:`~truneg_fairseq.checkpoints.checkpoint_write_errors`); ``dst`` stays as it was."""
-    # the checkpoint module reads checkpoints through this package's checkpoint_configs only,
-    # so this import closes no circle
-    from truneg_fairseq.checkpoints import checkpoint_write_errors
+    :class:`~.checkpoint_errors.CheckpointError` naming ``dst``
+    (:func:`~.checkpoint_errors.checkpoint_write_errors`); ``dst`` stays as it was."""
     from truneg_fairseq.outputs import temp_beside
 
     tmp = temp_beside(dst)
@@ -79,7 +78,7 @@ def atomic_checkpoint_saves() -> None:
     then renames it: two runs saving the same file share that name and one can rename the
     other's half-written file into place. Local saves here write a temporary file of their own
     (:func:`~truneg_fairseq.outputs.temp_beside`), removed on any failure; a save that fails for
-    lack of space is one :class:`~truneg_fairseq.checkpoints.CheckpointError` (fairseq writes
+    lack of space is one :class:`~.checkpoint_errors.CheckpointError` (fairseq writes
     again into the same, partly written file twice, 2.5 s apart, first). Asynchronous and
     remote (iopath) saves keep fairseq's way."""
     import torch
@@ -93,7 +92,6 @@ def atomic_checkpoint_saves() -> None:
     def torch_persistent_save(obj, filename, async_write: bool = False):
         if async_write or PathManager.path_requires_pathmanager(filename):
             return original(obj, filename, async_write=async_write)
-        from truneg_fairseq.checkpoints import checkpoint_write_errors
         from truneg_fairseq.outputs import temp_beside
 
         tmp = temp_beside(filename)

@@ -150,9 +150,9 @@ def _size_differences(path, model_cfg) -> str:
 
 def resume_message(path, exc: BaseException, trainer):
     """One line for an exception of ``Trainer.load_checkpoint(path)``, or None (re-raise it)."""
-    from truneg_fairseq.checkpoints import CheckpointError, describe_load_error
-    from truneg_fairseq.compat.checkpoint_configs import UnsafeCheckpointError
-    from truneg_fairseq.compat.model_values import ModelValueError
+    from .checkpoint_configs import UnsafeCheckpointError
+    from .checkpoint_errors import CheckpointError, describe_load_error
+    from .model_values import ModelValueError
 
     if isinstance(exc, (CheckpointError, UnsafeCheckpointError, ModelValueError)):
         return str(exc)

@@ -256,6 +256,41 @@ def _export_roberta_family(
     return [arch]
 
 
+SP_SPACE = "\u2581"  # sentencepiece's word-start mark
+
+
+def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
+    """A BERT/ELECTRA export writes a WordPiece tokenizer (``BertTokenizer``): refuse a model
+    whose data directory records another tokenizer (``tokenizer_fingerprint.json``), whose
+    pieces a ``BertTokenizer`` would not produce (a sentencepiece ``▁word`` or a GPT-2 BPE id is
+    never a WordPiece of the text: most words would become ``[UNK]``)."""
+    from truneg_fairseq.text.record import RECORD_NAME, read_record
+    from truneg_fairseq.text.spec import TokenizerError
+
+    where = Path(str(data or cfg.task.data).split(os.pathsep)[0])
+    try:
+        rec = read_record(where)
+    except TokenizerError:
+        rec = None  # an unreadable record: the vocabulary alone decides, as without one
+    if rec is None:
+        # no record: a dictionary of sentencepiece pieces shows by its word-start marks
+        marked = sum(s.startswith(SP_SPACE) for s in symbols)
+        if marked * 10 < len(symbols):
+            return
+        found = f"{marked} of {len(symbols)} entries of its dictionary start with {SP_SPACE!r}"
+        rec = {"tokenizer": "sentencepiece"}
+    elif rec["tokenizer"] in ("wordpiece", "whitespace"):
+        return
+    else:
+        found = str(where / RECORD_NAME)
+    raise ConversionError(
+        f"{checkpoint} is a {kind} trained on {rec['tokenizer']} pieces ({found}); "
+        "a HuggingFace BERT/ELECTRA export writes a WordPiece tokenizer, which would read most "
+        "words as [UNK]. Train on WordPiece data to export it (prepare_corpus.py --tokenizer "
+        "wordpiece --vocab VOCAB.txt), or use the checkpoint with fairseq (truneg_fairseq.models.hub)"
+    )
+
+
 def export_hf(
     checkpoint,
     hf_dir,
@@ -284,6 +319,8 @@ def export_hf(
     )
     symbols = list(task.source_dictionary.symbols)
     wordpiece = isinstance(model, (ElectraModel, BertModel))
+    if wordpiece:
+        _check_wordpiece_data(checkpoint, cfg, data, type(model).__name__, symbols)
     if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():
         vocab_file = (
             Path(checkpoint).parent / "vocab.txt"

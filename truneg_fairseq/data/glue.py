@@ -18,7 +18,6 @@ Output (per task, fairseq's sentence_prediction layout)::
 import contextlib
 import json
 import logging
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from truneg_fairseq.data.corpus import CorpusError, atomic_write_lines, binarize
+from truneg_fairseq.data.glue_logs import VALID_LINE, parse_validation_log  # noqa: F401
 from truneg_fairseq.io_utils import atomic_dir
 from truneg_fairseq.text import Tokenizer, read_lines
 
@@ -357,21 +357,10 @@ def _raw_dir(work: Path):
         yield Path(tmp)
 
 
-def prepare_task(
-    task: GlueTask,
-    glue_dir: Path,
-    out_dir: Path,
-    tokenizer: Tokenizer,
-    srcdict: Path,
-    max_skip_fraction: float = MAX_SKIP_FRACTION,
-    inputs: Optional[Dict[str, str]] = None,
-) -> Dict[str, int]:
-    """Prepare one task into ``out_dir/TASK`` (atomically; ``inputs``, ``{flag: path}``, are never
-    replaced: see :func:`~truneg_fairseq.io_utils.atomic_dir`); returns skipped-row counts per
-    split."""
-    glue_dir, out_dir = Path(glue_dir), Path(out_dir)
-    data = {}
-    skipped, reasons = {}, {}
+def read_task(task: GlueTask, glue_dir: Path, max_skip_fraction: float = MAX_SKIP_FRACTION):
+    """Read and check every split of ``task`` (nothing written): (examples, skipped rows,
+    skip reasons), each per split."""
+    data, skipped, reasons = {}, {}, {}
     for split, fname in task.splits:
         data[split], reasons[split] = read_split_counted(
             task, glue_dir / task.folder / fname, max_skip_fraction
@@ -382,6 +371,24 @@ def prepare_task(
             logger.warning(f"{task.name} {fname}: skipped {skipped[split]} malformed rows ({what})")
         logger.info(f"{task.name} {fname}: {len(data[split])} examples")
     check_labels_seen_in_train(task, glue_dir, data)
+    return data, skipped, reasons
+
+
+def prepare_task(
+    task: GlueTask,
+    glue_dir: Path,
+    out_dir: Path,
+    tokenizer: Tokenizer,
+    srcdict: Path,
+    max_skip_fraction: float = MAX_SKIP_FRACTION,
+    inputs: Optional[Dict[str, str]] = None,
+    read: Optional[tuple] = None,
+) -> Dict[str, int]:
+    """Prepare one task into ``out_dir/TASK`` (atomically; ``inputs``, ``{flag: path}``, are never
+    replaced: see :func:`~truneg_fairseq.io_utils.atomic_dir`) from its files, or from what
+    :func:`read_task` returned (``read``); returns skipped-row counts per split."""
+    glue_dir, out_dir = Path(glue_dir), Path(out_dir)
+    data, skipped, reasons = read or read_task(task, glue_dir, max_skip_fraction)
     with (
         atomic_dir(out_dir / task.name, "prepare_glue.py", inputs=inputs) as work,
         _raw_dir(work) as raw,
@@ -425,26 +432,3 @@ def prepare_task(
         }
         (work / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     return skipped
-
-
-VALID_LINE = re.compile(r"valid on '(\w+)' subset \| (.*)$")
-
-
-def parse_validation_log(path):
-    """Validation lines of a fairseq log: list of (subset, {metric: value})."""
-    out = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            m = VALID_LINE.search(line.rstrip())
-            if not m:
-                continue
-            vals = {}
-            for item in m.group(2).split(" | "):
-                parts = item.rsplit(" ", 1)
-                if len(parts) == 2:
-                    try:
-                        vals[parts[0]] = float(parts[1])
-                    except ValueError:
-                        pass
-            out.append((m.group(1), vals))
-    return out

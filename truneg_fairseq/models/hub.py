@@ -19,9 +19,14 @@ loading path: the same checks and one-line errors as every script). The interfac
 also serves ELECTRA (its generator) and decodes WordPiece predictions into words: a word-start
 piece gets its space, a ``##`` piece is glued to the word before it without its ``##``.
 
-A WordPiece model needs its vocabulary for ``encode``/``fill_mask``: ``vocab=`` or the vocab.txt
-beside the checkpoint or in the data directory (as ``convert_hf.py import`` writes it), lower-cased
-as the import recorded (import.json) unless ``lowercase=`` says otherwise.
+The tokenizer for ``encode``/``fill_mask``, first found first: ``bpe=`` (a fairseq BPE config, or
+its name with fairseq-style keywords: ``bpe="sentencepiece", sentencepiece_model=...``,
+``bpe="wordpiece", wordpiece_vocab=...``) or ``vocab=`` (a WordPiece vocab.txt); the
+checkpoint's own BPE config; a vocab.txt beside the checkpoint or in the data directory (as
+``convert_hf.py import`` writes it), lower-cased as the import recorded (import.json) unless
+``lowercase=`` says otherwise; the tokenizer that ``prepare_corpus.py`` recorded in the data
+directory (``tokenizer_fingerprint.json``: sentencepiece, GPT-2 BPE, WordPiece, or whitespace
+words, as the demo's and the study's checkpoints have).
 """
 
 from __future__ import annotations
@@ -64,8 +69,10 @@ class TrunegHubInterface(RobertaHubInterface):
             raise ValueError(f"fill_mask needs exactly one {MASK} in its input: {masked_input!r}")
         if self.bpe is None:
             raise CheckpointError(
-                "this model has no tokenizer to encode text: give from_pretrained(..., vocab=) "
-                "the WordPiece vocab.txt of its dictionary (or bpe= a fairseq BPE config)"
+                "this model has no tokenizer to encode text (no BPE in its config, no vocab.txt "
+                "or tokenizer_fingerprint.json in its data directory): give "
+                "from_pretrained(..., vocab=) the WordPiece vocab.txt of its dictionary (or bpe= "
+                "a fairseq BPE config)"
             )
         d = self.task.source_dictionary
         spans = [self.bpe.encode(s.strip()) for s in masked_input.split(MASK)]
@@ -121,6 +128,56 @@ def _local_tokenizer_files(cfg, checkpoint: Path, given: bool) -> None:
             raise CheckpointError(str(e)) from None
 
 
+class WhitespaceBPE:
+    """The BPE of a whitespace-tokenized dictionary (the demo's and the study's word-level data):
+    every word is one entry."""
+
+    def encode(self, x: str) -> str:
+        return " ".join(x.split())
+
+    def decode(self, x: str) -> str:
+        return x
+
+    def is_beginning_of_word(self, x: str) -> bool:
+        return True
+
+
+def _recorded_bpe(data: Path):
+    """The BPE of the tokenizer recorded in ``data``'s ``tokenizer_fingerprint.json`` (None when
+    there is no record)."""
+    from fairseq.data import encoders
+
+    from truneg_fairseq.text.record import RECORD_NAME, spec_from_record
+    from truneg_fairseq.text.spec import TokenizerError
+    from truneg_fairseq.text.tokenizers import build_tokenizer
+
+    try:
+        spec = spec_from_record(data)
+        if spec is None:
+            return None
+        if spec.kind == "whitespace":
+            return WhitespaceBPE()
+        return encoders.build_bpe(build_tokenizer(spec).bpe_args())
+    except TokenizerError as e:
+        raise CheckpointError(
+            f"{data / RECORD_NAME}: the recorded tokenizer cannot be built ({e}); give "
+            "from_pretrained(..., vocab=) or bpe= the tokenizer of this dictionary"
+        ) from None
+
+
+def _bpe_config(bpe, overrides: dict) -> Optional[dict]:
+    """``bpe`` as a config dict; fairseq-style keywords of that BPE (``bpe="sentencepiece",
+    sentencepiece_model=...``, ``bpe="wordpiece", wordpiece_vocab=...``) are taken out of
+    ``overrides`` into it."""
+    if bpe is None:
+        return None
+    cfg = {"_name": bpe} if isinstance(bpe, str) else dict(bpe)
+    name = cfg.get("_name")
+    for key in [k for k in overrides if name and k.startswith(f"{name}_")]:
+        cfg[key] = overrides.pop(key)
+    return cfg
+
+
 def from_pretrained(
     model_name_or_path,
     checkpoint_file: str = "model.pt",
@@ -145,6 +202,8 @@ def from_pretrained(
         )
     data = Path(data_name_or_path)
     data = data if data.is_absolute() else root / data
+    overrides = dict(overrides)
+    bpe = _bpe_config(bpe, overrides)
     models, cfg, task = load_for_inference(
         root / checkpoint_file, str(data), overrides, flag="data_name_or_path"
     )
@@ -152,7 +211,7 @@ def from_pretrained(
         from omegaconf import open_dict
 
         with open_dict(cfg):
-            cfg.bpe = {"_name": bpe} if isinstance(bpe, str) else dict(bpe)
+            cfg.bpe = bpe
     _local_tokenizer_files(cfg, root / checkpoint_file, given=bpe is not None)
     hub = TrunegHubInterface(cfg, task, models[0])
     found = [Path(vocab)] if vocab else [root / "vocab.txt", data / "vocab.txt"]
@@ -161,4 +220,6 @@ def from_pretrained(
         raise CheckpointError(f"vocab {vocab} not found")
     if found and (vocab or hub.bpe is None):
         hub.bpe = _wordpiece_bpe(found[0], lowercase)
+    if hub.bpe is None:
+        hub.bpe = _recorded_bpe(data)
     return hub.eval()

@@ -20,7 +20,7 @@ from .atomic import (
     write_failure,
     write_failure_message,
 )
-from .dirs import atomic_dir, staged_entries
+from .dirs import atomic_dir, check_dir, check_entries, staged_entries
 from .errors import OutputDirError
 from .inputs import files_in, refuse_inputs_as_outputs, same_file, split_files
 from .locks import lock_path, output_lock
@@ -32,6 +32,8 @@ __all__ = [
     "WRITE_ERRNOS",
     "atomic_dir",
     "atomic_open",
+    "check_dir",
+    "check_entries",
     "files_in",
     "lock_path",
     "output_lock",

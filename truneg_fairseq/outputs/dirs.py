@@ -45,12 +45,7 @@ def atomic_dir(path: os.PathLike, owner: str, log=None, inputs=None):
                     f"{path} is a file, not a directory: choose a new output directory"
                 )
             old = _owned_files(path, owner)
-            if not old and not (path / MARKER).exists() and any(path.iterdir()):
-                raise OutputDirError(
-                    f"{path} already holds files this command did not write; {owner} writes only into a new (or "
-                    "empty) directory or into its own earlier output, and never deletes anything else. Give a new "
-                    "output directory"
-                )
+            _refuse_foreign(path, owner, old)
         try:
             if stage.exists():
                 shutil.rmtree(stage)
@@ -78,6 +73,37 @@ def atomic_dir(path: os.PathLike, owner: str, log=None, inputs=None):
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)
         release(lock)
+
+
+def check_entries(out_dir: os.PathLike, owner: str, rels, inputs=None) -> None:
+    """Before any work: the :class:`OutputDirError` that :func:`staged_entries` would raise at
+    its end if the run wrote the files ``rels`` (relative names) into ``out_dir`` (a file there
+    this command did not write, an input it would overwrite); nothing is written."""
+    out = Path(os.path.abspath(out_dir))
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise OutputDirError(f"{out} is a file, not a directory: choose a new output directory")
+    if out.is_dir():
+        _plan(out, owner, _owned_files(out, owner), list(rels), inputs)
+
+
+def _refuse_foreign(path: Path, owner: str, old: dict) -> None:
+    if not old and not (path / MARKER).exists() and any(path.iterdir()):
+        raise OutputDirError(
+            f"{path} already holds files this command did not write; {owner} writes only into a new (or "
+            "empty) directory or into its own earlier output, and never deletes anything else. Give a new "
+            "output directory"
+        )
+
+
+def check_dir(path: os.PathLike, owner: str) -> None:
+    """Before any work: the :class:`OutputDirError` :func:`atomic_dir` would raise for ``path``
+    before writing (a file there, another command's output, files ``owner`` did not write), so a
+    command writing several directories refuses before the first; nothing is written."""
+    out = Path(os.path.abspath(path))
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise OutputDirError(f"{out} is a file, not a directory: choose a new output directory")
+    if out.is_dir():
+        _refuse_foreign(out, owner, _owned_files(out, owner))
 
 
 @contextlib.contextmanager

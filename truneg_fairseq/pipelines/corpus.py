@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from truneg_fairseq.errors import CorpusError
-from truneg_fairseq.io_utils import OutputDirError, output_lock, staged_entries
+from truneg_fairseq.io_utils import OutputDirError, check_entries, output_lock, staged_entries
 from truneg_fairseq.pipelines import corpus_parallel as par
 from truneg_fairseq.pipelines.children import children_end_with_us
 from truneg_fairseq.text import TokenizerSpec
@@ -160,6 +160,8 @@ class _Run:
         lines_wp = wordpiece_dict_lines(spec.vocab) if spec.kind == "wordpiece" else None
         if lines_wp and cfg.dict:
             _check_wordpiece_dict(cfg.dict, lines_wp, spec.vocab)
+        # a file of the user's where this run would write: one error now, not after the work
+        check_entries(cfg.output_dir, OWNER, self.expected_files(train_spm), self.inputs())
         with self.stage("read"):
             lines = self.read_lines()
         with staged_entries(
@@ -169,6 +171,15 @@ class _Run:
         dest = os.path.join(cfg.output_dir, "data-bin")
         self.log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')})")
         return Path(dest)
+
+    def expected_files(self, train_spm: bool) -> List[str]:
+        """The files every run writes (a run may write more: shards, logs)."""
+        splits = ("train", "valid")
+        names = [f"{d}/{s}.txt" for d in ("raw", "tok") for s in splits]
+        names += ["data-bin/dict.txt"] + [
+            f"data-bin/{s}.{x}" for s in splits for x in ("bin", "idx")
+        ]
+        return names + (["spm.model", "spm.vocab"] if train_spm else [])
 
     def inputs(self) -> dict:
         """The files this run reads, by flag: they stay where they are even inside the output."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from truneg_fairseq.text import TokenizerSpec
@@ -43,8 +44,15 @@ def prepare_glue(cfg: PrepareGlueConfig) -> Dict[str, Dict[str, int]]:
     ``cfg.output_dir/TASK`` (one atomic output per task; the run's inputs are never
     replaced); returns the skipped-row counts per task and split. Raises :class:`~truneg_fairseq.errors.CorpusError` (files, rows, tokenizer) and
     :class:`~truneg_fairseq.io_utils.OutputDirError` (output directories)."""
-    from truneg_fairseq.data.glue import MAX_SKIP_FRACTION, TASKS, prepare_task, select_tasks
+    from truneg_fairseq.data.glue import (
+        MAX_SKIP_FRACTION,
+        TASKS,
+        prepare_task,
+        read_task,
+        select_tasks,
+    )
     from truneg_fairseq.errors import CorpusError
+    from truneg_fairseq.outputs import check_dir
     from truneg_fairseq.text import build_tokenizer, check_record
 
     if not os.path.isfile(cfg.dict):
@@ -55,6 +63,11 @@ def prepare_glue(cfg: PrepareGlueConfig) -> Dict[str, Dict[str, int]]:
     tok = build_tokenizer(cfg.tokenizer)
     check_record(cfg.dict, tok)  # the tokenizer that made the pre-training dict.txt, if recorded
     skip = MAX_SKIP_FRACTION if cfg.max_skip_fraction is None else cfg.max_skip_fraction
+    # every task's files and output directory are checked before the first is written, so a
+    # refusal (a bad RTE file, a foreign directory) leaves no half-prepared set behind
+    for name in tasks:
+        check_dir(os.path.join(cfg.output_dir, name), "prepare_glue.py")
+    read = {name: read_task(TASKS[name], Path(cfg.glue_dir), skip) for name in tasks}
     out = {}
     for name in tasks:
         out[name] = prepare_task(
@@ -65,6 +78,7 @@ def prepare_glue(cfg: PrepareGlueConfig) -> Dict[str, Dict[str, int]]:
             cfg.dict,
             max_skip_fraction=skip,
             inputs=cfg.inputs(),
+            read=read.pop(name),
         )
         logger.info(
             f"{name}: written to {os.path.join(cfg.output_dir, name)} "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional
@@ -18,6 +17,7 @@ from truneg_fairseq.pipelines.study.presets import (
     STUDY_ARCHS,
 )
 from truneg_fairseq.pipelines.study.setting import Family, Setting
+from truneg_fairseq.pipelines.study.workdir import claim_workdir
 
 
 @dataclass
@@ -42,7 +42,7 @@ class StudyConfig:
     jobs: int = 0  # side by side (0: one per CPU core; on a GPU one at a time)
     cases: int = 5  # Figure-3-style cases kept
     plots: bool = True
-    force: bool = False  # remove WORKDIR first
+    force: bool = False  # remove what an earlier run wrote in WORKDIR first
     train_args: List[str] = field(default_factory=list)  # extra fairseq-train flags
     command: str = ""  # the command line, for summary.md
 
@@ -99,9 +99,7 @@ def run_study(cfg: StudyConfig, log: Optional[logging.Logger] = None) -> StudyRe
         raise CorpusError(f"--input {' '.join(missing)}: no such file")
     setting = study_setting(cfg)
     work = os.path.abspath(cfg.workdir)
-    if cfg.force and os.path.isdir(work):
-        shutil.rmtree(work)
-    os.makedirs(work, exist_ok=True)
+    claim_workdir(work, "truneg-study", "--workdir", cfg.force, log)
     out = os.path.abspath(cfg.out or os.path.join(work, "results"))
     t0 = time.time()
     run = study.Runner(work, log)
