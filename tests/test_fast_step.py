@@ -259,3 +259,45 @@ def test_step_counts_benchmark_finds_only_fairseqs_own_syncs(monkeypatch):
     assert row["kernels"] > 500 and row["python_calls"] > row["python_calls_trainer"] > 0
     assert row["syncs"] == 2, row["sync_sites"]
     assert all(site.startswith("fairseq/trainer.py") for site in row["sync_sites"]), row
+
+
+def test_fused_adamw_direct_step_equals_torch_adamw_and_resumes():
+    """The direct fused call gives torch.optim.AdamW's update (one parameter without a
+    gradient at some steps), its state loads in a new optimizer and goes on the same, and
+    fairseq's per-parameter helpers (multiply, zero) do what fairseq's do."""
+    cfg = FusedAdamWConfig(
+        fused_adamw_betas="(0.9, 0.98)",
+        fused_adamw_eps=1e-6,
+        fused_adamw_weight_decay=0.01,
+        lr=[1e-2],
+    )
+    a, b = tiny_params(2), tiny_params(2)
+    ref = torch.optim.AdamW(
+        a.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01, foreach=True
+    )
+    ours = FusedAdamW(cfg, list(b.parameters()))
+
+    def update(step, opt, net, frozen):
+        grads_for(net, step)
+        if frozen:
+            net[2].bias.grad = None
+        opt.step()
+
+    for step in range(6):
+        update(step, ref, a, step in (1, 2))
+        b.zero_grad()
+        grads_for(b, step)
+        ours.multiply_grads(torch.tensor(2.0))  # fairseq's helper, then undone
+        ours.multiply_grads(0.5)
+        if step in (1, 2):
+            b[2].bias.grad = None
+        ours.step()
+        if step == 3:  # a checkpoint: a new optimizer from the saved state
+            state = ours.state_dict()
+            ours = FusedAdamW(cfg, list(b.parameters()))
+            ours.load_state_dict(state)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pb, pa, rtol=1e-6, atol=1e-7)
+    assert int(ours.optimizer.state[b[2].bias]["step"]) == 4  # skipped at two steps
+    ours.zero_grad()
+    assert all(p.grad is None for p in b.parameters())

@@ -42,12 +42,13 @@ from truneg_fairseq.models import import_sizes
 from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.roberta import RobertaObjectives, encoder_sizes
 from truneg_fairseq.models.sizes import BERT_SIZES, EncoderSize
+from truneg_fairseq.models.update_hooks import UpdateHooks
 
 logger = logging.getLogger(__name__)
 
 
 @register_model("bert")
-class BertModel(RobertaObjectives, RobertaModel):
+class BertModel(UpdateHooks, RobertaObjectives, RobertaModel):
     """fairseq's RoBERTa with BERT's LayerNorm epsilon and a segment-offset buffer for export;
     it serves every masked-LM objective of the plugin (:mod:`truneg_fairseq.models.objectives`)."""
 

@@ -43,12 +43,13 @@ from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.objectives import ReplacedTokenDetection
 from truneg_fairseq.models.sizes import ELECTRA_SIZES
 from truneg_fairseq.models.step_config import plain_config
+from truneg_fairseq.models.update_hooks import UpdateHooks
 
 logger = logging.getLogger(__name__)
 
 
 @register_model("electra", dataclass=ElectraConfig)
-class ElectraModel(ReplacedTokenDetection, BaseFairseqModel):
+class ElectraModel(UpdateHooks, ReplacedTokenDetection, BaseFairseqModel):
     def __init__(self, cfg: ElectraConfig, dictionary):
         super().__init__()
         self.cfg = plain_config(cfg)  # read inside every step: plain values

@@ -16,6 +16,7 @@ from fairseq.utils import safe_getattr
 from truneg_fairseq.models import embed_init
 from truneg_fairseq.models.objectives import MaskedLMObjectives
 from truneg_fairseq.models.sizes import BERT_SIZES, EncoderSize
+from truneg_fairseq.models.update_hooks import UpdateHooks
 
 
 class RobertaObjectives(MaskedLMObjectives):
@@ -35,7 +36,7 @@ class RobertaObjectives(MaskedLMObjectives):
 
 
 @register_model("truneg_roberta")
-class TrunegRobertaModel(RobertaObjectives, RobertaModel):
+class TrunegRobertaModel(UpdateHooks, RobertaObjectives, RobertaModel):
     """fairseq's RoBERTa, serving every masked-LM objective of the plugin."""
 
     @staticmethod
