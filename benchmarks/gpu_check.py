@@ -90,6 +90,10 @@ def plan(quick: bool, full: bool, cuda: bool) -> list:
     return rows
 
 
+def _s(x) -> str:
+    return "-" if x is None else f"{x:.1f} s"
+
+
 def child(cmd: list, timeout: float):
     """The last JSON line of a child process, or (None, reason)."""
     try:
@@ -115,6 +119,7 @@ class Check:
         self.args, self.cuda, self.work, self.peak = args, cuda, work, peak
         self.device = "cuda" if cuda else "cpu"
         self.update_rate = {}  # size -> updates/s of fairseq-train
+        self.startup = {}  # size -> seconds before fairseq-train's steady rate (eager)
         self.curves = {}
         self.corpus = None
 
@@ -130,17 +135,26 @@ class Check:
         from gpu_train import run_train
 
         size, compiled = params["size"], params.get("compile", False)
-        updates = 40 if self.args.quick else 200
+        if compiled and not self.cuda:
+            return [
+                {**base, "status": CUDA_STATUS, "reason": "inductor (its CPU build takes minutes)"}
+            ]
+        updates = 20 if self.args.quick else 200
         interval = 5 if self.args.quick else 10
         r = run_train(size, self.work, self.cuda, updates, timeout, interval, compiled, self.peak)
         if r.get("error") or not r.get("ms_per_update"):
             return [{**base, **r, "status": "FAIL", "reason": r.get("error", "no timing")}]
+        extra = ""
         if not compiled:
             self.update_rate[size] = 1000.0 / r["ms_per_update"]
+            self.startup[size] = r["startup_s"]
+        elif r["startup_s"] is not None and self.startup.get(size) is not None:
+            r["compile_s"] = r["startup_s"] - self.startup[size]
+            extra = f", compile ~{r['compile_s']:.0f} s (start-up over the eager row's)"
         mfu = f", MFU {r['mfu_percent']:.1f}%" if r.get("mfu_percent") is not None else ""
         reason = (
             f"{r['ms_per_update']:.1f} ms/update, {r['words_per_s']:.0f} words/s{mfu}, "
-            f"warm-up {r['warmup_s']:.1f} s ({r['updates_timed']} updates timed)"
+            f"start-up {_s(r['startup_s'])}{extra} ({r['updates_timed']} updates timed)"
         )
         return [
             {
@@ -307,6 +321,11 @@ def main(argv=None) -> int:
     )
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument(
+        "--rows",
+        default="",
+        help="comma list of row-id prefixes to run (e.g. train:small,correct); default every row",
+    )
+    p.add_argument(
         "--peak-tflops", type=float, default=0.0, help="override the device's bf16 dense peak"
     )
     args = p.parse_args(argv)
@@ -322,6 +341,14 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.rows and not any(
+        r[0].startswith(w.strip())
+        for r in plan(args.quick, args.full, True)
+        for w in args.rows.split(",")
+    ):
+        ids = ", ".join(r[0] for r in plan(args.quick, args.full, True))
+        print(f"error: --rows {args.rows!r} selects no row; the rows: {ids}", file=sys.stderr)
+        return 2
     budget = args.budget_s if args.budget_s is not None else (840.0 if args.full else 280.0)
     out_dir = os.path.abspath(args.out_dir)
     os.makedirs(out_dir, exist_ok=True)
@@ -329,9 +356,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
         check = Check(args, cuda, work, peak)
         check.updates = args.updates or (10 if args.quick else 30)
-        rows = schedule(
-            plan(args.quick, args.full, cuda), budget - (time.perf_counter() - t_start), check.run
-        )
+        planned = plan(args.quick, args.full, cuda)
+        if args.rows:
+            wanted = [w.strip() for w in args.rows.split(",") if w.strip()]
+            planned = [r for r in planned if any(r[0].startswith(w) for w in wanted)]
+        rows = schedule(planned, budget - (time.perf_counter() - t_start), check.run)
     from gpu_report import device_info, write_reports
 
     counts = {s: sum(r["status"] == s for r in rows) for s in ("PASS", "FAIL")}

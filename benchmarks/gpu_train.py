@@ -100,8 +100,8 @@ def parse_log(text: str) -> list:
 
 
 def summarize(intervals: list, size: str, peak: float, started_s: float) -> dict:
-    """ms/update and words/s over every interval after the first; the first interval's time
-    beyond the steady rate is the warm-up (compile, capture, autotuning, first batches)."""
+    """ms/update and words/s over every interval after the first (fairseq's own ``ups`` and
+    ``wps`` per interval), and the start-up seconds before the steady rate."""
     if len(intervals) < 2:
         return {"error": f"FAIL: {len(intervals)} log interval(s) reached; 2 needed"}
     first, steady = intervals[0], intervals[1:]
@@ -116,10 +116,11 @@ def summarize(intervals: list, size: str, peak: float, started_s: float) -> dict
         "updates_timed": int(sum(updates)),
         "flops_per_update": flops,
         "mfu_percent": 100 * flops / (ms / 1000) / (peak * 1e12) if peak else None,
-        "warmup_s": max(
-            0.0, first["num_updates"] / first["ups"] - first["num_updates"] * ms / 1000
-        ),
-        "process_start_to_first_log_s": started_s,
+        # process start to the first log line, less the steady time of the updates logged by
+        # then: imports, data loading, the first update (compile, CUDA-graph capture, autotuning)
+        "startup_s": None
+        if started_s is None
+        else max(0.0, started_s - first["num_updates"] * ms / 1000),
     }
 
 
@@ -149,7 +150,7 @@ def run_train(size, work, cuda, updates, timeout, log_interval=10, compile_=Fals
     row = {"size": size, "batch": batch_shape(size)[0], "seq": batch_shape(size)[1]}
     row.update(summarize(parse_log(text), size, peak, first_log))
     row["process_s"] = time.perf_counter() - t0
-    row["command"] = "fairseq-train " + " ".join(a for a in argv if a != USER_DIR)
+    row["command"] = "fairseq-train " + " ".join(argv).replace(USER_DIR, "truneg_fairseq")
     if stopped:
         row["note"] = f"stopped at its share of the budget ({timeout:.0f} s)"
     elif proc.returncode:
