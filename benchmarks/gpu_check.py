@@ -51,7 +51,7 @@ def plan(quick: bool, full: bool, cuda: bool) -> list:
     for size in shapes:
         b, t = batch_shape(size)
         rows.append(
-            (f"train:{size}", "fairseq-train", f"{size} {b} x {t}", 30, "train", {"size": size})
+            (f"train:{size}", "fairseq-train", f"{size} {b} x {t}", 40, "train", {"size": size})
         )
     rows.append(
         (f"busy:{small}", "GPU busy", f"{small} (torch.profiler)", 15, "busy", {"size": small})
@@ -59,7 +59,7 @@ def plan(quick: bool, full: bool, cuda: bool) -> list:
     for cfg in (f"{small}:hf:eager", f"{small}:electra:static"):
         rows.append((f"step:{cfg}", "step", cfg, 12, "step", {"config": cfg}))
     for model in ("electra", "roberta"):
-        rows.append((f"correct:{model}", "correctness", model, 40, "correct", {"model": model}))
+        rows.append((f"correct:{model}", "correctness", model, 35, "correct", {"model": model}))
     for size in shapes:
         b, t = batch_shape(size)
         rows.append(
@@ -226,6 +226,8 @@ class Check:
             row = {**base, "id": f"{base['id']}:{p}", "title": f"{model} {p}", "precision": p}
             if p in CUDA_ONLY and not self.cuda:
                 rows.append({**row, "status": CUDA_STATUS, "reason": "fp16 autocast/loss scaling"})
+            elif run is None and err and "share" in err:  # the child was stopped before it
+                rows.append({**row, "status": BUDGET_STATUS, "reason": err})
             elif run is None or not run.get("losses") and run.get("status") != "FAIL":
                 rows.append({**row, "status": "FAIL", "reason": err or "no result"})
             else:
