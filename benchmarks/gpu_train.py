@@ -152,7 +152,11 @@ def run_train(size, work, cuda, updates, timeout, log_interval=10, compile_=Fals
     row.update(summarize(parse_log(text), size, peak, first_log))
     row["process_s"] = time.perf_counter() - t0
     row["command"] = "fairseq-train " + " ".join(argv).replace(USER_DIR, "truneg_fairseq")
-    if stopped:
+    if stopped and row.get("error"):
+        row["error"] = f"FAIL: stopped at its share of the budget ({timeout:.0f} s) " + row[
+            "error"
+        ].removeprefix("FAIL: ")
+    elif stopped:
         row["note"] = f"stopped at its share of the budget ({timeout:.0f} s)"
     elif proc.returncode:
         row["error"] = (
