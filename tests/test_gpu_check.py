@@ -102,10 +102,9 @@ def test_spent_budget_writes_both_reports_with_every_row_not_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_quick_fairseq_train_loader_and_busy_rows(tmp_path):
-    flags = "train:roberta-tiny,loader:roberta-tiny,busy:roberta-tiny"
-    report, md, rows = run_check(tmp_path, "--rows", flags)
-    assert list(rows) == flags.split(",")
+def test_quick_fairseq_train_and_loader_rows(tmp_path):
+    report, md, rows = run_check(tmp_path, "--rows", "train:roberta-tiny,loader:roberta-tiny")
+    assert list(rows) == ["train:roberta-tiny", "loader:roberta-tiny"]
     assert all(r["status"] == "PASS" for r in rows.values()), md
     train = rows["train:roberta-tiny"]
     assert train["ms_per_update"] > 0 and train["words_per_s"] > 0
@@ -113,14 +112,28 @@ def test_quick_fairseq_train_loader_and_busy_rows(tmp_path):
     loader = rows["loader:roberta-tiny"]
     assert math.isclose(loader["updates_per_s"], 1000 / train["ms_per_update"])
     assert loader["batches_per_s"] >= loader["updates_per_s"]
-    busy = rows["busy:roberta-tiny"]
-    assert busy["ms_per_update_profiled"] > 0 and busy["busy_share"] is None  # no CUDA here
     assert "| fairseq-train | roberta-tiny 4 x 64 | PASS |" in md
 
 
 @pytest.mark.slow
-def test_quick_correctness_per_precision_and_hf_step(tmp_path):
-    report, md, rows = run_check(tmp_path, "--rows", "correct:roberta,step:tiny:hf")
+def test_quick_busy_row(tmp_path):
+    report, md, rows = run_check(tmp_path, "--rows", "busy:roberta-tiny")
+    busy = rows["busy:roberta-tiny"]
+    assert busy["status"] == "PASS" and busy["ms_per_update_profiled"] > 0
+    assert busy["updates_profiled"] == 3 and busy["busy_share"] is None  # no CUDA kernels here
+
+
+@pytest.mark.slow
+def test_quick_hf_step_row(tmp_path):
+    report, md, rows = run_check(tmp_path, "--rows", "step:tiny:hf")
+    hf = rows["step:tiny:hf:eager"]
+    assert hf["status"] == "PASS" and hf["ms_per_step"] > 0 and hf["tokens_per_s"] > 0
+    assert hf["batch"] == 8 and hf["seq"] == 64
+
+
+@pytest.mark.slow
+def test_quick_correctness_per_precision(tmp_path):
+    report, md, rows = run_check(tmp_path, "--rows", "correct:roberta")
     for precision in ("fp32", "bf16"):
         row = rows[f"correct:roberta:{precision}"]
         assert row["status"] == "PASS", row
@@ -128,6 +141,4 @@ def test_quick_correctness_per_precision_and_hf_step(tmp_path):
         assert all(0 < x < 20 for x in row["losses"])
     for precision in ("amp", "fp16"):
         assert rows[f"correct:roberta:{precision}"]["status"] == "not run: needs CUDA"
-    hf = rows["step:tiny:hf:eager"]
-    assert hf["status"] == "PASS" and hf["ms_per_step"] > 0
     assert "## Loss per update: roberta" in md and "| 10 |" in md
