@@ -8,7 +8,7 @@ ran out before it (each row gets a share of what is left, by weight).
 The rows, in order:
 1. real ``fairseq-train`` with the recipes' flags (gpu_train.py) for ELECTRA-small 128 x 128,
    ELECTRA-base 32 x 512 and RoBERTa-base 16 x 512: words/s, ms per update (fairseq's log,
-   first interval left out), MFU, warm-up seconds;
+   first interval left out), MFU, start-up seconds;
 2. the GPU busy share (torch.profiler: CUDA kernel time / wall time over a few updates of
    fairseq's Trainer with the same flags) for ELECTRA-small;
 3. the HuggingFace transformers step of the ELECTRA-small pair on the same batches, against the
@@ -33,8 +33,6 @@ import sys
 import tempfile
 import time
 
-from gpu_sizes import JSON_TAG, batch_shape, is_roberta, peak_source
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUDGET_STATUS = "not run (budget)"
 CUDA_STATUS = "not run: needs CUDA"
@@ -43,6 +41,8 @@ MIN_START_S = 5.0  # a row is not started with less than this left
 
 def plan(quick: bool, full: bool, cuda: bool) -> list:
     """The rows, most important first: (id, section, title, weight, kind, params)."""
+    from gpu_sizes import batch_shape
+
     small, base, rob = (
         ("tiny", None, "roberta-tiny") if quick else ("small", "base", "roberta-base")
     )
@@ -96,6 +96,8 @@ def _s(x) -> str:
 
 def child(cmd: list, timeout: float):
     """The last JSON line of a child process, or (None, reason)."""
+    from gpu_sizes import JSON_TAG
+
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -236,6 +238,7 @@ class Check:
 
     def row_loader(self, base, params, timeout):
         from gpu_corpus import loader_rate
+        from gpu_sizes import batch_shape, is_roberta
 
         size = params["size"]
         family = "roberta" if is_roberta(size) else "electra"
@@ -336,6 +339,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     t_start = time.perf_counter()
     import torch
+    from gpu_sizes import peak_source
 
     cuda = torch.cuda.is_available() and args.device != "cpu"
     if (args.device == "cuda" or not args.quick) and not cuda:
