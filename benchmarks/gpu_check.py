@@ -218,7 +218,8 @@ class Check:
         cmd += [self.corpus["table"], "--model", model, "--precisions", ",".join(precisions)]
         cmd += ["--updates", str(self.updates), "--device", self.device]
         out, err = child(
-            cmd + (["--quick"] if self.args.quick else []), timeout - (time.perf_counter() - t0)
+            cmd + (["--quick"] if self.args.quick else []),
+            max(1.0, timeout - (time.perf_counter() - t0)),
         )
         runs = judge((out or {}).get(model, {}), self.args.tolerance)
         self.curves[model] = runs
@@ -377,6 +378,7 @@ def main(argv=None) -> int:
     counts = {s: sum(r["status"] == s for r in rows) for s in ("PASS", "FAIL")}
     counts["not run"] = sum(r["status"].startswith("not run") for r in rows)
     counts["budget"] = sum(r["status"] == BUDGET_STATUS for r in rows)
+    device = device_info()
     report = {
         "quick": args.quick,
         "full": args.full,
@@ -384,7 +386,7 @@ def main(argv=None) -> int:
         "elapsed_s": time.perf_counter() - t_start,
         "command": "python benchmarks/gpu_check.py "
         + " ".join(sys.argv[1:] if argv is None else argv),
-        "device": device_info(),
+        "device": device,
         "peak_tflops": peak,
         "peak_source": source,
         "correctness_updates": check.updates,
