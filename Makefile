@@ -8,10 +8,11 @@
 #   make test-quick  the tests that train nothing end to end (losses, lookup, selection,
 #               statistics, tokenizers, config checks, bad inputs): the edit-run loop
 #   make bench  the CPU benchmarks (docs/benchmarks.md)
-#   make gpu-check  run first on a new CUDA machine (<= 15 min): fp32/bf16/amp/fp16 loss agreement,
-#               step speed of every criterion eager/compiled/CUDA graphs vs HF transformers, data-loader
-#               rate, versions; writes gpu-check/report.md and gpu-check/report.json here.
-#               QUICK=1: tiny sizes, about a minute, on the CPU when there is no GPU
+#   make gpu-check  run first on a new CUDA machine (<= 5 min): real fairseq-train with the recipes'
+#               flags (words/s, ms/update, MFU), GPU busy share, HF transformers step, fp32/bf16/amp/fp16
+#               loss agreement, data-loader rate; PASS/FAIL per row in gpu-check/report.md and
+#               report.json. FULL=1: + every criterion eager/compiled/CUDA graphs (<= 15 min).
+#               QUICK=1: tiny sizes, on the CPU when there is no GPU (budget 900 s there)
 #   make lint   ruff (pinned in requirements-dev.txt): formatting checked, then the rules of
 #               pyproject.toml [tool.ruff.lint]; needs only ruff, not the full install
 SHELL := /bin/bash
@@ -74,11 +75,12 @@ bench: install
 	$(PIP) install -q -r requirements-bench.txt
 	cd benchmarks && ../$(PY) criterion_overhead.py && ../$(PY) table_build.py && ../$(PY) electra_vs_hf.py --rounds 12 && ../$(PY) squad_throughput.py
 
-# One process per measured configuration (benchmarks/gpu_check.py); transformers for the HF rows.
+# Rows under a time budget, the important first (benchmarks/gpu_check.py); transformers for the HF rows.
 QUICK ?=
+FULL ?=
 gpu-check: install
 	$(PIP) install -q -r requirements-bench.txt
-	$(PY) benchmarks/gpu_check.py $(if $(filter-out 0,$(QUICK)),--quick)
+	$(PY) benchmarks/gpu_check.py $(if $(filter-out 0,$(QUICK)),--quick) $(if $(filter-out 0,$(FULL)),--full)
 
 # ruff alone in the virtualenv (created when missing): lint does not need fairseq or torch
 lint:

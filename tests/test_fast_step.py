@@ -184,8 +184,9 @@ def test_gpu_benchmark_skips_cleanly_without_a_gpu_and_counts_flops(monkeypatch)
 
     from utils import REPO
 
-    # gpu_step imports its neighbour _common by name, as it does when run as a script
-    monkeypatch.setitem(sys.modules, "_common", load_benchmark("_common"))
+    # gpu_step imports its neighbours by name, as it does when run as a script
+    for neighbour in ("_common", "gpu_sizes", "gpu_setup"):
+        monkeypatch.setitem(sys.modules, neighbour, load_benchmark(neighbour))
     gpu_step = load_benchmark("gpu_step")
 
     # ELECTRA-small at 128 x 128: ~1.15 TFLOP per step, base at 32 x 512: ~11 TFLOP
