@@ -252,8 +252,8 @@ def test_step_counts_benchmark_finds_only_fairseqs_own_syncs(monkeypatch):
     the device for nothing inside an update; what is left are fairseq's train_step's two."""
     import sys
 
-    monkeypatch.setitem(sys.modules, "_common", load_benchmark("_common"))
-    monkeypatch.setitem(sys.modules, "gpu_step", load_benchmark("gpu_step"))
+    for neighbour in ("_common", "gpu_sizes", "gpu_setup", "gpu_step"):
+        monkeypatch.setitem(sys.modules, neighbour, load_benchmark(neighbour))
     step_counts = load_benchmark("step_counts")
     rows = step_counts.main(["--only", "electra_hc", "--no-graphs", "--layers", "2"])
     row = rows["electra_hc"]
