@@ -86,7 +86,7 @@ def test_the_log_is_the_same_and_updates_do_not_wait_for_statistics(
     def counted_step(self, samples, *a, **kw):
         with SyncCounter() as counter:
             out = step(self, samples, *a, **kw)
-        per_update.append((self.get_num_updates(), counter.sites))
+        per_update.append((self.get_num_updates(), counter.sites, out))
         return out
 
     monkeypatch.setattr(Trainer, "train_step", counted_step)
@@ -96,7 +96,7 @@ def test_the_log_is_the_same_and_updates_do_not_wait_for_statistics(
     # every update between two logs: no sync from the statistics; the plugin's ELECTRA has
     # none at all but the two of fairseq's own update (the zero-sample guard and the
     # non-finite gradient check). fairseq's RoBERTa encoder asks whether there is padding.
-    between = [sites for n, sites in per_update if n % 3 != 0]
+    between = [sites for n, sites, _ in per_update if n % 3 != 0]
     assert len(between) >= 4
     statistics = ("reduce_metrics", "_reduce_and_log_stats", "criterions/logs.py")
     for sites in between:
@@ -106,6 +106,13 @@ def test_the_log_is_the_same_and_updates_do_not_wait_for_statistics(
                 assert not any("truneg_fairseq" in f for f in stack), "\n".join(stack[-12:])
         if kind == "electra":
             assert len(sites) <= 2, [s[-3:] for s in sites]
+
+    # what train_step returns still holds the update's statistics when read (read after the
+    # counting: reading it is what syncs)
+    returned = [out for _, _, out in per_update]
+    assert all(0 < float(out["loss"]) < 1e4 and "sample_size" in out for out in returned), [
+        float(out["loss"]) for out in returned
+    ]
 
     # the reference: every update reduced on its own, as fairseq does
     monkeypatch.setattr(CounterFalseNegativeLoss, "summed_statistics", False)

@@ -85,6 +85,45 @@ class PendingStats:
         return host
 
 
+class UpdateStats(dict):
+    """What fairseq's ``Trainer.train_step`` returns for an update (the update's reduced
+    statistics: ``loss``, ..., ``sample_size``), reduced only when something reads it: fairseq-train
+    itself only tests it against None, so an update that nobody reads costs no sync."""
+
+    def __init__(self, trainer, logging_outputs, sample_size):
+        super().__init__()
+        self._source = (trainer, logging_outputs, sample_size)
+
+    def _fill(self):
+        if self._source is None:
+            return
+        from fairseq.logging import metrics
+
+        trainer, logging_outputs, sample_size = self._source
+        self._source = None
+        with metrics.aggregate(new_root=True) as agg:  # the real meters are left alone
+            trainer.task.reduce_metrics(logging_outputs, trainer.get_criterion())
+            values = agg.get_smoothed_values()
+        for key in ("ppl", "wps", "wpb", "bsz"):  # as fairseq's trainer leaves them out
+            values.pop(key, None)
+        values["sample_size"] = sample_size
+        dict.update(self, values)
+
+    def _filled(name):  # noqa: N805  (builds the reading methods below)
+        def method(self, *args, **kwargs):
+            self._fill()
+            return getattr(dict, name)(self, *args, **kwargs)
+
+        return method
+
+    for _name in (
+        "__getitem__", "__contains__", "__iter__", "__len__", "__repr__", "get", "keys",
+        "items", "values", "copy", "__eq__",
+    ):  # fmt: skip
+        locals()[_name] = _filled(_name)
+    del _name, _filled
+
+
 def _reduce(pending: PendingStats) -> None:
     """Hand ``pending`` to fairseq's meters in the aggregators its updates were logged in."""
     from fairseq.logging import metrics
@@ -173,7 +212,7 @@ def device_statistics() -> None:
         # fairseq-train reads the interval's meters right after the update it logs at
         if self.get_num_updates() % self.cfg.common.log_interval == 0:
             flush(self)
-        return {"sample_size": sample_size}
+        return UpdateStats(self, logging_outputs, sample_size)
 
     _reduce_and_log_stats._truneg_device_stats = True
     Trainer._reduce_and_log_stats = _reduce_and_log_stats
