@@ -109,9 +109,9 @@ def test_a_lock_of_another_host_is_an_error_saying_how_to_remove_it(tmp_path):
 _RACER = """
 import os, sys, time
 from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-from outputs import OutputDirError, atomic_dir  # the output writers alone, standard library only
-root, others = Path(sys.argv[2]), int(sys.argv[3])
+# the output writers alone (PYTHONPATH is the package's folder): standard library only
+from outputs import OutputDirError, atomic_dir
+root, others = Path(sys.argv[1]), int(sys.argv[2])
 go = root / "go"
 while not go.exists():  # all start at once
     pass
@@ -140,10 +140,10 @@ def test_of_runs_finding_the_same_stale_lock_one_takes_it(tmp_path):
                     sys.executable,
                     "-c",
                     _RACER,
-                    str(REPO / "truneg_fairseq"),
                     str(root),
                     str(racers_n - 1),
                 ],
+                env={**os.environ, "PYTHONPATH": str(REPO / "truneg_fairseq")},
                 stderr=subprocess.PIPE,
                 text=True,
             )
