@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections.abc import Mapping
 from typing import Dict, List, Optional
 
 import torch
@@ -85,43 +86,37 @@ class PendingStats:
         return host
 
 
-class UpdateStats(dict):
+class UpdateStats(Mapping):
     """What fairseq's ``Trainer.train_step`` returns for an update (the update's reduced
     statistics: ``loss``, ..., ``sample_size``), reduced only when something reads it: fairseq-train
     itself only tests it against None, so an update that nobody reads costs no sync."""
 
     def __init__(self, trainer, logging_outputs, sample_size):
-        super().__init__()
         self._source = (trainer, logging_outputs, sample_size)
+        self._values: Optional[Dict[str, object]] = None
 
-    def _fill(self):
-        if self._source is None:
-            return
-        from fairseq.logging import metrics
+    def _read(self) -> Dict[str, object]:
+        if self._values is None:
+            from fairseq.logging import metrics
 
-        trainer, logging_outputs, sample_size = self._source
-        self._source = None
-        with metrics.aggregate(new_root=True) as agg:  # the real meters are left alone
-            trainer.task.reduce_metrics(logging_outputs, trainer.get_criterion())
-            values = agg.get_smoothed_values()
-        for key in ("ppl", "wps", "wpb", "bsz"):  # as fairseq's trainer leaves them out
-            values.pop(key, None)
-        values["sample_size"] = sample_size
-        dict.update(self, values)
+            trainer, logging_outputs, sample_size = self._source
+            with metrics.aggregate(new_root=True) as agg:  # the real meters are left alone
+                trainer.task.reduce_metrics(logging_outputs, trainer.get_criterion())
+                values = agg.get_smoothed_values()
+            for key in ("ppl", "wps", "wpb", "bsz"):  # as fairseq's trainer leaves them out
+                values.pop(key, None)
+            values["sample_size"] = sample_size
+            self._values, self._source = dict(values), None
+        return self._values
 
-    def _filled(name):  # noqa: N805  (builds the reading methods below)
-        def method(self, *args, **kwargs):
-            self._fill()
-            return getattr(dict, name)(self, *args, **kwargs)
+    def __getitem__(self, key):
+        return self._read()[key]
 
-        return method
+    def __iter__(self):
+        return iter(self._read())
 
-    for _name in (
-        "__getitem__", "__contains__", "__iter__", "__len__", "__repr__", "get", "keys",
-        "items", "values", "copy", "__eq__",
-    ):  # fmt: skip
-        locals()[_name] = _filled(_name)
-    del _name, _filled
+    def __len__(self):
+        return len(self._read())
 
 
 def _reduce(pending: PendingStats) -> None:
