@@ -247,9 +247,10 @@ def test_forward_and_backward_trace_as_one_graph(name, data_bin, synonym_table):
         torch.testing.assert_close(g[key], g_eager[key], rtol=1e-3, atol=1e-5, msg=key)
 
 
-def test_step_counts_benchmark_finds_only_fairseqs_own_syncs(monkeypatch):
-    """benchmarks/step_counts.py on ELECTRA-small's structure (2 layers): the statistics and the plugin ask
-    the device for nothing inside an update; what is left are fairseq's train_step's two."""
+def test_step_counts_benchmark_finds_no_sync_in_an_electra_update(monkeypatch):
+    """benchmarks/step_counts.py on ELECTRA-small's structure (2 layers), through fairseq's
+    ``Trainer.train_step`` with the recipes' flags: the update asks the device for nothing
+    (compat/fast_update.py), and the Trainer around the step stays lean."""
     import sys
 
     for neighbour in ("_common", "gpu_sizes", "gpu_setup", "gpu_step"):
@@ -258,8 +259,8 @@ def test_step_counts_benchmark_finds_only_fairseqs_own_syncs(monkeypatch):
     rows = step_counts.main(["--only", "electra_hc", "--no-graphs", "--layers", "2"])
     row = rows["electra_hc"]
     assert row["kernels"] > 500 and row["python_calls"] > row["python_calls_trainer"] > 0
-    assert row["syncs"] == 2, row["sync_sites"]
-    assert all(site.startswith("fairseq/trainer.py") for site in row["sync_sites"]), row
+    assert row["syncs"] == 0, row["sync_sites"]
+    assert row["python_calls_trainer"] <= 1500, row
 
 
 def test_fused_adamw_direct_step_equals_torch_adamw_and_resumes():

@@ -42,6 +42,10 @@ longer needs it where it can tell. They are installed in this order:
     once, a host-device synchronisation per logged value; for the plugin's pre-training
     criterions they are summed on the device and reduced once per ``--log-interval``, into the
     same meters.
+14. ``fast_update``: fairseq's update waits for the device twice (``sample_size or 1.0`` and
+    the host test of a finite gradient norm) and reads some forty config values; where nothing
+    of that is needed on the host (one worker, ``fused_adamw``, no loss scaler) the update
+    divides and checks on the device and reads its config once.
 
 ``model_values`` is not a mend: the schema of the model config values a checkpoint or
 an import may hold, which ``checkpoint_configs`` applies to the plugin's families.
@@ -87,6 +91,7 @@ from .checkpoint_globals import (  # noqa: F401
 )
 from .data_index import DataIndexError, checked_data_index  # noqa: F401
 from .device_stats import device_statistics  # noqa: F401
+from .fast_update import fast_updates  # noqa: F401
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
@@ -111,6 +116,7 @@ MENDS = (
     safe_hub_archives,
     checked_data_index,
     device_statistics,
+    fast_updates,
 )
 
 _installed = False

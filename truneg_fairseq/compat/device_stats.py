@@ -32,6 +32,7 @@ from typing import Dict, List, Optional
 import torch
 
 _PENDING_ATTR = "_truneg_pending_stats"
+_SETTING_ATTR = "_truneg_stats_setting"
 
 
 class PendingStats:
@@ -43,9 +44,10 @@ class PendingStats:
         self.clip_norm = clip_norm
         self.sums: Dict[str, object] = {}
         self.updates = 0
-        self.gnorm_sum = self.gnorm_count = self.clip_sum = None
+        self.gnorm_sum = self.gnorm_count = self.clip_sum = self.first_bad = None
 
-    def add(self, logging_outputs, grad_norm) -> None:
+    def add(self, logging_outputs, grad_norm, update: int) -> None:
+        """Add update number ``update``'s logging outputs and gradient norm."""
         for log in logging_outputs:
             for key, value in log.items():
                 if torch.is_tensor(value):
@@ -60,18 +62,26 @@ class PendingStats:
         zero = torch.zeros((), dtype=g.dtype, device=g.device)
         value = torch.where(finite, g, zero)
         clipped = (finite & (g > self.clip_norm)).to(g.dtype) * 100.0
+        # the first update with a non-finite norm (0: none), for the error at the next read
+        first_bad = torch.where(finite, zero, torch.full_like(g, float(update)))
         if self.gnorm_sum is None:
             self.gnorm_sum, self.gnorm_count, self.clip_sum = value, finite.to(g.dtype), clipped
+            self.first_bad = first_bad
         else:
             self.gnorm_sum = self.gnorm_sum + value
             self.gnorm_count = self.gnorm_count + finite.to(g.dtype)
             self.clip_sum = self.clip_sum + clipped
+            self.first_bad = torch.where(self.first_bad > 0, self.first_bad, first_bad)
 
     def to_host(self) -> Dict[str, float]:
         """Every pending value as a Python number, the device tensors read in one copy."""
         keys = [k for k, v in self.sums.items() if torch.is_tensor(v)]
         tensors = [self.sums[k] for k in keys]
-        extra = [t for t in (self.gnorm_sum, self.gnorm_count, self.clip_sum) if t is not None]
+        extra = [
+            t
+            for t in (self.gnorm_sum, self.gnorm_count, self.clip_sum, self.first_bad)
+            if t is not None
+        ]
         host: Dict[str, float] = {k: v for k, v in self.sums.items() if not torch.is_tensor(v)}
         values = tensors + extra
         if values:
@@ -82,7 +92,12 @@ class PendingStats:
             read = flat.cpu().tolist()  # the one read of the interval
             host.update(zip(keys, read[: len(keys)]))
             if extra:
-                host["_gnorm_sum"], host["_gnorm_count"], host["_clip_sum"] = read[len(keys) :]
+                (
+                    host["_gnorm_sum"],
+                    host["_gnorm_count"],
+                    host["_clip_sum"],
+                    host["_first_bad"],
+                ) = read[len(keys) :]
         return host
 
 
@@ -127,6 +142,7 @@ def _reduce(pending: PendingStats) -> None:
     gnorm_sum = host.pop("_gnorm_sum", None)
     gnorm_count = host.pop("_gnorm_count", 0.0)
     clip_sum = host.pop("_clip_sum", 0.0)
+    first_bad = int(host.pop("_first_bad", 0.0))
     host["updates"] = pending.updates
     with contextlib.ExitStack() as stack:
         for name in pending.aggregators:
@@ -148,6 +164,15 @@ def _reduce(pending: PendingStats) -> None:
         if "nsentences" in host:
             metrics.log_scalar("bsz", host["nsentences"] / updates, updates, priority=190, round=1)
         pending.criterion_cls.reduce_metrics([host])
+    if first_bad:
+        # fairseq's update raises this at once; an update that does not wait for the device
+        # skipped the optimizer step of every such update and says so here
+        bad = pending.updates - int(gnorm_count)
+        raise FloatingPointError(
+            f"gradients are Nan/Inf: {bad} of the last {pending.updates} updates, the first at "
+            f"update {first_bad} (their optimizer steps were skipped; the weights are those "
+            "before them)"
+        )
 
 
 def flush(trainer) -> None:
@@ -191,7 +216,10 @@ def device_statistics() -> None:
     reduce_and_log = Trainer._reduce_and_log_stats
 
     def _reduce_and_log_stats(self, logging_outputs, sample_size, grad_norm=None):
-        if grad_norm is None or logging_outputs is None or not defers(self):
+        setting = self.__dict__.get(_SETTING_ATTR)
+        if setting is None:  # read once: the criterion and the config do not change
+            setting = self.__dict__[_SETTING_ATTR] = (defers(self), self.cfg.common.log_interval)
+        if grad_norm is None or logging_outputs is None or not setting[0]:
             flush(self)  # validation and anything else: what came before is reduced first
             return reduce_and_log(self, logging_outputs, sample_size, grad_norm)
         pending = getattr(self, _PENDING_ATTR, None)
@@ -203,9 +231,10 @@ def device_statistics() -> None:
             )
             setattr(self, _PENDING_ATTR, pending)
             _live_trainers.add(self)
-        pending.add(logging_outputs, grad_norm)
+        update = self.get_num_updates()
+        pending.add(logging_outputs, grad_norm, update)
         # fairseq-train reads the interval's meters right after the update it logs at
-        if self.get_num_updates() % self.cfg.common.log_interval == 0:
+        if update % setting[1] == 0:
             flush(self)
         return UpdateStats(self, logging_outputs, sample_size)
 

@@ -36,6 +36,9 @@ class FusedAdamWConfig(FairseqDataclass):
 
 @register_optimizer("fused_adamw", dataclass=FusedAdamWConfig)
 class FusedAdamW(FairseqOptimizer):
+    # ``step(found_inf=...)`` skips a non-finite update on the device (compat/fast_update.py)
+    skips_on_device = True
+
     def __init__(self, cfg: FusedAdamWConfig, params):
         super().__init__(cfg)
         params = list(params)
@@ -88,21 +91,32 @@ class FusedAdamW(FairseqOptimizer):
     def zero_grad(self):
         self._optimizer.zero_grad(set_to_none=True)
 
-    def step(self, closure=None, scale=1.0, groups=None):
+    def step(self, closure=None, scale=1.0, groups=None, found_inf=None):
         """One AdamW update: PyTorch's own fused kernel (``torch._fused_adamw_``, CPU and CUDA)
         called directly on the parameter, gradient and state lists, which
         ``torch.optim.AdamW.step`` would gather again in a Python loop over every parameter at
         each update. The state stays torch's (``exp_avg``, ``exp_avg_sq``, ``step`` per
         parameter), so checkpoints load in either. Anything the direct call does not cover (a
         closure, a scale, several parameter groups, sparse gradients, several devices or
-        dtypes) takes ``torch.optim.AdamW.step``."""
+        dtypes) takes ``torch.optim.AdamW.step``.
+
+        ``found_inf``: a one-element float tensor on the parameters' device; where it is 1 the
+        update is skipped on the device (parameters, moments and step counts unchanged), with
+        no host-device synchronisation on the direct path."""
         lists = None if closure is not None or scale != 1.0 else self._step_lists()
         if lists is None:
+            if found_inf is not None and bool(found_inf):  # the general path decides on the host
+                return None
             return super().step(closure, scale=scale, groups=groups)
         params, grads, exp_avgs, exp_avg_sqs, steps = lists
         group = self._optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
-        torch._foreach_add_(steps, 1)
+        if found_inf is None:
+            torch._foreach_add_(steps, 1)
+        else:
+            found_inf = found_inf.to(device=steps[0].device, dtype=torch.float32)
+            # a skipped update does not count (a list of one tensor: a kernel, not a host read)
+            torch._foreach_add_(steps, [1.0 - found_inf] * len(steps))
         torch._fused_adamw_(
             params,
             grads,
@@ -118,7 +132,7 @@ class FusedAdamW(FairseqOptimizer):
             amsgrad=False,
             maximize=False,
             grad_scale=None,
-            found_inf=None,
+            found_inf=found_inf,
         )
 
     def _step_lists(self):

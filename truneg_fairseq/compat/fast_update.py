@@ -1,0 +1,218 @@
+"""A training update that never waits for the device (``fast_updates``).
+
+fairseq 0.12's ``Trainer.train_step`` makes the host wait for the device twice per update even
+when nothing is logged: ``numer / (sample_size or 1.0)`` tests a device tensor for truth, and
+``torch.isfinite(grad_norm).all()`` is tested on the host before the optimizer step. It also
+reads about forty omegaconf values per update (some 2,000 Python calls). On a GPU the host then
+cannot queue the next update while the device computes this one.
+
+For a trainer where nothing of that is needed on the host, the update is this module's
+:class:`FastUpdate`, which runs the same steps in the same order on the same objects (the task's
+``train_step`` per sub-batch, fairseq's gradient all-reduce, multiplication and clipping, the
+task's learning-rate bookkeeping outside the update) with two differences:
+
+* the divisor is ``where(sample_size == 0, 1, sample_size)`` on the device (what
+  ``sample_size or 1.0`` computes);
+* a non-finite gradient norm does not stop the update on the host: the optimizer step is skipped
+  on the device (``found_inf`` of PyTorch's fused AdamW kernel: weights, moments and step counts
+  are left as they were), the update is counted, and at the next ``--log-interval`` the run stops
+  with fairseq's ``FloatingPointError("gradients are Nan/Inf")``, naming the first such update.
+
+The config values are read once, when the trainer's first update starts. It applies when:
+one worker (several keep fairseq's update, whose logging all-gathers every update), an
+optimizer that declares ``skips_on_device = True`` (its ``step`` takes ``found_inf``: the
+plugin's ``--optimizer fused_adamw``) and is not wrapped by a loss scaler (no ``--fp16``/``--amp``:
+fp32 or the plugin's ``--bf16`` autocast), statistics summed on the device (:mod:`.device_stats`), the
+task's own ``optimizer_step`` fairseq's, no EMA, no BMUF/SlowMo, no TPU, no pipeline model
+parallelism. The log says once which update a run uses, and why not the fast one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Optional
+
+import torch
+
+from .device_stats import defers
+
+logger = logging.getLogger("truneg_fairseq.fast_update")
+
+_ATTR = "_truneg_fast_update"
+
+
+def _why_not(trainer) -> Optional[str]:
+    """Why ``trainer`` keeps fairseq's update, or None when the fast one applies."""
+    from fairseq.tasks import FairseqTask
+
+    cfg = trainer.cfg
+    if trainer.data_parallel_world_size != 1:
+        return "several workers"
+    if trainer.tpu or trainer.pipeline_model_parallel:
+        return "TPU or pipeline model parallelism"
+    if not getattr(type(trainer.optimizer), "skips_on_device", False):
+        return "an optimizer other than --optimizer fused_adamw, or a loss scaler (--fp16/--amp)"
+    if cfg.common.fp16 or cfg.common.amp:
+        return "--fp16/--amp loss scaling"
+    if cfg.ema.store_ema:
+        return "--store-ema"
+    if cfg.distributed_training.ddp_backend == "slowmo" or cfg.optimization.use_bmuf:
+        return "BMUF/SlowMo"
+    if not defers(trainer):
+        return "a criterion whose statistics are not summed on the device"
+    if type(trainer.task).optimizer_step is not FairseqTask.optimizer_step:
+        return "a task with its own optimizer_step"
+    return None
+
+
+class FastUpdate:
+    """One trainer's update without a host-device synchronisation (module docstring)."""
+
+    def __init__(self, trainer):
+        cfg = trainer.cfg
+        self.trainer = trainer
+        self.seed = int(cfg.common.seed)
+        self.clip_norm = float(cfg.optimization.clip_norm)
+        self.empty_cache_freq = int(cfg.common.empty_cache_freq)
+        self.crash_path = os.path.join(cfg.checkpoint.save_dir, "crash.pt")
+        self.cuda = bool(trainer.cuda)
+        self.cuda_total_gb = (
+            trainer.cuda_env.total_memory_in_GB
+            if self.cuda and trainer.cuda_env is not None
+            else None
+        )
+
+    def __call__(self, samples, raise_oom: bool = False):
+        from fairseq import utils
+        from fairseq.logging import metrics
+
+        trainer = self.trainer
+        num_updates = trainer.get_num_updates()
+        # fairseq's per-update seed; without CUDA only the CPU's generator (torch.manual_seed
+        # would also queue a seed, with the caller's stack, for a CUDA that never starts)
+        if self.cuda:
+            utils.set_torch_seed(self.seed + num_updates)
+        else:
+            torch.default_generator.manual_seed(self.seed + num_updates)
+        model, criterion, optimizer = trainer.model, trainer.criterion, trainer.optimizer
+        model.train()
+        criterion.train()
+        trainer.zero_grad()
+        metrics.log_start_time("train_wall", priority=800, round=0)
+
+        logging_outputs, sample_size, is_dummy = [], None, False
+        for sample in samples:
+            sample, is_dummy = trainer._prepare_sample(sample)
+            try:
+                loss, sample_size_i, logging_output = trainer.task.train_step(
+                    sample=sample,
+                    model=model,
+                    criterion=criterion,
+                    optimizer=optimizer,
+                    update_num=num_updates,
+                    ignore_grad=is_dummy,
+                )
+                del loss
+            except RuntimeError as e:
+                if "out of memory" not in str(e):
+                    self._save_crash()
+                    raise
+                trainer._log_oom(e)
+                if raise_oom:
+                    raise
+                logger.warning("attempting to recover from OOM in forward/backward pass")
+                trainer.zero_grad()
+                if self.cuda:
+                    torch.cuda.empty_cache()
+                return None  # one worker: fairseq skips the batch
+            except Exception:
+                self._save_crash()
+                raise
+            logging_outputs.append(logging_output)
+            sample_size = sample_size_i if sample_size is None else sample_size + sample_size_i
+            if self.cuda and num_updates == 0:
+                torch.cuda.empty_cache()
+
+        if sample_size is None:
+            sample_size = 0
+        if is_dummy:
+            sample_size = sample_size * 0.0
+        if torch.is_tensor(sample_size):
+            sample_size = sample_size.float()
+            divisor = torch.where(sample_size == 0, torch.ones_like(sample_size), sample_size)
+        else:
+            sample_size = float(sample_size)
+            divisor = sample_size or 1.0
+
+        optimizer.all_reduce_grads(model)
+        optimizer.multiply_grads(1.0 / divisor)
+        grad_norm = optimizer.clip_grad_norm(self.clip_norm)
+        found_inf = (~torch.isfinite(grad_norm)).to(torch.float32)
+        optimizer.step(found_inf=found_inf)
+
+        trainer.set_num_updates(num_updates + 1)
+        if self.cuda_total_gb is not None:
+            gb_used = torch.cuda.max_memory_allocated() / 1024**3
+            torch.cuda.reset_peak_memory_stats()
+            metrics.log_scalar(
+                "gb_free", self.cuda_total_gb - gb_used, priority=1500, round=1, weight=0
+            )
+        logging_output = trainer._reduce_and_log_stats(logging_outputs, sample_size, grad_norm)
+        if (
+            self.cuda
+            and self.empty_cache_freq > 0
+            and (num_updates + self.empty_cache_freq) % self.empty_cache_freq == 0
+        ):
+            torch.cuda.empty_cache()
+        metrics.log_stop_time("train_wall")
+        return logging_output
+
+    def _save_crash(self) -> None:
+        """What fairseq's update does before re-raising an unexpected error."""
+        trainer = self.trainer
+        with contextlib.suppress(Exception):
+            trainer.consolidate_optimizer()
+            trainer.save_checkpoint(self.crash_path, {})
+
+
+def fast_update_of(trainer) -> Optional[FastUpdate]:
+    """``trainer``'s :class:`FastUpdate`, decided (and logged) at its first update; None where
+    fairseq's update runs."""
+    plan = trainer.__dict__.get(_ATTR, False)
+    if plan is False:
+        why = _why_not(trainer)
+        plan = FastUpdate(trainer) if why is None else None
+        trainer.__dict__[_ATTR] = plan
+        if plan is None:
+            logger.info(f"training updates: fairseq's ({why})")
+        else:
+            logger.info(
+                "training updates: without host-device synchronisation (statistics read every "
+                "--log-interval; a non-finite gradient skips its optimizer step and stops the "
+                "run at the next log)"
+            )
+    return plan
+
+
+def fast_updates() -> None:
+    """Run :class:`FastUpdate` as ``Trainer.train_step`` where it applies (idempotent)."""
+    from fairseq import trainer as trainer_module
+    from fairseq.logging import metrics
+
+    Trainer = trainer_module.Trainer
+    if getattr(Trainer.train_step, "_truneg_fast", False):
+        return
+    fairseq_train_step = Trainer.train_step
+
+    def train_step(self, samples, raise_oom=False):
+        plan = fast_update_of(self)
+        if plan is None:
+            return fairseq_train_step(self, samples, raise_oom)
+        with metrics.aggregate("train"):  # as fairseq's decorator on its train_step
+            return plan(samples, raise_oom)
+
+    train_step._truneg_fast = True
+    train_step.__doc__ = fairseq_train_step.__doc__
+    Trainer.train_step = train_step
