@@ -5,8 +5,9 @@ counts depend on the structure, not the widths), one update through fairseq's ow
 ``Trainer.train_step`` with the recipes' fast flags (static prediction slots, fused AdamW,
 clipping, log interval 50), measured after two warm-up updates:
 
-* kernels: the aten operators that launch work on a device (views and allocations left out),
-  forward, backward and optimizer together, as a ``TorchDispatchMode`` sees them;
+* kernels: the aten operators that launch work on a device (views, allocations and profiler
+  markers left out), forward, backward and optimizer together, as a ``TorchDispatchMode`` sees
+  them;
 * syncs: the operators that make the host wait for a device value (``.item()``, ``bool()``,
   ``nonzero``), each with the first line of fairseq or of this package that asked for it;
 * Python calls: Python function calls in the update, and those in the Trainer around the step
@@ -52,6 +53,9 @@ ALLOC_OPS = {
     "full",
     "scalar_tensor",
 }
+# operators that launch nothing on a device: a new view of the same storage that the dispatcher
+# does not mark as a view, and the profiler's range markers
+NO_LAUNCH_OPS = {"_unsafe_view", "detach", "_record_function_enter_new", "_record_function_exit"}
 
 
 def _register_structures(layers_override=None):
@@ -83,7 +87,7 @@ class OpCounter(TorchDispatchMode):
                 self.cpu_optimizer += 1
             else:
                 self.syncs[_asker(stack)] += 1
-        elif not func.is_view and name not in ALLOC_OPS and name != "detach":
+        elif not func.is_view and name not in ALLOC_OPS and name not in NO_LAUNCH_OPS:
             self.kernels += 1
         return func(*args, **(kwargs or {}))
 

@@ -69,10 +69,12 @@ SAVE_DIR=${SAVE_DIR:-checkpoints/${NAME}_${CRITERION}}
 if [ "$HEAD" = fresh ]; then HEAD_UPDATES=${HEAD_UPDATES:-2000}; else HEAD_UPDATES=${HEAD_UPDATES:-0}; fi
 HEAD_DIR=${HEAD_DIR:-checkpoints/${NAME}_head_warmup}
 TABLE=()
-if [ "$CRITERION" != masked_lm ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}"); fi
+if [ "$CRITERION" != masked_lm ]; then
+  TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}" --mlm-prediction-slots static)
+fi
 MODEL=(--task batch_masked_lm --arch bert_hf --bert-sizes-from "$IMPORTED"
   --tokens-per-sample "$SEQ" --sample-break-mode "${BREAK_MODE:-complete}" --skip-invalid-size-inputs-valid-test
-  --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
+  --optimizer fused_adamw --fused-adamw-betas '(0.9,0.999)' --fused-adamw-eps 1e-6 --fused-adamw-weight-decay 0.01 --clip-norm 1.0
   --lr-scheduler polynomial_decay --batch-size "${MAX_SENTENCES:-16}" --update-freq "${UPDATE_FREQ:-8}"
   ${FP16-$(mixed_precision_flag)} --num-workers "${NUM_WORKERS:-1}" --no-epoch-checkpoints --log-format simple --log-interval 100)
 RESET=(--reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)

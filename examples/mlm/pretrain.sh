@@ -46,12 +46,17 @@ MAX_SENTENCES=${MAX_SENTENCES:-16}
 UPDATE_FREQ=${UPDATE_FREQ:-8}
 SAVE_DIR=${SAVE_DIR:-checkpoints/${ARCH}_${CRITERION}}
 TABLE_FLAGS=()
-if [ "$CRITERION" != masked_lm ]; then TABLE_FLAGS=(--synonym-table "${SYNONYM_TABLE:-synonyms.npz}"); fi
+if [ "$CRITERION" != masked_lm ]; then
+  TABLE_FLAGS=(--synonym-table "${SYNONYM_TABLE:-synonyms.npz}")
+  # the plugin's forward (truneg_*): a fixed number of prediction slots per batch, sized without
+  # asking the device; fairseq's roberta_* take boolean masks (dynamic slots)
+  case "$ARCH" in truneg_*) TABLE_FLAGS+=(--mlm-prediction-slots static) ;; esac
+fi
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --task batch_masked_lm --num-workers "${NUM_WORKERS:-1}" --criterion "$CRITERION" "${TABLE_FLAGS[@]}" \
   "${MODEL[@]}" --sample-break-mode complete --tokens-per-sample "$SEQ" --skip-invalid-size-inputs-valid-test \
-  --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --clip-norm 0.0 --weight-decay 0.01 \
+  --optimizer fused_adamw --fused-adamw-betas '(0.9,0.98)' --fused-adamw-eps 1e-6 --clip-norm 0.0 --fused-adamw-weight-decay 0.01 \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
   --dropout 0.1 --attention-dropout 0.1 ${FP16-$(mixed_precision_flag)} \
