@@ -83,7 +83,7 @@ def plan(quick: bool, full: bool, cuda: bool) -> list:
         import gpu_step
 
         for size in shapes:
-            for mode in ("static", "compiled", "graphs"):
+            for mode in ("static", "compiled", "graphs", "model"):
                 for crit in gpu_step.criteria_for(size):
                     cfg = f"{size}:{crit}:{mode}"
                     rows.append((f"step:{cfg}", "step (full)", cfg, 12, "step", {"config": cfg}))

@@ -71,7 +71,14 @@ def _model_args(size, criterion, slots, table):
 
 def compile_model(model, mode, backend="inductor"):
     """torch.compile the encoder stacks: ELECTRA's own ``compile_encoders``, RoBERTa's
-    sentence encoder (fairseq's; its ``padding_mask.any()`` splits it into a few graphs)."""
+    sentence encoder (fairseq's; its ``padding_mask.any()`` splits it into a few graphs);
+    ``mode="model"``: the whole forward (with the backward derived from it)."""
+    if mode == "model":
+        if hasattr(model, "compile_encoders"):
+            model.compile_encoders(backend=backend, scope="model")
+        else:
+            model.compile(dynamic=False, backend=backend)
+        return
     if hasattr(model, "compile_encoders"):
         model.compile_encoders(mode=mode, backend=backend)
     else:

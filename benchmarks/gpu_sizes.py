@@ -65,7 +65,7 @@ PEAK_TFLOPS = {
 }
 CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 ROBERTA_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
-MODES = ["dynamic", "static", "compiled", "graphs"]
+MODES = ["dynamic", "static", "compiled", "graphs", "model"]
 JSON_TAG = "GPU_STEP_JSON "  # the line of a --json child that carries its result
 
 

@@ -136,7 +136,11 @@ def run_one(config, device, rounds, warmup, work, peak=0.0, backend="inductor"):
             pad, bos, eos, nspecial = 1, 0, 2, 4
             mask_idx = vocab_for(size) - 1
         else:
-            compile_mode = {"compiled": "default", "graphs": "reduce-overhead"}.get(mode)
+            compile_mode = {
+                "compiled": "default",
+                "graphs": "reduce-overhead",
+                "model": "model",
+            }.get(mode)
             task, step = plugin_setup(
                 size,
                 criterion,
@@ -166,7 +170,7 @@ def run_one(config, device, rounds, warmup, work, peak=0.0, backend="inductor"):
             wall_s=time.perf_counter() - t0,
             mfu_percent=(100 * flops / sec / (peak * 1e12)) if peak else None,
         )
-        if mode in ("compiled", "graphs"):
+        if mode in ("compiled", "graphs", "model"):
             from torch._dynamo.utils import counters
 
             out["dynamo"] = {
@@ -273,7 +277,8 @@ def main(argv=None):
         default=",".join(MODES),
         help="dynamic (boolean-mask positions, eager), static (fixed slots, eager), "
         "compiled (fixed slots, encoder stacks torch.compile'd), graphs (compiled "
-        "with mode=reduce-overhead: the stacks replayed as CUDA graphs)",
+        "with mode=reduce-overhead: the stacks replayed as CUDA graphs), model (the whole "
+        "forward compiled with its backward)",
     )
     p.add_argument(
         "--one",

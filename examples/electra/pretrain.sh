@@ -98,7 +98,12 @@ case "$PRECISION" in
   *) echo "error: PRECISION must be auto, bf16, fp16, amp or fp32, got '$PRECISION'" >&2; exit 2 ;;
 esac
 FAST=(--mlm-prediction-slots static)
-if [ "${COMPILE:-0}" = 1 ]; then FAST+=(--electra-compile); fi
+case "${COMPILE:-0}" in
+  1) FAST+=(--electra-compile) ;;
+  model) FAST+=(--electra-compile --electra-compile-scope model) ;;
+  0) ;;
+  *) echo "error: COMPILE must be 0, 1 (the encoder stacks) or model (the whole forward), got '$COMPILE'" >&2; exit 2 ;;
+esac
 TABLE=()
 if [ "$CRITERION" != electra ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}"); fi
 

@@ -203,9 +203,13 @@ class ElectraModel(UpdateHooks, ReplacedTokenDetection, BaseFairseqModel):
         mode: Optional[str] = None,
         backend: str = "inductor",
         recompile_limit: int = COMPILE_RECOMPILE_LIMIT,
+        scope: str = "stacks",
     ) -> None:
         """``torch.compile`` the encoder stacks in place (parameter names and checkpoints are
-        unchanged). Shapes should stay fixed from step to step, or each new one recompiles.
+        unchanged); with ``scope="model"`` the whole forward instead (embeddings, generator, its
+        sampling, discriminator and heads: one graph, and with the backward AOTAutograd derives
+        from it, a step's forward and backward compiled together). Shapes should stay fixed
+        from step to step, or each new one recompiles.
         ``mode="reduce-overhead"`` also replays each stack as a CUDA graph on a GPU; ``backend``
         other than inductor (e.g. ``aot_eager``) traces the same graphs without generating code,
         for checks on machines where code generation would take minutes.
@@ -216,6 +220,11 @@ class ElectraModel(UpdateHooks, ReplacedTokenDetection, BaseFairseqModel):
         passes share it; ``recompile_limit`` raises the limit for these two stacks only. Past
         it, dynamo runs the stack eager for the rest of the process without failing: that is
         reported in fairseq's log (:mod:`.electra_compile`)."""
+        if scope == "model":
+            compile_stacks([self], mode, backend, recompile_limit)
+            return
+        if scope != "stacks":
+            raise ValueError(f"compile scope {scope!r}: choose stacks or model")
         stacks = [self.discriminator] + ([self.generator] if self.generator is not None else [])
         compile_stacks(stacks, mode, backend, recompile_limit)
 

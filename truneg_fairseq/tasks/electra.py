@@ -13,8 +13,10 @@ next to DATA/dict.txt (:mod:`truneg_fairseq.text`).
 
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 
+from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig
 from omegaconf import II
@@ -60,6 +62,14 @@ class ElectraTaskConfig(
             "use with --mlm-prediction-slots static and a fixed --tokens-per-sample)"
         },
     )
+    electra_compile_scope: ChoiceEnum(["stacks", "model"]) = field(
+        default="stacks",
+        metadata={
+            "help": "what --electra-compile compiles: the two encoder stacks, or the whole model's "
+            "forward (embeddings, generator, sampling, discriminator, heads), whose backward is "
+            "then compiled with it: fewer kernels, a longer first update"
+        },
+    )
     # mixed-precision choices of the run (the same flags), checked against --electra-bf16-autocast
     fp16: bool = II("common.fp16")
     amp: bool = II("common.amp")
@@ -94,8 +104,18 @@ class ElectraTask(BatchMaskedLMTask):
     # bf16 autocast (--electra-bf16-autocast or --bf16) is fairseq's base train_step/valid_step's
     # (truneg_fairseq.precision); here the encoders learn whether the batch has padding
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        timed = self.cfg.electra_compile and not self.__dict__.get("_compile_timed", False)
+        start = time.perf_counter()
         with _padding_known(model, sample):
-            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+            out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        if timed:
+            self.__dict__["_compile_timed"] = True
+            logger.info(
+                f"--electra-compile ({self.cfg.electra_compile_scope}): the first update took "
+                f"{time.perf_counter() - start:.1f} s, compilation included (torch keeps the "
+                "compiled code in its cache: a later run of the same shapes reuses it)"
+            )
+        return out
 
     def valid_step(self, sample, model, criterion):
         with _padding_known(model, sample):
@@ -130,7 +150,7 @@ class ElectraTask(BatchMaskedLMTask):
                 f"got {type(model).__name__}. For RoBERTa use --task masked_lm"
             )
         if self.cfg.electra_compile:
-            model.compile_encoders()
+            model.compile_encoders(scope=self.cfg.electra_compile_scope)
         return model
 
 
