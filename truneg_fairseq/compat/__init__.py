@@ -42,6 +42,10 @@ longer needs it where it can tell. They are installed in this order:
     once, a host-device synchronisation per logged value; for the plugin's pre-training
     criterions they are summed on the device and reduced once per ``--log-interval``, into the
     same meters.
+14. ``refusals``: inside fairseq-train, fairseq-hydra-train and fairseq-validate, every error
+    the plugin raises (bad input, refused flags, a checkpoint that cannot be resumed) ended in a
+    traceback above its message; it is one line in fairseq's log format and exit status 1, and
+    any other exception keeps its traceback.
 
 ``model_values`` is not a mend: the schema of the model config values a checkpoint or
 an import may hold, which ``checkpoint_configs`` applies to the plugin's families.
@@ -90,6 +94,7 @@ from .device_stats import device_statistics  # noqa: F401
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
+from .refusals import is_refusal, one_line_refusals  # noqa: F401
 from .remainder_batch import keep_remainder_batch  # noqa: F401
 from .resume import RECORDS, checked_resume, recorded_runs  # noqa: F401
 from .worker_broadcast import trusted_worker_broadcast  # noqa: F401
@@ -111,6 +116,7 @@ MENDS = (
     safe_hub_archives,
     checked_data_index,
     device_statistics,
+    one_line_refusals,
 )
 
 _installed = False
