@@ -19,7 +19,9 @@ The commands are caught where all three run their ``main``: fairseq's
 ``distributed_utils.call_main`` (also in a test that runs a command in-process), and its
 ``distributed_main`` in each worker that ``torch.multiprocessing.spawn`` starts (the worker says
 the line and exits with :data:`WORKER_REFUSED`, which the parent turns into status 1 without the
-launcher's traceback). A refusal met before ``call_main`` (fairseq-train's argument conversion:
+launcher's traceback). fairseq-hydra-train imports the plugin only once ``call_main`` runs:
+there the refusal is said where hydra reads the failed job's result. A refusal met before
+``call_main`` (fairseq-train's argument conversion:
 ``--bf16`` with ``--amp``) reaches the interpreter: the excepthook says it the same way in a
 process whose main program is a fairseq command, and leaves every other program's errors alone.
 """
@@ -128,10 +130,34 @@ def excepthook(exc_type, exc, tb):
 excepthook.truneg_refusals = True
 
 
+def _hydra_job_result() -> None:
+    """fairseq-hydra-train imports the plugin inside fairseq-train's ``main``, which its
+    ``call_main`` already runs: a refusal there reaches hydra, which keeps it as the job's result
+    and raises it again when the result is read (printing its own traceback). The result read as
+    a refusal is said in one line instead (status 1)."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    prop = JobReturn.return_value
+    if getattr(prop.fget, "truneg_refusals", False):
+        return
+
+    def return_value(self):
+        exc = self._return_value
+        if self.status == JobStatus.FAILED and is_refusal(exc):
+            say_refusal(exc, fairseq_command() or "fairseq_cli.hydra_train")
+            raise SystemExit(1)
+        return prop.fget(self)
+
+    return_value.truneg_refusals = True
+    JobReturn.return_value = prop.getter(return_value)
+
+
 def one_line_refusals() -> None:
     """Say the plugin's refusals inside fairseq's commands in one line (see the module
     docstring)."""
     from fairseq.distributed import utils as distributed_utils
+
+    _hydra_job_result()
 
     if not getattr(distributed_utils.call_main, "truneg_refusals", False):
         _original["call_main"] = distributed_utils.call_main
