@@ -15,15 +15,15 @@ refusal raised in one of these commands is written to stderr as one line in fair
 other exception (Python's, torch's, fairseq's own) is a fault, not a refusal: it is re-raised
 untouched and prints its whole traceback as before.
 
-The commands are caught where all three run their ``main``: fairseq's
-``distributed_utils.call_main`` (also in a test that runs a command in-process), and its
+Refusals are caught where all three commands run their ``main``: fairseq's
+``distributed_utils.call_main`` (also when a test runs a command in-process), and its
 ``distributed_main`` in each worker that ``torch.multiprocessing.spawn`` starts (the worker says
 the line and exits with :data:`WORKER_REFUSED`, which the parent turns into status 1 without the
-launcher's traceback). fairseq-hydra-train imports the plugin only once ``call_main`` runs:
+launcher's traceback). fairseq-hydra-train imports the plugin only once its ``call_main`` runs:
 there the refusal is said where hydra reads the failed job's result. A refusal met before
-``call_main`` (fairseq-train's argument conversion:
-``--bf16`` with ``--amp``) reaches the interpreter: the excepthook says it the same way in a
-process whose main program is a fairseq command, and leaves every other program's errors alone.
+``call_main`` (fairseq-train's argument conversion: ``--bf16`` with ``--amp``) reaches the
+interpreter: the excepthook says it the same way in a process whose main program is a fairseq
+command, and leaves every other program's errors alone.
 """
 
 from __future__ import annotations
