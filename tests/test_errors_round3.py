@@ -27,9 +27,12 @@ def _copy(run, tmp_path):
 
 
 def _one_error(proc, *wanted):
+    """The one ERROR line of fairseq's log format a refused fairseq-train ends with."""
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    errors = [
+        line for line in proc.stderr.splitlines() if " | ERROR | fairseq_cli.train | " in line
+    ]
     assert len(errors) == 1, proc.stderr[-3000:]
     for w in wanted:
         assert w in errors[0], errors[0]

@@ -1,6 +1,6 @@
-"""Errors of the data side that the scripts turn into one-line messages (a leaf: it imports
-nothing of the package but the standard-library ``outputs`` package's own error, so every
-module may raise them)."""
+"""Errors of the data side and of a run's flags that the scripts, and fairseq's commands
+(``compat/refusals.py``), turn into one-line messages (a leaf: it imports nothing of the package
+but the standard-library ``outputs`` package's own error, so every module may raise them)."""
 
 from truneg_fairseq.outputs.errors import OutputDirError  # noqa: F401  (one place for all errors)
 
@@ -19,3 +19,8 @@ class ClineDataError(ValueError):
 class SynonymTableError(ValueError):
     """A synonym table that cannot be built, written or used as given (re-exported by
     :mod:`truneg_fairseq.lexicon`); the message names the file and the fix."""
+
+
+class FlagError(ValueError):
+    """Flags, or a file a flag names, that a run cannot be trained or loaded with as given: met
+    where fairseq builds the task, model or criterion; the message names the flags and the fix."""

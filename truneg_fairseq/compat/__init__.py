@@ -46,6 +46,10 @@ longer needs it where it can tell. They are installed in this order:
     the host test of a finite gradient norm) and reads some forty config values; where nothing
     of that is needed on the host (one worker, ``fused_adamw``, no loss scaler) the update
     divides and checks on the device and reads its config once.
+15. ``refusals``: inside fairseq-train, fairseq-hydra-train and fairseq-validate, every error
+    the plugin raises (bad input, refused flags, a checkpoint that cannot be resumed) ended in a
+    traceback above its message; it is one line in fairseq's log format and exit status 1, and
+    any other exception keeps its traceback.
 
 ``model_values`` is not a mend: the schema of the model config values a checkpoint or
 an import may hold, which ``checkpoint_configs`` applies to the plugin's families.
@@ -95,6 +99,7 @@ from .fast_update import fast_updates  # noqa: F401
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
+from .refusals import is_refusal, one_line_refusals  # noqa: F401
 from .remainder_batch import keep_remainder_batch  # noqa: F401
 from .resume import RECORDS, checked_resume, recorded_runs  # noqa: F401
 from .worker_broadcast import trusted_worker_broadcast  # noqa: F401
@@ -117,6 +122,7 @@ MENDS = (
     checked_data_index,
     device_statistics,
     fast_updates,
+    one_line_refusals,
 )
 
 _installed = False

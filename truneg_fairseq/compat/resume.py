@@ -5,8 +5,8 @@ fairseq's ``Trainer.load_checkpoint`` (a resume from ``checkpoint_last.pt``, or
 ends in torch's zip-reader error, a checkpoint of other sizes (``--encoder-layers`` ...) in
 "Cannot load model parameters ...; please ensure that the architectures match", one of another
 criterion or optimizer in an ``AssertionError``. ``checked_resume`` says each in one line naming
-the file, what differs and the fix, and ends ``fairseq-train`` there (``SystemExit``: fairseq
-prints no traceback for it, the exit status is 1).
+the file, what differs and the fix (a ``CheckpointError``, which ends ``fairseq-train`` in
+that one line: :mod:`.refusals`).
 
 fairseq also records nothing of what a run was trained *with* beyond its config:
 ``recorded_runs`` adds to every checkpoint's ``extra_state`` (under :data:`RECORDS`) what the
@@ -23,6 +23,9 @@ from __future__ import annotations
 import json
 import os
 import re
+
+from .checkpoint_errors import CheckpointError, describe_load_error
+from .refusals import is_refusal
 
 RECORDS = "truneg_records"
 _MATCH = re.compile(r"(Criterion|Optimizer) does not match; .*\. (\S+) vs (\S+)\s*$", re.S)
@@ -150,11 +153,7 @@ def _size_differences(path, model_cfg) -> str:
 
 def resume_message(path, exc: BaseException, trainer):
     """One line for an exception of ``Trainer.load_checkpoint(path)``, or None (re-raise it)."""
-    from .checkpoint_configs import UnsafeCheckpointError
-    from .checkpoint_errors import CheckpointError, describe_load_error
-    from .model_values import ModelValueError
-
-    if isinstance(exc, (CheckpointError, UnsafeCheckpointError, ModelValueError)):
+    if is_refusal(exc):  # the plugin's own error, said already
         return str(exc)
     start = "fairseq-train cannot continue from it"
     new_run = "or give another --save-dir (or --restore-file) to start a new run"
@@ -167,6 +166,8 @@ def resume_message(path, exc: BaseException, trainer):
             f"weights with a new optimizer, {new_run}"
         )
     cause = exc.__context__ if str(exc).startswith("Cannot load model parameters") else exc
+    if cause is not None and is_refusal(cause):  # a refusal of the plugin's model, said there
+        return str(cause)
     said = describe_load_error(path, cause) if cause is not None else None
     if said is None:
         return None
@@ -226,7 +227,9 @@ def checked_resume() -> None:
             msg = resume_message(filename, e, self)
             if msg is None:
                 raise
-            raise SystemExit(f"error: {msg}") from None
+            if is_refusal(e):
+                raise
+            raise CheckpointError(msg) from None
         return extra
 
     load_checkpoint.truneg_checked = True

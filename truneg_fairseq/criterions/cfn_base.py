@@ -35,6 +35,7 @@ from omegaconf import II
 
 from truneg_fairseq.criterions import logs, losses, rtd
 from truneg_fairseq.criterions.tables import check_resumed_table, load_synonym_lookup
+from truneg_fairseq.errors import FlagError
 from truneg_fairseq.evaluation import false_negatives as fn
 from truneg_fairseq.lexicon import SynonymLookup
 from truneg_fairseq.models.objectives import MaskedLMObjectives, ReplacedTokenDetection
@@ -155,7 +156,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
                 cfg.synonym_table, task, needs_pairs
             )
         elif self.requires_table:
-            raise ValueError(
+            raise FlagError(
                 f"--criterion {self.criterion_name()} needs --synonym-table FILE: build one for "
                 "DATA/dict.txt with `python scripts/build_synonym_table.py --dict DATA/dict.txt "
                 "--tokenizer ... --output DATA/synonyms.npz`"
@@ -163,7 +164,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         else:
             self.lookup = None
         if cfg.electra_rtd_synonym_policy != "replaced" and self.lookup is None:
-            raise ValueError(
+            raise FlagError(
                 f"--electra-rtd-synonym-policy {cfg.electra_rtd_synonym_policy} needs --synonym-table "
                 "FILE (which replacements are synonyms); without a table only the default 'replaced' "
                 "applies"
@@ -173,7 +174,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         self.nspecial = d.nspecial
         self.mask_idx = d.indices.get("<mask>")
         if cfg.mlm_loss_divisor <= 0:
-            raise ValueError(f"--mlm-loss-divisor must be > 0, got {cfg.mlm_loss_divisor}")
+            raise FlagError(f"--mlm-loss-divisor must be > 0, got {cfg.mlm_loss_divisor}")
 
     @classmethod
     def criterion_name(cls) -> str:
@@ -215,7 +216,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             return None, None
         model_cls = ARCH_MODEL_REGISTRY.get(name) or MODEL_REGISTRY.get(name)
         if model_cls is None:
-            raise ValueError(
+            raise FlagError(
                 f"--criterion {self.criterion_name()}: unknown model {name!r} (give --arch; built outside "
                 "fairseq-train, set the config's arch to the model's arch name)"
             )
@@ -259,7 +260,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             fairseq_roberta = True
             need = [o for o in self.model_outputs if not o.endswith("_grad")]
             if need:
-                raise ValueError(
+                raise FlagError(
                     f"{crit} needs the model's forward to return {' and '.join(need)} as well as the "
                     f"masked-LM logits; fairseq's {what} returns the logits only. Use "
                     f"--arch truneg_{name} (the same RoBERTa: same weights, sizes and checkpoint "
@@ -269,27 +270,27 @@ class CounterFalseNegativeLoss(FairseqCriterion):
                     f"return; use {works}"
                 )
             if cfg.mlm_prediction_slots == "static":
-                raise ValueError(
+                raise FlagError(
                     f"--mlm-prediction-slots static needs the plugin's forward (positions given as slots); "
                     f"{what} takes boolean masks only: use --arch truneg_{name} or the default dynamic slots"
                 )
         else:
-            raise ValueError(f"{crit} needs a masked-LM model ({works}); got {what}")
+            raise FlagError(f"{crit} needs a masked-LM model ({works}); got {what}")
         has_disc = issubclass(model_cls, ReplacedTokenDetection)
         if self.requires_discriminator and not has_disc:
-            raise ValueError(
+            raise FlagError(
                 f"{crit} needs an ELECTRA model (--arch electra_small, electra_base, electra_large with "
                 f"--task electra); got {what}"
             )
         changed = rtd.changed_electra_flags(cfg)
         if changed and not has_disc:
-            raise ValueError(
+            raise FlagError(
                 f"{', '.join(changed)} only appl{'ies' if len(changed) == 1 else 'y'} to ELECTRA "
                 f"(a model with a discriminator); {what} has none: remove the flag "
                 "or use --task electra --arch electra_*"
             )
         if has_disc and self.mask_prob is None:
-            raise ValueError(
+            raise FlagError(
                 f"{crit} on a model with a discriminator needs a task with --mask-prob (--task electra)"
             )
         return fairseq_roberta, has_disc

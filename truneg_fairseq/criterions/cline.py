@@ -35,6 +35,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
 from truneg_fairseq.criterions import logs, losses
+from truneg_fairseq.errors import FlagError
 from truneg_fairseq.models.selection import MaskSelection
 from truneg_fairseq.models.step_config import plain_config
 
@@ -74,13 +75,13 @@ class ClineCriterion(FairseqCriterion):
         from truneg_fairseq.tasks.cline import ClineTask
 
         if not isinstance(task, ClineTask):
-            raise ValueError(
+            raise FlagError(
                 f"--criterion cline needs --task cline (aligned x_ori/x_syn/x_ant triples from "
                 f"scripts/make_cline_data.py); got --task {type(task).__name__}"
             )
         fixed = (cfg.cline_mlm_weight, cfg.cline_rtd_weight, cfg.cline_cts_weight)
         if cfg.cline_learned_weights and fixed != (1.0, 1.0, 1.0):
-            raise ValueError(
+            raise FlagError(
                 "--cline-learned-weights learns the weights: drop --cline-mlm/rtd/cts-weight"
             )
         self.cfg = plain_config(cfg)  # read inside every step: plain values

@@ -33,6 +33,8 @@ import torch
 from fairseq.data import FairseqDataset, PrependTokenDataset, TokenBlockDataset
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
+from truneg_fairseq.errors import CorpusError, FlagError
+
 _M64 = (1 << 64) - 1
 _POS_BITS = 20  # positions per row below 2**20; the block index takes the bits above
 # streams of random numbers (the same (seed, epoch, index, position) in another stream is unrelated)
@@ -117,12 +119,12 @@ class BatchMaskedLMDataset(FairseqDataset):
         super().__init__()
         self.dataset = dataset
         if not 0.0 < mask_prob < 1.0:
-            raise ValueError(f"--mask-prob must be in (0, 1), got {mask_prob}")
+            raise FlagError(f"--mask-prob must be in (0, 1), got {mask_prob}")
         if (
             min(leave_unmasked_prob, random_token_prob) < 0
             or leave_unmasked_prob + random_token_prob > 1
         ):
-            raise ValueError(
+            raise FlagError(
                 "--leave-unmasked-prob and --random-token-prob must be >= 0 and sum to at most 1"
             )
         self.pad, self.mask_idx = dictionary.pad(), mask_idx
@@ -213,7 +215,7 @@ class BatchMaskedLMDataset(FairseqDataset):
         if self.skip_masking:
             return tokens, tokens.copy()
         if (tokens[valid] == self.mask_idx).any():
-            raise ValueError(
+            raise CorpusError(
                 f"the data holds the <mask> symbol (id {self.mask_idx}): it must not be in the corpus"
             )
         return mask_rows(

@@ -31,6 +31,7 @@ from fairseq.models.roberta.model import RobertaModel, base_architecture, robert
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr
 
+from truneg_fairseq.errors import FlagError
 from truneg_fairseq.models.bert import (
     BertModel,
     bert_base_architecture,
@@ -58,7 +59,7 @@ def check_vocabulary(saved: torch.Tensor, mine: torch.Tensor) -> None:
     """One clear error when a checkpoint's token embedding does not fit the data's dictionary
     (other size differences are left to the loader, which names every tensor)."""
     if saved.size(0) != mine.size(0):
-        raise ValueError(
+        raise FlagError(
             f"the checkpoint's embedding has {saved.size(0)} rows but the data's "
             f"dict.txt gives {mine.size(0)} (with <mask>): the data was binarized against another "
             "dictionary. Rebuild it with scripts/make_cline_data.py --srcdict set to the dict.txt "
@@ -235,7 +236,7 @@ class ClineElectraModel(ElectraModel):
         building the model."""
         self.add_generator()
         if self.generator is None:
-            raise ValueError(
+            raise FlagError(
                 "--task cline on ELECTRA trains the generator's MLM term: drop --electra-discriminator-only"
             )
         self.cline_pretraining = True

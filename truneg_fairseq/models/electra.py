@@ -30,6 +30,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.models.roberta.model import RobertaClassificationHead
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
+from truneg_fairseq.errors import FlagError
 from truneg_fairseq.models import electra_checkpoint, embed_init
 from truneg_fairseq.models.electra_compile import COMPILE_RECOMPILE_LIMIT, compile_stacks
 from truneg_fairseq.models.electra_config import ElectraConfig, electra_sizes
@@ -177,7 +178,7 @@ class ElectraModel(UpdateHooks, ReplacedTokenDetection, BaseFairseqModel):
             cfg.electra_gen_hidden_dim > cfg.electra_hidden_dim
             or cfg.electra_gen_layers > cfg.electra_layers
         ):
-            raise ValueError(
+            raise FlagError(
                 f"the ELECTRA generator ({cfg.electra_gen_layers} layers x {cfg.electra_gen_hidden_dim}) must not be "
                 f"larger than the discriminator ({cfg.electra_layers} x {cfg.electra_hidden_dim}); "
                 "lower --electra-gen-hidden-dim / --electra-gen-layers (the paper uses 1/4 to 1/3 of the width)"
@@ -187,7 +188,7 @@ class ElectraModel(UpdateHooks, ReplacedTokenDetection, BaseFairseqModel):
             (cfg.electra_gen_hidden_dim, cfg.electra_gen_heads, "--electra-gen-heads"),
         ):
             if hidden % heads:
-                raise ValueError(f"{flag} {heads} does not divide the hidden size {hidden}")
+                raise FlagError(f"{flag} {heads} does not divide the hidden size {hidden}")
         model = cls(cfg, task.source_dictionary)
         if init_path:  # the shared token embeddings of generator and discriminator
             embed_init.load_rows(model.embed_tokens.weight, init_path, "--electra-embed-init")
@@ -344,7 +345,7 @@ class ElectraModel(UpdateHooks, ReplacedTokenDetection, BaseFairseqModel):
 
     def _need_generator(self):
         if self.generator is None:
-            raise ValueError(
+            raise FlagError(
                 "this ELECTRA model has no generator: --arch electra_* pre-trains with --task electra (generator + "
                 "discriminator), not --task masked_lm (use --arch roberta_* there); a discriminator-only model "
                 "(--electra-discriminator-only, or built for fine-tuning) does not predict masked tokens"

@@ -8,6 +8,8 @@ dropped or added as fairseq's RoBERTa does."""
 import logging
 import math
 
+from truneg_fairseq.errors import FlagError
+
 logger = logging.getLogger(__name__)
 
 GENERATOR_PREFIXES = ("generator.", "generator_head.", "generator_bias")
@@ -17,7 +19,7 @@ def upgrade_state(model, state_dict: dict, prefix: str) -> None:
     """Check and adapt the tensors of ``state_dict`` under ``prefix`` for ``model``."""
     keys = [k for k in state_dict if k.startswith(prefix)]
     if keys and not any(k.startswith(prefix + "discriminator.") for k in keys):
-        raise ValueError(
+        raise FlagError(
             "the checkpoint being loaded is not an ELECTRA checkpoint (no discriminator weights; "
             f"first keys: {', '.join(keys[:3])}). Restore from a checkpoint pre-trained with "
             "--task electra --arch electra_*, or import a published one with scripts/convert_hf.py"
@@ -38,7 +40,7 @@ def _check_layernorm_eps(model, state_dict: dict, prefix: str) -> None:
         return  # strict loading names the missing tensor
     saved, own = float(state_dict[eps_key]), float(model.cfg.electra_layernorm_eps)
     if not math.isclose(saved, own, rel_tol=1e-6):
-        raise ValueError(
+        raise FlagError(
             f"the checkpoint was made with LayerNorm epsilon {saved:g}, this model is built with "
             f"{own:g}: add --electra-layernorm-eps {saved:g} (models imported from HuggingFace "
             "use 1e-12)"

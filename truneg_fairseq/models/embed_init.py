@@ -7,6 +7,8 @@ import logging
 
 import torch
 
+from truneg_fairseq.errors import FlagError
+
 logger = logging.getLogger(__name__)
 
 HELP = (
@@ -24,12 +26,12 @@ def load_rows(weight: torch.Tensor, path: str, flag: str = "--truneg-embed-init"
     try:
         vec = torch.from_numpy(np.load(path, allow_pickle=False)).float()
     except (OSError, ValueError) as e:
-        raise ValueError(
+        raise FlagError(
             f"{flag} {path}: cannot read a .npy matrix ({e}); write one with "
             "scripts/word_vectors.py"
         ) from None
     if tuple(vec.shape) != tuple(weight.shape):
-        raise ValueError(
+        raise FlagError(
             f"{flag} {path}: a {tuple(vec.shape)} matrix, the model's token embedding is "
             f"{tuple(weight.shape)} (dictionary entries with <mask> x embedding size); write it for this "
             "dict.txt and size with scripts/word_vectors.py"

@@ -22,6 +22,8 @@ from typing import Optional
 
 import torch
 
+from truneg_fairseq.errors import FlagError
+
 
 class MaskSelection:
     def __init__(self, masked: torch.Tensor):
@@ -58,7 +60,7 @@ def static_slot_count(
     if max_predictions:
         return min(int(max_predictions), seq_len)
     if mask_prob is None:
-        raise ValueError(
+        raise FlagError(
             "static prediction slots need --mask-prob (the task's) or --mlm-max-predictions N"
         )
     return max(1, min(seq_len, math.ceil((mask_prob + 0.005) * seq_len)))

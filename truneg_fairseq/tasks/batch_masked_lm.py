@@ -21,6 +21,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 from truneg_fairseq.data.batch_masking import BatchMaskedLMDataset
+from truneg_fairseq.errors import FlagError
 
 
 @dataclass
@@ -44,7 +45,7 @@ class BatchMaskedLMTask(MaskedLMTask):
             if on
         ]
         if unsupported:
-            raise ValueError(
+            raise FlagError(
                 f"{', '.join(unsupported)}: not with batched masking; use --task masked_lm for "
                 "span masking and data2vec batches"
             )

@@ -34,6 +34,8 @@ from fairseq.data import (
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
+from truneg_fairseq.errors import CorpusError, FlagError
+
 logger = logging.getLogger(__name__)
 
 TRIPLE_FILES = ("ori", "syn", "ant", "syn_label", "ant_label")
@@ -142,14 +144,14 @@ class ClineTask(MaskedLMTask):
     def __init__(self, cfg: ClineTaskConfig, dictionary=None):
         super().__init__(cfg, dictionary)
         if cfg.mask_whole_words:
-            raise ValueError(
+            raise FlagError(
                 "--task cline does not support --mask-whole-words (masks are per token)"
             )
 
     def _check_meta(self, data_path):
         meta_path = os.path.join(data_path, "cline_meta.json")
         if not os.path.isfile(meta_path):
-            raise FileNotFoundError(
+            raise CorpusError(
                 f"{meta_path} not found: {data_path} is not a CLINE data directory; build it with "
                 "scripts/make_cline_data.py (or pass --no-cline-check-dictionary for triples binarized otherwise)"
             )
@@ -160,7 +162,7 @@ class ClineTask(MaskedLMTask):
         # the task added <mask> after loading dict.txt; the data knows the file's symbols only
         symbols = self.source_dictionary.symbols[: meta.get("dictionary_size", -1)]
         if dictionary_fingerprint(symbols) != meta.get("dictionary_fingerprint"):
-            raise ValueError(
+            raise CorpusError(
                 f"{os.path.join(data_path, 'dict.txt')} is not the dictionary the triples in {data_path} "
                 "were binarized with (cline_meta.json has another fingerprint): rebuild the data with "
                 "scripts/make_cline_data.py --srcdict set to this dict.txt"
@@ -178,14 +180,14 @@ class ClineTask(MaskedLMTask):
                 prefix, None if name.endswith("label") else self.source_dictionary
             )
             if ds is None:
-                raise FileNotFoundError(
+                raise CorpusError(
                     f"CLINE data {prefix}.bin/.idx not found: scripts/make_cline_data.py writes "
                     f"{split}.{{{','.join(TRIPLE_FILES)}}} into the data directory"
                 )
             raw[name] = ds
         lengths = {n: len(d) for n, d in raw.items()}
         if len(set(lengths.values())) != 1:
-            raise ValueError(
+            raise CorpusError(
                 f"misaligned CLINE triple files in {data_path}: {split} has "
                 f"{', '.join(f'{n}: {c}' for n, c in lengths.items())} lines; the five files must be "
                 "written together by scripts/make_cline_data.py"
@@ -193,7 +195,7 @@ class ClineTask(MaskedLMTask):
         for tokens, labels in (("syn", "syn_label"), ("ant", "ant_label")):
             bad = np.flatnonzero(raw[tokens].sizes != raw[labels].sizes)
             if len(bad):
-                raise ValueError(
+                raise CorpusError(
                     f"misaligned CLINE files in {data_path}: {split}.{labels} has another length than "
                     f"{split}.{tokens} on {len(bad)} lines (first: line {bad[0] + 1}); rebuild the data"
                 )
@@ -232,7 +234,7 @@ class ClineTask(MaskedLMTask):
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         if not callable(getattr(model, "add_cline_pretraining", None)):
-            raise ValueError(
+            raise FlagError(
                 f"--task cline needs a CLINE model (--arch cline_roberta_base/large, cline_bert_hf_base/large, "
                 f"cline_electra_small/base/large, or a *_tiny one); got {type(model).__name__}"
             )

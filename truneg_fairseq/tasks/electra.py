@@ -21,6 +21,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig
 from omegaconf import II
 
+from truneg_fairseq.errors import FlagError
 from truneg_fairseq.precision import AUTOCAST_ATTR
 from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMTask
 from truneg_fairseq.text import TokenizerSpec, tokenizer_fields, whole_word_args
@@ -84,7 +85,7 @@ class ElectraTask(BatchMaskedLMTask):
     def __init__(self, cfg: ElectraTaskConfig, dictionary=None):
         super().__init__(cfg, dictionary)
         if cfg.electra_bf16_autocast and (_flag(cfg, "fp16") or _flag(cfg, "amp")):
-            raise ValueError(
+            raise FlagError(
                 "--electra-bf16-autocast is a mixed-precision mode of its own: drop --fp16/--amp "
                 "(or drop --electra-bf16-autocast to use fairseq's fp16 loss scaling)"
             )
@@ -145,7 +146,7 @@ class ElectraTask(BatchMaskedLMTask):
             not isinstance(model, ReplacedTokenDetection)
             or getattr(model, "generator", None) is None
         ):
-            raise ValueError(
+            raise FlagError(
                 f"--task electra needs an ELECTRA model (--arch electra_small, electra_base, electra_large); "
                 f"got {type(model).__name__}. For RoBERTa use --task masked_lm"
             )

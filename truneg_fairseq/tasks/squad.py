@@ -19,6 +19,7 @@ from fairseq.data import Dictionary, FairseqDataset, data_utils
 from fairseq.tasks import FairseqTask, register_task
 
 from truneg_fairseq.data import squad
+from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.text import TokenizerSpec, build_tokenizer, tokenizer_fields
 
 logger = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ class SquadTask(FairseqTask):
     def setup_task(cls, cfg: SquadConfig, **kwargs):
         path = os.path.join(cfg.data, "dict.txt")
         if not os.path.isfile(path):
-            raise FileNotFoundError(
+            raise CorpusError(
                 f"{path} not found: DATA must hold the pre-training dict.txt next to train.json/valid.json"
             )
         d = Dictionary.load(path)
