@@ -105,12 +105,13 @@ class ElectraTask(BatchMaskedLMTask):
     # bf16 autocast (--electra-bf16-autocast or --bf16) is fairseq's base train_step/valid_step's
     # (truneg_fairseq.precision); here the encoders learn whether the batch has padding
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        timed = self.cfg.electra_compile and not self.__dict__.get("_compile_timed", False)
+        first = not self.__dict__.get("_stepped", False)  # the config is read at the first only
         start = time.perf_counter()
         with _padding_known(model, sample):
             out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
-        if timed:
-            self.__dict__["_compile_timed"] = True
+        if first:
+            self.__dict__["_stepped"] = True
+        if first and self.cfg.electra_compile:
             logger.info(
                 f"--electra-compile ({self.cfg.electra_compile_scope}): the first update took "
                 f"{time.perf_counter() - start:.1f} s, compilation included (torch keeps the "
