@@ -8,20 +8,22 @@ whole-word mask is mended. fairseq imports the package by directory name
 is imported here; ``import truneg_fairseq`` in a session or a script does the same.
 
 One kind of process waits: one whose program is one of the package's own commands (a
-``truneg-*`` console command of :data:`COMMANDS`, ``python -m truneg_fairseq.cli.<name>`` or a
-wrapper ``<name>.py`` that imports ``main`` of ``truneg_fairseq.cli.<name>``, as those of the
-checkout's ``scripts/`` do), told from the interpreter's own command
-line (``sys.orig_argv``, which nothing in the process rewrites and a worker process started by
-multiprocessing does not inherit). Importing fairseq and torch takes seconds, and a command's
-``--help`` or a usage error needs neither: the commands' modules import only the standard
-library and fairseq-free parts of the package at module level, and every command registers
-the plugin as soon as its command line is parsed (:class:`truneg_fairseq.cli.args.CommandParser`),
-so everything past parsing runs as it would after ``import truneg_fairseq``. The package's own
-paths into fairseq above the layers the registration imports (the model builder of the
-conversions, the pipelines' SQuAD and CLINE loaders, the study's scoring workers,
-``truneg-train-help``'s parser) call :func:`register` themselves as well: whatever imported the
-package first, they never run on an unregistered fairseq. :func:`register` does its work once
-per process; a second call changes nothing (each mend also checks that it is not installed).
+``truneg-*`` console command of :data:`COMMANDS`, a wrapper ``<name>.py`` that imports ``main``
+of ``truneg_fairseq.cli.<name>`` as those of the checkout's ``scripts/`` do, or
+``python -m truneg_fairseq.cli.<name>``), told from the interpreter's own command line
+(``sys.orig_argv``: nothing in the process rewrites it, and a worker that multiprocessing starts
+has its own). Importing fairseq and torch takes seconds, and a command's ``--help`` or a usage
+error needs neither: the commands' modules import only the standard library and fairseq-free
+parts of the package at module level, and every command registers the plugin as soon as its
+command line is parsed (:class:`truneg_fairseq.cli.args.CommandParser`), so everything past
+parsing runs as it does after ``import truneg_fairseq``. The package's own paths into fairseq
+above the layers the registration imports (the conversions' model builder, the SQuAD and CLINE
+loaders of ``pipelines/``, the study's scoring workers, ``truneg-train-help``'s parser) call
+:func:`register` themselves too: whatever imported the package first, they never run on an
+unregistered fairseq. Anything this does not recognise as a command registers at once.
+
+:func:`register` does its work once per process: a second call, or a second
+``compat.install()``, changes nothing.
 """
 
 import os
