@@ -1,6 +1,6 @@
 """The console commands pyproject.toml declares ([project.scripts]) are installed next to the
-interpreter and work from any directory: each answers --help, and a real one builds a synonym
-table from a directory outside the checkout."""
+interpreter and work from any directory: each answers --help without importing fairseq or torch,
+and a real one builds a synonym table from a directory outside the checkout."""
 
 import importlib.util
 import os
@@ -54,11 +54,16 @@ def test_help_from_another_directory(name, tmp_path):
         # declared for a command another change adds (cli/prepare_corpus, cli/evaluate_mlm,
         # cli/demo): checked once that module exists
         pytest.skip(f"{module} is not in this checkout yet")
-    proc = _run([_command(name), "--help"], tmp_path)
+    # the interpreter's import log (-X importtime, on stderr): --help needs neither fairseq nor
+    # torch (the package root registers the plugin once a command line is parsed)
+    proc = _run([sys.executable, "-X", "importtime", _command(name), "--help"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage:" in proc.stdout.lower() or "example" in proc.stdout.lower(), proc.stdout[:500]
     assert "Traceback" not in proc.stderr
     assert not any(tmp_path.iterdir()), "--help wrote files into the current directory"
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    assert "truneg_fairseq.cli" in imported  # the log is there
+    assert not {"fairseq", "torch", "transformers"} & imported, f"{name} --help imports them"
 
 
 def test_build_synonyms_from_another_directory(tmp_path, corpus_dir, data_bin, synonym_table):

@@ -1,17 +1,132 @@
 """truneg-fairseq: counter-false-negative masked-LM pre-training as a fairseq ``--user-dir`` plugin.
 
-fairseq imports this package by directory name (``--user-dir truneg_fairseq``); it auto-imports
-``tasks/`` and ``models/`` but not ``criterions/`` or ``optim/``, so all are imported here.
+Importing the package registers it with fairseq (:func:`register`): the mends of
+:mod:`truneg_fairseq.compat` are installed, then the criterions, models, architectures, tasks,
+the ``fused_adamw`` optimizer and the ``wordpiece`` BPE are registered and ``masked_lm``'s
+whole-word mask is mended. fairseq imports the package by directory name
+(``--user-dir truneg_fairseq``) and auto-imports only ``tasks/`` and ``models/``, so everything
+is imported here; ``import truneg_fairseq`` in a session or a script does the same.
+
+One kind of process waits: one whose program is one of the package's own commands (a
+``truneg-*`` console command of :data:`COMMANDS`, a wrapper ``<name>.py`` that imports ``main``
+of ``truneg_fairseq.cli.<name>`` as those of the checkout's ``scripts/`` do, or
+``python -m truneg_fairseq.cli.<name>``), told from the interpreter's own command line
+(``sys.orig_argv``: nothing in the process rewrites it, and a worker that multiprocessing starts
+has its own). Importing fairseq and torch takes seconds, and a command's ``--help`` or a usage
+error needs neither: the commands' modules import only the standard library and fairseq-free
+parts of the package at module level, and every command registers the plugin as soon as its
+command line is parsed (:class:`truneg_fairseq.cli.args.CommandParser`), so everything past
+parsing runs as it does after ``import truneg_fairseq``. The package's own paths into fairseq
+above the layers the registration imports (the conversions' model builder, the SQuAD and CLINE
+loaders of ``pipelines/``, the study's scoring workers, ``truneg-train-help``'s parser) call
+:func:`register` themselves too: whatever imported the package first, they never run on an
+unregistered fairseq. Anything this does not recognise as a command registers at once.
+
+:func:`register` does its work once per process: a second call, or a second
+``compat.install()``, changes nothing.
 """
 
-from . import compat
-
-compat.install()
-
-from . import criterions, models, optim, tasks  # noqa: E402,F401  (registration)
-from .text import give_masked_lm_whole_words  # noqa: E402  (and the ``wordpiece`` BPE)
-
-# the one mend outside compat/: it needs the tokenizer layer above compat (compat/__init__.py)
-give_masked_lm_whole_words()
+import os
+import sys
+from typing import Optional, Sequence
 
 __version__ = "0.1.0"
+
+# the console commands of pyproject.toml's [project.scripts] (tests/test_lazy_root.py checks
+# that the two agree; a command missing here still works, it only registers at once)
+COMMANDS = (
+    "truneg-build-synonyms",
+    "truneg-cline-hits",
+    "truneg-convert-hf",
+    "truneg-demo",
+    "truneg-evaluate",
+    "truneg-glue-predict",
+    "truneg-glue-table",
+    "truneg-hf-train",
+    "truneg-make-cline-data",
+    "truneg-perturb",
+    "truneg-prepare-corpus",
+    "truneg-prepare-glue",
+    "truneg-robustness-report",
+    "truneg-squad-eval",
+    "truneg-squad-predict",
+    "truneg-study",
+    "truneg-train-help",
+    "truneg-word-vectors",
+)
+
+_registered = False
+
+
+def register() -> None:
+    """Register the plugin with fairseq and install its mends, once per process: what importing
+    the package does in every process but the package's own commands (module docstring)."""
+    global _registered
+    if _registered:
+        return
+    from . import compat
+
+    compat.install()
+    from . import criterions, models, optim, tasks  # noqa: F401  (registration)
+    from .text import fairseq_bpe, give_masked_lm_whole_words  # noqa: F401  (``wordpiece`` BPE)
+
+    # the one mend outside compat/: it needs the tokenizer layer above compat (compat/__init__.py)
+    give_masked_lm_whole_words()
+    _registered = True
+
+
+def _program(argv: Sequence[str]):
+    """What an interpreter command line runs: ``("module", name)`` for ``-m name``,
+    ``("file", path)`` for a script, ``(None, None)`` for ``-c``, stdin or a line this does not
+    read (the options of ``python --help`` that take a value are skipped)."""
+    args = iter(argv[1:])
+    for a in args:
+        if a in ("-W", "-X", "--check-hash-based-pycs"):
+            next(args, None)
+        elif a.startswith("-m"):
+            return "module", a[2:] or next(args, "")
+        elif a.startswith("-c") or a == "-":
+            return None, None
+        elif not a.startswith("-"):
+            return "file", a
+    return None, None
+
+
+def started_as_command(argv: Optional[Sequence[str]] = None) -> bool:
+    """Whether the interpreter command line ``argv`` (default: this process's,
+    ``sys.orig_argv``) runs one of the package's commands (module docstring). Anything else,
+    an unknown or missing command line included, is not one."""
+    argv = getattr(sys, "orig_argv", None) if argv is None else argv
+    if not argv:
+        return False
+    kind, what = _program(argv)
+    if kind == "module":
+        return what.startswith(__name__ + ".cli.")
+    if kind != "file":
+        return False
+    name = os.path.basename(what)
+    name = name[: -len(".exe")] if name.endswith(".exe") else name
+    if name in COMMANDS:
+        return True
+    return _is_wrapper(what)
+
+
+def _is_wrapper(path: str) -> bool:
+    """Whether the script ``path`` is the wrapper ``<name>.py`` of command module
+    ``truneg_fairseq.cli.<name>`` (those of the checkout's scripts folder, or a copy): it is
+    named after one and imports its ``main``."""
+    stem, ext = os.path.splitext(os.path.basename(path))
+    here = os.path.dirname(os.path.abspath(__file__))
+    if ext != ".py" or stem in ("__init__", "args", "common"):
+        return False
+    if not os.path.isfile(os.path.join(here, "cli", stem + ".py")):
+        return False
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f"from {__name__}.cli.{stem} import main" in f.read()
+    except OSError:
+        return False
+
+
+if not started_as_command():
+    register()

@@ -103,8 +103,9 @@ def read_checkpoint(checkpoint, data: Optional[str] = None) -> dict:
     (``data``: the data directory it is to be evaluated on, for the messages)."""
     from fairseq import checkpoint_utils
 
-    # importing this module ran the package root: the plugin's names are registered and the
-    # loading shims installed before fairseq reads the checkpoint
+    # the plugin's names are registered and the loading shims installed before fairseq reads the
+    # checkpoint: by the package root where it was imported, by a command once its line is parsed
+    # (truneg_fairseq/__init__.py; this leaf module cannot import the root, which imports it)
     from truneg_fairseq.compat.checkpoint_configs import (
         UnsafeCheckpointError,
         plugin_families_only,

@@ -1,17 +1,32 @@
 """Argument helpers several commands share (beyond :mod:`truneg_fairseq.cli.common`): the
-parser of a command described by its module docstring, the study's ``--jobs`` flag, and
-parsing a command line whose ``--dict`` is required."""
+parser of a command described by its module docstring (which registers the plugin once the
+command line is parsed), the study's ``--jobs`` flag, and parsing a command line whose
+``--dict`` is required."""
 
 import argparse
 
 from truneg_fairseq.cli.common import check_required_dict, count_arg
 
 
-def command_parser(doc: str) -> argparse.ArgumentParser:
+class CommandParser(argparse.ArgumentParser):
+    """The parser of every command: a command line :meth:`parse_args` accepted (``--help`` and
+    usage errors end before) leaves the plugin registered with fairseq
+    (:func:`truneg_fairseq.register`, a no-op where importing the package did it), so that what
+    the command does next runs as it does after ``import truneg_fairseq``. A command's process
+    imports the package without registering it, so that ``--help`` and a mistyped flag need
+    neither fairseq nor torch (the package root's docstring)."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        import truneg_fairseq
+
+        truneg_fairseq.register()
+        return parsed
+
+
+def command_parser(doc: str) -> CommandParser:
     """The parser of a command whose ``--help`` shows ``doc`` (its module docstring) as written."""
-    return argparse.ArgumentParser(
-        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    return CommandParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_jobs_arg(parser: argparse.ArgumentParser) -> None:

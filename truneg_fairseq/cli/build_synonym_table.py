@@ -25,6 +25,7 @@ Examples:
 import argparse
 import os
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
     add_dict_flag,
     check_required_dict,
@@ -36,10 +37,7 @@ from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(__doc__)
     add_dict_flag(p, help="fairseq dict.txt (from fairseq-preprocess)")
     # GPT-2: encoder.json is enough here (vocab.bpe optional, checked to exist)
     add_tokenizer_args(p)

@@ -35,8 +35,7 @@ from truneg_fairseq.cli.common import (
     setup_logging,
     write_output,
 )
-from truneg_fairseq.data.cline import TOKENIZERS
-from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
+from truneg_fairseq.text import PIECE_KINDS, TokenizerSpec, add_tokenizer_args
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -48,7 +47,8 @@ def get_parser() -> argparse.ArgumentParser:
     src.add_argument("--sentences", help="sentences (one per line) to make triplets from")
     p.add_argument("--save-triplets", help="write the triplets made from --sentences here (TSV)")
     p.add_argument("--max-triplets", type=int, default=0, help="use at most N triplets (0: all)")
-    add_tokenizer_args(p, default="sentencepiece", kinds=TOKENIZERS)
+    # the kinds CLINE data accepts (data.cline.TOKENIZERS), named without importing torch
+    add_tokenizer_args(p, default="sentencepiece", kinds=PIECE_KINDS)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", help="also write the results as JSON here")

@@ -12,13 +12,12 @@ Example:
 import argparse
 import sys
 
+from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import interruptible
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = command_parser(__doc__)
     p.add_argument("runs", help="folder holding one sub-folder per task (with train.log)")
     p.add_argument("--name", default="model", help="row label")
     return p

@@ -74,9 +74,12 @@ def _written(args) -> list:
     return [("--output-dir", os.path.join(args.output_dir, n)) for n in names]
 
 
-def build_parser():
-    from truneg_fairseq.hf.objective import OBJECTIVES
+# hf.objective.OBJECTIVES, named here so that --help imports neither torch nor fairseq (a test
+# checks that the two agree; HFTrainConfig refuses any other objective)
+OBJECTIVES = ("mlm", "hard_correction", "soft_reg", "sent_kl")
 
+
+def build_parser():
     p = command_parser(__doc__)
     p.add_argument("model_dir", metavar="MODEL_DIR", help="local HuggingFace model directory")
     p.add_argument("--train", help="training text: a file or a folder of .txt files")

@@ -35,8 +35,7 @@ import os
 
 from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import add_dict_flag, fail, interruptible, setup_logging
-from truneg_fairseq.data.cline import TOKENIZERS
-from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
+from truneg_fairseq.text import PIECE_KINDS, TokenizerSpec, add_tokenizer_args
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -63,7 +62,8 @@ def get_parser() -> argparse.ArgumentParser:
         help="keep at most this many lines of --input/--wordnet-glosses",
     )
     p.add_argument("--output-dir", required=True)
-    add_tokenizer_args(p, default="sentencepiece", kinds=TOKENIZERS)
+    # the kinds CLINE data accepts (data.cline.TOKENIZERS), named without importing torch
+    add_tokenizer_args(p, default="sentencepiece", kinds=PIECE_KINDS)
     add_dict_flag(
         p,
         required=False,

@@ -8,13 +8,18 @@ returns its help: every flag once, with the owner prefix the plugin gives its ow
 
 from typing import Sequence
 
-from fairseq import options
-
 from truneg_fairseq.cli.common import interruptible
 
 
 def training_parser(argv: Sequence[str]):
-    """The argparse parser fairseq-train builds for ``argv`` (DATA may be omitted)."""
+    """The argparse parser fairseq-train builds for ``argv`` (DATA may be omitted), the plugin
+    registered first (``--user-dir truneg_fairseq`` names a package imported already, which
+    fairseq does not import again)."""
+    from fairseq import options
+
+    import truneg_fairseq
+
+    truneg_fairseq.register()
     argv = [a for a in argv if a not in ("-h", "--help")]
     if not argv or argv[0].startswith("-"):
         argv = ["DATA", *argv]

@@ -73,8 +73,9 @@ def _build(task: str, arch: str, sizes: Dict[str, object], data_dir: Path):
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    import truneg_fairseq  # noqa: F401  (registration)
+    import truneg_fairseq
 
+    truneg_fairseq.register()
     parser = options.get_training_parser()
     ns = options.parse_args_and_arch(
         parser, [str(data_dir), "--cpu", "--task", task, "--arch", arch]

@@ -215,8 +215,9 @@ def cline_hits(cfg: HitsConfig) -> Tuple[int, Dict[str, dict]]:
     encoder = PieceEncoder(cfg.tokenizer)
     triplets = hits_triplets(cfg)
 
-    import truneg_fairseq  # noqa: F401  (registration)
+    import truneg_fairseq
 
+    truneg_fairseq.register()
     results = {}
     for ck in cfg.checkpoints:
         models, _, task = load_for_inference(ck, cfg.data)

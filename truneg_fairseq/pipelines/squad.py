@@ -27,10 +27,11 @@ def predict_squad(cfg: SquadPredictConfig) -> Dict[str, str]:
     :class:`~truneg_fairseq.checkpoints.CheckpointError` for a checkpoint that cannot be used."""
     import torch
 
-    import truneg_fairseq  # noqa: F401  (registration)
+    import truneg_fairseq
     from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
     from truneg_fairseq.data import squad
 
+    truneg_fairseq.register()
     models, ck_cfg, task = load_for_inference(cfg.checkpoint, cfg.data)
     if ck_cfg.task._name != "squad":
         raise CheckpointError(

@@ -19,6 +19,9 @@ word, goes through :func:`build_tokenizer` (``tokenizers.py``). A :class:`Tokeni
   (``get_whole_word_mask``: fairseq's ``sentencepiece`` and ``gpt2`` BPEs, and the ``wordpiece``
   BPE registered in ``fairseq_bpe.py``), for ``--mask-whole-words`` (``whole_words.py``).
 
+Nothing here imports fairseq but ``fairseq_bpe.py``, which the package root imports when it
+registers the plugin: the commands build their tokenizer flags without fairseq.
+
 One flag set names a tokenizer (``spec.py``): scripts add ``--tokenizer``, ``--spm-model``,
 ``--gpt2-encoder-json``, ``--gpt2-vocab-bpe``, ``--vocab``, ``--lowercase`` with
 :func:`add_tokenizer_args`; fairseq configs inherit the same fields under their owner's prefix
@@ -29,8 +32,7 @@ into a :class:`TokenizerSpec`.
 word: what CLINE's replaced-piece labels and the Hits evaluation need.
 """
 
-from truneg_fairseq.text.fairseq_bpe import WordPieceBPE  # noqa: F401  (registers --bpe wordpiece)
-from truneg_fairseq.text.lines import binary_lines, read_lines  # noqa: F401,E402
+from truneg_fairseq.text.lines import binary_lines, read_lines  # noqa: F401
 from truneg_fairseq.text.pieces import PIECE_KINDS, PieceEncoder  # noqa: F401
 from truneg_fairseq.text.record import (  # noqa: F401
     check_record,

@@ -7,8 +7,6 @@ import os
 from dataclasses import dataclass, field, make_dataclass
 from typing import Dict, Optional, Sequence
 
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
-
 from truneg_fairseq.errors import CorpusError
 
 KINDS = ("sentencepiece", "gpt2", "wordpiece", "whitespace")
@@ -167,7 +165,10 @@ def add_tokenizer_args(
 # ---------------------------------------------------------------------------------------------
 
 
-# (name, type, default, help) of each config field; ``{what}`` is the field owner's purpose
+# (name, type, default, help) of each config field; ``{what}`` is the field owner's purpose. The
+# choices ("kind": KINDS, "choice": LOWERCASE) become fairseq ChoiceEnums in tokenizer_fields, so
+# that this module, and the commands' flags (add_tokenizer_args), need no fairseq
+LOWERCASE = ("auto", "yes", "no")
 _FIELDS = (
     (
         "tokenizer",
@@ -181,7 +182,7 @@ _FIELDS = (
     ("vocab", Optional[str], None, "WordPiece vocab.txt or WordPiece tokenizer.json{what}"),
     (
         "lowercase",
-        ChoiceEnum(["auto", "yes", "no"]),
+        "choice",
         "auto",
         "WordPiece: lower-case (and strip accents) first; auto: as the vocabulary's config says",
     ),
@@ -198,11 +199,15 @@ def tokenizer_fields(
     ``{prefix}_spm_model``, ... (``--{prefix}-tokenizer`` on the command line): a dataclass for
     a task's (or BPE's) config to inherit, read back by :meth:`TokenizerSpec.from_config`.
     ``default`` is the kind when none is given (None: the data directory's record decides)."""
+    from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+
     kind_type = ChoiceEnum(list(KINDS))
     fields = []
     for name, typ, value, help_text in _FIELDS:
         if name not in names:
             continue
+        if typ == "choice":
+            typ = ChoiceEnum(list(LOWERCASE))
         if name == "tokenizer":
             typ, value = (kind_type if default else Optional[kind_type]), default
         fields.append(

@@ -24,9 +24,11 @@ _SCORER = None  # the FixedMaskScorer of a scoring worker process
 def _start_scorer(args: tuple, threads: int) -> None:
     import torch
 
+    import truneg_fairseq
     from truneg_fairseq.pipelines.scorer import FixedMaskScorer
 
     global _SCORER
+    truneg_fairseq.register()  # a spawned worker: as registered as its parent
     torch.set_num_threads(threads)
     # a spawned worker: warnings and errors in fairseq's format; the parent logs each score
     logging.basicConfig(
