@@ -25,6 +25,7 @@ BMUF keep fairseq's own per-update reduction.
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections.abc import Mapping
 from typing import Dict, List, Optional
@@ -243,6 +244,8 @@ def device_statistics() -> None:
 
     state_dict = Trainer.state_dict
 
+    # the markers of the mends it wraps stay visible (each mend checks for its own)
+    @functools.wraps(state_dict)
     def trainer_state_dict(self):
         flush(self)  # the saved meters hold every update
         return state_dict(self)
