@@ -43,3 +43,43 @@ def test_ctrl_c_during_a_run_exits_130_with_one_line(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "interrupted (Ctrl-C): nothing partial was written"
+
+
+def test_an_interrupted_run_stops_the_commands_it_started(tmp_path):
+    """The demo's and the study's commands run as child processes: a Ctrl-C that reaches only
+    the parent (``kill -INT``) must not leave them running, nor keep the parent waiting for them
+    (one command, and two side by side)."""
+    import logging
+    import threading
+    import time
+
+    import pytest
+
+    from truneg_fairseq.pipelines.study.run import Runner
+
+    marker = tmp_path / "pids"
+    child = [
+        sys.executable,
+        "-c",
+        f"import os, time; open({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n'); "
+        "print('started', flush=True); time.sleep(60)",
+    ]
+    for jobs in ([(child, "one")], [(child, "a"), (child, "b")]):
+        marker.write_text("")
+        run = Runner(str(tmp_path), logging.getLogger("test"), echo=False)
+        timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        start = time.time()
+        with pytest.raises(KeyboardInterrupt):
+            run.run_many(jobs, parallel=len(jobs))
+        timer.cancel()
+        assert time.time() - start < 30
+        pids = [int(p) for p in marker.read_text().split()]
+        assert len(pids) == len(jobs)
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                alive = open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+            except (ProcessLookupError, FileNotFoundError):
+                alive = False
+            assert not alive, f"command {pid} still runs"

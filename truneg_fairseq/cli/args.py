@@ -18,10 +18,30 @@ class CommandParser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
-        import truneg_fairseq
-
-        truneg_fairseq.register()
+        _register_whole()
         return parsed
+
+
+def _register_whole() -> None:
+    """:func:`truneg_fairseq.register`, with a Ctrl-C that arrives during its imports taken after
+    them: an import broken off halfway leaves a module half made (numpy's, say), which fails
+    later in ways that have nothing to do with the interrupt."""
+    import signal
+    import threading
+
+    import truneg_fairseq
+
+    if threading.current_thread() is not threading.main_thread():
+        truneg_fairseq.register()
+        return
+    pending = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        truneg_fairseq.register()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt
 
 
 def command_parser(doc: str) -> CommandParser:

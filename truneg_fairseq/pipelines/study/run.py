@@ -74,15 +74,23 @@ class Runner:
         )
         with ThreadPoolExecutor(parallel) as pool:
             futures = [pool.submit(self._run, cmd, name, env) for cmd, name in jobs]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            try:
+                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            except BaseException:  # Ctrl-C: the running commands stop too, not only this process
+                self._stop(futures)
+                raise
             failed = [f for f in done if f.exception() is not None]
             if failed:
-                self._stopped = True
-                for f in futures:
-                    f.cancel()
-                for proc in list(self._procs):
-                    proc.terminate()
+                self._stop(futures)
                 raise failed[0].exception()
+
+    def _stop(self, futures) -> None:
+        """Stop the commands running and those not started (the pool's threads then end)."""
+        self._stopped = True
+        for f in futures:
+            f.cancel()
+        for proc in list(self._procs):
+            proc.terminate()
 
     def _run(self, cmd: Sequence[str], name: str, env: Optional[dict] = None) -> float:
         if self._stopped:
@@ -105,6 +113,10 @@ class Runner:
                     if self.echo and any(key in line for key in self.ECHO):
                         self.log.info(f"[{name}] " + line.split("| INFO | ", 1)[-1].rstrip())
                 rc = proc.wait()
+            except BaseException:  # Ctrl-C or a failure here: the command does not run on alone
+                proc.terminate()
+                proc.wait()
+                raise
             finally:
                 self._procs.discard(proc)
         if rc != 0:
