@@ -10,7 +10,11 @@ from fairseq import utils
 from fairseq.models.transformer import TransformerConfig
 from fairseq.modules import LayerNorm, PositionalEmbedding
 
-from truneg_fairseq.models.encoder_layer import BatchFirstEncoderLayer, attention_mask
+from truneg_fairseq.models.encoder_layer import (
+    BatchFirstEncoderLayer,
+    attention_mask,
+    mask_dtype,
+)
 
 
 def _layer_config(hidden, heads, ffn, cfg) -> TransformerConfig:
@@ -99,7 +103,7 @@ class ElectraStack(nn.Module):
             x = self.project(x)  # B x T x H
         if padding_mask is not None:
             x = x.masked_fill(padding_mask.unsqueeze(-1), 0.0)
-        sdpa_mask = attention_mask(padding_mask)  # B x 1 x 1 x T, once for every layer
+        sdpa_mask = attention_mask(padding_mask, mask_dtype(x))  # B x 1 x 1 x T, once
         states = [x] if return_all_hiddens else None
         for layer in self.layers:
             x = layer(x, padding_mask, sdpa_mask)  # B x T x H

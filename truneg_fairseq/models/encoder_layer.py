@@ -28,13 +28,24 @@ from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor
 
 
-def attention_mask(padding_mask: Optional[Tensor]) -> Optional[Tensor]:
-    """B x T bool padding mask (True at padding) -> B x 1 x 1 x T bool SDPA mask (True where a
-    key may be attended), broadcast over heads and queries; None stays None (no padding: SDPA
-    may then pick FlashAttention)."""
+def attention_mask(padding_mask: Optional[Tensor], dtype=torch.bool) -> Optional[Tensor]:
+    """B x T bool padding mask (True at padding) -> B x 1 x 1 x T SDPA mask broadcast over heads
+    and queries: bool (True where a key may be attended), or additive (-inf at padding) in a
+    floating ``dtype``, which spares SDPA its bool-to-float conversion in every layer. None stays
+    None (no padding: SDPA may then pick FlashAttention)."""
     if padding_mask is None:
         return None
-    return padding_mask.logical_not()[:, None, None, :]
+    if dtype == torch.bool:
+        return padding_mask.logical_not()[:, None, None, :]
+    zeros = torch.zeros(padding_mask.shape, dtype=dtype, device=padding_mask.device)
+    return zeros.masked_fill(padding_mask, float("-inf"))[:, None, None, :]
+
+
+def mask_dtype(x: Tensor) -> torch.dtype:
+    """The dtype attention computes in for activations ``x``: autocast's where it is on."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return x.dtype
 
 
 def _dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -67,19 +78,20 @@ class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
         super().__init__(cfg, return_fc=return_fc)
         self.num_heads = cfg.encoder.attention_heads
 
-    def attention(self, x: Tensor, sdpa_mask: Optional[Tensor]) -> Tensor:
-        """B x T x C -> B x T x C self-attention; ``sdpa_mask`` as :func:`attention_mask`."""
-        bsz, seq_len, dim = x.shape
+    def attention(self, x: Tensor, bsz: int, seq_len: int, sdpa_mask: Optional[Tensor]) -> Tensor:
+        """N x C -> N x C self-attention (N = B * T, batch-major rows); ``sdpa_mask`` as
+        :func:`attention_mask`."""
         attn = self.self_attn
         heads = self.num_heads
-        # B x T x C -> B x H x T x D
+        # N x C -> B x H x T x D
         q = attn.q_proj(x).view(bsz, seq_len, heads, -1).transpose(1, 2)
         k = attn.k_proj(x).view(bsz, seq_len, heads, -1).transpose(1, 2)
         v = attn.v_proj(x).view(bsz, seq_len, heads, -1).transpose(1, 2)
+        if sdpa_mask is not None and sdpa_mask.dtype != torch.bool and sdpa_mask.dtype != q.dtype:
+            sdpa_mask = sdpa_mask.to(q.dtype)  # an additive mask made for another dtype
         p = attn.dropout_module.p if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=p)
-        y = y.transpose(1, 2).reshape(bsz, seq_len, dim)  # B x T x C
-        return attn.out_proj(y)
+        return attn.out_proj(y.transpose(1, 2).reshape(-1, x.shape[-1]))  # N x C
 
     def forward(
         self,
@@ -93,10 +105,13 @@ class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
         with ``return_fc``)."""
         if sdpa_mask is None:
             sdpa_mask = attention_mask(padding_mask)
+        bsz, seq_len, dim = x.shape
+        # the layer works on N x C rows (N = B * T): linears on 2-D inputs are one addmm each
+        x = x.reshape(-1, dim)
         residual = x
         if self.normalize_before:
             x = self.self_attn_layer_norm(x)
-        x = self.attention(x, sdpa_mask)
+        x = self.attention(x, bsz, seq_len, sdpa_mask)
         x = residual + _dropout(x, self.dropout_module.p, self.training)
         if not self.normalize_before:
             x = self.self_attn_layer_norm(x)
@@ -110,8 +125,9 @@ class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
         x = residual + _dropout(x, self.dropout_module.p, self.training)
         if not self.normalize_before:
             x = self.final_layer_norm(x)
+        x = x.view(bsz, seq_len, dim)  # B x T x C
         if self.return_fc:
-            return x, fc_result
+            return x, fc_result.view(bsz, seq_len, dim)
         return x
 
 
@@ -141,7 +157,7 @@ class BatchFirstTransformerEncoder(TransformerEncoder):
         padding_mask = src_tokens.eq(self.padding_idx)  # B x T
         x, encoder_embedding = self.forward_embedding(src_tokens, token_embeddings)
         x = x.masked_fill(padding_mask.unsqueeze(-1), 0.0)  # B x T x C, padding zeroed
-        sdpa_mask = attention_mask(padding_mask)  # B x 1 x 1 x T, once for every layer
+        sdpa_mask = attention_mask(padding_mask, mask_dtype(x))  # B x 1 x 1 x T, once
 
         states: List[Tensor] = [x] if return_all_hiddens else []
         fc_results: List[Optional[Tensor]] = []
