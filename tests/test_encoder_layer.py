@@ -8,7 +8,7 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 from fairseq.models.roberta.model import RobertaEncoder, base_architecture
-from fairseq.models.transformer import TransformerConfig, TransformerEncoder
+from fairseq.models.transformer import TransformerEncoder
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -16,13 +16,14 @@ from truneg_fairseq.models.encoder_layer import (
     BatchFirstEncoderLayer,
     BatchFirstTransformerEncoder,
     batch_first_encoder,
+    fresh_layer_config,
 )
 
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "is_nonzero", "item"}
 
 
 def _layer_cfg(normalize_before, activation="gelu"):
-    tc = TransformerConfig()
+    tc = fresh_layer_config()
     tc.encoder.embed_dim = 16
     tc.encoder.attention_heads = 4
     tc.encoder.ffn_embed_dim = 24

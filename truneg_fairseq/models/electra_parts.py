@@ -13,6 +13,7 @@ from fairseq.modules import LayerNorm, PositionalEmbedding
 from truneg_fairseq.models.encoder_layer import (
     BatchFirstEncoderLayer,
     attention_mask,
+    fresh_layer_config,
     mask_dtype,
 )
 
@@ -20,7 +21,7 @@ from truneg_fairseq.models.encoder_layer import (
 def _layer_config(hidden, heads, ffn, cfg) -> TransformerConfig:
     """The fairseq layer config of one stack; ``cfg`` is the model's :class:`ElectraConfig`
     (dropouts, activation)."""
-    tc = TransformerConfig()
+    tc = fresh_layer_config()
     tc.encoder.embed_dim = hidden
     tc.encoder.attention_heads = heads
     tc.encoder.ffn_embed_dim = ffn

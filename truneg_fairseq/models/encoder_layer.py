@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerConfig, TransformerEncoder
+from fairseq.models.transformer.transformer_config import EncDecBaseConfig, QuantNoiseConfig
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor
@@ -46,6 +47,16 @@ def mask_dtype(x: Tensor) -> torch.dtype:
     if torch.is_autocast_enabled(x.device.type):
         return torch.get_autocast_dtype(x.device.type)
     return x.dtype
+
+
+def fresh_layer_config() -> TransformerConfig:
+    """A ``TransformerConfig`` whose encoder and quant-noise groups belong to it: fairseq's
+    ``TransformerConfig()`` holds the group classes themselves, so setting
+    ``cfg.encoder.embed_dim`` on one would change every later default."""
+    tc = TransformerConfig()
+    tc.encoder = EncDecBaseConfig()
+    tc.quant_noise = QuantNoiseConfig()
+    return tc
 
 
 def _dropout(x: Tensor, p: float, training: bool) -> Tensor:
