@@ -27,15 +27,13 @@ def samples(task, n=6):
 
 
 def record_masks(model):
-    """(key_padding_mask, the model's no-padding flag) of every call of the first attention layer."""
+    """(padding mask, the model's no-padding flag) of every call of the first encoder layer."""
     seen = []
 
-    def hook(module, args, kwargs):
-        seen.append((kwargs.get("key_padding_mask"), model._batch_unpadded))
+    def hook(module, args):
+        seen.append((args[1], model._batch_unpadded))  # (x, padding_mask, sdpa_mask)
 
-    handle = model.discriminator.layers[0].self_attn.register_forward_pre_hook(
-        hook, with_kwargs=True
-    )
+    handle = model.discriminator.layers[0].register_forward_pre_hook(hook)
     return seen, handle
 
 

@@ -39,6 +39,7 @@ from fairseq.models.roberta.model import RobertaModel, base_architecture
 from fairseq.utils import safe_getattr
 
 from truneg_fairseq.models import import_sizes
+from truneg_fairseq.models.encoder_layer import BatchFirstRoberta
 from truneg_fairseq.models.layernorm import set_layernorm_eps
 from truneg_fairseq.models.roberta import RobertaObjectives, encoder_sizes
 from truneg_fairseq.models.sizes import BERT_SIZES, EncoderSize
@@ -48,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 
 @register_model("bert")
-class BertModel(UpdateHooks, RobertaObjectives, RobertaModel):
+class BertModel(BatchFirstRoberta, UpdateHooks, RobertaObjectives, RobertaModel):
     """fairseq's RoBERTa with BERT's LayerNorm epsilon and a segment-offset buffer for export;
     it serves every masked-LM objective of the plugin (:mod:`truneg_fairseq.models.objectives`)."""
 

@@ -9,13 +9,19 @@ import torch.nn as nn
 from fairseq import utils
 from fairseq.models.transformer import TransformerConfig
 from fairseq.modules import LayerNorm, PositionalEmbedding
-from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+
+from truneg_fairseq.models.encoder_layer import (
+    BatchFirstEncoderLayer,
+    attention_mask,
+    fresh_layer_config,
+    mask_dtype,
+)
 
 
 def _layer_config(hidden, heads, ffn, cfg) -> TransformerConfig:
     """The fairseq layer config of one stack; ``cfg`` is the model's :class:`ElectraConfig`
     (dropouts, activation)."""
-    tc = TransformerConfig()
+    tc = fresh_layer_config()
     tc.encoder.embed_dim = hidden
     tc.encoder.attention_heads = heads
     tc.encoder.ffn_embed_dim = ffn
@@ -79,13 +85,15 @@ class ElectraGeneratorHead(nn.Module):
 
 
 class ElectraStack(nn.Module):
-    """Projection from the shared embedding size plus fairseq transformer encoder layers."""
+    """Projection from the shared embedding size plus fairseq's transformer encoder layers, run
+    batch-first with SDPA attention (:class:`BatchFirstEncoderLayer`, fairseq's parameters and
+    keys)."""
 
     def __init__(self, embed_dim, hidden, layers, heads, ffn, cfg):
         super().__init__()
         self.project = nn.Linear(embed_dim, hidden) if embed_dim != hidden else None
         tc = _layer_config(hidden, heads, ffn, cfg)
-        self.layers = nn.ModuleList([TransformerEncoderLayerBase(tc) for _ in range(layers)])
+        self.layers = nn.ModuleList([BatchFirstEncoderLayer(tc) for _ in range(layers)])
 
     def forward(self, x, padding_mask, return_all_hiddens: bool = False):
         """x: B x T x E embeddings, padding_mask: B x T bool, or None for a batch without padding
@@ -95,13 +103,11 @@ class ElectraStack(nn.Module):
         if self.project is not None:
             x = self.project(x)  # B x T x H
         if padding_mask is not None:
-            x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))
-        x = x.transpose(0, 1)  # T x B x H (fairseq layers are time-major)
+            x = x.masked_fill(padding_mask.unsqueeze(-1), 0.0)
+        sdpa_mask = attention_mask(padding_mask, mask_dtype(x))  # B x 1 x 1 x T, once
         states = [x] if return_all_hiddens else None
         for layer in self.layers:
-            x = layer(x, encoder_padding_mask=padding_mask)
+            x = layer(x, padding_mask, sdpa_mask)  # B x T x H
             if states is not None:
                 states.append(x)
-        if states is not None:
-            return [h.transpose(0, 1) for h in states]
-        return x.transpose(0, 1)  # B x T x H
+        return states if states is not None else x

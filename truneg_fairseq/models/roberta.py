@@ -14,6 +14,7 @@ from fairseq.models.roberta.model import RobertaModel, base_architecture, robert
 from fairseq.utils import safe_getattr
 
 from truneg_fairseq.models import embed_init
+from truneg_fairseq.models.encoder_layer import BatchFirstRoberta
 from truneg_fairseq.models.objectives import MaskedLMObjectives
 from truneg_fairseq.models.sizes import BERT_SIZES, EncoderSize
 from truneg_fairseq.models.update_hooks import UpdateHooks
@@ -36,7 +37,7 @@ class RobertaObjectives(MaskedLMObjectives):
 
 
 @register_model("truneg_roberta")
-class TrunegRobertaModel(UpdateHooks, RobertaObjectives, RobertaModel):
+class TrunegRobertaModel(BatchFirstRoberta, UpdateHooks, RobertaObjectives, RobertaModel):
     """fairseq's RoBERTa, serving every masked-LM objective of the plugin."""
 
     @staticmethod
