@@ -5,6 +5,7 @@ and the blocks need nothing of the model's construction, pre-training or checkpo
 Module and parameter names here are checkpoint keys: keep them.
 """
 
+import torch
 import torch.nn as nn
 from fairseq import utils
 from fairseq.models.transformer import TransformerConfig
@@ -67,7 +68,15 @@ class ElectraDiscriminatorHead(nn.Module):
         x = self.activation_fn(self.dense(x))
         if self.layer_norm is not None:
             x = self.layer_norm(x)
-        return self.out_proj(x).squeeze(-1)
+        # The logit projection runs in its weights' dtype, outside autocast: fp32 under fp16
+        # autocast (--amp). Early in training the replaced-token-detection gradient has one sign
+        # at most tokens, and out_proj's bias and weight gradients are sums over all B x T
+        # tokens: 43,700 (before any loss scale) for the bias of ELECTRA-small at 128 x 128,
+        # which fp16 (largest value 65,504) cannot hold at any loss scale of 2 or more. Under
+        # fairseq's --fp16 the weights are fp16 and it stays fp16; in fp32 nothing changes.
+        dtype = self.out_proj.weight.dtype
+        with torch.autocast(x.device.type, enabled=False):
+            return self.out_proj(x.to(dtype)).squeeze(-1)
 
 
 class ElectraGeneratorHead(nn.Module):
