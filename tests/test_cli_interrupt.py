@@ -30,6 +30,9 @@ def test_ctrl_c_during_a_run_exits_130_with_one_line(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        # as from a terminal: a test run started in the background ignores SIGINT, and an
+        # ignored signal stays ignored in the processes it starts
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         for line in proc.stdout:  # the demo is building its corpus from WordNet
@@ -49,6 +52,23 @@ def test_an_interrupted_run_stops_the_commands_it_started(tmp_path):
     """The demo's and the study's commands run as child processes: a Ctrl-C that reaches only
     the parent (``kill -INT``) must not leave them running, nor keep the parent waiting for them
     (one command, and two side by side)."""
+    marker = tmp_path / "pids"
+    child = [
+        sys.executable,
+        "-c",
+        f"import os, time; open({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n'); "
+        "print('started', flush=True); time.sleep(60)",
+    ]
+    # Ctrl-C raises KeyboardInterrupt here as in a command (a test run started in the
+    # background inherits SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_runs(tmp_path, child, marker)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt_runs(tmp_path, child, marker):
     import logging
     import threading
     import time
@@ -57,13 +77,6 @@ def test_an_interrupted_run_stops_the_commands_it_started(tmp_path):
 
     from truneg_fairseq.pipelines.study.run import Runner
 
-    marker = tmp_path / "pids"
-    child = [
-        sys.executable,
-        "-c",
-        f"import os, time; open({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n'); "
-        "print('started', flush=True); time.sleep(60)",
-    ]
     for jobs in ([(child, "one")], [(child, "a"), (child, "b")]):
         marker.write_text("")
         run = Runner(str(tmp_path), logging.getLogger("test"), echo=False)
