@@ -74,6 +74,7 @@ class OpCounter(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.kernels = 0
+        self.ops = collections.Counter()
         self.syncs = collections.Counter()
         self.cpu_optimizer = 0
 
@@ -89,6 +90,7 @@ class OpCounter(TorchDispatchMode):
                 self.syncs[_asker(stack)] += 1
         elif not func.is_view and name not in ALLOC_OPS and name not in NO_LAUNCH_OPS:
             self.kernels += 1
+            self.ops[name] += 1
         return func(*args, **(kwargs or {}))
 
 
@@ -102,7 +104,7 @@ def _asker(stack) -> str:
     return "elsewhere"
 
 
-def build(size, criterion, work, log_interval, fused_attention=False):
+def build(size, criterion, work, log_interval, fused_attention=False, bf16=False):
     """fairseq's Trainer with the recipes' fast flags, over a dictionary-only data directory."""
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -114,6 +116,8 @@ def build(size, criterion, work, log_interval, fused_attention=False):
     argv = [os.path.dirname(table), *gpu_step._model_args(size, criterion, "static", table)]
     if fused_attention:  # SDPA's fused CPU kernel takes no dropout; CUDA's flash kernel does
         argv += ["--attention-dropout" if "roberta" in size else "--electra-attention-dropout", "0"]
+    if bf16:  # the recipes' precision: fp32 weights, the forward under bf16 autocast
+        argv += ["--bf16"]
     argv += [
         "--cpu", "--optimizer", "fused_adamw", "--clip-norm", "1.0", "--lr", "5e-4",
         "--lr-scheduler", "polynomial_decay", "--warmup-updates", "10",
@@ -136,11 +140,11 @@ def build(size, criterion, work, log_interval, fused_attention=False):
     return trainer, crit, batches
 
 
-def count(size, criterion, graphs: bool, log_interval: int = 50, fused_attention=False):
+def count(size, criterion, graphs: bool, log_interval: int = 50, fused_attention=False, bf16=False):
     from fairseq.logging import metrics
 
     with tempfile.TemporaryDirectory() as work:
-        trainer, crit, batches = build(size, criterion, work, log_interval, fused_attention)
+        trainer, crit, batches = build(size, criterion, work, log_interval, fused_attention, bf16)
 
         def update(sample):
             with metrics.aggregate("train_inner"):
@@ -180,6 +184,7 @@ def count(size, criterion, graphs: bool, log_interval: int = 50, fused_attention
             update(batches[3])
         row = {
             "kernels": ops.kernels,
+            "ops": dict(ops.ops),
             "syncs": sum(ops.syncs.values()),
             "sync_sites": dict(ops.syncs),
             "cpu_optimizer_reads": ops.cpu_optimizer,
@@ -221,6 +226,13 @@ def main(argv=None):
         "with dropout takes its unfused path (about a dozen operators a layer), so attention "
         "dropout is set to 0 here, which changes nothing else the update launches",
     )
+    p.add_argument(
+        "--bf16",
+        action="store_true",
+        help="the forward under bf16 autocast, as the recipes run it (CPU autocast's operator "
+        "lists, which cast the same matrix products as CUDA's)",
+    )
+    p.add_argument("--top", type=int, default=0, help="print the N most launched operators")
     args = p.parse_args(argv)
     _register_structures(args.layers)
     names = args.only.split(",") if args.only else list(CONFIGS)
@@ -233,13 +245,18 @@ def main(argv=None):
     rows = {}
     for name in names:
         size, criterion = CONFIGS[name]
-        row = rows[name] = count(size, criterion, not args.no_graphs, 50, args.fused_attention)
+        row = rows[name] = count(
+            size, criterion, not args.no_graphs, 50, args.fused_attention, args.bf16
+        )
         print(
             f"{name:<12} {row['kernels']:>8} {row['syncs']:>6} {row['python_calls']:>9} "
             f"{row['python_calls_trainer']:>8} {row.get('graphs', '-'):>7}",
             flush=True,
         )
     for name, row in rows.items():
+        if args.top:
+            top = sorted(row["ops"].items(), key=lambda kv: -kv[1])[: args.top]
+            print(f"  {name}: " + ", ".join(f"{op} {n}" for op, n in top))
         for site, n in sorted(row["sync_sites"].items(), key=lambda kv: -kv[1]):
             print(f"  {name}: {n} x sync at {site}")
     return rows

@@ -14,16 +14,19 @@ each data-parallel backend fairseq offers, and a multi-worker job resumes with t
 No dropout; ELECTRA samples at temperature ~0 (the argmax): the random draws of 2 workers and of
 1 process differ by design."""
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from utils import REPO, TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, USER_DIR, train_in_process
 
 WORKER = str(REPO / "tests" / "cpu_worker.py")
@@ -194,6 +197,55 @@ def test_hand_launched_workers_on_the_default_backend_equal_one_worker(
     assert moved > len(init) // 2  # the updates did change the weights
 
 
+def _inner_logs(log: str):
+    """The values of each ``train_inner`` line (simple log format), timing fields left out."""
+    rows = []
+    for line in log.splitlines():
+        if "train_inner" in line and "num_updates" in line:
+            values = line.split(": ", 1)[1].split(" loss", 1)[1]  # after "epoch 001:  2 / 23"
+            fields = dict(
+                f.strip().replace(" ", "=", 1).split("=") for f in ("loss" + values).split(",")
+            )
+            rows.append(
+                {k: v for k, v in fields.items() if k not in ("wps", "ups", "wall", "train_wall")}
+            )
+    return rows
+
+
+@pytest.mark.slow
+def test_two_workers_under_fairseq_train_take_the_fast_update(data_bin, synonym_table, tmp_path):
+    """``fairseq-train`` with 2 hand-launched workers and ``--optimizer fused_adamw`` runs the
+    update without host-device waits: the log says so, rank 0 saves checkpoints in the middle
+    of a log interval without waiting for the other worker, and the logged values and the
+    weights are those of one worker with ``--update-freq 2``."""
+    task, arch, crit = CASES["electra"]
+    fast = ["--optimizer", "fused_adamw", "--log-interval", "2", "--save-interval-updates", "3"]
+    fast += ["--clip-norm", "1.0"]
+    logs = wait_all(
+        launch_workers(
+            _train_cmd(data_bin, tmp_path / "two", task, arch, crit, 6, fast), tmp_path, "fast"
+        ),
+        tmp_path,
+        "fast",
+    )
+    one_log = one_worker(
+        _train_cmd(data_bin, tmp_path / "one", task, arch, crit, 6, [*fast, "--update-freq", "2"]),
+        tmp_path,
+        "fast",
+    )
+    for log in (logs[0], one_log):  # (fairseq logs warnings only on the other ranks)
+        assert "training updates: without host-device synchronisation" in log, log[-3000:]
+    two_rows, one_rows = _inner_logs(logs[0]), _inner_logs(one_log)
+    assert len(two_rows) == 3 and [r["num_updates"] for r in two_rows] == ["2", "4", "6"]
+    assert two_rows == one_rows
+    assert_same(
+        model_of(tmp_path / "two" / "checkpoint_last.pt"),
+        model_of(tmp_path / "one" / "checkpoint_last.pt"),
+        "2 workers vs 1 worker --update-freq 2",
+    )
+    assert (tmp_path / "two" / "checkpoint_1_3.pt").is_file()
+
+
 @pytest.mark.slow
 def test_killed_two_worker_job_resumes_with_the_same_command(data_bin, synonym_table, tmp_path):
     task, arch, crit = CASES["roberta_hc"]
@@ -261,6 +313,7 @@ def _initial_state(data_bin, task_name, arch, crit, save_dir):
 # ---- the other backends and criterions, with fairseq's Trainer in spawned processes -------------
 
 STEPS, PER_WORKER, WORLD = 3, 4, 2
+STATIC = ["--mlm-prediction-slots", "static"]  # the masked positions as fixed slots: no nonzero()
 TRAINER_CASES = {
     "soft_reg/c10d": (
         "masked_lm",
@@ -284,7 +337,7 @@ TRAINER_CASES = {
 }
 
 
-def _trainer_cfg(data_bin, task, arch, crit, world, rank, backend, save_dir):
+def _trainer_cfg(data_bin, task, arch, crit, world, rank, backend, save_dir, extra=()):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
@@ -313,6 +366,7 @@ def _trainer_cfg(data_bin, task, arch, crit, world, rank, backend, save_dir):
         "synonyms.npz",
         "--ddp-backend",
         backend,
+        *extra,
     ]
     if world > 1:
         argv += ["--distributed-world-size", str(world), "--distributed-rank", str(rank)]
@@ -321,7 +375,9 @@ def _trainer_cfg(data_bin, task, arch, crit, world, rank, backend, save_dir):
     )
 
 
-def _trainer_worker(rank, world, init_file, data_bin, task_name, arch, crit, backend, out):
+def _trainer_worker(
+    rank, world, init_file, data_bin, task_name, arch, crit, backend, out, fast=False
+):
     import cpu_worker
     import fairseq.models.distributed_fairseq_model as distributed_fairseq_model
     import torch.distributed as dist
@@ -336,29 +392,71 @@ def _trainer_worker(rank, world, init_file, data_bin, task_name, arch, crit, bac
         dist.init_process_group(
             "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
         )
+    extra = ["--optimizer", "fused_adamw", "--clip-norm", "1.0", *STATIC] if fast else []
     cfg = _trainer_cfg(
-        data_bin, task_name, arch, crit, world, rank, backend, Path(out).parent / "save"
+        data_bin, task_name, arch, crit, world, rank, backend, Path(out).parent / "save", extra
     )
     utils.set_torch_seed(cfg.common.seed)
     task = tasks.setup_task(cfg.task)
     task.load_dataset("train")
     trainer = Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
     ds = task.dataset("train")
+    syncs = []
+    if fast:  # the meters of these updates only (the reference runs in the test's process)
+        from fairseq.logging import metrics
+
+        metrics.reset()
     for step in range(STEPS):
         batch = list(
             range(step * WORLD * PER_WORKER, (step + 1) * WORLD * PER_WORKER)
         )  # the combined batch
         mine = batch[rank * PER_WORKER : (rank + 1) * PER_WORKER] if world > 1 else batch
-        log = trainer.train_step([ds.collater([ds[i] for i in mine])])
+        if fast and world > 1:  # two sub-batches a worker: the first backward does not all-reduce
+            half = len(mine) // 2
+            samples = [ds.collater([ds[i] for i in part]) for part in (mine[:half], mine[half:])]
+        else:
+            samples = [ds.collater([ds[i] for i in mine])]
+        with SyncCounter() if fast and step > 0 else contextlib.nullcontext() as counter:
+            log = trainer.train_step(samples)
+        if counter is not None:
+            syncs.extend(counter.sites)
         assert log is not None and trainer.get_num_updates() == step + 1
     state = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    if fast:
+        from truneg_fairseq.compat.fast_update import FastUpdate, fast_update_of
+
+        assert isinstance(fast_update_of(trainer), FastUpdate)
+        state["_syncs"] = syncs
+        state["_meters"] = {
+            k: v
+            for k, v in metrics.get_smoothed_values("train").items()
+            if k not in ("wps", "ups", "wall", "train_wall")
+        }
     torch.save(state, f"{out}.rank{rank}")
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
 
 
-def _spawn(tmp_path, key, world, data_bin, case):
+class SyncCounter(TorchDispatchMode):
+    """The places where the update asks for a value on the host (a wait for the device on a GPU)."""
+
+    def __enter__(self):
+        self.sites = []
+        return super().__enter__()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.split(".")[0] in ("_local_scalar_dense", "is_nonzero", "item", "nonzero"):
+            ours = [
+                f"{f.filename}:{f.lineno}"
+                for f in traceback.extract_stack()
+                if "fairseq" in f.filename and "torch/" not in f.filename
+            ]
+            self.sites.append(ours[-1] if ours else "elsewhere")
+        return func(*args, **(kwargs or {}))
+
+
+def _spawn(tmp_path, key, world, data_bin, case, fast=False):
     import torch.multiprocessing as mp
 
     task_name, arch, crit, backend = case
@@ -372,6 +470,7 @@ def _spawn(tmp_path, key, world, data_bin, case):
         crit,
         backend,
         str(out),
+        fast,
     )
     if world == 1:  # the reference needs no process group: it runs here
         threads = torch.get_num_threads()
@@ -392,6 +491,30 @@ def test_every_backend_equals_one_process_on_the_combined_batch(
     case = TRAINER_CASES[key]
     (one,) = _spawn(tmp_path, key, 1, data_bin, case)
     two = _spawn(tmp_path, key, WORLD, data_bin, case)
+    assert_same(two[0], two[1], f"{key} rank 0 vs rank 1")
+    assert_same(two[0], one, f"{key} 2 workers vs 1 process")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["electra_sent_kl/pytorch_ddp", "soft_reg/c10d"])
+def test_the_fast_update_with_two_workers_equals_one_process_and_waits_for_nothing(
+    key, data_bin, synonym_table, tmp_path
+):
+    """``--optimizer fused_adamw`` with 2 workers takes the update without host-device waits
+    (compat/fast_update.py): each worker's 2 sub-batches (the first backward without the
+    all-reduce) give the weights and the logged meters of one process on the combined batch,
+    and after the first update nothing in an update is read on the host."""
+    case = TRAINER_CASES[key]
+    (one,) = _spawn(tmp_path, key, 1, data_bin, case, fast=True)
+    two = _spawn(tmp_path, key, WORLD, data_bin, case, fast=True)
+    for rank in range(WORLD):
+        assert two[rank].pop("_syncs") == [], f"rank {rank} waited for the device"
+    one.pop("_syncs")
+    meters = [s.pop("_meters") for s in (one, *two)]
+    assert meters[1] == meters[2]
+    assert meters[0].keys() == meters[1].keys() and "loss" in meters[0]
+    for name, value in meters[0].items():
+        assert meters[1][name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
     assert_same(two[0], two[1], f"{key} rank 0 vs rank 1")
     assert_same(two[0], one, f"{key} 2 workers vs 1 process")
 

@@ -18,8 +18,20 @@ task's learning-rate bookkeeping outside the update) with two differences:
   are left as they were), the update is counted, and at the next ``--log-interval`` the run stops
   with fairseq's ``FloatingPointError("gradients are Nan/Inf")``, naming the first such update.
 
-The config values are read once, when the trainer's first update starts. It applies when:
-one worker (several keep fairseq's update, whose logging all-gathers every update), an
+With several workers, fairseq's update all-reduces the update's logging outputs and sample size
+and reads them on the host, then all-reduces the gradient norms to compare them (three waits an
+update). Here the logging outputs and the sample size travel in one vector, all-reduced on the
+device (the numbers the host holds, such as ``ntokens``, join it through a pinned buffer), and
+the divisor is ``world_size / where(total == 0, 1, total)`` as fairseq's; every worker then adds
+the same all-reduced sums to its device statistics, so reading them needs no collective and a
+checkpoint saved by rank 0 alone waits for nobody. What that path does not do: compare the
+gradient norms of the workers every update (they are equal after the gradient all-reduce of
+torch's DDP) and recover from an out-of-memory error on one worker (fairseq's recovery leaves the
+others waiting in the gradient all-reduce; here the error stops the run). It keeps fairseq's
+update under ``--stop-time-hours`` (which needs the workers' training times averaged on the host
+every update) and ``--ddp-backend fully_sharded``.
+
+The config values are read once, when the trainer's first update starts. It applies when: an
 optimizer that declares ``skips_on_device = True`` (its ``step`` takes ``found_inf``: the
 plugin's ``--optimizer fused_adamw``) and is not wrapped by a loss scaler (no ``--fp16``/``--amp``:
 fp32 or the plugin's ``--bf16`` autocast), statistics summed on the device (:mod:`.device_stats`), the
@@ -49,7 +61,10 @@ def _why_not(trainer) -> Optional[str]:
 
     cfg = trainer.cfg
     if trainer.data_parallel_world_size != 1:
-        return "several workers"
+        if cfg.distributed_training.ddp_backend == "fully_sharded":
+            return "--ddp-backend fully_sharded"
+        if cfg.optimization.stop_time_hours > 0:
+            return "--stop-time-hours with several workers"
     if trainer.tpu or trainer.pipeline_model_parallel:
         return "TPU or pipeline model parallelism"
     if not getattr(type(trainer.optimizer), "skips_on_device", False):
@@ -78,6 +93,9 @@ class FastUpdate:
         self.empty_cache_freq = int(cfg.common.empty_cache_freq)
         self.crash_path = os.path.join(cfg.checkpoint.save_dir, "crash.pt")
         self.cuda = bool(trainer.cuda)
+        self.world = int(trainer.data_parallel_world_size)
+        self.group = trainer.data_parallel_process_group if self.world > 1 else None
+        self.accumulates = self.world > 1 and hasattr(trainer.model, "no_sync")
         self.cuda_total_gb = (
             trainer.cuda_env.total_memory_in_GB
             if self.cuda and trainer.cuda_env is not None
@@ -103,24 +121,28 @@ class FastUpdate:
         metrics.log_start_time("train_wall", priority=800, round=0)
 
         logging_outputs, sample_size, is_dummy = [], None, False
-        for sample in samples:
+        last = len(samples) - 1
+        for i, sample in enumerate(samples):
             sample, is_dummy = trainer._prepare_sample(sample)
             try:
-                loss, sample_size_i, logging_output = trainer.task.train_step(
-                    sample=sample,
-                    model=model,
-                    criterion=criterion,
-                    optimizer=optimizer,
-                    update_num=num_updates,
-                    ignore_grad=is_dummy,
-                )
-                del loss
+                # several workers: the gradients are all-reduced in the last backward only
+                with model.no_sync() if self.accumulates and i < last else contextlib.nullcontext():
+                    loss, sample_size_i, logging_output = trainer.task.train_step(
+                        sample=sample,
+                        model=model,
+                        criterion=criterion,
+                        optimizer=optimizer,
+                        update_num=num_updates,
+                        ignore_grad=is_dummy,
+                    )
+                    del loss
             except RuntimeError as e:
                 if "out of memory" not in str(e):
                     self._save_crash()
                     raise
                 trainer._log_oom(e)
-                if raise_oom:
+                # several workers: the others would wait in the gradient all-reduce
+                if raise_oom or self.world > 1:
                     raise
                 logger.warning("attempting to recover from OOM in forward/backward pass")
                 trainer.zero_grad()
@@ -139,6 +161,8 @@ class FastUpdate:
             sample_size = 0
         if is_dummy:
             sample_size = sample_size * 0.0
+        if self.world > 1:
+            logging_outputs, sample_size = self._all_reduce(logging_outputs, sample_size, is_dummy)
         if torch.is_tensor(sample_size):
             sample_size = sample_size.float()
             divisor = torch.where(sample_size == 0, torch.ones_like(sample_size), sample_size)
@@ -147,7 +171,8 @@ class FastUpdate:
             divisor = sample_size or 1.0
 
         optimizer.all_reduce_grads(model)
-        optimizer.multiply_grads(1.0 / divisor)
+        # torch's DDP averages the workers' gradients: times the world size, they are the sum
+        optimizer.multiply_grads(self.world / divisor)
         grad_norm = optimizer.clip_grad_norm(self.clip_norm)
         found_inf = (~torch.isfinite(grad_norm)).to(torch.float32)
         optimizer.step(found_inf=found_inf)
@@ -168,6 +193,46 @@ class FastUpdate:
             torch.cuda.empty_cache()
         metrics.log_stop_time("train_wall")
         return logging_output
+
+    def _all_reduce(self, logging_outputs, sample_size, is_dummy: bool):
+        """The update's logging outputs summed over its sub-batches and all workers (one
+        logging output, every value a one-element tensor on the device) and the total sample
+        size, with one all-reduce and no wait for the device."""
+        from fairseq.distributed import utils as distributed_utils
+
+        keys: list = []
+        summed: dict = {}
+        for log in logging_outputs:
+            for key, value in log.items():
+                if key in summed:
+                    summed[key] = summed[key] + value
+                else:
+                    keys.append(key)
+                    summed[key] = value
+        keys.append(None)  # the sample size's place
+        summed[None] = sample_size
+        on_device = [k for k in keys if torch.is_tensor(summed[k])]
+        on_host = [k for k in keys if not torch.is_tensor(summed[k])]
+        device = next(iter(self.trainer.model.parameters())).device
+        parts = []
+        if on_device:
+            parts.append(
+                torch.cat([summed[k].detach().reshape(1) for k in on_device]).to(
+                    device=device, dtype=torch.float64
+                )
+            )
+        if on_host:
+            host = torch.tensor([float(summed[k]) for k in on_host], dtype=torch.float64)
+            if device.type == "cuda":  # a copy from pinned memory does not wait for the device
+                host = host.pin_memory().to(device, non_blocking=True)
+            parts.append(host)
+        vector = parts[0] if len(parts) == 1 else torch.cat(parts)
+        if is_dummy:  # fairseq's update counts nothing of a dummy batch
+            vector = vector * 0.0
+        distributed_utils.all_reduce(vector, self.group)
+        values = dict(zip(on_device + on_host, vector.unbind()))
+        total = values.pop(None)
+        return [{k: values[k] for k in keys if k is not None}], total
 
     def _save_crash(self) -> None:
         """What fairseq's update does before re-raising an unexpected error."""
