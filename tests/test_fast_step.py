@@ -268,6 +268,21 @@ def test_step_counts_benchmark_finds_no_sync_in_an_electra_update(monkeypatch):
     )["electra_hc"]
     assert fused["syncs"] == 0 and fused["kernels"] < rows["electra_hc"]["kernels"]
 
+    # the recipes' --bf16: the linear layers run on bf16 copies of their weights
+    # (compat/bf16_weights.py), without autocast's two casts a weight and bias
+    from truneg_fairseq.compat.fast_update import FastUpdate
+
+    counted = {}
+    for copies in (True, False):
+        monkeypatch.setattr(FastUpdate, "compute_copies", copies)
+        counted[copies] = step_counts.main(
+            ["--only", "electra_hc", "--no-graphs", "--layers", "2", "--fused-attention", "--bf16"]
+        )["electra_hc"]
+    on, off = counted[True], counted[False]
+    assert on["syncs"] == 0 and off["syncs"] == 0
+    assert on["ops"]["_to_copy"] < off["ops"]["_to_copy"] / 2, (on["ops"], off["ops"])
+    assert on["kernels"] <= off["kernels"] - 60
+
 
 def test_fused_adamw_direct_step_equals_torch_adamw_and_resumes():
     """The direct fused call gives torch.optim.AdamW's update (one parameter without a

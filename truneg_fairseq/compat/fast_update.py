@@ -82,8 +82,21 @@ def _why_not(trainer) -> Optional[str]:
     return None
 
 
+def _autocasts(trainer) -> bool:
+    """Whether ``trainer``'s task runs its forward under bf16 autocast on an eager model."""
+    from ..precision import AUTOCAST_ATTR
+
+    task = trainer.task
+    compiled = bool(getattr(getattr(task, "cfg", None), "electra_compile", False))
+    return bool(getattr(task, AUTOCAST_ATTR, False)) and not compiled
+
+
 class FastUpdate:
     """One trainer's update without a host-device synchronisation (module docstring)."""
+
+    # under bf16 autocast with one worker and an eager model, the linear layers run on bf16
+    # copies of their weights (:mod:`.bf16_weights`: the same numbers, 2 casts a tensor fewer)
+    compute_copies = True
 
     def __init__(self, trainer):
         cfg = trainer.cfg
@@ -96,6 +109,11 @@ class FastUpdate:
         self.world = int(trainer.data_parallel_world_size)
         self.group = trainer.data_parallel_process_group if self.world > 1 else None
         self.accumulates = self.world > 1 and hasattr(trainer.model, "no_sync")
+        self.copies = None
+        if self.compute_copies and self.world == 1 and _autocasts(trainer):
+            from .bf16_weights import Bf16ComputeWeights
+
+            self.copies = Bf16ComputeWeights(trainer.model) or None
         self.cuda_total_gb = (
             trainer.cuda_env.total_memory_in_GB
             if self.cuda and trainer.cuda_env is not None
@@ -120,42 +138,18 @@ class FastUpdate:
         trainer.zero_grad()
         metrics.log_start_time("train_wall", priority=800, round=0)
 
-        logging_outputs, sample_size, is_dummy = [], None, False
-        last = len(samples) - 1
-        for i, sample in enumerate(samples):
-            sample, is_dummy = trainer._prepare_sample(sample)
-            try:
-                # several workers: the gradients are all-reduced in the last backward only
-                with model.no_sync() if self.accumulates and i < last else contextlib.nullcontext():
-                    loss, sample_size_i, logging_output = trainer.task.train_step(
-                        sample=sample,
-                        model=model,
-                        criterion=criterion,
-                        optimizer=optimizer,
-                        update_num=num_updates,
-                        ignore_grad=is_dummy,
-                    )
-                    del loss
-            except RuntimeError as e:
-                if "out of memory" not in str(e):
-                    self._save_crash()
-                    raise
-                trainer._log_oom(e)
-                # several workers: the others would wait in the gradient all-reduce
-                if raise_oom or self.world > 1:
-                    raise
-                logger.warning("attempting to recover from OOM in forward/backward pass")
-                trainer.zero_grad()
-                if self.cuda:
-                    torch.cuda.empty_cache()
-                return None  # one worker: fairseq skips the batch
-            except Exception:
-                self._save_crash()
-                raise
-            logging_outputs.append(logging_output)
-            sample_size = sample_size_i if sample_size is None else sample_size + sample_size_i
-            if self.cuda and num_updates == 0:
-                torch.cuda.empty_cache()
+        copies = self.copies
+        if copies is not None:
+            copies.begin()
+        try:
+            logging_outputs, sample_size, is_dummy = self._forward_backward(
+                samples, num_updates, raise_oom
+            )
+        finally:
+            if copies is not None:
+                copies.end()
+        if logging_outputs is None:
+            return None  # an out-of-memory batch skipped
 
         if sample_size is None:
             sample_size = 0
@@ -193,6 +187,51 @@ class FastUpdate:
             torch.cuda.empty_cache()
         metrics.log_stop_time("train_wall")
         return logging_output
+
+    def _forward_backward(self, samples, num_updates: int, raise_oom: bool):
+        """The task's ``train_step`` on every sub-batch: (logging outputs, summed sample size,
+        whether the batch was a dummy), or (None, None, False) for a skipped out-of-memory batch."""
+        trainer, copies = self.trainer, self.copies
+        model, criterion, optimizer = trainer.model, trainer.criterion, trainer.optimizer
+        logging_outputs, sample_size, is_dummy = [], None, False
+        last = len(samples) - 1
+        for i, sample in enumerate(samples):
+            sample, is_dummy = trainer._prepare_sample(sample)
+            try:
+                # several workers: the gradients are all-reduced in the last backward only
+                with model.no_sync() if self.accumulates and i < last else contextlib.nullcontext():
+                    loss, sample_size_i, logging_output = trainer.task.train_step(
+                        sample=sample,
+                        model=model,
+                        criterion=criterion,
+                        optimizer=optimizer,
+                        update_num=num_updates,
+                        ignore_grad=is_dummy,
+                    )
+                    del loss
+                if copies is not None:
+                    copies.collect()
+            except RuntimeError as e:
+                if "out of memory" not in str(e):
+                    self._save_crash()
+                    raise
+                trainer._log_oom(e)
+                # several workers: the others would wait in the gradient all-reduce
+                if raise_oom or self.world > 1:
+                    raise
+                logger.warning("attempting to recover from OOM in forward/backward pass")
+                trainer.zero_grad()
+                if self.cuda:
+                    torch.cuda.empty_cache()
+                return None, None, False  # one worker: fairseq skips the batch
+            except Exception:
+                self._save_crash()
+                raise
+            logging_outputs.append(logging_output)
+            sample_size = sample_size_i if sample_size is None else sample_size + sample_size_i
+            if self.cuda and num_updates == 0:
+                torch.cuda.empty_cache()
+        return logging_outputs, sample_size, is_dummy
 
     def _all_reduce(self, logging_outputs, sample_size, is_dummy: bool):
         """The update's logging outputs summed over its sub-batches and all workers (one
@@ -237,6 +276,8 @@ class FastUpdate:
     def _save_crash(self) -> None:
         """What fairseq's update does before re-raising an unexpected error."""
         trainer = self.trainer
+        if self.copies is not None:
+            self.copies.end()  # the checkpoint holds the fp32 weights
         with contextlib.suppress(Exception):
             trainer.consolidate_optimizer()
             trainer.save_checkpoint(self.crash_path, {})
@@ -258,6 +299,11 @@ def fast_update_of(trainer) -> Optional[FastUpdate]:
                 "--log-interval; a non-finite gradient skips its optimizer step and stops the "
                 "run at the next log)"
             )
+            if plan.copies is not None:
+                logger.info(
+                    f"bf16 autocast: {len(plan.copies)} linear-layer tensors run on bf16 copies "
+                    "of their fp32 weights, refreshed every update"
+                )
     return plan
 
 

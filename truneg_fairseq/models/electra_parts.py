@@ -63,6 +63,7 @@ class ElectraDiscriminatorHead(nn.Module):
         self.activation_fn = utils.get_activation_fn(activation_fn)
         self.layer_norm = LayerNorm(hidden) if layer_norm else None
         self.out_proj = nn.Linear(hidden, 1)
+        self.out_proj.truneg_fp32 = True  # runs outside autocast (below): no bf16 weight copy
 
     def forward(self, x):
         x = self.activation_fn(self.dense(x))

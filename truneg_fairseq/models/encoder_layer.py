@@ -67,6 +67,20 @@ def _dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x
 
 
+def _joined_bias(*projections) -> Optional[Tensor]:
+    """The projections' biases joined, zeros for one without (None when none has one)."""
+    if all(p.bias is None for p in projections):
+        return None
+    return torch.cat(
+        [
+            p.bias
+            if p.bias is not None
+            else torch.zeros(p.out_features, dtype=p.weight.dtype, device=p.weight.device)
+            for p in projections
+        ]
+    )
+
+
 class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
     """fairseq's encoder layer (same parameters, same keys) with a batch-first SDPA forward.
 
@@ -94,10 +108,17 @@ class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
         :func:`attention_mask`."""
         attn = self.self_attn
         heads = self.num_heads
-        # N x C -> B x H x T x D
-        q = attn.q_proj(x).view(bsz, seq_len, heads, -1).transpose(1, 2)
-        k = attn.k_proj(x).view(bsz, seq_len, heads, -1).transpose(1, 2)
-        v = attn.v_proj(x).view(bsz, seq_len, heads, -1).transpose(1, 2)
+        # one projection for q, k and v (fairseq's three weights, joined for the call): one
+        # matrix product, one autocast cast of x and one of its gradient instead of three each
+        q_proj, k_proj, v_proj = attn.q_proj, attn.k_proj, attn.v_proj
+        weight = torch.cat([q_proj.weight, k_proj.weight, v_proj.weight])
+        if q_proj.bias is not None and k_proj.bias is not None and v_proj.bias is not None:
+            bias = torch.cat([q_proj.bias, k_proj.bias, v_proj.bias])
+        else:
+            bias = _joined_bias(q_proj, k_proj, v_proj)
+        # N x 3C -> 3 x B x H x T x D
+        qkv = F.linear(x, weight, bias).view(bsz, seq_len, 3, heads, -1).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
         if sdpa_mask is not None and sdpa_mask.dtype != torch.bool and sdpa_mask.dtype != q.dtype:
             sdpa_mask = sdpa_mask.to(q.dtype)  # an additive mask made for another dtype
         p = attn.dropout_module.p if self.training else 0.0

@@ -1,0 +1,107 @@
+"""bf16 compute copies of the linear layers' weights for a training update under bf16 autocast.
+
+Under ``torch.autocast(bfloat16)`` with fp32 weights, every linear layer casts its weight and
+bias to bf16 in the forward pass, and autograd casts their bf16 gradients back to fp32 in the
+backward pass: two kernels per tensor per update, 688 of ELECTRA-small's 2,084 eager kernels
+(``benchmarks/step_counts.py --bf16 --top 5``), each a launch the host pays for on a GPU.
+
+:class:`Bf16ComputeWeights` instead keeps one bf16 copy of each such tensor, made from the fp32
+weight with one ``foreach`` copy at the start of an update, and runs the update's forward and
+backward with the copies in the layers' places (autocast leaves a tensor that already is bf16
+alone), then moves their bf16 gradients into fp32 gradients of the fp32 weights with one
+``foreach`` copy (or add, for the second and later sub-batches of ``--update-freq``), so that
+clipping, the optimizer and everything else see fp32 weights and gradients as before. The
+numbers are the same as autocast's: the copy is the bf16 rounding autocast makes, the bf16
+gradient is the one autocast's backward would cast, and sub-batches accumulate in fp32.
+
+Only ``nn.Linear`` layers, and only their own tensors: a weight shared with another module (a
+tied embedding) is not copied, nor a layer marked ``truneg_fp32 = True`` (one that runs in fp32
+outside autocast). The weights stay in the model between updates (validation, checkpoints,
+conversion and export see fp32 weights only). It is used by the update that never waits
+(:mod:`.fast_update`) with one worker (torch's DDP hooks the fp32 weights' gradients) and an
+eager model (not ``--electra-compile``, where inductor fuses the casts).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import torch
+from torch import nn
+
+
+class Bf16ComputeWeights:
+    """The bf16 copies of ``model``'s linear layers (module docstring)."""
+
+    def __init__(self, model: nn.Module):
+        owners = {}
+        for module in model.modules():
+            for name, param in module._parameters.items():
+                if param is not None:
+                    owners.setdefault(id(param), []).append((module, name))
+        slots: List[tuple] = []
+        for module in model.modules():
+            if not isinstance(module, nn.Linear) or getattr(module, "truneg_fp32", False):
+                continue
+            for name in ("weight", "bias"):
+                param = module._parameters.get(name)
+                if (
+                    param is not None
+                    and param.requires_grad
+                    and param.dtype == torch.float32
+                    and len(owners[id(param)]) == 1
+                ):
+                    slots.append((module._parameters, name, param))
+        self.slots = slots
+        self.weights = [param for _, _, param in slots]
+        with torch.no_grad():
+            self.copies = [
+                torch.empty_like(p, dtype=torch.bfloat16).requires_grad_() for p in self.weights
+            ]
+        self.accumulated = False
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def begin(self) -> None:
+        """Copy the fp32 weights (as they are now: loaded, updated or not) into the bf16 copies
+        and put the copies in the layers' places."""
+        with torch.no_grad():
+            torch._foreach_copy_(self.copies, self.weights)
+        for (params, name, _), copy in zip(self.slots, self.copies):
+            params[name] = copy
+        self.accumulated = False
+
+    def collect(self) -> None:
+        """After a sub-batch's backward: its bf16 gradients into the fp32 weights' gradients
+        (copied for the first sub-batch of the update, added for the others)."""
+        grads: List[Optional[torch.Tensor]] = []
+        for copy in self.copies:
+            grads.append(copy.grad)
+            copy.grad = None
+        pairs = [(w, g) for w, g in zip(self.weights, grads) if g is not None]
+        if not pairs:
+            return
+        if not self.accumulated:
+            for w, _ in pairs:
+                w.grad = torch.empty_like(w)
+            with torch.no_grad():
+                torch._foreach_copy_([w.grad for w, _ in pairs], [g for _, g in pairs])
+            self.accumulated = True
+        else:
+            for w, _ in pairs:
+                if w.grad is None:
+                    w.grad = torch.zeros_like(w)
+            # widened first: CUDA's foreach add of two dtypes takes a kernel per tensor, its
+            # foreach copy of two dtypes does not
+            wide = [torch.empty_like(w) for w, _ in pairs]
+            with torch.no_grad():
+                torch._foreach_copy_(wide, [g for _, g in pairs])
+                torch._foreach_add_([w.grad for w, _ in pairs], wide)
+
+    def end(self) -> None:
+        """The fp32 weights back in the layers' places (also after an error)."""
+        for params, name, weight in self.slots:
+            params[name] = weight
+        for copy in self.copies:
+            copy.grad = None
