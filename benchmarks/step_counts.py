@@ -13,7 +13,10 @@ clipping, log interval 50), measured after two warm-up updates:
 * Python calls: Python function calls in the update, and those in the Trainer around the step
   (the update less the criterion's forward and the backward);
 * graphs: how many graphs dynamo makes of the criterion's forward + the backward
-  (``torch._dynamo.explain``; 1 means ``fullgraph=True`` compiles it).
+  (``torch._dynamo.explain``; 1 means ``fullgraph=True`` compiles it);
+* with ``--time N``: the median wall time of N more updates. At these widths the kernels' own
+  work is tiny, so it is mostly what the host spends on the update (Python, dispatch, the
+  operators' CPU bodies): a proxy for the host time a GPU update needs to queue its kernels.
 
     python benchmarks/step_counts.py                       # every configuration
     python benchmarks/step_counts.py --only electra --no-graphs
@@ -25,8 +28,10 @@ there, one on CUDA): compare counts of one machine kind with each other.
 import argparse
 import collections
 import os
+import statistics
 import sys
 import tempfile
+import time
 import traceback
 
 import gpu_step
@@ -140,7 +145,15 @@ def build(size, criterion, work, log_interval, fused_attention=False, bf16=False
     return trainer, crit, batches
 
 
-def count(size, criterion, graphs: bool, log_interval: int = 50, fused_attention=False, bf16=False):
+def count(
+    size,
+    criterion,
+    graphs: bool,
+    log_interval: int = 50,
+    fused_attention=False,
+    bf16=False,
+    time_updates: int = 0,
+):
     from fairseq.logging import metrics
 
     with tempfile.TemporaryDirectory() as work:
@@ -191,6 +204,13 @@ def count(size, criterion, graphs: bool, log_interval: int = 50, fused_attention
             "python_calls": calls["all"],
             "python_calls_trainer": calls["all"] - calls["step"],
         }
+        if time_updates:
+            times = []
+            for i in range(time_updates):
+                start = time.perf_counter()
+                update(batches[i % len(batches)])
+                times.append(time.perf_counter() - start)
+            row["ms_per_update"] = 1000 * statistics.median(times)
         if graphs:
             row["graphs"] = _graphs(trainer, batches[4])
         return row
@@ -233,6 +253,13 @@ def main(argv=None):
         "lists, which cast the same matrix products as CUDA's)",
     )
     p.add_argument("--top", type=int, default=0, help="print the N most launched operators")
+    p.add_argument(
+        "--time",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time N more updates (median ms; see the module docstring)",
+    )
     args = p.parse_args(argv)
     _register_structures(args.layers)
     names = args.only.split(",") if args.only else list(CONFIGS)
@@ -241,16 +268,18 @@ def main(argv=None):
         p.error(f"--only: unknown {', '.join(unknown)}; choose from {', '.join(CONFIGS)}")
     print(
         f"{'config':<12} {'kernels':>8} {'syncs':>6} {'py calls':>9} {'trainer':>8} {'graphs':>7}"
+        + (f" {'ms/update':>10}" if args.time else "")
     )
     rows = {}
     for name in names:
         size, criterion = CONFIGS[name]
         row = rows[name] = count(
-            size, criterion, not args.no_graphs, 50, args.fused_attention, args.bf16
+            size, criterion, not args.no_graphs, 50, args.fused_attention, args.bf16, args.time
         )
         print(
             f"{name:<12} {row['kernels']:>8} {row['syncs']:>6} {row['python_calls']:>9} "
-            f"{row['python_calls_trainer']:>8} {row.get('graphs', '-'):>7}",
+            f"{row['python_calls_trainer']:>8} {row.get('graphs', '-'):>7}"
+            + (f" {row['ms_per_update']:>10.1f}" if args.time else ""),
             flush=True,
         )
     for name, row in rows.items():

@@ -33,6 +33,8 @@ from typing import Dict, List, Optional
 import torch
 
 _PENDING_ATTR = "_truneg_pending_stats"
+# ``isfinite(grad_norm)`` of the update being reduced, left by the update that computed it
+FINITE_ATTR = "_truneg_grad_norm_finite"
 _SETTING_ATTR = "_truneg_stats_setting"
 
 
@@ -47,8 +49,9 @@ class PendingStats:
         self.updates = 0
         self.gnorm_sum = self.gnorm_count = self.clip_sum = self.first_bad = None
 
-    def add(self, logging_outputs, grad_norm, update: int) -> None:
-        """Add update number ``update``'s logging outputs and gradient norm."""
+    def add(self, logging_outputs, grad_norm, update: int, finite=None) -> None:
+        """Add update number ``update``'s logging outputs and gradient norm (``finite``:
+        ``isfinite(grad_norm)`` where the update already has it)."""
         for log in logging_outputs:
             for key, value in log.items():
                 if torch.is_tensor(value):
@@ -59,7 +62,8 @@ class PendingStats:
         if grad_norm is None:
             return
         g = grad_norm.detach().float() if torch.is_tensor(grad_norm) else torch.tensor(grad_norm)
-        finite = torch.isfinite(g)
+        if finite is None:
+            finite = torch.isfinite(g)
         zero = torch.zeros((), dtype=g.dtype, device=g.device)
         value = torch.where(finite, g, zero)
         clipped = (finite & (g > self.clip_norm)).to(g.dtype) * 100.0
@@ -220,6 +224,7 @@ def device_statistics() -> None:
         setting = self.__dict__.get(_SETTING_ATTR)
         if setting is None:  # read once: the criterion and the config do not change
             setting = self.__dict__[_SETTING_ATTR] = (defers(self), self.cfg.common.log_interval)
+        finite = self.__dict__.pop(FINITE_ATTR, None)
         if grad_norm is None or logging_outputs is None or not setting[0]:
             flush(self)  # validation and anything else: what came before is reduced first
             return reduce_and_log(self, logging_outputs, sample_size, grad_norm)
@@ -233,7 +238,7 @@ def device_statistics() -> None:
             setattr(self, _PENDING_ATTR, pending)
             _live_trainers.add(self)
         update = self.get_num_updates()
-        pending.add(logging_outputs, grad_norm, update)
+        pending.add(logging_outputs, grad_norm, update, finite)
         # fairseq-train reads the interval's meters right after the update it logs at
         if update % setting[1] == 0:
             flush(self)

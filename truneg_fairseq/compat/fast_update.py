@@ -48,7 +48,7 @@ from typing import Optional
 
 import torch
 
-from .device_stats import defers
+from .device_stats import FINITE_ATTR, defers
 
 logger = logging.getLogger("truneg_fairseq.fast_update")
 
@@ -168,8 +168,9 @@ class FastUpdate:
         # torch's DDP averages the workers' gradients: times the world size, they are the sum
         optimizer.multiply_grads(self.world / divisor)
         grad_norm = optimizer.clip_grad_norm(self.clip_norm)
-        found_inf = (~torch.isfinite(grad_norm)).to(torch.float32)
-        optimizer.step(found_inf=found_inf)
+        finite = torch.isfinite(grad_norm)
+        optimizer.step(found_inf=(~finite).to(torch.float32))
+        trainer.__dict__[FINITE_ATTR] = finite  # for the statistics of this update
 
         trainer.set_num_updates(num_updates + 1)
         if self.cuda_total_gb is not None:
