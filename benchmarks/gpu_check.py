@@ -17,7 +17,7 @@ The rows, in order:
    fp32 / bf16 / amp / fp16 from the same start on the same batches, ``--updates`` (30) updates:
    every loss finite, the final mean within ``--tolerance`` of fp32's;
 5. the loader's batches/s (the task's iterator, the recipes' 1 worker) against each update rate;
-6. ELECTRA-small with the recipe's COMPILE=1 (compile seconds), the busy share of the others;
+6. ELECTRA-small with the recipe's COMPILE=update (compile seconds), the busy share of the others;
 7. with ``--full``: every criterion x eager / compiled / CUDA graphs (gpu_step.py).
 
 ``--quick`` (``make gpu-check QUICK=1``) runs the same rows at tiny sizes, on the CPU when
@@ -69,10 +69,10 @@ def plan(quick: bool, full: bool, cuda: bool) -> list:
         (
             f"train:{small}:compiled",
             "fairseq-train",
-            f"{small} COMPILE=1",
+            f"{small} COMPILE=update (the whole update, CUDA graphs)",
             30,
             "train",
-            {"size": small, "compile": True},
+            {"size": small, "compile": "update"},
         )
     )
     for size in shapes[1:]:

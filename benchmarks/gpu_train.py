@@ -57,8 +57,10 @@ def binarize_random(size: str, work: str, lines: int) -> str:
     return data
 
 
-def recipe_argv(size: str, data: str, updates: int, cuda: bool, compile_: bool = False) -> list:
-    """The recipe's fairseq-train arguments for ``size`` (bf16 autocast on a GPU, fp32 on a CPU)."""
+def recipe_argv(size: str, data: str, updates: int, cuda: bool, compile_=False) -> list:
+    """The recipe's fairseq-train arguments for ``size`` (bf16 autocast on a GPU, fp32 on a CPU);
+    ``compile_``: False, True (the encoder stacks) or a scope (``stacks``, ``model``,
+    ``update``)."""
     b, t = batch_shape(size)
     argv = [data, "--user-dir", USER_DIR, "--arch", ARCH[size], "--tokens-per-sample", str(t)]
     argv += ["--batch-size", str(b), "--required-batch-size-multiple", "1", "--seed", "1"]
@@ -77,9 +79,10 @@ def recipe_argv(size: str, data: str, updates: int, cuda: bool, compile_: bool =
         argv += ["--optimizer", "fused_adamw", "--fused-adamw-betas", "(0.9,0.999)"]
         argv += ["--fused-adamw-eps", "1e-6", "--fused-adamw-weight-decay", "0.01"]
         argv += ["--clip-norm", "1.0", "--mlm-prediction-slots", "static", "--lr", "5e-4"]
-        argv += (["--electra-bf16-autocast"] if cuda else []) + (
-            ["--electra-compile"] if compile_ else []
-        )
+        argv += ["--electra-bf16-autocast"] if cuda else []
+        if compile_:
+            scope = "stacks" if compile_ is True else str(compile_)
+            argv += ["--electra-compile", "--electra-compile-scope", scope]
     return argv + ([] if cuda else ["--cpu"])
 
 
@@ -134,7 +137,8 @@ def run_train(size, work, cuda, updates, timeout, log_interval=10, compile_=Fals
     argv += ["--log-format", "simple", "--log-interval", str(log_interval), "--no-save"]
     argv += ["--disable-validation", "--save-dir", os.path.join(work, "save")]
     cmd = [sys.executable, "-m", "fairseq_cli.train", *argv]
-    log_path = os.path.join(work, f"train-{size}{'-compiled' if compile_ else ''}.log")
+    suffix = f"-compiled-{'stacks' if compile_ is True else compile_}" if compile_ else ""
+    log_path = os.path.join(work, f"train-{size}{suffix}.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     stopped, first_log, deadline = False, None, t0 + timeout
@@ -224,7 +228,13 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=5, help="with --busy: updates before the profiler")
     p.add_argument("--busy", action="store_true", help="the GPU busy share (torch.profiler)")
     p.add_argument(
-        "--compile", action="store_true", help="the recipe's COMPILE=1 (--electra-compile)"
+        "--compile",
+        nargs="?",
+        const="stacks",
+        default=False,
+        choices=["stacks", "model", "update"],
+        help="the recipe's COMPILE=1 (--electra-compile: the stacks), or COMPILE=model/update "
+        "(--electra-compile-scope)",
     )
     p.add_argument("--log-interval", type=int, default=10)
     p.add_argument("--timeout", type=float, default=600.0)

@@ -37,7 +37,9 @@
 #            exact with the plugin's mend of fairseq 0.12, truneg_fairseq/compat/amp_unscale.py) |
 #            fp32 (e.g. on a CPU with --cpu)
 # The step uses static prediction slots and the fused AdamW optimizer (same losses and updates as
-# the dynamic path and fairseq's adam); COMPILE=1 adds torch.compile of the encoder stacks.
+# the dynamic path and fairseq's adam); COMPILE=1 adds torch.compile of the encoder stacks,
+# COMPILE=model of the whole forward and backward, COMPILE=update of the whole update (forward,
+# backward, clipping, AdamW) as one graph, replayed as CUDA graphs on a GPU.
 set -euo pipefail
 USAGE="usage: pretrain.sh small|base|CHECKPOINT|IMPORTED_DIR DATA_BIN CRITERION [flags]"
 SIZE=${1:?$USAGE}
@@ -101,8 +103,9 @@ FAST=(--mlm-prediction-slots static)
 case "${COMPILE:-0}" in
   1) FAST+=(--electra-compile) ;;
   model) FAST+=(--electra-compile --electra-compile-scope model) ;;
+  update) FAST+=(--electra-compile --electra-compile-scope update) ;;
   0) ;;
-  *) echo "error: COMPILE must be 0, 1 (the encoder stacks) or model (the whole forward), got '$COMPILE'" >&2; exit 2 ;;
+  *) echo "error: COMPILE must be 0, 1 (the encoder stacks), model (the whole forward) or update (the whole update, CUDA graphs on a GPU), got '$COMPILE'" >&2; exit 2 ;;
 esac
 TABLE=()
 if [ "$CRITERION" != electra ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}"); fi

@@ -57,7 +57,12 @@ class PendingStats:
                 if torch.is_tensor(value):
                     value = value.detach()
                 previous = self.sums.get(key)
-                self.sums[key] = value if previous is None else previous + value
+                if previous is not None:
+                    value = previous + value
+                elif torch.is_tensor(value):
+                    # its own copy: a compiled update's outputs are overwritten by the next one
+                    value = value.clone()
+                self.sums[key] = value
         self.updates += 1
         if grad_norm is None:
             return

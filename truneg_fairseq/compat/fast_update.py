@@ -82,6 +82,26 @@ def _why_not(trainer) -> Optional[str]:
     return None
 
 
+def _update_scope(trainer) -> bool:
+    """Whether the task asks for the whole update compiled (``--electra-compile-scope update``)."""
+    cfg = getattr(trainer.task, "cfg", None)
+    return bool(getattr(cfg, "electra_compile", False)) and (
+        getattr(cfg, "electra_compile_scope", None) == "update"
+    )
+
+
+def _compile_model_instead(trainer, why: str) -> None:
+    """``--electra-compile-scope update`` where the update cannot be compiled: the model's
+    forward and backward are, as with scope ``model``."""
+    logger.info(f"--electra-compile-scope update: the model is compiled instead ({why})")
+    model = trainer.model
+    while not hasattr(model, "compile_encoders") and hasattr(model, "module"):
+        model = model.module
+    from .compiled_update import CompiledUpdate
+
+    model.compile_encoders(scope="model", backend=CompiledUpdate.backend)
+
+
 def _autocasts(trainer) -> bool:
     """Whether ``trainer``'s task runs its forward under bf16 autocast on an eager model."""
     from ..precision import AUTOCAST_ATTR
@@ -109,6 +129,23 @@ class FastUpdate:
         self.world = int(trainer.data_parallel_world_size)
         self.group = trainer.data_parallel_process_group if self.world > 1 else None
         self.accumulates = self.world > 1 and hasattr(trainer.model, "no_sync")
+        self.compiled = None
+        if _update_scope(trainer):
+            from ..precision import autocast_criterion
+            from ..tasks.electra import _padding_known
+            from . import compiled_update
+
+            why = compiled_update.applies(trainer)
+            if why is None:
+                model = trainer.model
+                self.compiled = compiled_update.CompiledUpdate(
+                    trainer,
+                    self.clip_norm,
+                    autocast_criterion(trainer.task, trainer.criterion),
+                    lambda sample: _padding_known(model, sample),
+                )
+            else:
+                _compile_model_instead(trainer, why)
         self.copies = None
         if self.compute_copies and self.world == 1 and _autocasts(trainer):
             from .bf16_weights import Bf16ComputeWeights
@@ -137,6 +174,25 @@ class FastUpdate:
         criterion.train()
         trainer.zero_grad()
         metrics.log_start_time("train_wall", priority=800, round=0)
+
+        compiled = self.compiled
+        if compiled is not None and len(samples) != 1 and not self.__dict__.get("_said"):
+            self._said = True
+            logger.info(
+                "--electra-compile-scope update: an update of several batches (--update-freq) "
+                "runs eager; the compiled update takes one batch an update"
+            )
+        if compiled is not None and len(samples) == 1:
+            sample, is_dummy = trainer._prepare_sample(samples[0])
+            if not is_dummy and compiled.ready():
+                try:
+                    logging_output, sample_size, grad_norm, finite = compiled.run(
+                        sample, num_updates
+                    )
+                except Exception:
+                    self._save_crash()
+                    raise
+                return self._finish(num_updates, [logging_output], sample_size, grad_norm, finite)
 
         copies = self.copies
         if copies is not None:
@@ -170,8 +226,14 @@ class FastUpdate:
         grad_norm = optimizer.clip_grad_norm(self.clip_norm)
         finite = torch.isfinite(grad_norm)
         optimizer.step(found_inf=(~finite).to(torch.float32))
-        trainer.__dict__[FINITE_ATTR] = finite  # for the statistics of this update
+        return self._finish(num_updates, logging_outputs, sample_size, grad_norm, finite)
 
+    def _finish(self, num_updates: int, logging_outputs, sample_size, grad_norm, finite):
+        """What follows the optimizer step: the update counted, the statistics added."""
+        from fairseq.logging import metrics
+
+        trainer = self.trainer
+        trainer.__dict__[FINITE_ATTR] = finite  # for the statistics of this update
         trainer.set_num_updates(num_updates + 1)
         if self.cuda_total_gb is not None:
             gb_used = torch.cuda.max_memory_allocated() / 1024**3
@@ -294,6 +356,8 @@ def fast_update_of(trainer) -> Optional[FastUpdate]:
         trainer.__dict__[_ATTR] = plan
         if plan is None:
             logger.info(f"training updates: fairseq's ({why})")
+            if _update_scope(trainer):
+                _compile_model_instead(trainer, f"fairseq's update: {why}")
         else:
             logger.info(
                 "training updates: without host-device synchronisation (statistics read every "

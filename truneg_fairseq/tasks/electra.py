@@ -63,12 +63,15 @@ class ElectraTaskConfig(
             "use with --mlm-prediction-slots static and a fixed --tokens-per-sample)"
         },
     )
-    electra_compile_scope: ChoiceEnum(["stacks", "model"]) = field(
+    electra_compile_scope: ChoiceEnum(["stacks", "model", "update"]) = field(
         default="stacks",
         metadata={
-            "help": "what --electra-compile compiles: the two encoder stacks, or the whole model's "
+            "help": "what --electra-compile compiles: the two encoder stacks; the whole model's "
             "forward (embeddings, generator, sampling, discriminator, heads), whose backward is "
-            "then compiled with it: fewer kernels, a longer first update"
+            "then compiled with it; or the whole update (forward, backward, clipping, AdamW) as "
+            "one graph, CUDA graphs on a GPU (one worker, --optimizer fused_adamw, no "
+            "--fp16/--amp; otherwise the model's scope). Wider scopes: fewer kernels, a longer "
+            "first update"
         },
     )
     # mixed-precision choices of the run (the same flags), checked against --electra-bf16-autocast
@@ -111,7 +114,7 @@ class ElectraTask(BatchMaskedLMTask):
             out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         if first:
             self.__dict__["_stepped"] = True
-        if first and self.cfg.electra_compile:
+        if first and self.cfg.electra_compile and self.cfg.electra_compile_scope != "update":
             logger.info(
                 f"--electra-compile ({self.cfg.electra_compile_scope}): the first update took "
                 f"{time.perf_counter() - start:.1f} s, compilation included (torch keeps the "
@@ -151,8 +154,10 @@ class ElectraTask(BatchMaskedLMTask):
                 f"--task electra needs an ELECTRA model (--arch electra_small, electra_base, electra_large); "
                 f"got {type(model).__name__}. For RoBERTa use --task masked_lm"
             )
-        if self.cfg.electra_compile:
+        if self.cfg.electra_compile and self.cfg.electra_compile_scope != "update":
             model.compile_encoders(scope=self.cfg.electra_compile_scope)
+        # scope "update": the trainer's update compiles it all (compat/compiled_update.py), or,
+        # where that update does not apply, compiles the model at its first update
         return model
 
 

@@ -1,0 +1,165 @@
+"""The whole update as one compiled graph (``--electra-compile-scope update``,
+truneg_fairseq/compat/compiled_update.py): traced with ``fullgraph=True`` (forward, backward,
+clipping, AdamW), it trains as the eager update does: the same log and weights under a moving
+learning rate, fp32 and --bf16; its AdamW skips a non-finite update and otherwise equals PyTorch's
+fused kernel; where it cannot apply, the model is compiled instead and the log says why. Traced
+with the ``aot_eager`` backend (the same graph, no generated code)."""
+
+import json
+
+import pytest
+import torch
+from utils import TINY_ELECTRA, fairseq_train
+
+from truneg_fairseq.compat.compiled_update import CompiledUpdate
+
+ARGS = [
+    *TINY_ELECTRA,
+    "--task", "electra", "--criterion", "electra", "--optimizer", "fused_adamw",
+    "--fused-adamw-weight-decay", "0.01", "--clip-norm", "1.0", "--max-update", "6",
+    "--log-interval", "2", "--log-format", "json", "--disable-validation",
+    "--synonym-table", "synonyms.npz", "--mlm-prediction-slots", "static",
+    "--lr-scheduler", "polynomial_decay", "--warmup-updates", "3", "--total-num-update", "10",
+    "--lr", "1e-3", "--electra-compile", "--electra-compile-scope", "update",
+]  # fmt: skip
+TIMED = ("wps", "ups", "wall", "train_wall")
+
+
+def _run(data_bin, path, args):
+    run = fairseq_train(data_bin, path, args)
+    out = run.stdout + run.stderr
+    logs = [
+        {
+            k: v
+            for k, v in json.loads(line.split("| train_inner | ", 1)[1]).items()
+            if k not in TIMED
+        }
+        for line in run.stdout.splitlines()
+        if "| train_inner | " in line
+    ]
+    state = torch.load(path / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    return out, logs, state
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", [[], ["--bf16"]], ids=["fp32", "bf16"])
+def test_the_compiled_update_is_one_graph_and_trains_as_the_eager_one(
+    precision, data_bin, synonym_table, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled_out, compiled_logs, compiled = _run(
+        data_bin, tmp_path / "compiled", [*ARGS, *precision]
+    )
+    assert "training updates: compiled as one graph (forward, backward, clipping, AdamW)" in (
+        compiled_out
+    )
+    assert not torch._dynamo.utils.counters["graph_break"]
+    # one graph per kind of batch (with and without padding), not one per update
+    assert 1 <= torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 2
+
+    # the reference: the same run and batches, every update eager
+    monkeypatch.setattr(CompiledUpdate, "ready", lambda self: False)
+    eager_out, eager_logs, eager = _run(data_bin, tmp_path / "eager", [*ARGS, *precision])
+    assert "compiled as one graph" not in eager_out
+    torch._dynamo.reset()
+
+    assert len(compiled_logs) == 3 and compiled_logs[0].keys() == eager_logs[0].keys()
+    for a, b in zip(compiled_logs, eager_logs):
+        for key in a:
+            assert float(a[key]) == pytest.approx(float(b[key]), rel=2e-3, abs=1e-3), key
+    # bf16: a product rounded on the other side of a bf16 step moves an Adam update by ~1e-5
+    tol = dict(rtol=1e-3, atol=1e-4) if precision else dict(rtol=1e-4, atol=1e-5)
+    for key, value in eager["model"].items():
+        torch.testing.assert_close(compiled["model"][key], value, **tol)
+    moment_tol = dict(rtol=1e-2, atol=1e-5) if precision else dict(rtol=1e-4, atol=1e-7)
+    moments_a = compiled["last_optimizer_state"]["state"]
+    moments_b = eager["last_optimizer_state"]["state"]
+    for i in moments_b:
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(moments_a[i][key], moments_b[i][key], **moment_tol)
+
+
+class _Group:
+    """What the update's AdamW reads of its trainer: the parameters and one AdamW state."""
+
+    def __init__(self, seed):
+        g = torch.Generator().manual_seed(seed)
+        self.params = [torch.randn(5, 3, generator=g), torch.randn(4, generator=g)]
+        self.state = (
+            [torch.randn(p.shape, generator=g) * 0.1 for p in self.params],
+            [torch.rand(p.shape, generator=g) * 0.01 for p in self.params],
+            [torch.tensor(3.0) for _ in self.params],
+        )
+        self.grads = [torch.randn(p.shape, generator=g) for p in self.params]
+
+
+def _adamw(group, finite, lr=1e-2):
+    update = CompiledUpdate.__new__(CompiledUpdate)
+    update.params, update.state = group.params, group.state
+    update.beta1, update.beta2, update.eps, update.weight_decay = 0.9, 0.98, 1e-6, 0.01
+    update.lr = torch.tensor(lr)
+    update._adamw([g.clone() for g in group.grads], torch.tensor(finite))
+
+
+def test_its_adamw_equals_the_fused_kernel_and_skips_a_non_finite_update():
+    mine, fused = _Group(0), _Group(0)
+    _adamw(mine, True)
+    exp_avgs, exp_avg_sqs, steps = fused.state
+    torch._foreach_add_(steps, 1.0)
+    torch._fused_adamw_(
+        fused.params, fused.grads, exp_avgs, exp_avg_sqs, [], steps, lr=1e-2, beta1=0.9,
+        beta2=0.98, weight_decay=0.01, eps=1e-6, amsgrad=False, maximize=False,
+    )  # fmt: skip
+    for a, b in zip(
+        mine.params + mine.state[0] + mine.state[1], fused.params + exp_avgs + exp_avg_sqs
+    ):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    assert all(float(s) == 4.0 for s in mine.state[2])
+
+    skipped, before = _Group(1), _Group(1)
+    skipped.grads[0][0, 0] = float("nan")
+    _adamw(skipped, False)
+    for a, b in zip(
+        skipped.params + [t for part in skipped.state for t in part],
+        before.params + [t for part in before.state for t in part],
+    ):
+        assert torch.equal(a, b)
+
+
+def test_where_the_update_cannot_be_compiled_the_model_is(
+    data_bin, synonym_table, tmp_path, monkeypatch
+):
+    """fairseq's adam keeps fairseq's update: the model's forward and backward are compiled."""
+    monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
+    args = list(ARGS)
+    args[args.index("fused_adamw")] = "adam"
+    del args[args.index("--fused-adamw-weight-decay") : args.index("--clip-norm")]
+    args[args.index("--max-update") + 1] = "2"
+    run = fairseq_train(data_bin, tmp_path / "adam", args)
+    torch._dynamo.reset()
+    out = run.stdout + run.stderr
+    assert (
+        "--electra-compile-scope update: the model is compiled instead (fairseq's update: an "
+        "optimizer other than --optimizer fused_adamw" in out
+    )
+    assert "compiled as one graph" not in out
+
+
+@pytest.mark.slow
+def test_a_compiled_run_resumes_where_it_stopped(data_bin, synonym_table, tmp_path, monkeypatch):
+    """Stopped after 3 updates and started again with the same command, the compiled update
+    picks up the loaded optimizer state and ends where an uninterrupted run ends."""
+    monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
+    torch._dynamo.reset()
+    _, _, straight = _run(data_bin, tmp_path / "straight", ARGS)
+    args = list(ARGS)
+    args[args.index("--max-update") + 1] = "3"
+    fairseq_train(data_bin, tmp_path / "resumed", args)
+    out, _, resumed = _run(data_bin, tmp_path / "resumed", ARGS)
+    torch._dynamo.reset()
+    assert "(epoch 1 @ 3 updates)" in out and "compiled as one graph" in out
+    assert resumed["optimizer_history"][-1]["num_updates"] == 6
+    for key, value in straight["model"].items():
+        torch.testing.assert_close(resumed["model"][key], value, rtol=1e-4, atol=1e-5, msg=key)
