@@ -68,7 +68,7 @@ def test_fallback_to_eager_is_logged(data_bin, synonym_table, caplog):
     torch._dynamo.reset()
     model.compile_encoders(backend="eager", recompile_limit=1)
     model.train()
-    with caplog.at_level(logging.WARNING, logger="truneg_fairseq.models.electra_compile"):
+    with caplog.at_level(logging.WARNING, logger="truneg_fairseq.compat.dynamo_fallback"):
         for rows in (8, 5, 3):  # a new shape each time: over a limit of one compiled variant
             sample = {
                 **batches[0],
@@ -80,7 +80,7 @@ def test_fallback_to_eager_is_logged(data_bin, synonym_table, caplog):
     warned = [
         r
         for r in caplog.records
-        if r.name == "truneg_fairseq.models.electra_compile" and "--electra-compile" in r.message
+        if r.name == "truneg_fairseq.compat.dynamo_fallback" and "--electra-compile" in r.message
     ]
     assert (
         warned
@@ -114,7 +114,7 @@ def test_every_criterion_stays_compiled(data_bin, synonym_table, caplog):
         model.compile_encoders(backend="eager")
         model.train()
         graphs = []
-        with caplog.at_level(logging.WARNING, logger="truneg_fairseq.models.electra_compile"):
+        with caplog.at_level(logging.WARNING, logger="truneg_fairseq.compat.dynamo_fallback"):
             for sample in batches:
                 loss, _, _ = crit(model, sample)
                 loss.backward()

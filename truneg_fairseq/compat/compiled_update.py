@@ -88,10 +88,15 @@ class CompiledUpdate:
     def run(self, sample, num_updates: int):
         """One update of ``sample``: (logging output, sample size, gradient norm, finite)."""
         if self.compiled is None:
+            from .dynamo_fallback import watch_dynamo_fallback
+
+            watch_dynamo_fallback()  # a fallback to eager is said in fairseq's log
+            # shapes are fixed (--electra-compile keeps full batches only); a host number of the
+            # batch that changes (its token count) makes one symbolic recompile, not one per value
             self.compiled = torch.compile(
                 self._update,
                 fullgraph=True,
-                dynamic=False,
+                dynamic=None,
                 backend=self.backend,
                 mode="reduce-overhead" if self.cuda and self.backend == "inductor" else None,
             )

@@ -37,6 +37,10 @@ plugin's ``--optimizer fused_adamw``) and is not wrapped by a loss scaler (no ``
 fp32 or the plugin's ``--bf16`` autocast), statistics summed on the device (:mod:`.device_stats`), the
 task's own ``optimizer_step`` fairseq's, no EMA, no BMUF/SlowMo, no TPU, no pipeline model
 parallelism. The log says once which update a run uses, and why not the fast one.
+
+Within it: under bf16 autocast with one worker and an eager model the linear layers run on bf16
+copies of their weights (:mod:`.bf16_weights`), and ``--electra-compile-scope update`` runs the
+whole update as one compiled graph (:mod:`.compiled_update`).
 """
 
 from __future__ import annotations
@@ -132,17 +136,20 @@ class FastUpdate:
         self.compiled = None
         if _update_scope(trainer):
             from ..precision import autocast_criterion
-            from ..tasks.electra import _padding_known
             from . import compiled_update
 
             why = compiled_update.applies(trainer)
             if why is None:
-                model = trainer.model
+                model, task = trainer.model, trainer.task
+                # what the task's train_step holds around a step (ELECTRA: padding or not)
+                context = getattr(task, "step_context", None)
                 self.compiled = compiled_update.CompiledUpdate(
                     trainer,
                     self.clip_norm,
-                    autocast_criterion(trainer.task, trainer.criterion),
-                    lambda sample: _padding_known(model, sample),
+                    autocast_criterion(task, trainer.criterion),
+                    (lambda sample: context(model, sample))
+                    if context is not None
+                    else (lambda sample: contextlib.nullcontext()),
                 )
             else:
                 _compile_model_instead(trainer, why)

@@ -380,3 +380,22 @@ def electra_base_architecture(args):
 @register_model_architecture("electra", "electra_large")
 def electra_large_architecture(args):
     _arch(args, "electra_large")
+
+
+def padding_known(model, sample):
+    """Tell the model when the batch has no padding, decided on the host: ``ntokens`` (a Python
+    int, the batch's non-padding tokens) equals the size of ``src_tokens`` (its shape is host
+    data) only then. The model can then run attention without a mask (FlashAttention) with no
+    device sync to find out."""
+    while not hasattr(model, "without_padding") and hasattr(model, "module"):
+        model = model.module  # DDP and fairseq's wrappers
+    tokens = (
+        (sample or {}).get("net_input", {}).get("src_tokens") if isinstance(sample, dict) else None
+    )
+    if (
+        not hasattr(model, "without_padding")
+        or tokens is None
+        or not isinstance(sample.get("ntokens"), int)
+    ):
+        return contextlib.nullcontext()
+    return model.without_padding(sample["ntokens"] == tokens.numel())

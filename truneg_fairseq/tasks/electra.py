@@ -11,7 +11,6 @@ tokenizer named by ``--electra-tokenizer`` and its file (``--electra-spm-model``
 next to DATA/dict.txt (:mod:`truneg_fairseq.text`).
 """
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from fairseq.tasks.masked_lm import MaskedLMConfig
 from omegaconf import II
 
 from truneg_fairseq.errors import FlagError
+from truneg_fairseq.models.electra import padding_known
 from truneg_fairseq.precision import AUTOCAST_ATTR
 from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMTask
 from truneg_fairseq.text import TokenizerSpec, tokenizer_fields, whole_word_args
@@ -110,7 +110,7 @@ class ElectraTask(BatchMaskedLMTask):
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         first = not self.__dict__.get("_stepped", False)  # the config is read at the first only
         start = time.perf_counter()
-        with _padding_known(model, sample):
+        with padding_known(model, sample):
             out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         if first:
             self.__dict__["_stepped"] = True
@@ -122,8 +122,13 @@ class ElectraTask(BatchMaskedLMTask):
             )
         return out
 
+    def step_context(self, model, sample):
+        """What a training or validation step of ``sample`` runs in (the model told whether the
+        batch has padding)."""
+        return padding_known(model, sample)
+
     def valid_step(self, sample, model, criterion):
-        with _padding_known(model, sample):
+        with padding_known(model, sample):
             return super().valid_step(sample, model, criterion)
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
@@ -159,25 +164,6 @@ class ElectraTask(BatchMaskedLMTask):
         # scope "update": the trainer's update compiles it all (compat/compiled_update.py), or,
         # where that update does not apply, compiles the model at its first update
         return model
-
-
-def _padding_known(model, sample):
-    """Tell the model when the batch has no padding, decided on the host: ``ntokens`` (a Python
-    int, the batch's non-padding tokens) equals the size of ``src_tokens`` (its shape is host
-    data) only then. The model can then run attention without a mask (FlashAttention) with no
-    device sync to find out."""
-    while not hasattr(model, "without_padding") and hasattr(model, "module"):
-        model = model.module  # DDP and fairseq's wrappers
-    tokens = (
-        (sample or {}).get("net_input", {}).get("src_tokens") if isinstance(sample, dict) else None
-    )
-    if (
-        not hasattr(model, "without_padding")
-        or tokens is None
-        or not isinstance(sample.get("ntokens"), int)
-    ):
-        return contextlib.nullcontext()
-    return model.without_padding(sample["ntokens"] == tokens.numel())
 
 
 def full_batches_only(epoch_iter, log_name: str = "training") -> None:
