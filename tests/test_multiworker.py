@@ -496,7 +496,9 @@ def test_every_backend_equals_one_process_on_the_combined_batch(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", ["electra_sent_kl/pytorch_ddp", "soft_reg/c10d"])
+@pytest.mark.parametrize(
+    "key", ["electra_sent_kl/pytorch_ddp", "soft_reg/c10d", "electra_sr/legacy_ddp"]
+)
 def test_the_fast_update_with_two_workers_equals_one_process_and_waits_for_nothing(
     key, data_bin, synonym_table, tmp_path
 ):
