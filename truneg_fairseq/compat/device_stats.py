@@ -45,69 +45,79 @@ class PendingStats:
         self.aggregators = aggregators  # the fairseq metric aggregators active at the update
         self.criterion_cls = criterion_cls
         self.clip_norm = clip_norm
-        self.sums: Dict[str, object] = {}
+        self.sums: Dict[str, object] = {}  # host numbers (and any tensor of several elements)
+        # the one-number tensors of a logging output, one vector per (device, dtype, keys): a
+        # stack and an add an update instead of an add per value
+        self.vectors: Dict[tuple, torch.Tensor] = {}
         self.updates = 0
-        self.gnorm_sum = self.gnorm_count = self.clip_sum = self.first_bad = None
+        # [sum of the finite norms, how many were finite, sum of 100 x clipped]; the first
+        # update with a non-finite norm (inf while there is none)
+        self.gnorm = self.first_bad = None
 
     def add(self, logging_outputs, grad_norm, update: int, finite=None) -> None:
         """Add update number ``update``'s logging outputs and gradient norm (``finite``:
         ``isfinite(grad_norm)`` where the update already has it)."""
         for log in logging_outputs:
+            groups: Dict[tuple, list] = {}
             for key, value in log.items():
+                if torch.is_tensor(value) and value.numel() == 1:
+                    groups.setdefault((value.device, value.dtype), []).append(key)
+                    continue
                 if torch.is_tensor(value):
                     value = value.detach()
                 previous = self.sums.get(key)
                 if previous is not None:
                     value = previous + value
                 elif torch.is_tensor(value):
-                    # its own copy: a compiled update's outputs are overwritten by the next one
-                    value = value.clone()
+                    value = value.clone()  # a compiled update overwrites its outputs
                 self.sums[key] = value
+            for kind, keys in groups.items():
+                # a new tensor (never a compiled update's output itself), then summed in place
+                vector = torch.stack([log[k].detach().reshape(()) for k in keys])
+                layout = (*kind, tuple(keys))
+                previous = self.vectors.get(layout)
+                self.vectors[layout] = vector if previous is None else previous.add_(vector)
         self.updates += 1
         if grad_norm is None:
             return
         g = grad_norm.detach().float() if torch.is_tensor(grad_norm) else torch.tensor(grad_norm)
         if finite is None:
             finite = torch.isfinite(g)
-        zero = torch.zeros((), dtype=g.dtype, device=g.device)
-        value = torch.where(finite, g, zero)
-        clipped = (finite & (g > self.clip_norm)).to(g.dtype) * 100.0
-        # the first update with a non-finite norm (0: none), for the error at the next read
-        first_bad = torch.where(finite, zero, torch.full_like(g, float(update)))
-        if self.gnorm_sum is None:
-            self.gnorm_sum, self.gnorm_count, self.clip_sum = value, finite.to(g.dtype), clipped
-            self.first_bad = first_bad
+        value = torch.where(finite, g, 0.0)
+        stats = torch.stack([value, finite.to(g.dtype), (value > self.clip_norm) * 100.0])
+        bad = torch.where(finite, float("inf"), float(update))
+        if self.gnorm is None:
+            self.gnorm, self.first_bad = stats, bad
         else:
-            self.gnorm_sum = self.gnorm_sum + value
-            self.gnorm_count = self.gnorm_count + finite.to(g.dtype)
-            self.clip_sum = self.clip_sum + clipped
-            self.first_bad = torch.where(self.first_bad > 0, self.first_bad, first_bad)
+            self.gnorm.add_(stats)
+            self.first_bad = torch.minimum(self.first_bad, bad)
 
     def to_host(self) -> Dict[str, float]:
         """Every pending value as a Python number, the device tensors read in one copy."""
-        keys = [k for k, v in self.sums.items() if torch.is_tensor(v)]
-        tensors = [self.sums[k] for k in keys]
-        extra = [
-            t
-            for t in (self.gnorm_sum, self.gnorm_count, self.clip_sum, self.first_bad)
-            if t is not None
-        ]
-        host: Dict[str, float] = {k: v for k, v in self.sums.items() if not torch.is_tensor(v)}
-        values = tensors + extra
-        if values:
-            device = values[0].device
-            flat = torch.stack(
-                [t.to(device=device, dtype=torch.float64).reshape(()) for t in values]
-            )
-            read = flat.cpu().tolist()  # the one read of the interval
-            host.update(zip(keys, read[: len(keys)]))
-            if extra:
-                (
-                    host["_gnorm_sum"],
-                    host["_gnorm_count"],
-                    host["_clip_sum"],
-                    host["_first_bad"],
-                ) = read[len(keys) :]
+        host: Dict[str, float] = {}
+        tensor_keys = []
+        parts = []
+        for key, value in self.sums.items():
+            if torch.is_tensor(value):
+                tensor_keys.append([key])
+                parts.append(value.reshape(1))
+            else:
+                host[key] = value
+        for (_, _, keys), vector in self.vectors.items():
+            tensor_keys.append(list(keys))
+            parts.append(vector)
+        if self.gnorm is not None:
+            tensor_keys.append(["_gnorm_sum", "_gnorm_count", "_clip_sum", "_first_bad"])
+            parts.extend([self.gnorm, self.first_bad.reshape(1)])
+        if parts:
+            device = parts[0].device
+            flat = torch.cat([t.to(device=device, dtype=torch.float64) for t in parts])
+            read = iter(flat.cpu().tolist())  # the one read of the interval
+            for keys in tensor_keys:
+                for key in keys:
+                    host[key] = host.get(key, 0.0) + next(read)
+            if "_first_bad" in host and host["_first_bad"] == float("inf"):
+                host["_first_bad"] = 0.0
         return host
 
 
