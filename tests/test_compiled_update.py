@@ -95,12 +95,13 @@ class _Group:
         self.grads = [torch.randn(p.shape, generator=g) for p in self.params]
 
 
-def _adamw(group, finite, lr=1e-2):
+def _adamw(group, finite, lr=1e-2, used=None):
     update = CompiledUpdate.__new__(CompiledUpdate)
     update.params, update.state = group.params, group.state
     update.beta1, update.beta2, update.eps, update.weight_decay = 0.9, 0.98, 1e-6, 0.01
     update.lr = torch.tensor(lr)
-    update._adamw([g.clone() for g in group.grads], torch.tensor(finite))
+    used = list(range(len(group.params))) if used is None else used
+    update._adamw(used, [group.grads[i].clone() for i in used], torch.tensor(finite))
 
 
 def test_its_adamw_equals_the_fused_kernel_and_skips_a_non_finite_update():
@@ -117,6 +118,14 @@ def test_its_adamw_equals_the_fused_kernel_and_skips_a_non_finite_update():
     ):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
     assert all(float(s) == 4.0 for s in mine.state[2])
+
+    # a parameter the loss did not reach keeps its weight, moments and step count
+    partial, untouched = _Group(2), _Group(2)
+    _adamw(partial, True, used=[1])
+    assert torch.equal(partial.params[0], untouched.params[0])
+    assert all(torch.equal(partial.state[k][0], untouched.state[k][0]) for k in range(3))
+    assert not torch.equal(partial.params[1], untouched.params[1])
+    assert float(partial.state[2][1]) == 4.0
 
     skipped, before = _Group(1), _Group(1)
     skipped.grads[0][0, 0] = float("nan")

@@ -120,7 +120,10 @@ class CompiledUpdate:
     def _update(self, sample):
         loss, sample_size, logging_output = self.criterion(self.model, sample)
         loss.backward()
-        params = self.params
+        # the parameters the loss reached (the rest keep their weights and moments, as in
+        # torch's AdamW); decided while tracing, a guard of the graph
+        used = [i for i, p in enumerate(self.params) if p.grad is not None]
+        params = [self.params[i] for i in used]
         if torch.is_tensor(sample_size):
             total = sample_size.float()
         else:
@@ -135,7 +138,7 @@ class CompiledUpdate:
             torch._foreach_mul_(grads, coef)
         finite = torch.isfinite(grad_norm)
         with torch.no_grad():
-            self._adamw(grads, finite)
+            self._adamw(used, grads, finite)
         for p in params:
             p.grad = None
         logging_output = {
@@ -143,10 +146,12 @@ class CompiledUpdate:
         }
         return total, logging_output, grad_norm, finite
 
-    def _adamw(self, grads, finite) -> None:
+    def _adamw(self, used, grads, finite) -> None:
         """PyTorch's AdamW (decoupled weight decay, bias-corrected moments, epsilon added to the
-        corrected sqrt(v)) on every parameter, left unchanged where ``finite`` is false."""
-        params, (exp_avgs, exp_avg_sqs, steps) = self.params, self.state
+        corrected sqrt(v)) on the parameters numbered ``used`` (``grads`` theirs), left unchanged
+        where ``finite`` is false."""
+        params = [self.params[i] for i in used]
+        exp_avgs, exp_avg_sqs, steps = ([part[i] for i in used] for part in self.state)
         beta1, beta2, lr = self.beta1, self.beta2, self.lr
         keep = finite.to(torch.float32)
         grads = [torch.where(finite, g, torch.zeros_like(g)) for g in grads]
