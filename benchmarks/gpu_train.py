@@ -70,8 +70,9 @@ def recipe_argv(size: str, data: str, updates: int, cuda: bool, compile_=False) 
         argv += ["--task", "batch_masked_lm", "--criterion", "mlm_hard_correction"]
         argv += ["--synonym-table", os.path.join(os.path.dirname(data), "synonyms.npz")]
         argv += ["--sample-break-mode", "complete", "--max-positions", str(t)]
-        argv += ["--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6"]
-        argv += ["--clip-norm", "0.0", "--weight-decay", "0.01", "--lr", "1e-4"]
+        argv += ["--mlm-prediction-slots", "static", "--optimizer", "fused_adamw"]
+        argv += ["--fused-adamw-betas", "(0.9,0.98)", "--fused-adamw-eps", "1e-6"]
+        argv += ["--clip-norm", "0.0", "--fused-adamw-weight-decay", "0.01", "--lr", "1e-4"]
         argv += ["--dropout", "0.1", "--attention-dropout", "0.1"] + (["--bf16"] if cuda else [])
     else:  # examples/electra/pretrain.sh
         argv += ["--task", "electra", "--criterion", "electra", "--sample-break-mode", "none"]
