@@ -17,7 +17,8 @@ The rows, in order:
    fp32 / bf16 / amp / fp16 from the same start on the same batches, ``--updates`` (30) updates:
    every loss finite, the final mean within ``--tolerance`` of fp32's;
 5. the loader's batches/s (the task's iterator, the recipes' 1 worker) against each update rate;
-6. ELECTRA-small with the recipe's COMPILE=update (compile seconds), the busy share of the others;
+6. ELECTRA-small with the recipe's COMPILE=update (compile seconds), ELECTRA-small under torch's
+   sync debug mode "error" (``TRUNEG_SYNC_DEBUG``), the busy share of the others;
 7. with ``--full``: every criterion x eager / compiled / CUDA graphs (gpu_step.py).
 
 ``--quick`` (``make gpu-check QUICK=1``) runs the same rows at tiny sizes, on the CPU when
@@ -73,6 +74,16 @@ def plan(quick: bool, full: bool, cuda: bool) -> list:
             30,
             "train",
             {"size": small, "compile": "update"},
+        )
+    )
+    rows.append(
+        (
+            f"syncs:{small}",
+            "fairseq-train",
+            f"{small}, TRUNEG_SYNC_DEBUG=error (no wait for the device inside an update)",
+            8,
+            "syncs",
+            {"size": small},
         )
     )
     for size in shapes[1:]:
@@ -166,6 +177,20 @@ class Check:
                 "reason": reason + ("; " + r["note"] if r.get("note") else ""),
             }
         ]
+
+    def row_syncs(self, base, params, timeout):
+        """The recipe's update under torch's sync debug mode "error" from update 6 on: PASS when
+        the run reaches its last update, FAIL with the first wait's message otherwise."""
+        from gpu_train import run_train
+
+        if not self.cuda:
+            return [{**base, "status": CUDA_STATUS, "reason": "torch's sync debug mode is CUDA's"}]
+        size, updates = params["size"], 16
+        r = run_train(size, self.work, True, updates, timeout, 4, False, self.peak, "error")
+        if r.get("error") or not r.get("ms_per_update"):
+            return [{**base, **r, "status": "FAIL", "reason": r.get("error", "no timing")}]
+        reason = f"{updates} updates, none waited for the device from update 6 on"
+        return [{**base, **r, "status": "PASS", "reason": reason}]
 
     def row_busy(self, base, params, timeout):
         cmd = [sys.executable, os.path.join(HERE, "gpu_train.py"), "--busy", "--json"]

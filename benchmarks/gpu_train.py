@@ -128,9 +128,11 @@ def summarize(intervals: list, size: str, peak: float, started_s: float) -> dict
     }
 
 
-def run_train(size, work, cuda, updates, timeout, log_interval=10, compile_=False, peak=0.0):
+def run_train(
+    size, work, cuda, updates, timeout, log_interval=10, compile_=False, peak=0.0, sync_debug=None
+):
     """One fairseq-train row; stopped (its process group) at ``timeout``, the intervals logged
-    by then still count."""
+    by then still count. ``sync_debug``: TRUNEG_SYNC_DEBUG for the run (warn or error)."""
     t0 = time.perf_counter()
     # one epoch longer than the run: no epoch boundary (loader restart) inside a timed interval
     data = binarize_random(size, work, batch_shape(size)[0] * (updates + 10))
@@ -139,9 +141,13 @@ def run_train(size, work, cuda, updates, timeout, log_interval=10, compile_=Fals
     argv += ["--disable-validation", "--save-dir", os.path.join(work, "save")]
     cmd = [sys.executable, "-m", "fairseq_cli.train", *argv]
     suffix = f"-compiled-{'stacks' if compile_ is True else compile_}" if compile_ else ""
+    suffix += f"-sync-{sync_debug}" if sync_debug else ""
     log_path = os.path.join(work, f"train-{size}{suffix}.log")
+    env = dict(os.environ, TRUNEG_SYNC_DEBUG=sync_debug) if sync_debug else None
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
     stopped, first_log, deadline = False, None, t0 + timeout
     while proc.poll() is None:
         if first_log is None and "num_updates=" in open(log_path).read():

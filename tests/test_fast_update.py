@@ -78,3 +78,19 @@ def test_fairseqs_update_where_the_fast_one_does_not_apply(data_bin, synonym_tab
     assert "training updates: fairseq's (an optimizer other than --optimizer fused_adamw" in (
         run.stdout + run.stderr
     )
+
+
+def test_the_sync_debug_setting_is_checked(data_bin, synonym_table, tmp_path, monkeypatch):
+    """``TRUNEG_SYNC_DEBUG`` (torch's sync debug mode inside each update, on a GPU): a value
+    other than warn or error is one clear error; a valid one is said in the log (on the CPU it
+    changes nothing else)."""
+    args = [*ELECTRA, "--optimizer", "fused_adamw", "--max-update", "1", "--disable-validation"]
+    args += ["--synonym-table", "synonyms.npz"]
+    monkeypatch.setenv("TRUNEG_SYNC_DEBUG", "loud")
+    run = fairseq_train(data_bin, tmp_path / "bad", args, check=False)
+    assert run.returncode == 1
+    assert "TRUNEG_SYNC_DEBUG='loud': set it to warn or error" in run.stderr
+    assert "Traceback" not in run.stderr
+    monkeypatch.setenv("TRUNEG_SYNC_DEBUG", "error")
+    run = fairseq_train(data_bin, tmp_path / "good", args)
+    assert "TRUNEG_SYNC_DEBUG=error: a wait for the device inside an update errors" in run.stdout

@@ -106,6 +106,34 @@ def _compile_model_instead(trainer, why: str) -> None:
     model.compile_encoders(scope="model", backend=CompiledUpdate.backend)
 
 
+class SyncDebugSettingError(ValueError):
+    """``TRUNEG_SYNC_DEBUG`` set to something other than warn or error."""
+
+
+def _sync_debug_setting() -> Optional[str]:
+    """``TRUNEG_SYNC_DEBUG``: ``warn`` or ``error`` (anything else is refused), or None."""
+    value = os.environ.get("TRUNEG_SYNC_DEBUG", "").strip().lower()
+    if not value:
+        return None
+    if value not in ("warn", "error"):
+        raise SyncDebugSettingError(
+            f"TRUNEG_SYNC_DEBUG={value!r}: set it to warn or error (torch's sync debug mode "
+            "inside each training update on a GPU), or unset it"
+        )
+    logger.info(f"TRUNEG_SYNC_DEBUG={value}: a wait for the device inside an update {value}s")
+    return value
+
+
+@contextlib.contextmanager
+def _sync_debug_mode(mode: str):
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode(mode)
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+
+
 def _autocasts(trainer) -> bool:
     """Whether ``trainer``'s task runs its forward under bf16 autocast on an eager model."""
     from ..precision import AUTOCAST_ATTR
@@ -133,6 +161,7 @@ class FastUpdate:
         self.world = int(trainer.data_parallel_world_size)
         self.group = trainer.data_parallel_process_group if self.world > 1 else None
         self.accumulates = self.world > 1 and hasattr(trainer.model, "no_sync")
+        self.sync_debug = _sync_debug_setting()
         self.compiled = None
         if _update_scope(trainer):
             from ..precision import autocast_criterion
@@ -176,12 +205,30 @@ class FastUpdate:
             utils.set_torch_seed(self.seed + num_updates)
         else:
             torch.default_generator.manual_seed(self.seed + num_updates)
-        model, criterion, optimizer = trainer.model, trainer.criterion, trainer.optimizer
-        model.train()
-        criterion.train()
+        trainer.model.train()
+        trainer.criterion.train()
         trainer.zero_grad()
         metrics.log_start_time("train_wall", priority=800, round=0)
 
+        with self._sync_guard(num_updates):
+            done = self._step(samples, num_updates, raise_oom)
+        if done is None:
+            return None  # an out-of-memory batch skipped
+        return self._finish(num_updates, *done)
+
+    def _sync_guard(self, num_updates: int):
+        """``TRUNEG_SYNC_DEBUG=warn|error`` on a GPU: torch's sync debug mode over the update
+        (from update 6 on: compilation and CUDA-graph recording come first), so that anything
+        in it that waits for the device warns or raises with its stack."""
+        if self.sync_debug is None or not self.cuda or num_updates < 5:
+            return contextlib.nullcontext()
+        return _sync_debug_mode(self.sync_debug)
+
+    def _step(self, samples, num_updates: int, raise_oom: bool):
+        """Forward, backward and optimizer step: (logging outputs, sample size, gradient norm,
+        whether it is finite), or None for a skipped out-of-memory batch."""
+        trainer = self.trainer
+        model, optimizer = trainer.model, trainer.optimizer
         compiled = self.compiled
         if compiled is not None and len(samples) != 1 and not self.__dict__.get("_said"):
             self._said = True
@@ -199,7 +246,7 @@ class FastUpdate:
                 except Exception:
                     self._save_crash()
                     raise
-                return self._finish(num_updates, [logging_output], sample_size, grad_norm, finite)
+                return [logging_output], sample_size, grad_norm, finite
 
         copies = self.copies
         if copies is not None:
@@ -212,7 +259,7 @@ class FastUpdate:
             if copies is not None:
                 copies.end()
         if logging_outputs is None:
-            return None  # an out-of-memory batch skipped
+            return None
 
         if sample_size is None:
             sample_size = 0
@@ -233,7 +280,7 @@ class FastUpdate:
         grad_norm = optimizer.clip_grad_norm(self.clip_norm)
         finite = torch.isfinite(grad_norm)
         optimizer.step(found_inf=(~finite).to(torch.float32))
-        return self._finish(num_updates, logging_outputs, sample_size, grad_norm, finite)
+        return logging_outputs, sample_size, grad_norm, finite
 
     def _finish(self, num_updates: int, logging_outputs, sample_size, grad_norm, finite):
         """What follows the optimizer step: the update counted, the statistics added."""
