@@ -44,7 +44,6 @@ class CompiledUpdate:
     def __init__(self, trainer, clip_norm: float, autocast_criterion, step_context):
         optimizer = trainer.optimizer
         group = optimizer._optimizer.param_groups[0]
-        self.trainer = trainer
         self.model = trainer.model
         self.optimizer = optimizer
         self.criterion = autocast_criterion

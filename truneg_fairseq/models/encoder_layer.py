@@ -67,20 +67,6 @@ def _dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x
 
 
-def _joined_bias(*projections) -> Optional[Tensor]:
-    """The projections' biases joined, zeros for one without (None when none has one)."""
-    if all(p.bias is None for p in projections):
-        return None
-    return torch.cat(
-        [
-            p.bias
-            if p.bias is not None
-            else torch.zeros(p.out_features, dtype=p.weight.dtype, device=p.weight.device)
-            for p in projections
-        ]
-    )
-
-
 class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
     """fairseq's encoder layer (same parameters, same keys) with a batch-first SDPA forward.
 
@@ -112,10 +98,8 @@ class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
         # matrix product, one autocast cast of x and one of its gradient instead of three each
         q_proj, k_proj, v_proj = attn.q_proj, attn.k_proj, attn.v_proj
         weight = torch.cat([q_proj.weight, k_proj.weight, v_proj.weight])
-        if q_proj.bias is not None and k_proj.bias is not None and v_proj.bias is not None:
-            bias = torch.cat([q_proj.bias, k_proj.bias, v_proj.bias])
-        else:
-            bias = _joined_bias(q_proj, k_proj, v_proj)
+        # fairseq's attention gives the three projections a bias or none (its ``bias`` flag)
+        bias = None if q_proj.bias is None else torch.cat([q_proj.bias, k_proj.bias, v_proj.bias])
         # N x 3C -> 3 x B x H x T x D
         qkv = F.linear(x, weight, bias).view(bsz, seq_len, 3, heads, -1).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)
