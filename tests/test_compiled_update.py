@@ -41,12 +41,28 @@ def _run(data_bin, path, args):
     return out, logs, state
 
 
+def _recording_aot_eager(graphs):
+    """``aot_eager`` (AOTAutograd's graph run as traced) that keeps each graph it is given: the
+    aten operators inductor would compile, and record as CUDA graphs on a GPU."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    return aot_autograd(fw_compiler=keep)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", [[], ["--bf16"]], ids=["fp32", "bf16"])
 def test_the_compiled_update_is_one_graph_and_trains_as_the_eager_one(
     precision, data_bin, synonym_table, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
+    from torch._inductor.utils import get_first_incompatible_cudagraph_node
+
+    graphs = []
+    monkeypatch.setattr(CompiledUpdate, "backend", _recording_aot_eager(graphs))
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     compiled_out, compiled_logs, compiled = _run(
@@ -58,6 +74,9 @@ def test_the_compiled_update_is_one_graph_and_trains_as_the_eager_one(
     assert not torch._dynamo.utils.counters["graph_break"]
     # one graph per kind of batch (with and without padding), not one per update
     assert 1 <= torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 2
+    # nothing in it that CUDA graphs refuse (a host read, a data-dependent shape, an operator
+    # tagged unsafe): inductor's own test before it records them
+    assert graphs and all(get_first_incompatible_cudagraph_node(gm) is None for gm in graphs)
 
     # the reference: the same run and batches, every update eager
     monkeypatch.setattr(CompiledUpdate, "ready", lambda self: False)

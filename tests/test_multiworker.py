@@ -375,9 +375,17 @@ def _trainer_cfg(data_bin, task, arch, crit, world, rank, backend, save_dir, ext
     )
 
 
-def _trainer_worker(
-    rank, world, init_file, data_bin, task_name, arch, crit, backend, out, fast=False
-):
+# the update with --optimizer fused_adamw (compat/fast_update.py): eager, under --bf16 with the
+# linear layers on bf16 copies or (compute_copies off) autocast's casts, the whole update compiled
+FAST = {
+    "eager": [],
+    "bf16": ["--bf16"],
+    "bf16-autocast": ["--bf16"],
+    "compiled": ["--electra-compile", "--electra-compile-scope", "update"],
+}
+
+
+def _trainer_worker(rank, world, init_file, data_bin, task_name, arch, crit, backend, out, fast=""):
     import cpu_worker
     import fairseq.models.distributed_fairseq_model as distributed_fairseq_model
     import torch.distributed as dist
@@ -392,7 +400,16 @@ def _trainer_worker(
         dist.init_process_group(
             "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
         )
-    extra = ["--optimizer", "fused_adamw", "--clip-norm", "1.0", *STATIC] if fast else []
+    from truneg_fairseq.compat.compiled_update import CompiledUpdate
+    from truneg_fairseq.compat.fast_update import FastUpdate
+
+    # the graph dynamo captures, run as captured (no AOTAutograd, no code made: seconds, not a
+    # minute, for 2 processes on 2 cores; tests/test_compiled_update.py traces with aot_eager)
+    CompiledUpdate.backend = "eager"
+    FastUpdate.compute_copies = fast != "bf16-autocast"
+    extra = (
+        ["--optimizer", "fused_adamw", "--clip-norm", "1.0", *STATIC, *FAST[fast]] if fast else []
+    )
     cfg = _trainer_cfg(
         data_bin, task_name, arch, crit, world, rank, backend, Path(out).parent / "save", extra
     )
@@ -411,21 +428,30 @@ def _trainer_worker(
             range(step * WORLD * PER_WORKER, (step + 1) * WORLD * PER_WORKER)
         )  # the combined batch
         mine = batch[rank * PER_WORKER : (rank + 1) * PER_WORKER] if world > 1 else batch
-        if fast and world > 1:  # two sub-batches a worker: the first backward does not all-reduce
+        # two sub-batches a worker: the first backward does not all-reduce (the compiled update
+        # takes one batch an update)
+        if fast and fast != "compiled" and world > 1:
             half = len(mine) // 2
             samples = [ds.collater([ds[i] for i in part]) for part in (mine[:half], mine[half:])]
         else:
             samples = [ds.collater([ds[i] for i in mine])]
-        with SyncCounter() if fast and step > 0 else contextlib.nullcontext() as counter:
+        # (a dispatch mode and dynamo do not mix: the compiled graph has no sync by its
+        # fullgraph=True, what runs around it is the eager update's)
+        counting = fast and fast != "compiled" and step > 0
+        with SyncCounter() if counting else contextlib.nullcontext() as counter:
             log = trainer.train_step(samples)
         if counter is not None:
             syncs.extend(counter.sites)
         assert log is not None and trainer.get_num_updates() == step + 1
     state = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     if fast:
-        from truneg_fairseq.compat.fast_update import FastUpdate, fast_update_of
+        from truneg_fairseq.compat.fast_update import fast_update_of
 
-        assert isinstance(fast_update_of(trainer), FastUpdate)
+        plan = fast_update_of(trainer)
+        assert isinstance(plan, FastUpdate)
+        assert (plan.copies is not None) == (fast == "bf16")
+        if fast == "compiled":  # updates 2 and 3 ran as one graph
+            assert plan.compiled is not None and plan.compiled.compile_seconds is not None
         state["_syncs"] = syncs
         state["_meters"] = {
             k: v
@@ -456,11 +482,11 @@ class SyncCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _spawn(tmp_path, key, world, data_bin, case, fast=False):
+def _spawn(tmp_path, key, world, data_bin, case, fast=""):
     import torch.multiprocessing as mp
 
     task_name, arch, crit, backend = case
-    out = tmp_path / f"{key.replace('/', '_')}_{world}.pt"
+    out = tmp_path / f"{key.replace('/', '_')}_{fast}_{world}.pt"
     args = (
         world,
         str(tmp_path / f"init_{out.name}"),
@@ -473,11 +499,16 @@ def _spawn(tmp_path, key, world, data_bin, case, fast=False):
         fast,
     )
     if world == 1:  # the reference needs no process group: it runs here
+        from truneg_fairseq.compat.compiled_update import CompiledUpdate
+        from truneg_fairseq.compat.fast_update import FastUpdate
+
         threads = torch.get_num_threads()
+        backend, copies = CompiledUpdate.backend, FastUpdate.compute_copies
         try:
             _trainer_worker(0, *args)
         finally:
             torch.set_num_threads(threads)
+            CompiledUpdate.backend, FastUpdate.compute_copies = backend, copies
     else:
         mp.spawn(_trainer_worker, args=args, nprocs=world, join=True)
     return [torch.load(f"{out}.rank{r}") for r in range(world)]
@@ -507,8 +538,14 @@ def test_the_fast_update_with_two_workers_equals_one_process_and_waits_for_nothi
     all-reduce) give the weights and the logged meters of one process on the combined batch,
     and after the first update nothing in an update is read on the host."""
     case = TRAINER_CASES[key]
-    (one,) = _spawn(tmp_path, key, 1, data_bin, case, fast=True)
-    two = _spawn(tmp_path, key, WORLD, data_bin, case, fast=True)
+    (one,) = _spawn(tmp_path, key, 1, data_bin, case, fast="eager")
+    two = _spawn(tmp_path, key, WORLD, data_bin, case, fast="eager")
+    _assert_same_updates(key, one, two)
+
+
+def _assert_same_updates(key, one, two, rel=1e-4):
+    """``two`` workers' weights and meters equal each other and ``one``'s, and nothing in their
+    updates after the first was read on the host."""
     for rank in range(WORLD):
         assert two[rank].pop("_syncs") == [], f"rank {rank} waited for the device"
     one.pop("_syncs")
@@ -516,9 +553,38 @@ def test_the_fast_update_with_two_workers_equals_one_process_and_waits_for_nothi
     assert meters[1] == meters[2]
     assert meters[0].keys() == meters[1].keys() and "loss" in meters[0]
     for name, value in meters[0].items():
-        assert meters[1][name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+        assert meters[1][name] == pytest.approx(value, rel=rel, abs=1e-6), name
     assert_same(two[0], two[1], f"{key} rank 0 vs rank 1")
     assert_same(two[0], one, f"{key} 2 workers vs 1 process")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["pytorch_ddp", "legacy_ddp"])
+def test_bf16_copies_with_two_workers_sum_the_gradients_autocast_would(
+    backend, data_bin, synonym_table, tmp_path
+):
+    """Under ``--bf16`` the linear layers run on bf16 copies with several workers too
+    (compat/bf16_weights.py): torch's DDP never sees their gradients, so the update sums them
+    itself (compat/worker_grads.py); the 2 workers end with the weights and meters of 2 workers
+    under autocast's casts, where DDP's hooks all-reduced them, and wait for nothing."""
+    key = f"electra_sr/{backend}"
+    case = ("electra", ELECTRA, ["--criterion", "mlm_soft_reg"], backend)
+    autocast = _spawn(tmp_path, key, WORLD, data_bin, case, fast="bf16-autocast")
+    copies = _spawn(tmp_path, key, WORLD, data_bin, case, fast="bf16")
+    _assert_same_updates(key, autocast[0], copies)
+
+
+@pytest.mark.slow
+def test_the_compiled_update_with_two_workers_equals_one_process(data_bin, synonym_table, tmp_path):
+    """``--electra-compile-scope update`` with 2 workers (torch's DDP): the gradients and the
+    statistics are summed inside the graph (functional all-reduces); after the eager first
+    update, two compiled ones give the weights and meters of one process's eager update on
+    the combined batch (the compiled AdamW equals the fused kernel to rounding)."""
+    key = "electra/pytorch_ddp"
+    case = ("electra", ELECTRA, ["--criterion", "electra"], "pytorch_ddp")
+    (one,) = _spawn(tmp_path, key, 1, data_bin, case, fast="eager")
+    two = _spawn(tmp_path, key, WORLD, data_bin, case, fast="compiled")
+    _assert_same_updates(key, one, two)
 
 
 @pytest.mark.slow

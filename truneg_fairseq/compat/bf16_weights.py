@@ -18,8 +18,15 @@ Only ``nn.Linear`` layers, and only their own tensors: a weight shared with anot
 tied embedding) is not copied, nor a layer marked ``truneg_fp32 = True`` (one that runs in fp32
 outside autocast). The weights stay in the model between updates (validation, checkpoints,
 conversion and export see fp32 weights only). It is used by the update that never waits
-(:mod:`.fast_update`) with one worker (torch's DDP hooks the fp32 weights' gradients) and an
-eager model (not ``--electra-compile``, where inductor fuses the casts).
+(:mod:`.fast_update`) with an eager model (not ``--electra-compile``, where inductor fuses the
+casts). With several workers, torch's DDP never sees the copies' gradients (its hooks sit on
+the fp32 weights): that update then sums the gradients itself (:mod:`.worker_grads`).
+
+A weight that an update uses in several passes adds their bf16 gradients on its copy; autocast
+does the same where one cast serves them all, but adds in fp32 where it casts the weight again
+(its cast cache holds within one autocast region): ``mlm_sent_kl``, whose forward runs the
+generator on three inputs, agrees with autocast to bf16 rounding, the other objectives to the
+bit.
 """
 
 from __future__ import annotations

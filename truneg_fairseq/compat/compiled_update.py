@@ -18,8 +18,16 @@ replays. The optimizer state and the learning rate are marked static addresses s
 replay updates them in place. What the graph returns (the statistics, the gradient norm) goes to
 the device statistics of :mod:`.device_stats` as in the eager update.
 
+With several workers the graph runs the model without its DDP wrapper and sums what the
+wrapper and the eager update would, with functional all-reduces inside the graph: the logging
+output and sample size as one float64 vector, the gradients as one flat fp32 vector (not
+divided by the number of workers; the update divides by the summed sample size). Every worker
+takes the graph at the same updates (a worker's dummy batch too, its loss and statistics
+multiplied by 0), so the collectives match.
+
 The first update of a process runs eager (it makes the optimizer's state); so do an update of
-several sub-batches (``--update-freq``) and a dummy batch. Compilation happens at the second
+several sub-batches (``--update-freq``) and, with one worker, a dummy batch. Where inductor
+does not record the graph as CUDA graphs, the log says so. Compilation happens at the second
 update; its time is logged. The update rule is PyTorch's AdamW written with ``foreach``
 operations (the fused kernel has no compilable form with a tensor learning rate): it equals the
 fused kernel to rounding (tests/test_compiled_update.py).
@@ -56,6 +64,13 @@ class CompiledUpdate:
         device = self.params[0].device
         self.cuda = device.type == "cuda"
         self.lr = torch.zeros((), dtype=torch.float32, device=device)
+        # 1, or 0 for a dummy batch (several workers: one whose share of the epoch has run out
+        # takes the same graph, its loss and statistics counted as nothing, as fairseq's update)
+        self.keep = torch.ones((), dtype=torch.float32, device=device)
+        self.world = int(trainer.data_parallel_world_size)
+        self.group = trainer.data_parallel_process_group if self.world > 1 else None
+        if self.world > 1:  # the gradients are summed in the graph, not by the DDP wrapper
+            self.model = _unwrapped(self.model)
         self.state = None  # (exp_avgs, exp_avg_sqs, steps), once the optimizer has made them
         self.compiled = None
         self.compile_seconds = None
@@ -80,11 +95,11 @@ class CompiledUpdate:
             [s["step"] for s in entries],
         )
         if self.cuda:  # updated in place by the replayed graph
-            for tensor in (self.lr, *self.state[0], *self.state[1], *self.state[2]):
+            for tensor in (self.lr, self.keep, *self.state[0], *self.state[1], *self.state[2]):
                 torch._dynamo.mark_static_address(tensor)
         return True
 
-    def run(self, sample, num_updates: int):
+    def run(self, sample, num_updates: int, is_dummy: bool = False):
         """One update of ``sample``: (logging output, sample size, gradient norm, finite)."""
         if self.compiled is None:
             from .dynamo_fallback import watch_dynamo_fallback
@@ -100,35 +115,48 @@ class CompiledUpdate:
                 mode="reduce-overhead" if self.cuda and self.backend == "inductor" else None,
             )
         self.lr.fill_(float(self.optimizer._optimizer.param_groups[0]["lr"]))
+        self.keep.fill_(0.0 if is_dummy else 1.0)
         self.model.set_num_updates(num_updates)  # as the task's train_step does
         if self.cuda:
             torch.compiler.cudagraph_mark_step_begin()
-        start = time.perf_counter() if self.compile_seconds is None else None
+        first = self.compile_seconds is None
+        if first:
+            start, skips = time.perf_counter(), _cudagraph_skips()
         with self.step_context(sample), torch._dynamo.config.patch(trace_autograd_ops=True):
-            sample_size, logging_output, grad_norm, finite = self.compiled(sample)
-        if start is not None:
+            sample_size, logging_output, grad_norm, finite = self.compiled(sample, self.keep)
+        if first:
             self.compile_seconds = time.perf_counter() - start
+            graphs = self.cuda and self.backend == "inductor"
+            workers = f"; gradients summed over {self.world} workers" if self.world > 1 else ""
             logger.info(
-                f"training updates: compiled as one graph (forward, backward, clipping, AdamW"
-                f"{'; CUDA graphs' if self.cuda and self.backend == 'inductor' else ''}) in "
-                f"{self.compile_seconds:.1f} s at update {num_updates + 1}"
+                f"training updates: compiled as one graph (forward, backward{workers}, clipping, "
+                f"AdamW{'; CUDA graphs' if graphs else ''}) in {self.compile_seconds:.1f} s at "
+                f"update {num_updates + 1}"
             )
+            if graphs and _cudagraph_skips() > skips:
+                logger.warning(
+                    "training updates: inductor did not record the compiled update as CUDA "
+                    "graphs (it runs its kernels one launch each); TORCH_LOGS=cudagraphs says why"
+                )
         return logging_output, sample_size, grad_norm, finite
 
     # ---- the compiled graph ----------------------------------------------------------------------
-    def _update(self, sample):
+    def _update(self, sample, keep):
         loss, sample_size, logging_output = self.criterion(self.model, sample)
-        loss.backward()
+        (loss * keep).backward()
         # the parameters the loss reached (the rest keep their weights and moments, as in
         # torch's AdamW); decided while tracing, a guard of the graph
         used = [i for i, p in enumerate(self.params) if p.grad is not None]
         params = [self.params[i] for i in used]
-        if torch.is_tensor(sample_size):
+        grads = [p.grad for p in params]
+        if self.world > 1:
+            logging_output, total = self._all_reduce(logging_output, sample_size, keep)
+            grads = self._sum_gradients(grads)
+        elif torch.is_tensor(sample_size):
             total = sample_size.float()
         else:
             total = torch.tensor(float(sample_size), device=self.lr.device)
         divisor = torch.where(total == 0, torch.ones_like(total), total)
-        grads = [p.grad for p in params]
         torch._foreach_div_(grads, divisor)
         norms = torch._foreach_norm(grads, 2)
         grad_norm = torch.linalg.vector_norm(torch.stack([n.float() for n in norms]), 2)
@@ -145,6 +173,32 @@ class CompiledUpdate:
         }
         return total, logging_output, grad_norm, finite
 
+    def _all_reduce(self, logging_output, sample_size, keep):
+        """The logging output and sample size summed over the workers (one float64 vector, as
+        the eager update's), the host numbers of the batch (token counts) joining it."""
+        import torch.distributed._functional_collectives as funcol
+
+        keys = list(logging_output)
+        device = self.lr.device
+        values = [*(logging_output[k] for k in keys), sample_size]
+        vector = torch.cat(
+            [
+                v.detach().reshape(1).to(device=device, dtype=torch.float64)
+                if torch.is_tensor(v)
+                else torch.tensor([float(v)], dtype=torch.float64, device=device)
+                for v in values
+            ]
+        )
+        summed = funcol.all_reduce(vector * keep.double(), "sum", self.group).unbind()
+        return dict(zip(keys, summed[:-1])), summed[-1]
+
+    def _sum_gradients(self, grads):
+        """``grads`` summed over the workers: one flat all-reduce (all have one dtype)."""
+        import torch.distributed._functional_collectives as funcol
+
+        flat = funcol.all_reduce(torch.cat([g.reshape(-1) for g in grads]), "sum", self.group)
+        return [v.view_as(g) for v, g in zip(flat.split([g.numel() for g in grads]), grads)]
+
     def _adamw(self, used, grads, finite) -> None:
         """PyTorch's AdamW (decoupled weight decay, bias-corrected moments, epsilon added to the
         corrected sqrt(v)) on the parameters numbered ``used`` (``grads`` theirs), left unchanged
@@ -154,7 +208,8 @@ class CompiledUpdate:
         beta1, beta2, lr = self.beta1, self.beta2, self.lr
         keep = finite.to(torch.float32)
         grads = [torch.where(finite, g, torch.zeros_like(g)) for g in grads]
-        torch._foreach_add_(steps, keep)
+        # a list of tensors: with one 0-dim tensor foreach add reads it on the host
+        torch._foreach_add_(steps, [keep] * len(steps))
         step = steps[0]
         correction1 = 1 - beta1**step
         correction2 = 1 - beta2**step
@@ -185,6 +240,23 @@ def applies(trainer) -> str | None:
     params = list(optimizer.params)
     if not params or len({(p.device, p.dtype) for p in params}) != 1:
         return "parameters of several devices or dtypes"
-    if trainer.data_parallel_world_size != 1:
-        return "several workers"
     return None
+
+
+def _unwrapped(model):
+    """``model`` without its data-parallel wrappers (fairseq's proxy, torch's or fairseq's DDP)."""
+    from fairseq.distributed import LegacyDistributedDataParallel, ModuleProxyWrapper
+    from torch.nn.parallel import DistributedDataParallel
+
+    while isinstance(
+        model, (ModuleProxyWrapper, DistributedDataParallel, LegacyDistributedDataParallel)
+    ):
+        model = model.module
+    return model
+
+
+def _cudagraph_skips() -> int:
+    """How often inductor has left a compiled graph without CUDA graphs in this process."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["cudagraph_skips"])

@@ -38,8 +38,9 @@ fp32 or the plugin's ``--bf16`` autocast), statistics summed on the device (:mod
 task's own ``optimizer_step`` fairseq's, no EMA, no BMUF/SlowMo, no TPU, no pipeline model
 parallelism. The log says once which update a run uses, and why not the fast one.
 
-Within it: under bf16 autocast with one worker and an eager model the linear layers run on bf16
-copies of their weights (:mod:`.bf16_weights`), and ``--electra-compile-scope update`` runs the
+Within it: under bf16 autocast with an eager model the linear layers run on bf16 copies of
+their weights (:mod:`.bf16_weights`; with several workers under torch's DDP the update then sums
+the gradients itself, :mod:`.worker_grads`), and ``--electra-compile-scope update`` runs the
 whole update as one compiled graph (:mod:`.compiled_update`).
 """
 
@@ -146,7 +147,7 @@ def _autocasts(trainer) -> bool:
 class FastUpdate:
     """One trainer's update without a host-device synchronisation (module docstring)."""
 
-    # under bf16 autocast with one worker and an eager model, the linear layers run on bf16
+    # under bf16 autocast with an eager model, the linear layers run on bf16
     # copies of their weights (:mod:`.bf16_weights`: the same numbers, 2 casts a tensor fewer)
     compute_copies = True
 
@@ -183,10 +184,17 @@ class FastUpdate:
             else:
                 _compile_model_instead(trainer, why)
         self.copies = None
-        if self.compute_copies and self.world == 1 and _autocasts(trainer):
+        if self.compute_copies and _autocasts(trainer):
             from .bf16_weights import Bf16ComputeWeights
 
             self.copies = Bf16ComputeWeights(trainer.model) or None
+        # torch's DDP all-reduces only gradients accumulated into the weights: with bf16 copies
+        # the update sums them itself, after the last backward (:mod:`.worker_grads`)
+        self.sums_grads = False
+        if self.copies is not None and self.world > 1:
+            from .worker_grads import sums_gradients_itself
+
+            self.sums_grads = sums_gradients_itself(trainer.model)
         self.cuda_total_gb = (
             trainer.cuda_env.total_memory_in_GB
             if self.cuda and trainer.cuda_env is not None
@@ -238,10 +246,12 @@ class FastUpdate:
             )
         if compiled is not None and len(samples) == 1:
             sample, is_dummy = trainer._prepare_sample(samples[0])
-            if not is_dummy and compiled.ready():
+            # several workers all take the compiled update or all the eager one (their
+            # all-reduces must match): a worker's dummy batch too, counted as nothing
+            if (not is_dummy or self.world > 1) and compiled.ready():
                 try:
                     logging_output, sample_size, grad_norm, finite = compiled.run(
-                        sample, num_updates
+                        sample, num_updates, is_dummy
                     )
                 except Exception:
                     self._save_crash()
@@ -274,9 +284,15 @@ class FastUpdate:
             sample_size = float(sample_size)
             divisor = sample_size or 1.0
 
-        optimizer.all_reduce_grads(model)
-        # torch's DDP averages the workers' gradients: times the world size, they are the sum
-        optimizer.multiply_grads(self.world / divisor)
+        if self.sums_grads:
+            from .worker_grads import all_reduce_gradients
+
+            all_reduce_gradients(optimizer.params, self.group)
+            optimizer.multiply_grads(1.0 / divisor)
+        else:
+            optimizer.all_reduce_grads(model)
+            # torch's DDP averages the workers' gradients: times the world size, they are the sum
+            optimizer.multiply_grads(self.world / divisor)
         grad_norm = optimizer.clip_grad_norm(self.clip_norm)
         finite = torch.isfinite(grad_norm)
         optimizer.step(found_inf=(~finite).to(torch.float32))
@@ -315,8 +331,10 @@ class FastUpdate:
         for i, sample in enumerate(samples):
             sample, is_dummy = trainer._prepare_sample(sample)
             try:
-                # several workers: the gradients are all-reduced in the last backward only
-                with model.no_sync() if self.accumulates and i < last else contextlib.nullcontext():
+                # several workers: the gradients are all-reduced in the last backward only, or
+                # after it by the update itself
+                sync = i == last and not self.sums_grads
+                with model.no_sync() if self.accumulates and not sync else contextlib.nullcontext():
                     loss, sample_size_i, logging_output = trainer.task.train_step(
                         sample=sample,
                         model=model,
