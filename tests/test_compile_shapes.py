@@ -8,7 +8,7 @@ import logging
 
 import torch
 from torch._dynamo.utils import counters
-from utils import TINY_ELECTRA, build_components
+from utils import TINY_ELECTRA, build_components, cuda_graph_refusals, recording_aot_eager
 
 FLAGS = ["--criterion", "mlm_hard_correction", "--mlm-prediction-slots", "static"]
 
@@ -136,7 +136,8 @@ def test_the_whole_model_compiles_as_one_graph_and_steps_as_eager(data_bin, syno
     batches = _epoch(task, 16)[:3]
     torch._dynamo.reset()
     counters.clear()
-    model.compile_encoders(backend="aot_eager", scope="model")
+    graphs = []
+    model.compile_encoders(backend=recording_aot_eager(graphs), scope="model")
     model.train()
     twin.train()
     for sample in batches:
@@ -156,6 +157,8 @@ def test_the_whole_model_compiles_as_one_graph_and_steps_as_eager(data_bin, syno
                 torch.testing.assert_close(p.grad, grads[name], rtol=1e-4, atol=1e-6, msg=name)
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
     assert "_orig_mod" not in "".join(model.state_dict())  # checkpoints keep their keys
+    # forward and backward: nothing CUDA graphs refuse
+    assert len(graphs) == 2 and cuda_graph_refusals(graphs) == []
 
 
 def test_fairseq_train_compiles_the_whole_model_and_logs_the_first_update(

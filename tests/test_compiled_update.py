@@ -9,7 +9,7 @@ import json
 
 import pytest
 import torch
-from utils import TINY_ELECTRA, fairseq_train
+from utils import TINY_ELECTRA, cuda_graph_refusals, fairseq_train, recording_aot_eager
 
 from truneg_fairseq.compat.compiled_update import CompiledUpdate
 
@@ -41,28 +41,13 @@ def _run(data_bin, path, args):
     return out, logs, state
 
 
-def _recording_aot_eager(graphs):
-    """``aot_eager`` (AOTAutograd's graph run as traced) that keeps each graph it is given: the
-    aten operators inductor would compile, and record as CUDA graphs on a GPU."""
-    from functorch.compile import make_boxed_func
-    from torch._dynamo.backends.common import aot_autograd
-
-    def keep(gm, example_inputs):
-        graphs.append(gm)
-        return make_boxed_func(gm.forward)
-
-    return aot_autograd(fw_compiler=keep)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", [[], ["--bf16"]], ids=["fp32", "bf16"])
 def test_the_compiled_update_is_one_graph_and_trains_as_the_eager_one(
     precision, data_bin, synonym_table, tmp_path, monkeypatch
 ):
-    from torch._inductor.utils import get_first_incompatible_cudagraph_node
-
     graphs = []
-    monkeypatch.setattr(CompiledUpdate, "backend", _recording_aot_eager(graphs))
+    monkeypatch.setattr(CompiledUpdate, "backend", recording_aot_eager(graphs))
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     compiled_out, compiled_logs, compiled = _run(
@@ -76,7 +61,7 @@ def test_the_compiled_update_is_one_graph_and_trains_as_the_eager_one(
     assert 1 <= torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 2
     # nothing in it that CUDA graphs refuse (a host read, a data-dependent shape, an operator
     # tagged unsafe): inductor's own test before it records them
-    assert graphs and all(get_first_incompatible_cudagraph_node(gm) is None for gm in graphs)
+    assert graphs and cuda_graph_refusals(graphs) == []
 
     # the reference: the same run and batches, every update eager
     monkeypatch.setattr(CompiledUpdate, "ready", lambda self: False)

@@ -8,7 +8,14 @@ import pytest
 import torch
 from fairseq import utils as fs_utils
 from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
-from utils import TINY_ELECTRA, build_components, fairseq_train, valid_batch
+from utils import (
+    TINY_ELECTRA,
+    build_components,
+    cuda_graph_refusals,
+    fairseq_train,
+    recording_aot_eager,
+    valid_batch,
+)
 
 from truneg_fairseq.optim.fused_adamw import FusedAdamW, FusedAdamWConfig
 
@@ -234,7 +241,8 @@ def test_forward_and_backward_trace_as_one_graph(name, data_bin, synonym_table):
     torch.manual_seed(0)
     eager, n_eager = step(sample)
     g_eager = grads()
-    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    graphs = []
+    compiled = torch.compile(step, fullgraph=True, backend=recording_aot_eager(graphs))
     torch.manual_seed(0)
     with torch._dynamo.config.patch(trace_autograd_ops=True):  # backward in the same graph
         loss, n = compiled(sample)
@@ -245,6 +253,8 @@ def test_forward_and_backward_trace_as_one_graph(name, data_bin, synonym_table):
     assert g.keys() == g_eager.keys() and len(g) > 10
     for key in g:
         torch.testing.assert_close(g[key], g_eager[key], rtol=1e-3, atol=1e-5, msg=key)
+    # nothing in the step that CUDA graphs refuse (each would also be a wait for the device)
+    assert graphs and cuda_graph_refusals(graphs) == []
 
 
 def test_step_counts_benchmark_finds_no_sync_in_an_electra_update(monkeypatch):

@@ -487,3 +487,32 @@ def squad_span_text(example, words, feature, start: int, end: int) -> str:
     w0 = feature.token_word[start - feature.ctx_offset]
     w1 = feature.token_word[end - feature.ctx_offset]
     return example.context[words[w0][0] : words[w1][1]]
+
+
+def recording_aot_eager(graphs: list):
+    """torch.compile's ``aot_eager`` backend (AOTAutograd's graph run as traced, no code made)
+    that appends each graph it is given to ``graphs``: the aten operators inductor would compile
+    and, on a GPU under ``mode="reduce-overhead"``, record as CUDA graphs."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    return aot_autograd(fw_compiler=keep)
+
+
+def cuda_graph_refusals(graphs) -> List[str]:
+    """Where ``graphs`` hold an operator CUDA graphs refuse (a host read such as
+    ``aten._local_scalar_dense``, a data-dependent shape, an operator tagged unsafe): inductor's
+    own test before it records a graph, which runs on any device."""
+    from torch._inductor.utils import get_first_incompatible_cudagraph_node
+
+    found = []
+    for gm in graphs:
+        node = get_first_incompatible_cudagraph_node(gm)
+        if node is not None:
+            where = (node.meta.get("stack_trace") or "").strip().splitlines()[-2:]
+            found.append(f"{node.target}: {' / '.join(line.strip() for line in where)}")
+    return found
