@@ -490,23 +490,39 @@ def squad_span_text(example, words, feature, start: int, end: int) -> str:
 
 
 def recording_aot_eager(graphs: list):
+    import torch
+
     """torch.compile's ``aot_eager`` backend (AOTAutograd's graph run as traced, no code made)
     that appends each graph it is given to ``graphs``: the aten operators inductor would compile
-    and, on a GPU under ``mode="reduce-overhead"``, record as CUDA graphs."""
+    and, on a GPU under ``mode="reduce-overhead"``, record as CUDA graphs. A forward graph
+    carries the names of the inputs it writes to that are not static addresses
+    (``truneg_mutated_inputs``)."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
-    def keep(gm, example_inputs):
+    def keep_forward(gm, example_inputs):
+        meta = torch._guards.TracingContext.get().fw_metadata
+        names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        static = set(meta.static_input_indices)
+        gm.truneg_mutated_inputs = [
+            names[i] for i in meta.mutated_inp_runtime_indices if i not in static
+        ]
         graphs.append(gm)
         return make_boxed_func(gm.forward)
 
-    return aot_autograd(fw_compiler=keep)
+    def keep_backward(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    return aot_autograd(fw_compiler=keep_forward, bw_compiler=keep_backward)
 
 
 def cuda_graph_refusals(graphs) -> List[str]:
-    """Where ``graphs`` hold an operator CUDA graphs refuse (a host read such as
-    ``aten._local_scalar_dense``, a data-dependent shape, an operator tagged unsafe): inductor's
-    own test before it records a graph, which runs on any device."""
+    """What in ``graphs`` would keep inductor from recording them as CUDA graphs: an operator
+    CUDA graphs refuse (a host read such as ``aten._local_scalar_dense``, a data-dependent
+    shape, an operator tagged unsafe; inductor's own test, which runs on any device), or an
+    input written in place that is not a static address (a parameter, a buffer or a tensor
+    marked with ``torch._dynamo.mark_static_address``)."""
     from torch._inductor.utils import get_first_incompatible_cudagraph_node
 
     found = []
@@ -515,4 +531,7 @@ def cuda_graph_refusals(graphs) -> List[str]:
         if node is not None:
             where = (node.meta.get("stack_trace") or "").strip().splitlines()[-2:]
             found.append(f"{node.target}: {' / '.join(line.strip() for line in where)}")
+        mutated = getattr(gm, "truneg_mutated_inputs", [])
+        if mutated:
+            found.append(f"{len(mutated)} mutated inputs not static, e.g. {mutated[:3]}")
     return found

@@ -94,9 +94,11 @@ class CompiledUpdate:
             [s["exp_avg_sq"] for s in entries],
             [s["step"] for s in entries],
         )
-        if self.cuda:  # updated in place by the replayed graph
-            for tensor in (self.lr, self.keep, *self.state[0], *self.state[1], *self.state[2]):
-                torch._dynamo.mark_static_address(tensor)
+        # updated in place by the graph: on a GPU a replayed CUDA graph writes them where they
+        # are (inductor records no CUDA graph that mutates an input of another kind); marked on
+        # any device, so that the graph traced is the one a GPU runs
+        for tensor in (self.lr, self.keep, *self.state[0], *self.state[1], *self.state[2]):
+            torch._dynamo.mark_static_address(tensor)
         return True
 
     def run(self, sample, num_updates: int, is_dummy: bool = False):
