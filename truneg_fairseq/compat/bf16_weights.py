@@ -36,9 +36,17 @@ from typing import List, Optional
 import torch
 from torch import nn
 
+# where a layer that joins its q, k and v projections for one matrix product
+# (models/encoder_layer.py) finds their bf16 copies, already joined: (weight, bias or None), or
+# None when it joins the fp32 weights itself
+JOINED_ATTR = "truneg_joined_qkv"
+_QKV = ("q_proj", "k_proj", "v_proj")
+
 
 class Bf16ComputeWeights:
-    """The bf16 copies of ``model``'s linear layers (module docstring)."""
+    """The bf16 copies of ``model``'s linear layers (module docstring). A layer with the
+    attribute :data:`JOINED_ATTR` gets its q, k and v projections' copies as one joined tensor
+    (and one joined bias): no concatenation in its forward, one gradient for the three."""
 
     def __init__(self, model: nn.Module):
         owners = {}
@@ -46,46 +54,96 @@ class Bf16ComputeWeights:
             for name, param in module._parameters.items():
                 if param is not None:
                     owners.setdefault(id(param), []).append((module, name))
+
+        def copyable(param) -> bool:
+            return (
+                param is not None
+                and param.requires_grad
+                and param.dtype == torch.float32
+                and len(owners[id(param)]) == 1
+            )
+
+        self.weights: List[torch.Tensor] = []  # the fp32 tensors copied
+        self.targets: List[torch.Tensor] = []  # where their copies live (a leaf, or a view of one)
+        self.leaves: List[torch.Tensor] = []  # the bf16 tensors the backward gives gradients
+        self.rows: List[Optional[List[int]]] = []  # per leaf: None, or its parts' first dims
+        self.joined: List[tuple] = []  # (layer, (weight leaf, bias leaf or None))
+        done = set()
+        for layer in model.modules():
+            if not hasattr(layer, JOINED_ATTR):
+                continue
+            projections = [getattr(getattr(layer, "self_attn", None), n, None) for n in _QKV]
+            if not all(
+                isinstance(m, nn.Linear) and not getattr(m, "truneg_fp32", False)
+                for m in projections
+            ):
+                continue
+            weights = [m.weight for m in projections]
+            biases = [m.bias for m in projections]
+            if not all(copyable(w) for w in weights) or not (
+                all(b is None for b in biases) or all(copyable(b) for b in biases)
+            ):
+                continue
+            parts = [weights] + ([biases] if biases[0] is not None else [])
+            joined = []
+            for tensors in parts:
+                leaf = torch.empty(
+                    (sum(t.shape[0] for t in tensors), *tensors[0].shape[1:]),
+                    dtype=torch.bfloat16,
+                    device=tensors[0].device,
+                ).requires_grad_()
+                rows = [t.shape[0] for t in tensors]
+                with torch.no_grad():
+                    self.targets.extend(leaf.detach().split_with_sizes(rows))
+                self.weights.extend(tensors)
+                self.leaves.append(leaf)
+                self.rows.append(rows)
+                joined.append(leaf)
+                done.update(id(t) for t in tensors)
+            self.joined.append((layer, (joined[0], joined[1] if len(joined) > 1 else None)))
         slots: List[tuple] = []
         for module in model.modules():
             if not isinstance(module, nn.Linear) or getattr(module, "truneg_fp32", False):
                 continue
             for name in ("weight", "bias"):
                 param = module._parameters.get(name)
-                if (
-                    param is not None
-                    and param.requires_grad
-                    and param.dtype == torch.float32
-                    and len(owners[id(param)]) == 1
-                ):
+                if copyable(param) and id(param) not in done:
                     slots.append((module._parameters, name, param))
+                    leaf = torch.empty_like(param, dtype=torch.bfloat16).requires_grad_()
+                    self.weights.append(param)
+                    self.targets.append(leaf.detach())
+                    self.leaves.append(leaf)
+                    self.rows.append(None)
         self.slots = slots
-        self.weights = [param for _, _, param in slots]
-        with torch.no_grad():
-            self.copies = [
-                torch.empty_like(p, dtype=torch.bfloat16).requires_grad_() for p in self.weights
-            ]
+        self.copies = [leaf for leaf, rows in zip(self.leaves, self.rows) if rows is None]
         self.accumulated = False
 
     def __len__(self) -> int:
-        return len(self.slots)
+        return len(self.weights)
 
     def begin(self) -> None:
         """Copy the fp32 weights (as they are now: loaded, updated or not) into the bf16 copies
         and put the copies in the layers' places."""
         with torch.no_grad():
-            torch._foreach_copy_(self.copies, self.weights)
+            torch._foreach_copy_(self.targets, self.weights)
         for (params, name, _), copy in zip(self.slots, self.copies):
             params[name] = copy
+        for layer, leaves in self.joined:  # a plain attribute: no nn.Module.__setattr__ call
+            layer.__dict__[JOINED_ATTR] = leaves
         self.accumulated = False
 
     def collect(self) -> None:
         """After a sub-batch's backward: its bf16 gradients into the fp32 weights' gradients
         (copied for the first sub-batch of the update, added for the others)."""
         grads: List[Optional[torch.Tensor]] = []
-        for copy in self.copies:
-            grads.append(copy.grad)
-            copy.grad = None
+        for leaf, rows in zip(self.leaves, self.rows):
+            grad, leaf.grad = leaf.grad, None
+            if rows is None:
+                grads.append(grad)
+            elif grad is None:
+                grads.extend([None] * len(rows))
+            else:
+                grads.extend(grad.split_with_sizes(rows))  # (an operator: no Python call)
         pairs = [(w, g) for w, g in zip(self.weights, grads) if g is not None]
         if not pairs:
             return
@@ -110,5 +168,7 @@ class Bf16ComputeWeights:
         """The fp32 weights back in the layers' places (also after an error)."""
         for params, name, weight in self.slots:
             params[name] = weight
-        for copy in self.copies:
-            copy.grad = None
+        for layer, _ in self.joined:
+            layer.__dict__[JOINED_ATTR] = None
+        for leaf in self.leaves:
+            leaf.grad = None

@@ -75,6 +75,10 @@ class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
     probabilities read from fairseq's modules at each call). Quantization noise and xformers
     attention are refused: use fairseq's layer for them."""
 
+    # q, k and v's bf16 copies joined, while an update under --bf16 runs on copies of the
+    # linear weights (compat/bf16_weights.py); None: the layer joins its own weights
+    truneg_joined_qkv = None
+
     def __init__(self, cfg, return_fc=False):
         if cfg.quant_noise.pq > 0:
             raise ValueError(
@@ -96,10 +100,16 @@ class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
         heads = self.num_heads
         # one projection for q, k and v (fairseq's three weights, joined for the call): one
         # matrix product, one autocast cast of x and one of its gradient instead of three each
-        q_proj, k_proj, v_proj = attn.q_proj, attn.k_proj, attn.v_proj
-        weight = torch.cat([q_proj.weight, k_proj.weight, v_proj.weight])
-        # fairseq's attention gives the three projections a bias or none (its ``bias`` flag)
-        bias = None if q_proj.bias is None else torch.cat([q_proj.bias, k_proj.bias, v_proj.bias])
+        joined = self.truneg_joined_qkv
+        if joined is not None:  # their bf16 copies, joined by the update (compat/bf16_weights.py)
+            weight, bias = joined
+        else:
+            q_proj, k_proj, v_proj = attn.q_proj, attn.k_proj, attn.v_proj
+            weight = torch.cat([q_proj.weight, k_proj.weight, v_proj.weight])
+            # fairseq's attention gives the three projections a bias or none (its ``bias`` flag)
+            bias = (
+                None if q_proj.bias is None else torch.cat([q_proj.bias, k_proj.bias, v_proj.bias])
+            )
         # N x 3C -> 3 x B x H x T x D
         qkv = F.linear(x, weight, bias).view(bsz, seq_len, 3, heads, -1).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)
