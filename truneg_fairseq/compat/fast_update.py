@@ -39,8 +39,8 @@ task's own ``optimizer_step`` fairseq's, no EMA, no BMUF/SlowMo, no TPU, no pipe
 parallelism. The log says once which update a run uses, and why not the fast one.
 
 Within it: under bf16 autocast with one worker and an eager model the linear layers run on bf16
-copies of their weights (:mod:`.bf16_weights`), and ``--electra-compile-scope update`` runs the
-whole update as one compiled graph (:mod:`.compiled_update`).
+copies of their weights (:mod:`.bf16_weights`); scope ``update`` (``--electra-compile-scope``,
+``--batch-mlm-compile-scope``) runs the whole update as one compiled graph (:mod:`.compiled_update`).
 """
 
 from __future__ import annotations
@@ -86,24 +86,25 @@ def _why_not(trainer) -> Optional[str]:
     return None
 
 
+def _compile_scope(task) -> Optional[str]:
+    """What ``task``'s compile flag compiles of a training step (``compile_scope()``), or None."""
+    scope = getattr(task, "compile_scope", None)
+    return scope() if callable(scope) else None
+
+
 def _update_scope(trainer) -> bool:
-    """Whether the task asks for the whole update compiled (``--electra-compile-scope update``)."""
-    cfg = getattr(trainer.task, "cfg", None)
-    return bool(getattr(cfg, "electra_compile", False)) and (
-        getattr(cfg, "electra_compile_scope", None) == "update"
-    )
+    """Whether the task asks for the whole update compiled (its compile scope ``update``)."""
+    return _compile_scope(trainer.task) == "update"
 
 
 def _compile_model_instead(trainer, why: str) -> None:
-    """``--electra-compile-scope update`` where the update cannot be compiled: the model's
-    forward and backward are, as with scope ``model``."""
-    logger.info(f"--electra-compile-scope update: the model is compiled instead ({why})")
-    model = trainer.model
-    while not hasattr(model, "compile_encoders") and hasattr(model, "module"):
-        model = model.module
+    """Scope ``update`` where the update cannot be compiled: the model's forward and backward
+    are, as with scope ``model`` (the task's ``compile_model``)."""
+    flag = trainer.task.compile_scope_flag
+    logger.info(f"{flag} update: the model is compiled instead ({why})")
     from .compiled_update import CompiledUpdate
 
-    model.compile_encoders(scope="model", backend=CompiledUpdate.backend)
+    trainer.task.compile_model(trainer.model, scope="model", backend=CompiledUpdate.backend)
 
 
 class SyncDebugSettingError(ValueError):
@@ -139,8 +140,7 @@ def _autocasts(trainer) -> bool:
     from ..precision import AUTOCAST_ATTR
 
     task = trainer.task
-    compiled = bool(getattr(getattr(task, "cfg", None), "electra_compile", False))
-    return bool(getattr(task, AUTOCAST_ATTR, False)) and not compiled
+    return bool(getattr(task, AUTOCAST_ATTR, False)) and _compile_scope(task) is None
 
 
 class FastUpdate:
@@ -233,8 +233,8 @@ class FastUpdate:
         if compiled is not None and len(samples) != 1 and not self.__dict__.get("_said"):
             self._said = True
             logger.info(
-                "--electra-compile-scope update: an update of several batches (--update-freq) "
-                "runs eager; the compiled update takes one batch an update"
+                f"{trainer.task.compile_scope_flag} update: an update of several batches "
+                "(--update-freq) runs eager; the compiled update takes one batch an update"
             )
         if compiled is not None and len(samples) == 1:
             sample, is_dummy = trainer._prepare_sample(samples[0])
