@@ -22,6 +22,7 @@ OWNER_PREFIXES = (
     "bert_",
     "wordpiece_",
     "fused_adamw_",
+    "batch_mlm_",
 )
 
 

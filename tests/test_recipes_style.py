@@ -48,6 +48,8 @@ def test_the_pattern_finds_the_other_style():
         ("electra/config/base_published_hc.yaml", "model.electra_max_positions"),
         ("bert/config/base_continue_hc.yaml", "model.max_positions"),
         ("bert/config/head_warmup.yaml", "model.encoder_attention_heads"),
+        ("mlm/config/roberta_base_sentkl.yaml", "task.batch_mlm_compile"),
+        ("bert/config/base_continue_sr.yaml", "task.batch_mlm_compile_scope"),
     ],
 )
 def test_overridden_fields_are_declared(config, field):

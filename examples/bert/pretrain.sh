@@ -32,6 +32,13 @@
 # the model's positions, at most 512); a sentence longer than SEQ is skipped in training and
 # validation, and fairseq logs how many ("N samples have invalid sizes and will be skipped").
 # BREAK_MODE=none cuts the text into SEQ-token blocks instead, so nothing is skipped.
+# COMPILE=model compiles the model's forward with its backward in stage 2 (--batch-mlm-compile
+# --batch-mlm-compile-scope model), COMPILE=update the whole update (forward, backward, clipping,
+# AdamW) as one graph, replayed as CUDA graphs on a GPU; both pad every batch to SEQ columns and
+# drop the short last batch of an epoch (counted in the log). For the plugin's criterions (not
+# masked_lm; the head warm-up stays eager). The compiled update takes one batch an update: with
+# UPDATE_FREQ above 1 the updates run eager (the log says so); give UPDATE_FREQ=1 and the whole
+# batch in MAX_SENTENCES.
 set -euo pipefail
 USAGE="usage: pretrain.sh IMPORTED_DIR DATA_BIN CRITERION [flags]"
 IMPORTED=${1:?$USAGE}
@@ -72,6 +79,17 @@ TABLE=()
 if [ "$CRITERION" != masked_lm ]; then
   TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}" --mlm-prediction-slots static)
 fi
+COMPILE_FLAGS=()
+case "${COMPILE:-0}" in
+  0) ;;
+  model|update)
+    if [ "$CRITERION" = masked_lm ]; then
+      echo "error: COMPILE=$COMPILE compiles the plugin's criterions (mlm_hard_correction, mlm_soft_reg," \
+           "mlm_sent_kl); masked_lm trains eager: leave COMPILE unset" >&2; exit 2
+    fi
+    COMPILE_FLAGS=(--batch-mlm-compile --batch-mlm-compile-scope "$COMPILE") ;;
+  *) echo "error: COMPILE must be 0, model (the whole forward) or update (the whole update, CUDA graphs on a GPU), got '$COMPILE'" >&2; exit 2 ;;
+esac
 MODEL=(--task batch_masked_lm --arch bert_hf --bert-sizes-from "$IMPORTED"
   --tokens-per-sample "$SEQ" --sample-break-mode "${BREAK_MODE:-complete}" --skip-invalid-size-inputs-valid-test
   --optimizer fused_adamw --fused-adamw-betas '(0.9,0.999)' --fused-adamw-eps 1e-6 --fused-adamw-weight-decay 0.01 --clip-norm 1.0
@@ -94,6 +112,7 @@ if [ "$HEAD_UPDATES" -gt 0 ]; then
 fi
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion "$CRITERION" "${TABLE[@]}" \
+  "${COMPILE_FLAGS[@]}" \
   --restore-file "$START" "${RESET[@]}" \
   --lr "${LR:-5e-5}" --warmup-updates "${WARMUP:-10000}" --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
   --save-dir "$SAVE_DIR" --save-interval-updates 25000 --keep-interval-updates 4 \

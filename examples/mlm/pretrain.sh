@@ -21,6 +21,13 @@
 # batch_masked_lm: fairseq's masked_lm (same flags, blocks and 80/10/10 masking) with each batch
 # masked at once in the loader, ~1-3 ms a batch on one core against fairseq's ~30-100 ms
 # (docs/benchmarks.md), so NUM_WORKERS=1 (default) keeps ahead of a GPU step.
+# COMPILE=model compiles the model's forward with its backward (--batch-mlm-compile
+# --batch-mlm-compile-scope model), COMPILE=update the whole update (forward, backward, clipping,
+# AdamW) as one graph, replayed as CUDA graphs on a GPU; both pad every batch to SEQ columns and
+# drop the short last batch of an epoch (counted in the log). For the plugin's criterions on
+# truneg_* archs (not masked_lm). The compiled update takes one batch an update: with
+# UPDATE_FREQ above 1 the updates run eager (the log says so); give UPDATE_FREQ=1 and the whole
+# batch in MAX_SENTENCES.
 set -euo pipefail
 DATA_BIN=${1:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 CRITERION=${2:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
@@ -52,9 +59,20 @@ if [ "$CRITERION" != masked_lm ]; then
   # asking the device; fairseq's roberta_* take boolean masks (dynamic slots)
   case "$ARCH" in truneg_*) TABLE_FLAGS+=(--mlm-prediction-slots static) ;; esac
 fi
+COMPILE_FLAGS=()
+case "${COMPILE:-0}" in
+  0) ;;
+  model|update)
+    if [ "$CRITERION" = masked_lm ]; then
+      echo "error: COMPILE=$COMPILE compiles the plugin's criterions (mlm_hard_correction, mlm_soft_reg," \
+           "mlm_sent_kl); masked_lm trains eager: leave COMPILE unset" >&2; exit 2
+    fi
+    COMPILE_FLAGS=(--batch-mlm-compile --batch-mlm-compile-scope "$COMPILE") ;;
+  *) echo "error: COMPILE must be 0, model (the whole forward) or update (the whole update, CUDA graphs on a GPU), got '$COMPILE'" >&2; exit 2 ;;
+esac
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
-  --task batch_masked_lm --num-workers "${NUM_WORKERS:-1}" --criterion "$CRITERION" "${TABLE_FLAGS[@]}" \
+  --task batch_masked_lm --num-workers "${NUM_WORKERS:-1}" --criterion "$CRITERION" "${TABLE_FLAGS[@]}" "${COMPILE_FLAGS[@]}" \
   "${MODEL[@]}" --sample-break-mode complete --tokens-per-sample "$SEQ" --skip-invalid-size-inputs-valid-test \
   --optimizer fused_adamw --fused-adamw-betas '(0.9,0.98)' --fused-adamw-eps 1e-6 --clip-norm 0.0 --fused-adamw-weight-decay 0.01 \
   --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \

@@ -1,4 +1,5 @@
-"""The whole training update as one compiled graph (``--electra-compile-scope update``).
+"""The whole training update as one compiled graph (``--electra-compile-scope update``,
+``--batch-mlm-compile-scope update``).
 
 The update that never waits for the device (:mod:`.fast_update`) still launches every kernel of
 the forward, the backward, the gradient scaling and clipping and the optimizer from the host. Here
@@ -107,8 +108,9 @@ class CompiledUpdate:
             from .dynamo_fallback import watch_dynamo_fallback
 
             watch_dynamo_fallback()  # a fallback to eager is said in fairseq's log
-            # shapes are fixed (--electra-compile keeps full batches only); a host number of the
-            # batch that changes (its token count) makes one symbolic recompile, not one per value
+            # shapes are fixed (--electra-compile, --batch-mlm-compile keep full batches only); a
+            # host number of the batch that changes (its token count) makes one symbolic
+            # recompile, not one per value
             self.compiled = torch.compile(
                 self._update,
                 fullgraph=True,

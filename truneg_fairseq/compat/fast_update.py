@@ -40,8 +40,9 @@ parallelism. The log says once which update a run uses, and why not the fast one
 
 Within it: under bf16 autocast with an eager model the linear layers run on bf16 copies of
 their weights (:mod:`.bf16_weights`; with several workers under torch's DDP the update then sums
-the gradients itself, :mod:`.worker_grads`), and ``--electra-compile-scope update`` runs the
-whole update as one compiled graph (:mod:`.compiled_update`).
+the gradients itself, :mod:`.worker_grads`); scope ``update`` (``--electra-compile-scope``,
+``--batch-mlm-compile-scope``) runs the whole update as one compiled graph
+(:mod:`.compiled_update`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ from typing import Optional
 import torch
 
 from .device_stats import FINITE_ATTR, defers
+from .sync_debug import sync_debug_setting, sync_guard
+from .worker_grads import all_reduce_statistics
 
 logger = logging.getLogger("truneg_fairseq.fast_update")
 
@@ -87,52 +90,25 @@ def _why_not(trainer) -> Optional[str]:
     return None
 
 
+def _compile_scope(task) -> Optional[str]:
+    """What ``task``'s compile flag compiles of a training step (``compile_scope()``), or None."""
+    scope = getattr(task, "compile_scope", None)
+    return scope() if callable(scope) else None
+
+
 def _update_scope(trainer) -> bool:
-    """Whether the task asks for the whole update compiled (``--electra-compile-scope update``)."""
-    cfg = getattr(trainer.task, "cfg", None)
-    return bool(getattr(cfg, "electra_compile", False)) and (
-        getattr(cfg, "electra_compile_scope", None) == "update"
-    )
+    """Whether the task asks for the whole update compiled (its compile scope ``update``)."""
+    return _compile_scope(trainer.task) == "update"
 
 
 def _compile_model_instead(trainer, why: str) -> None:
-    """``--electra-compile-scope update`` where the update cannot be compiled: the model's
-    forward and backward are, as with scope ``model``."""
-    logger.info(f"--electra-compile-scope update: the model is compiled instead ({why})")
-    model = trainer.model
-    while not hasattr(model, "compile_encoders") and hasattr(model, "module"):
-        model = model.module
+    """Scope ``update`` where the update cannot be compiled: the model's forward and backward
+    are, as with scope ``model`` (the task's ``compile_model``)."""
+    flag = trainer.task.compile_scope_flag
+    logger.info(f"{flag} update: the model is compiled instead ({why})")
     from .compiled_update import CompiledUpdate
 
-    model.compile_encoders(scope="model", backend=CompiledUpdate.backend)
-
-
-class SyncDebugSettingError(ValueError):
-    """``TRUNEG_SYNC_DEBUG`` set to something other than warn or error."""
-
-
-def _sync_debug_setting() -> Optional[str]:
-    """``TRUNEG_SYNC_DEBUG``: ``warn`` or ``error`` (anything else is refused), or None."""
-    value = os.environ.get("TRUNEG_SYNC_DEBUG", "").strip().lower()
-    if not value:
-        return None
-    if value not in ("warn", "error"):
-        raise SyncDebugSettingError(
-            f"TRUNEG_SYNC_DEBUG={value!r}: set it to warn or error (torch's sync debug mode "
-            "inside each training update on a GPU), or unset it"
-        )
-    logger.info(f"TRUNEG_SYNC_DEBUG={value}: a wait for the device inside an update {value}s")
-    return value
-
-
-@contextlib.contextmanager
-def _sync_debug_mode(mode: str):
-    previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode(mode)
-    try:
-        yield
-    finally:
-        torch.cuda.set_sync_debug_mode(previous)
+    trainer.task.compile_model(trainer.model, scope="model", backend=CompiledUpdate.backend)
 
 
 def _autocasts(trainer) -> bool:
@@ -140,8 +116,7 @@ def _autocasts(trainer) -> bool:
     from ..precision import AUTOCAST_ATTR
 
     task = trainer.task
-    compiled = bool(getattr(getattr(task, "cfg", None), "electra_compile", False))
-    return bool(getattr(task, AUTOCAST_ATTR, False)) and not compiled
+    return bool(getattr(task, AUTOCAST_ATTR, False)) and _compile_scope(task) is None
 
 
 class FastUpdate:
@@ -162,7 +137,7 @@ class FastUpdate:
         self.world = int(trainer.data_parallel_world_size)
         self.group = trainer.data_parallel_process_group if self.world > 1 else None
         self.accumulates = self.world > 1 and hasattr(trainer.model, "no_sync")
-        self.sync_debug = _sync_debug_setting()
+        self.sync_debug = sync_debug_setting()
         self.compiled = None
         if _update_scope(trainer):
             from ..precision import autocast_criterion
@@ -218,19 +193,11 @@ class FastUpdate:
         trainer.zero_grad()
         metrics.log_start_time("train_wall", priority=800, round=0)
 
-        with self._sync_guard(num_updates):
+        with sync_guard(self.sync_debug, self.cuda, num_updates):
             done = self._step(samples, num_updates, raise_oom)
         if done is None:
             return None  # an out-of-memory batch skipped
         return self._finish(num_updates, *done)
-
-    def _sync_guard(self, num_updates: int):
-        """``TRUNEG_SYNC_DEBUG=warn|error`` on a GPU: torch's sync debug mode over the update
-        (from update 6 on: compilation and CUDA-graph recording come first), so that anything
-        in it that waits for the device warns or raises with its stack."""
-        if self.sync_debug is None or not self.cuda or num_updates < 5:
-            return contextlib.nullcontext()
-        return _sync_debug_mode(self.sync_debug)
 
     def _step(self, samples, num_updates: int, raise_oom: bool):
         """Forward, backward and optimizer step: (logging outputs, sample size, gradient norm,
@@ -241,8 +208,8 @@ class FastUpdate:
         if compiled is not None and len(samples) != 1 and not self.__dict__.get("_said"):
             self._said = True
             logger.info(
-                "--electra-compile-scope update: an update of several batches (--update-freq) "
-                "runs eager; the compiled update takes one batch an update"
+                f"{trainer.task.compile_scope_flag} update: an update of several batches "
+                "(--update-freq) runs eager; the compiled update takes one batch an update"
             )
         if compiled is not None and len(samples) == 1:
             sample, is_dummy = trainer._prepare_sample(samples[0])
@@ -276,7 +243,10 @@ class FastUpdate:
         if is_dummy:
             sample_size = sample_size * 0.0
         if self.world > 1:
-            logging_outputs, sample_size = self._all_reduce(logging_outputs, sample_size, is_dummy)
+            device = next(iter(trainer.model.parameters())).device
+            logging_outputs, sample_size = all_reduce_statistics(
+                logging_outputs, sample_size, is_dummy, device, self.group
+            )
         if torch.is_tensor(sample_size):
             sample_size = sample_size.float()
             divisor = torch.where(sample_size == 0, torch.ones_like(sample_size), sample_size)
@@ -367,46 +337,6 @@ class FastUpdate:
             if self.cuda and num_updates == 0:
                 torch.cuda.empty_cache()
         return logging_outputs, sample_size, is_dummy
-
-    def _all_reduce(self, logging_outputs, sample_size, is_dummy: bool):
-        """The update's logging outputs summed over its sub-batches and all workers (one
-        logging output, every value a one-element tensor on the device) and the total sample
-        size, with one all-reduce and no wait for the device."""
-        from fairseq.distributed import utils as distributed_utils
-
-        keys: list = []
-        summed: dict = {}
-        for log in logging_outputs:
-            for key, value in log.items():
-                if key in summed:
-                    summed[key] = summed[key] + value
-                else:
-                    keys.append(key)
-                    summed[key] = value
-        keys.append(None)  # the sample size's place
-        summed[None] = sample_size
-        on_device = [k for k in keys if torch.is_tensor(summed[k])]
-        on_host = [k for k in keys if not torch.is_tensor(summed[k])]
-        device = next(iter(self.trainer.model.parameters())).device
-        parts = []
-        if on_device:
-            parts.append(
-                torch.cat([summed[k].detach().reshape(1) for k in on_device]).to(
-                    device=device, dtype=torch.float64
-                )
-            )
-        if on_host:
-            host = torch.tensor([float(summed[k]) for k in on_host], dtype=torch.float64)
-            if device.type == "cuda":  # a copy from pinned memory does not wait for the device
-                host = host.pin_memory().to(device, non_blocking=True)
-            parts.append(host)
-        vector = parts[0] if len(parts) == 1 else torch.cat(parts)
-        if is_dummy:  # fairseq's update counts nothing of a dummy batch
-            vector = vector * 0.0
-        distributed_utils.all_reduce(vector, self.group)
-        values = dict(zip(on_device + on_host, vector.unbind()))
-        total = values.pop(None)
-        return [{k: values[k] for k in keys if k is not None}], total
 
     def _save_crash(self) -> None:
         """What fairseq's update does before re-raising an unexpected error."""

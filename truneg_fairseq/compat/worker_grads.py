@@ -1,4 +1,4 @@
-"""The gradients of several workers summed by the update itself, not by torch's DDP.
+"""The gradients (and statistics) of several workers summed by the update itself.
 
 torch's ``DistributedDataParallel`` all-reduces a gradient from a hook on the parameter's
 gradient accumulation. Where the update computes a weight's gradient somewhere else, the hook
@@ -12,6 +12,9 @@ way (its ``all_reduce_grads`` after the backward) and keeps its own.
 
 The sum is not divided by the number of workers (torch's DDP averages): the update divides by
 the summed sample size alone.
+
+The update's logging outputs and sample size are summed the same way, one float64 vector an
+update (:func:`all_reduce_statistics`; the compiled update sums them inside its graph).
 
 The gradients summed are those the backward made (a parameter the loss does not reach has
 none, and keeps none, as with one worker); which ones those are depends on the model and
@@ -61,3 +64,44 @@ def all_reduce_gradients(params, group) -> None:
         distributed_utils.all_reduce(flat, group)
         views = [v.view_as(g) for v, g in zip(flat.split([g.numel() for g in part]), part)]
         torch._foreach_copy_(part, views)
+
+
+def all_reduce_statistics(logging_outputs, sample_size, is_dummy: bool, device, group):
+    """An update's logging outputs summed over its sub-batches and all workers (one logging
+    output, every value a one-element tensor on ``device``) and the total sample size, with one
+    float64 all-reduce and no wait for the device (the numbers the host holds, such as
+    ``ntokens``, join the vector through pinned memory)."""
+    from fairseq.distributed import utils as distributed_utils
+
+    keys: list = []
+    summed: dict = {}
+    for log in logging_outputs:
+        for key, value in log.items():
+            if key in summed:
+                summed[key] = summed[key] + value
+            else:
+                keys.append(key)
+                summed[key] = value
+    keys.append(None)  # the sample size's place
+    summed[None] = sample_size
+    on_device = [k for k in keys if torch.is_tensor(summed[k])]
+    on_host = [k for k in keys if not torch.is_tensor(summed[k])]
+    parts = []
+    if on_device:
+        parts.append(
+            torch.cat([summed[k].detach().reshape(1) for k in on_device]).to(
+                device=device, dtype=torch.float64
+            )
+        )
+    if on_host:
+        host = torch.tensor([float(summed[k]) for k in on_host], dtype=torch.float64)
+        if device.type == "cuda":  # a copy from pinned memory does not wait for the device
+            host = host.pin_memory().to(device, non_blocking=True)
+        parts.append(host)
+    vector = parts[0] if len(parts) == 1 else torch.cat(parts)
+    if is_dummy:  # fairseq's update counts nothing of a dummy batch
+        vector = vector * 0.0
+    distributed_utils.all_reduce(vector, group)
+    values = dict(zip(on_device + on_host, vector.unbind()))
+    total = values.pop(None)
+    return [{k: values[k] for k in keys if k is not None}], total

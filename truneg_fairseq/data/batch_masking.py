@@ -99,7 +99,9 @@ class BatchMaskedLMDataset(FairseqDataset):
     (``src_tokens``, ``src_lengths``, ``src_id`` with ``include_index``, ``target_tokens`` with
     ``include_target_tokens``), ``target``, ``nsentences``, ``ntokens``.
 
-    ``__getitem__`` returns the index alone; the collater reads, pads and masks the batch."""
+    ``__getitem__`` returns the index alone; the collater reads, pads and masks the batch.
+    ``pad_to``: every batch padded on the right to this many columns (padding in the input and
+    the target, so nothing counts it), one width for a compiled step."""
 
     def __init__(
         self,
@@ -115,9 +117,11 @@ class BatchMaskedLMDataset(FairseqDataset):
         include_target_tokens: bool = False,
         include_index: bool = True,
         skip_masking: bool = False,
+        pad_to: Optional[int] = None,
     ):
         super().__init__()
         self.dataset = dataset
+        self.pad_to = pad_to
         if not 0.0 < mask_prob < 1.0:
             raise FlagError(f"--mask-prob must be in (0, 1), got {mask_prob}")
         if (
@@ -183,6 +187,11 @@ class BatchMaskedLMDataset(FairseqDataset):
         index = np.asarray(samples, dtype=np.int64)
         tokens, lengths = self.read(index)
         src, target = self.mask(tokens, lengths, index)
+        if self.pad_to is not None and src.shape[1] < self.pad_to:
+            # after masking: a row's mask depends on its tokens, not on the batch's width
+            extra = ((0, 0), (0, self.pad_to - src.shape[1]))
+            src = np.pad(src, extra, constant_values=self.pad)
+            target = np.pad(target, extra, constant_values=self.pad)
         src_t, tgt_t, len_t, id_t = (torch.from_numpy(a) for a in (src, target, lengths, index))
         net_input = {"src_tokens": src_t, "src_lengths": len_t}
         if self.include_target_tokens:

@@ -12,8 +12,8 @@ next to DATA/dict.txt (:mod:`truneg_fairseq.text`).
 """
 
 import logging
-import time
 from dataclasses import dataclass, field
+from typing import Optional
 
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
@@ -106,21 +106,11 @@ class ElectraTask(BatchMaskedLMTask):
         return whole_word_args(self.cfg.data, spec, "--electra-tokenizer with its file")
 
     # bf16 autocast (--electra-bf16-autocast or --bf16) is fairseq's base train_step/valid_step's
-    # (truneg_fairseq.precision); here the encoders learn whether the batch has padding
+    # (truneg_fairseq.precision); here the encoders learn whether the batch has padding; the
+    # first update's time under --electra-compile is logged by BatchMaskedLMTask.train_step
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        first = not self.__dict__.get("_stepped", False)  # the config is read at the first only
-        start = time.perf_counter()
         with padding_known(model, sample):
-            out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
-        if first:
-            self.__dict__["_stepped"] = True
-        if first and self.cfg.electra_compile and self.cfg.electra_compile_scope != "update":
-            logger.info(
-                f"--electra-compile ({self.cfg.electra_compile_scope}): the first update took "
-                f"{time.perf_counter() - start:.1f} s, compilation included (torch keeps the "
-                "compiled code in its cache: a later run of the same shapes reuses it)"
-            )
-        return out
+            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def step_context(self, model, sample):
         """What a training or validation step of ``sample`` runs in (the model told whether the
@@ -131,19 +121,20 @@ class ElectraTask(BatchMaskedLMTask):
         with padding_known(model, sample):
             return super().valid_step(sample, model, criterion)
 
-    def get_batch_iterator(self, dataset, *args, **kwargs):
-        """fairseq's iterator; under ``--electra-compile`` the training split's batches all of one
-        shape (:func:`full_batches_only`). Validation keeps every batch: its numbers must cover
-        the whole split, and evaluation is compiled apart from training anyway."""
-        epoch_iter = super().get_batch_iterator(dataset, *args, **kwargs)
-        subset = self.cfg.train_subset if _is_set(self.cfg, "train_subset") else "train"
-        if (
-            self.cfg.electra_compile
-            and dataset is self.datasets.get(subset)
-            and not getattr(epoch_iter, "truneg_full_batches", False)
-        ):
-            full_batches_only(epoch_iter)
-        return epoch_iter
+    # --electra-compile: the methods BatchMaskedLMTask's steps and compat/fast_update.py call
+    compile_flag = "--electra-compile"
+    compile_scope_flag = "--electra-compile-scope"
+
+    def compile_scope(self) -> Optional[str]:
+        """What the training step compiles: "stacks", "model", "update" or None (eager)."""
+        return str(self.cfg.electra_compile_scope) if self.cfg.electra_compile else None
+
+    def compile_model(self, model, scope: str = "model", backend: Optional[str] = None) -> None:
+        """``torch.compile`` of the encoder stacks or (``scope="model"``) of the whole forward,
+        in place."""
+        while not hasattr(model, "compile_encoders") and hasattr(model, "module"):
+            model = model.module  # DDP and fairseq's wrappers
+        model.compile_encoders(scope=scope, backend=backend or self.compile_backend)
 
     def build_model(self, cfg, from_checkpoint=False):
         from truneg_fairseq.models.objectives import ReplacedTokenDetection
@@ -160,85 +151,12 @@ class ElectraTask(BatchMaskedLMTask):
                 f"got {type(model).__name__}. For RoBERTa use --task masked_lm"
             )
         if self.cfg.electra_compile and self.cfg.electra_compile_scope != "update":
-            model.compile_encoders(scope=self.cfg.electra_compile_scope)
+            self.compile_model(model, scope=self.cfg.electra_compile_scope)
         # scope "update": the trainer's update compiles it all (compat/compiled_update.py), or,
         # where that update does not apply, compiles the model at its first update
         return model
 
 
-def full_batches_only(epoch_iter, log_name: str = "training") -> None:
-    """Keep only the batches of ``epoch_iter`` with the full shape: as many sequences as the
-    largest batch, padded to the longest sequence of all. Under ``--electra-compile`` every new
-    shape compiles the stacks again (and, past the recompile limit, leaves them eager), and the
-    last batch of an epoch is usually short. It is dropped, not padded: rows of padding would have
-    to be kept out of every count and loss (RTD, the sentence-level KL of an empty sentence), while
-    dropping loses fewer than one batch of sequences per epoch, and not the same ones each epoch
-    (the order of the sequences is shuffled per epoch before they are batched). The count is
-    logged."""
-    import numpy as np
-
-    dataset = epoch_iter.dataset
-
-    def filtered(batches):
-        batches = list(batches)
-        if not batches:
-            return batches
-        lengths = _num_tokens(
-            dataset, np.concatenate([np.asarray(b, dtype=np.int64) for b in batches])
-        )
-        ends = np.cumsum([len(b) for b in batches])
-        longest = [
-            int(lengths[e - len(b) : e].max()) if len(b) else 0 for b, e in zip(batches, ends)
-        ]
-        n_full, t_full = max(len(b) for b in batches), max(longest)
-        kept = [b for b, t in zip(batches, longest) if len(b) == n_full and t == t_full]
-        if len(kept) < len(batches):
-            logger.info(
-                "--electra-compile: %d of %d %s batches dropped (fewer than %d sequences or none of %d "
-                "tokens): the compiled stacks see one shape",
-                len(batches) - len(kept),
-                len(batches),
-                log_name,
-                n_full,
-                t_full,
-            )
-        return kept
-
-    if callable(epoch_iter.batch_sampler):  # --rebuild-batches: made anew each epoch
-        make = epoch_iter.batch_sampler
-        epoch_iter.batch_sampler = lambda ds, epoch: filtered(make(ds, epoch))
-        epoch_iter._frozen_batches = None
-    else:
-        epoch_iter.batch_sampler = filtered(epoch_iter.batch_sampler)
-        epoch_iter._frozen_batches = tuple(epoch_iter.batch_sampler)
-    epoch_iter.truneg_full_batches = True
-
-
-def _num_tokens(dataset, indices):
-    """Tokens of each sequence ``indices`` names, from the dataset's size arrays (fairseq's
-    masked-LM datasets keep them; ``num_tokens_vec`` is not implemented by all of them)."""
-    import numpy as np
-
-    try:
-        return np.asarray(dataset.num_tokens_vec(indices))
-    except NotImplementedError:  # fairseq's base (or a wrapper over it): read the size arrays below
-        sizes = getattr(dataset, "sizes", None)
-    if isinstance(sizes, np.ndarray):
-        return sizes[indices]
-    if isinstance(sizes, (list, tuple)) and sizes and all(isinstance(x, np.ndarray) for x in sizes):
-        return np.max(np.stack([x[indices] for x in sizes]), axis=0)
-    return np.array([dataset.num_tokens(int(i)) for i in indices])
-
-
 def _flag(cfg, name) -> bool:
     value = getattr(cfg, name, False)
     return bool(value) and not (isinstance(value, str) and value.startswith("${"))
-
-
-def _is_set(cfg, name) -> bool:
-    """A field that holds a value (not missing, not an interpolation left unresolved)."""
-    try:
-        value = getattr(cfg, name, None)
-    except Exception:  # an interpolation omegaconf cannot resolve outside a full fairseq config
-        return False
-    return isinstance(value, str) and bool(value) and not value.startswith("${")
