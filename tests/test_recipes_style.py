@@ -50,6 +50,8 @@ def test_the_pattern_finds_the_other_style():
         ("bert/config/head_warmup.yaml", "model.encoder_attention_heads"),
         ("mlm/config/roberta_base_sentkl.yaml", "task.batch_mlm_compile"),
         ("bert/config/base_continue_sr.yaml", "task.batch_mlm_compile_scope"),
+        ("electra/config/small_scratch_hc.yaml", "task.electra_compile"),
+        ("electra/config/base_continue_sr.yaml", "task.electra_compile_scope"),
     ],
 )
 def test_overridden_fields_are_declared(config, field):
