@@ -17,8 +17,9 @@ The rows, in order:
    fp32 / bf16 / amp / fp16 from the same start on the same batches, ``--updates`` (30) updates:
    every loss finite, the final mean within ``--tolerance`` of fp32's;
 5. the loader's batches/s (the task's iterator, the recipes' 1 worker) against each update rate;
-6. ELECTRA-small with the recipe's COMPILE=update (compile seconds), ELECTRA-small under torch's
-   sync debug mode "error" (``TRUNEG_SYNC_DEBUG``), the busy share of the others;
+6. ELECTRA-small and RoBERTa-base with the recipes' COMPILE=update (compile seconds),
+   ELECTRA-small under torch's sync debug mode "error" (``TRUNEG_SYNC_DEBUG``), the busy share
+   of the others;
 7. with ``--full``: every criterion x eager / compiled / CUDA graphs (gpu_step.py).
 
 ``--quick`` (``make gpu-check QUICK=1``) runs the same rows at tiny sizes, on the CPU when
@@ -66,16 +67,17 @@ def plan(quick: bool, full: bool, cuda: bool) -> list:
         rows.append(
             (f"loader:{size}", "data loader", f"{size} {b} x {t}", 5, "loader", {"size": size})
         )
-    rows.append(
-        (
-            f"train:{small}:compiled",
-            "fairseq-train",
-            f"{small} COMPILE=update (the whole update, CUDA graphs)",
-            30,
-            "train",
-            {"size": small, "compile": "update"},
+    for size, weight in ((small, 30), (rob, 20)):
+        rows.append(
+            (
+                f"train:{size}:compiled",
+                "fairseq-train",
+                f"{size} COMPILE=update (the whole update, CUDA graphs)",
+                weight,
+                "train",
+                {"size": size, "compile": "update"},
+            )
         )
-    )
     rows.append(
         (
             f"syncs:{small}",

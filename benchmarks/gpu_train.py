@@ -60,7 +60,7 @@ def binarize_random(size: str, work: str, lines: int) -> str:
 def recipe_argv(size: str, data: str, updates: int, cuda: bool, compile_=False) -> list:
     """The recipe's fairseq-train arguments for ``size`` (bf16 autocast on a GPU, fp32 on a CPU);
     ``compile_``: False, True (the encoder stacks) or a scope (``stacks``, ``model``,
-    ``update``)."""
+    ``update``; RoBERTa: ``model`` for True and ``stacks``)."""
     b, t = batch_shape(size)
     argv = [data, "--user-dir", USER_DIR, "--arch", ARCH[size], "--tokens-per-sample", str(t)]
     argv += ["--batch-size", str(b), "--required-batch-size-multiple", "1", "--seed", "1"]
@@ -74,6 +74,9 @@ def recipe_argv(size: str, data: str, updates: int, cuda: bool, compile_=False) 
         argv += ["--fused-adamw-betas", "(0.9,0.98)", "--fused-adamw-eps", "1e-6"]
         argv += ["--clip-norm", "0.0", "--fused-adamw-weight-decay", "0.01", "--lr", "1e-4"]
         argv += ["--dropout", "0.1", "--attention-dropout", "0.1"] + (["--bf16"] if cuda else [])
+        if compile_:  # the recipe's COMPILE=model|update
+            scope = "model" if compile_ in (True, "stacks") else str(compile_)
+            argv += ["--batch-mlm-compile", "--batch-mlm-compile-scope", scope]
     else:  # examples/electra/pretrain.sh
         argv += ["--task", "electra", "--criterion", "electra", "--sample-break-mode", "none"]
         argv += ["--electra-max-positions", "512" if not size.endswith("tiny") else str(t)]

@@ -148,8 +148,11 @@ def test_quick_correctness_per_precision(tmp_path):
 def test_the_sync_row_and_the_compiled_row_say_they_need_cuda(tmp_path):
     """Without a GPU the rows of torch's sync debug mode and of the compiled update (inductor's
     CPU build takes minutes) say so instead of running."""
-    report, md, rows = run_check(tmp_path, "--rows", "syncs:tiny,train:tiny:compiled")
+    report, md, rows = run_check(
+        tmp_path, "--rows", "syncs:tiny,train:tiny:compiled,train:roberta-tiny:compiled"
+    )
     assert rows["syncs:tiny"]["status"] == "not run: needs CUDA"
     assert "sync debug mode" in rows["syncs:tiny"]["reason"]
     assert rows["train:tiny:compiled"]["status"] == "not run: needs CUDA"
+    assert rows["train:roberta-tiny:compiled"]["status"] == "not run: needs CUDA"
     assert "COMPILE=update" in md
