@@ -160,6 +160,26 @@ def test_where_the_update_cannot_be_compiled_the_model_is(
     assert "compiled as one graph" not in out
 
 
+def test_several_batches_an_update_compile_the_model_instead(
+    data_bin, synonym_table, tmp_path, monkeypatch
+):
+    """``--update-freq 2``: the update that never waits runs with the model compiled (forward
+    and backward), not the whole update, and says so."""
+    monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
+    args = list(ARGS)
+    args[args.index("--max-update") + 1] = "2"
+    run = fairseq_train(data_bin, tmp_path / "freq", [*args, "--update-freq", "2"])
+    torch._dynamo.reset()
+    out = run.stdout + run.stderr
+    assert "training updates: without host-device synchronisation" in out
+    assert (
+        "--electra-compile-scope update: the model is compiled instead (--update-freq 2: "
+        "several batches an update)" in out
+    )
+    assert "compiled as one graph" not in out
+    assert "num_updates 2" in out or '"num_updates": "2"' in out
+
+
 @pytest.mark.slow
 def test_a_compiled_run_resumes_where_it_stopped(data_bin, synonym_table, tmp_path, monkeypatch):
     """Stopped after 3 updates and started again with the same command, the compiled update

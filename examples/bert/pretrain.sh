@@ -37,8 +37,8 @@
 # AdamW) as one graph, replayed as CUDA graphs on a GPU; both pad every batch to SEQ columns and
 # drop the short last batch of an epoch (counted in the log). For the plugin's criterions (not
 # masked_lm; the head warm-up stays eager). The compiled update takes one batch an update: with
-# UPDATE_FREQ above 1 the updates run eager (the log says so); give UPDATE_FREQ=1 and the whole
-# batch in MAX_SENTENCES.
+# UPDATE_FREQ above 1 the model alone is compiled (the log says so); for the whole update as one
+# graph give UPDATE_FREQ=1 and the whole batch in MAX_SENTENCES.
 set -euo pipefail
 USAGE="usage: pretrain.sh IMPORTED_DIR DATA_BIN CRITERION [flags]"
 IMPORTED=${1:?$USAGE}

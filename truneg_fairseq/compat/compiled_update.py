@@ -26,8 +26,9 @@ divided by the number of workers; the update divides by the summed sample size).
 takes the graph at the same updates (a worker's dummy batch too, its loss and statistics
 multiplied by 0), so the collectives match.
 
-The first update of a process runs eager (it makes the optimizer's state); so do an update of
-several sub-batches (``--update-freq``) and, with one worker, a dummy batch. Where inductor
+The first update of a process runs eager (it makes the optimizer's state); so does, with one
+worker, a dummy batch. It takes one batch an update: with ``--update-freq`` above 1 the model's
+forward and backward are compiled instead (scope ``model``) and the optimizer step runs eager. Where inductor
 does not record the graph as CUDA graphs, the log says so. Compilation happens at the second
 update; its time is logged. The update rule is PyTorch's AdamW written with ``foreach``
 operations (the fused kernel has no compilable form with a tensor learning rate): it equals the
@@ -244,6 +245,9 @@ def applies(trainer) -> str | None:
     params = list(optimizer.params)
     if not params or len({(p.device, p.dtype) for p in params}) != 1:
         return "parameters of several devices or dtypes"
+    update_freq = [int(u) for u in trainer.cfg.optimization.update_freq]
+    if max(update_freq) > 1:  # the compiled update takes one batch an update
+        return f"--update-freq {','.join(map(str, update_freq))}: several batches an update"
     return None
 
 

@@ -205,12 +205,6 @@ class FastUpdate:
         trainer = self.trainer
         model, optimizer = trainer.model, trainer.optimizer
         compiled = self.compiled
-        if compiled is not None and len(samples) != 1 and not self.__dict__.get("_said"):
-            self._said = True
-            logger.info(
-                f"{trainer.task.compile_scope_flag} update: an update of several batches "
-                "(--update-freq) runs eager; the compiled update takes one batch an update"
-            )
         if compiled is not None and len(samples) == 1:
             sample, is_dummy = trainer._prepare_sample(samples[0])
             # several workers all take the compiled update or all the eager one (their
