@@ -42,7 +42,9 @@ def _run(data_bin, path, args):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", [[], ["--bf16"]], ids=["fp32", "bf16"])
+@pytest.mark.parametrize(
+    "precision", [[], ["--bf16"], ["--update-freq", "2"]], ids=["fp32", "bf16", "update-freq-2"]
+)
 def test_the_compiled_update_is_one_graph_and_trains_as_the_eager_one(
     precision, data_bin, synonym_table, tmp_path, monkeypatch
 ):
@@ -53,12 +55,16 @@ def test_the_compiled_update_is_one_graph_and_trains_as_the_eager_one(
     compiled_out, compiled_logs, compiled = _run(
         data_bin, tmp_path / "compiled", [*ARGS, *precision]
     )
-    assert "training updates: compiled as one graph (forward, backward, clipping, AdamW)" in (
-        compiled_out
-    )
+    several = "--update-freq" in precision
+    if several:  # a batch's forward and backward, replayed once a batch; then the optimizer
+        said = "compiled as two graphs (a batch's forward and backward; clipping, AdamW)"
+    else:
+        said = "compiled as one graph (forward, backward, clipping, AdamW)"
+    assert f"training updates: {said} in" in compiled_out
     assert not torch._dynamo.utils.counters["graph_break"]
     # one graph per kind of batch (with and without padding), not one per update
-    assert 1 <= torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 2
+    graphs_made = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert 1 + several <= graphs_made <= 2 + several
     # nothing in it that CUDA graphs refuse (a host read, a data-dependent shape, an operator
     # tagged unsafe): inductor's own test before it records them
     assert graphs and cuda_graph_refusals(graphs) == []
@@ -158,41 +164,3 @@ def test_where_the_update_cannot_be_compiled_the_model_is(
         "optimizer other than --optimizer fused_adamw" in out
     )
     assert "compiled as one graph" not in out
-
-
-def test_several_batches_an_update_compile_the_model_instead(
-    data_bin, synonym_table, tmp_path, monkeypatch
-):
-    """``--update-freq 2``: the update that never waits runs with the model compiled (forward
-    and backward), not the whole update, and says so."""
-    monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
-    args = list(ARGS)
-    args[args.index("--max-update") + 1] = "2"
-    run = fairseq_train(data_bin, tmp_path / "freq", [*args, "--update-freq", "2"])
-    torch._dynamo.reset()
-    out = run.stdout + run.stderr
-    assert "training updates: without host-device synchronisation" in out
-    assert (
-        "--electra-compile-scope update: the model is compiled instead (--update-freq 2: "
-        "several batches an update)" in out
-    )
-    assert "compiled as one graph" not in out
-    assert "num_updates 2" in out or '"num_updates": "2"' in out
-
-
-@pytest.mark.slow
-def test_a_compiled_run_resumes_where_it_stopped(data_bin, synonym_table, tmp_path, monkeypatch):
-    """Stopped after 3 updates and started again with the same command, the compiled update
-    picks up the loaded optimizer state and ends where an uninterrupted run ends."""
-    monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
-    torch._dynamo.reset()
-    _, _, straight = _run(data_bin, tmp_path / "straight", ARGS)
-    args = list(ARGS)
-    args[args.index("--max-update") + 1] = "3"
-    fairseq_train(data_bin, tmp_path / "resumed", args)
-    out, _, resumed = _run(data_bin, tmp_path / "resumed", ARGS)
-    torch._dynamo.reset()
-    assert "(epoch 1 @ 3 updates)" in out and "compiled as one graph" in out
-    assert resumed["optimizer_history"][-1]["num_updates"] == 6
-    for key, value in straight["model"].items():
-        torch.testing.assert_close(resumed["model"][key], value, rtol=1e-4, atol=1e-5, msg=key)

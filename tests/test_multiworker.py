@@ -382,6 +382,13 @@ FAST = {
     "bf16": ["--bf16"],
     "bf16-autocast": ["--bf16"],
     "compiled": ["--electra-compile", "--electra-compile-scope", "update"],
+    "compiled-many": [
+        "--electra-compile",
+        "--electra-compile-scope",
+        "update",
+        "--update-freq",
+        "2",
+    ],
 }
 
 
@@ -430,14 +437,14 @@ def _trainer_worker(rank, world, init_file, data_bin, task_name, arch, crit, bac
         mine = batch[rank * PER_WORKER : (rank + 1) * PER_WORKER] if world > 1 else batch
         # two sub-batches a worker: the first backward does not all-reduce (the compiled update
         # takes one batch an update)
-        if fast and fast != "compiled" and world > 1:
+        if fast and fast != "compiled" and world > 1:  # (compiled-many: two graphs)
             half = len(mine) // 2
             samples = [ds.collater([ds[i] for i in part]) for part in (mine[:half], mine[half:])]
         else:
             samples = [ds.collater([ds[i] for i in mine])]
         # (a dispatch mode and dynamo do not mix: the compiled graph has no sync by its
         # fullgraph=True, what runs around it is the eager update's)
-        counting = fast and fast != "compiled" and step > 0
+        counting = fast and not fast.startswith("compiled") and step > 0
         with SyncCounter() if counting else contextlib.nullcontext() as counter:
             log = trainer.train_step(samples)
         if counter is not None:
@@ -450,7 +457,7 @@ def _trainer_worker(rank, world, init_file, data_bin, task_name, arch, crit, bac
         plan = fast_update_of(trainer)
         assert isinstance(plan, FastUpdate)
         assert (plan.copies is not None) == (fast == "bf16")
-        if fast == "compiled":  # updates 2 and 3 ran as one graph
+        if fast.startswith("compiled"):  # updates 2 and 3 ran compiled
             assert plan.compiled is not None and plan.compiled.compile_seconds is not None
         state["_syncs"] = syncs
         state["_meters"] = {
@@ -575,15 +582,20 @@ def test_bf16_copies_with_two_workers_sum_the_gradients_autocast_would(
 
 
 @pytest.mark.slow
-def test_the_compiled_update_with_two_workers_equals_one_process(data_bin, synonym_table, tmp_path):
+@pytest.mark.parametrize("mode", ["compiled", "compiled-many"])
+def test_the_compiled_update_with_two_workers_equals_one_process(
+    mode, data_bin, synonym_table, tmp_path
+):
     """``--electra-compile-scope update`` with 2 workers (torch's DDP): the gradients and the
     statistics are summed inside the graph (functional all-reduces); after the eager first
     update, two compiled ones give the weights and meters of one process's eager update on
-    the combined batch (the compiled AdamW equals the fused kernel to rounding)."""
+    the combined batch (the compiled AdamW equals the fused kernel to rounding).
+    ``compiled-many``: two batches a worker and update (``--update-freq 2``), each a replay of
+    the forward-and-backward graph, then the optimizer's graph."""
     key = "electra/pytorch_ddp"
     case = ("electra", ELECTRA, ["--criterion", "electra"], "pytorch_ddp")
     (one,) = _spawn(tmp_path, key, 1, data_bin, case, fast="eager")
-    two = _spawn(tmp_path, key, WORLD, data_bin, case, fast="compiled")
+    two = _spawn(tmp_path, key, WORLD, data_bin, case, fast=mode)
     _assert_same_updates(key, one, two)
 
 

@@ -36,9 +36,8 @@
 # --batch-mlm-compile-scope model), COMPILE=update the whole update (forward, backward, clipping,
 # AdamW) as one graph, replayed as CUDA graphs on a GPU; both pad every batch to SEQ columns and
 # drop the short last batch of an epoch (counted in the log). For the plugin's criterions (not
-# masked_lm; the head warm-up stays eager). The compiled update takes one batch an update: with
-# UPDATE_FREQ above 1 the model alone is compiled (the log says so); for the whole update as one
-# graph give UPDATE_FREQ=1 and the whole batch in MAX_SENTENCES.
+# masked_lm; the head warm-up stays eager). The compiled update is one graph with UPDATE_FREQ=1; with
+# UPDATE_FREQ above 1 it is two graphs: a batch's forward and backward, then the optimizer step.
 set -euo pipefail
 USAGE="usage: pretrain.sh IMPORTED_DIR DATA_BIN CRITERION [flags]"
 IMPORTED=${1:?$USAGE}

@@ -26,9 +26,14 @@ divided by the number of workers; the update divides by the summed sample size).
 takes the graph at the same updates (a worker's dummy batch too, its loss and statistics
 multiplied by 0), so the collectives match.
 
-The first update of a process runs eager (it makes the optimizer's state); so does, with one
-worker, a dummy batch. It takes one batch an update: with ``--update-freq`` above 1 the model's
-forward and backward are compiled instead (scope ``model``) and the optimizer step runs eager. Where inductor
+An update of several batches (``--update-freq``) runs as two graphs: one batch's forward and
+backward, replayed once a batch, adding into gradient buffers made once (static addresses, so
+that each replay writes where the last one did), then the division, clipping and AdamW, which
+also clears the buffers. The parameters that get buffers are those an eager update's backward
+reached. A batch's statistics come back as one vector, added up on the device as they arrive.
+
+The first update of a process runs eager (it makes the optimizer's state, and shows which
+parameters the loss reaches); so does, with one worker, a dummy batch. Where inductor
 does not record the graph as CUDA graphs, the log says so. Compilation happens at the second
 update; its time is logged. The update rule is PyTorch's AdamW written with ``foreach``
 operations (the fused kernel has no compilable form with a tensor learning rate): it equals the
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Optional
 
 import torch
 
@@ -76,6 +82,10 @@ class CompiledUpdate:
         self.state = None  # (exp_avgs, exp_avg_sqs, steps), once the optimizer has made them
         self.compiled = None
         self.compile_seconds = None
+        # several batches an update: the two graphs, the parameters the loss reaches (learnt
+        # from an eager update) and their gradient buffers
+        self.micro = self.apply = None
+        self.reached = self.grads = None
 
     # ---- on the host ---------------------------------------------------------------------------
     def ready(self) -> bool:
@@ -103,46 +113,103 @@ class CompiledUpdate:
             torch._dynamo.mark_static_address(tensor)
         return True
 
+    def learn_reached(self) -> None:
+        """After an eager update's backward: which parameters the loss reaches (those with a
+        gradient), for the gradient buffers of updates of several batches."""
+        if self.reached is None:
+            self.reached = [i for i, p in enumerate(self.params) if p.grad is not None]
+
+    def _compile(self, fn):
+        from .dynamo_fallback import watch_dynamo_fallback
+
+        watch_dynamo_fallback()  # a fallback to eager is said in fairseq's log
+        # shapes are fixed (--electra-compile, --batch-mlm-compile keep full batches only); a
+        # host number of the batch that changes (its token count) makes one symbolic recompile,
+        # not one per value
+        return torch.compile(
+            fn,
+            fullgraph=True,
+            dynamic=None,
+            backend=self.backend,
+            mode="reduce-overhead" if self.cuda and self.backend == "inductor" else None,
+        )
+
+    def _begin(self, num_updates: int) -> Optional[tuple]:
+        self.lr.fill_(float(self.optimizer._optimizer.param_groups[0]["lr"]))
+        self.model.set_num_updates(num_updates)  # as the task's train_step does
+        return (time.perf_counter(), _cudagraph_skips()) if self.compile_seconds is None else None
+
+    def _replay(self, fn, sample, *args):
+        if self.cuda:
+            torch.compiler.cudagraph_mark_step_begin()
+        with self.step_context(sample), torch._dynamo.config.patch(trace_autograd_ops=True):
+            return fn(sample, *args)
+
+    def _said(self, started, num_updates: int, what: str) -> None:
+        """The compile time in the log (after the first compiled update)."""
+        if started is None:
+            return
+        start, skips = started
+        self.compile_seconds = time.perf_counter() - start
+        graphs = self.cuda and self.backend == "inductor"
+        workers = f"; gradients summed over {self.world} workers" if self.world > 1 else ""
+        logger.info(
+            f"training updates: compiled as {what}{workers}{'; CUDA graphs' if graphs else ''}) "
+            f"in {self.compile_seconds:.1f} s at update {num_updates + 1}"
+        )
+        if graphs and _cudagraph_skips() > skips:
+            logger.warning(
+                "training updates: inductor did not record the compiled update as CUDA graphs "
+                "(it runs its kernels one launch each); TORCH_LOGS=cudagraphs says why"
+            )
+
     def run(self, sample, num_updates: int, is_dummy: bool = False):
         """One update of ``sample``: (logging output, sample size, gradient norm, finite)."""
         if self.compiled is None:
-            from .dynamo_fallback import watch_dynamo_fallback
-
-            watch_dynamo_fallback()  # a fallback to eager is said in fairseq's log
-            # shapes are fixed (--electra-compile, --batch-mlm-compile keep full batches only); a
-            # host number of the batch that changes (its token count) makes one symbolic
-            # recompile, not one per value
-            self.compiled = torch.compile(
-                self._update,
-                fullgraph=True,
-                dynamic=None,
-                backend=self.backend,
-                mode="reduce-overhead" if self.cuda and self.backend == "inductor" else None,
-            )
-        self.lr.fill_(float(self.optimizer._optimizer.param_groups[0]["lr"]))
+            self.compiled = self._compile(self._update)
+        started = self._begin(num_updates)
         self.keep.fill_(0.0 if is_dummy else 1.0)
-        self.model.set_num_updates(num_updates)  # as the task's train_step does
+        sample_size, logging_output, grad_norm, finite = self._replay(
+            self.compiled, sample, self.keep
+        )
+        self._said(started, num_updates, "one graph (forward, backward, clipping, AdamW")
+        return logging_output, sample_size, grad_norm, finite
+
+    def run_many(self, samples, dummies, num_updates: int):
+        """One update of several batches (``samples``, ``dummies`` their dummy flags): (its
+        logging output, sample size, gradient norm, finite)."""
+        if self.micro is None:
+            self.micro, self.apply = self._compile(self._micro), self._compile(self._apply)
+        started = self._begin(num_updates)
+        if self.grads is None:
+            self.grads = [torch.zeros_like(self.params[i]) for i in self.reached]
+            for grad in self.grads:  # written in place by every replay
+                torch._dynamo.mark_static_address(grad)
+        for i, grad in zip(self.reached, self.grads):
+            self.params[i].grad = grad
+        total, host = None, {}
+        for sample, dummy in zip(samples, dummies):
+            self.keep.fill_(0.0 if dummy else 1.0)
+            vector, keys, numbers = self._replay(self.micro, sample, self.keep)
+            # added at once: the next replay writes its outputs where these are
+            total = vector.clone() if total is None else total.add_(vector)
+            if not dummy:
+                for key, value in numbers.items():
+                    host[key] = host.get(key, 0) + value
+        logging_output = {**dict(zip(keys, total[:-1].unbind())), **host}
+        sample_size = total[-1]
+        if self.world > 1:
+            from .worker_grads import all_reduce_statistics
+
+            [logging_output], sample_size = all_reduce_statistics(
+                [logging_output], sample_size, False, self.lr.device, self.group
+            )
         if self.cuda:
             torch.compiler.cudagraph_mark_step_begin()
-        first = self.compile_seconds is None
-        if first:
-            start, skips = time.perf_counter(), _cudagraph_skips()
-        with self.step_context(sample), torch._dynamo.config.patch(trace_autograd_ops=True):
-            sample_size, logging_output, grad_norm, finite = self.compiled(sample, self.keep)
-        if first:
-            self.compile_seconds = time.perf_counter() - start
-            graphs = self.cuda and self.backend == "inductor"
-            workers = f"; gradients summed over {self.world} workers" if self.world > 1 else ""
-            logger.info(
-                f"training updates: compiled as one graph (forward, backward{workers}, clipping, "
-                f"AdamW{'; CUDA graphs' if graphs else ''}) in {self.compile_seconds:.1f} s at "
-                f"update {num_updates + 1}"
-            )
-            if graphs and _cudagraph_skips() > skips:
-                logger.warning(
-                    "training updates: inductor did not record the compiled update as CUDA "
-                    "graphs (it runs its kernels one launch each); TORCH_LOGS=cudagraphs says why"
-                )
+        grad_norm, finite = self.apply(sample_size)
+        self._said(
+            started, num_updates, "two graphs (a batch's forward and backward; clipping, AdamW"
+        )
         return logging_output, sample_size, grad_norm, finite
 
     # ---- the compiled graph ----------------------------------------------------------------------
@@ -156,11 +223,45 @@ class CompiledUpdate:
         grads = [p.grad for p in params]
         if self.world > 1:
             logging_output, total = self._all_reduce(logging_output, sample_size, keep)
-            grads = self._sum_gradients(grads)
         elif torch.is_tensor(sample_size):
             total = sample_size.float()
         else:
             total = torch.tensor(float(sample_size), device=self.lr.device)
+        grad_norm, finite = self._step(used, grads, total)
+        for p in params:
+            p.grad = None
+        logging_output = {
+            k: v.detach() if torch.is_tensor(v) else v for k, v in logging_output.items()
+        }
+        return total, logging_output, grad_norm, finite
+
+    def _micro(self, sample, keep):
+        """One batch of an update of several: forward and backward (the gradients added into
+        the buffers), its statistics as (one float64 vector, the sample size last; the keys of
+        the vector's values; the host numbers)."""
+        loss, sample_size, logging_output = self.criterion(self.model, sample)
+        (loss * keep).backward()
+        keys = tuple(k for k, v in logging_output.items() if torch.is_tensor(v))
+        host = {k: v for k, v in logging_output.items() if not torch.is_tensor(v)}
+        if not torch.is_tensor(sample_size):
+            sample_size = torch.tensor(float(sample_size), device=self.lr.device)
+        values = [logging_output[k].detach().reshape(()).double() for k in keys]
+        vector = torch.stack([*values, sample_size.detach().reshape(()).double()])
+        return vector * keep.double(), keys, host
+
+    def _apply(self, total):
+        """The update of several batches after their backward: division, clipping, AdamW; the
+        gradient buffers cleared for the next update."""
+        grads = [self.params[i].grad for i in self.reached]
+        grad_norm, finite = self._step(self.reached, grads, total.float())
+        torch._foreach_zero_(grads)
+        return grad_norm, finite
+
+    def _step(self, used, grads, total):
+        """``grads`` (of the parameters numbered ``used``) summed over the workers, divided by
+        ``where(total == 0, 1, total)``, clipped; AdamW. Returns (gradient norm, finite)."""
+        if self.world > 1:
+            grads = self._sum_gradients(grads)
         divisor = torch.where(total == 0, torch.ones_like(total), total)
         torch._foreach_div_(grads, divisor)
         norms = torch._foreach_norm(grads, 2)
@@ -171,12 +272,7 @@ class CompiledUpdate:
         finite = torch.isfinite(grad_norm)
         with torch.no_grad():
             self._adamw(used, grads, finite)
-        for p in params:
-            p.grad = None
-        logging_output = {
-            k: v.detach() if torch.is_tensor(v) else v for k, v in logging_output.items()
-        }
-        return total, logging_output, grad_norm, finite
+        return grad_norm, finite
 
     def _all_reduce(self, logging_output, sample_size, keep):
         """The logging output and sample size summed over the workers (one float64 vector, as
@@ -245,9 +341,6 @@ def applies(trainer) -> str | None:
     params = list(optimizer.params)
     if not params or len({(p.device, p.dtype) for p in params}) != 1:
         return "parameters of several devices or dtypes"
-    update_freq = [int(u) for u in trainer.cfg.optimization.update_freq]
-    if max(update_freq) > 1:  # the compiled update takes one batch an update
-        return f"--update-freq {','.join(map(str, update_freq))}: several batches an update"
     return None
 
 

@@ -205,19 +205,10 @@ class FastUpdate:
         trainer = self.trainer
         model, optimizer = trainer.model, trainer.optimizer
         compiled = self.compiled
-        if compiled is not None and len(samples) == 1:
-            sample, is_dummy = trainer._prepare_sample(samples[0])
-            # several workers all take the compiled update or all the eager one (their
-            # all-reduces must match): a worker's dummy batch too, counted as nothing
-            if (not is_dummy or self.world > 1) and compiled.ready():
-                try:
-                    logging_output, sample_size, grad_norm, finite = compiled.run(
-                        sample, num_updates, is_dummy
-                    )
-                except Exception:
-                    self._save_crash()
-                    raise
-                return [logging_output], sample_size, grad_norm, finite
+        if compiled is not None:
+            done = self._compiled_step(compiled, samples, num_updates)
+            if done is not None:
+                return done
 
         copies = self.copies
         if copies is not None:
@@ -231,6 +222,8 @@ class FastUpdate:
                 copies.end()
         if logging_outputs is None:
             return None
+        if compiled is not None:
+            compiled.learn_reached()
 
         if sample_size is None:
             sample_size = 0
@@ -261,6 +254,29 @@ class FastUpdate:
         finite = torch.isfinite(grad_norm)
         optimizer.step(found_inf=(~finite).to(torch.float32))
         return logging_outputs, sample_size, grad_norm, finite
+
+    def _compiled_step(self, compiled, samples, num_updates: int):
+        """The update as the compiled graph(s), or None where it runs eager: the first update
+        of a process (it makes the optimizer state and shows which parameters the loss
+        reaches) and a dummy batch of a single worker. Several workers all take the compiled
+        update or all the eager one (their all-reduces must match): a worker's dummy batch too,
+        counted as nothing."""
+        prepared = [self.trainer._prepare_sample(sample) for sample in samples]
+        dummies = [is_dummy for _, is_dummy in prepared]
+        if (any(dummies) and self.world == 1) or not compiled.ready():
+            return None
+        if len(samples) > 1 and compiled.reached is None:
+            return None
+        try:
+            if len(samples) == 1:
+                out = compiled.run(prepared[0][0], num_updates, dummies[0])
+            else:
+                out = compiled.run_many([s for s, _ in prepared], dummies, num_updates)
+        except Exception:
+            self._save_crash()
+            raise
+        logging_output, sample_size, grad_norm, finite = out
+        return [logging_output], sample_size, grad_norm, finite
 
     def _finish(self, num_updates: int, logging_outputs, sample_size, grad_norm, finite):
         """What follows the optimizer step: the update counted, the statistics added."""
