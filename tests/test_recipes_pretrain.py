@@ -151,3 +151,20 @@ def test_cline_recipe_on_an_imported_bert_of_40_positions(corpus_dir, wn, tmp_pa
     cfg = saved_cfg(tmp_path / "ck" / "checkpoint_last.pt")
     assert cfg["model"]["max_positions"] == 40 and cfg["task"]["tokens_per_sample"] == 40
     assert cfg["model"]["encoder_embed_dim"] == 32 and cfg["model"]["bert_layernorm_eps"] == 1e-12
+
+
+@pytest.mark.parametrize(
+    "recipe,args,compile_,said",
+    [
+        ("mlm/pretrain.sh", ["masked_lm"], "model", "masked_lm trains eager: leave COMPILE unset"),
+        ("mlm/pretrain.sh", ["mlm_hard_correction"], "graphs", "COMPILE must be 0, model"),
+    ],
+)
+def test_a_compile_setting_the_recipe_cannot_take_is_refused(
+    recipe, args, compile_, said, data_bin, tmp_path
+):
+    """COMPILE (examples/compile.sh): fairseq's masked_lm is not compiled, and a value other
+    than 0, model or update is named; both before fairseq-train starts."""
+    r = run_recipe(recipe, [str(data_bin), *args], tmp_path, COMPILE=compile_)
+    assert r.returncode == 2
+    assert said in r.stderr and "fairseq-train" not in r.stderr, r.stderr[-2000:]

@@ -535,3 +535,22 @@ def cuda_graph_refusals(graphs) -> List[str]:
         if mutated:
             found.append(f"{len(mutated)} mutated inputs not static, e.g. {mutated[:3]}")
     return found
+
+
+def assert_trained_alike(a: dict, b: dict, bf16: bool) -> None:
+    """Two checkpoints of one run, one with a compiled update and one eager: the same weights and
+    AdamW moments to rounding (under bf16 a product rounded on the other side of a bf16 step
+    moves an Adam update by ~1e-5)."""
+    import torch
+
+    tol = dict(rtol=1e-3, atol=1e-4) if bf16 else dict(rtol=1e-4, atol=1e-5)
+    assert a["model"].keys() == b["model"].keys()
+    for key, value in b["model"].items():
+        torch.testing.assert_close(a["model"][key], value, **tol, msg=key)
+    moment_tol = dict(rtol=1e-2, atol=1e-5) if bf16 else dict(rtol=1e-4, atol=1e-7)
+    moments_a = a["last_optimizer_state"]["state"]
+    moments_b = b["last_optimizer_state"]["state"]
+    assert moments_a.keys() == moments_b.keys()
+    for i in moments_b:
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(moments_a[i][key], moments_b[i][key], **moment_tol)

@@ -78,17 +78,8 @@ TABLE=()
 if [ "$CRITERION" != masked_lm ]; then
   TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}" --mlm-prediction-slots static)
 fi
-COMPILE_FLAGS=()
-case "${COMPILE:-0}" in
-  0) ;;
-  model|update)
-    if [ "$CRITERION" = masked_lm ]; then
-      echo "error: COMPILE=$COMPILE compiles the plugin's criterions (mlm_hard_correction, mlm_soft_reg," \
-           "mlm_sent_kl); masked_lm trains eager: leave COMPILE unset" >&2; exit 2
-    fi
-    COMPILE_FLAGS=(--batch-mlm-compile --batch-mlm-compile-scope "$COMPILE") ;;
-  *) echo "error: COMPILE must be 0, model (the whole forward) or update (the whole update, CUDA graphs on a GPU), got '$COMPILE'" >&2; exit 2 ;;
-esac
+. "$REPO/examples/compile.sh"  # mlm_compile_flags: the flags for COMPILE
+mlm_compile_flags "$CRITERION" || exit 2
 MODEL=(--task batch_masked_lm --arch bert_hf --bert-sizes-from "$IMPORTED"
   --tokens-per-sample "$SEQ" --sample-break-mode "${BREAK_MODE:-complete}" --skip-invalid-size-inputs-valid-test
   --optimizer fused_adamw --fused-adamw-betas '(0.9,0.999)' --fused-adamw-eps 1e-6 --fused-adamw-weight-decay 0.01 --clip-norm 1.0

@@ -58,17 +58,8 @@ if [ "$CRITERION" != masked_lm ]; then
   # asking the device; fairseq's roberta_* take boolean masks (dynamic slots)
   case "$ARCH" in truneg_*) TABLE_FLAGS+=(--mlm-prediction-slots static) ;; esac
 fi
-COMPILE_FLAGS=()
-case "${COMPILE:-0}" in
-  0) ;;
-  model|update)
-    if [ "$CRITERION" = masked_lm ]; then
-      echo "error: COMPILE=$COMPILE compiles the plugin's criterions (mlm_hard_correction, mlm_soft_reg," \
-           "mlm_sent_kl); masked_lm trains eager: leave COMPILE unset" >&2; exit 2
-    fi
-    COMPILE_FLAGS=(--batch-mlm-compile --batch-mlm-compile-scope "$COMPILE") ;;
-  *) echo "error: COMPILE must be 0, model (the whole forward) or update (the whole update, CUDA graphs on a GPU), got '$COMPILE'" >&2; exit 2 ;;
-esac
+. "$REPO/examples/compile.sh"  # mlm_compile_flags: the flags for COMPILE
+mlm_compile_flags "$CRITERION" || exit 2
 
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --task batch_masked_lm --num-workers "${NUM_WORKERS:-1}" --criterion "$CRITERION" "${TABLE_FLAGS[@]}" "${COMPILE_FLAGS[@]}" \

@@ -59,8 +59,9 @@ class BatchMaskedLMConfig(MaskedLMConfig):
         metadata={
             "help": "what --batch-mlm-compile compiles: the model's forward as one graph, whose "
             "backward is then compiled with it; or the whole update (forward, backward, "
-            "clipping, AdamW) as one graph, CUDA graphs on a GPU (one worker, --optimizer "
-            "fused_adamw, no --fp16/--amp, one batch an update; otherwise the model's scope). "
+            "clipping, AdamW) as one graph, CUDA graphs on a GPU (--optimizer fused_adamw, no "
+            "--fp16/--amp; otherwise the model's scope; with --update-freq above 1 two graphs: "
+            "a batch's forward and backward, then the optimizer). "
             "The wider scope: fewer kernels, a longer first update"
         },
     )

@@ -69,8 +69,9 @@ class ElectraTaskConfig(
             "help": "what --electra-compile compiles: the two encoder stacks; the whole model's "
             "forward (embeddings, generator, sampling, discriminator, heads), whose backward is "
             "then compiled with it; or the whole update (forward, backward, clipping, AdamW) as "
-            "one graph, CUDA graphs on a GPU (one worker, --optimizer fused_adamw, no "
-            "--fp16/--amp; otherwise the model's scope). Wider scopes: fewer kernels, a longer "
+            "one graph, CUDA graphs on a GPU (--optimizer fused_adamw, no --fp16/--amp; "
+            "otherwise the model's scope; with --update-freq above 1 two graphs: a batch's "
+            "forward and backward, then the optimizer). Wider scopes: fewer kernels, a longer "
             "first update"
         },
     )
