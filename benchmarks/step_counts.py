@@ -14,6 +14,9 @@ clipping, log interval 50), measured after two warm-up updates:
   (the update less the criterion's forward and the backward);
 * graphs: how many graphs dynamo makes of the criterion's forward + the backward
   (``torch._dynamo.explain``; 1 means ``fullgraph=True`` compiles it);
+* with ``--compiled``: the same update as the recipes' COMPILE=update, compiled as one graph by
+  inductor (code for this CPU): the Python calls of the update (the graph is one call into
+  generated code), the kernels inductor generated, dynamo's graph count;
 * with ``--time N``: the median wall time of N more updates. At these widths the kernels' own
   work is tiny, so it is mostly what the host spends on the update (Python, dispatch, the
   operators' CPU bodies): a proxy for the host time a GPU update needs to queue its kernels.
@@ -109,8 +112,9 @@ def _asker(stack) -> str:
     return "elsewhere"
 
 
-def build(size, criterion, work, log_interval, fused_attention=False, bf16=False):
-    """fairseq's Trainer with the recipes' fast flags, over a dictionary-only data directory."""
+def build(size, criterion, work, log_interval, fused_attention=False, bf16=False, compiled=False):
+    """fairseq's Trainer with the recipes' fast flags, over a dictionary-only data directory
+    (``compiled``: the recipes' COMPILE=update)."""
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.trainer import Trainer
@@ -123,6 +127,12 @@ def build(size, criterion, work, log_interval, fused_attention=False, bf16=False
         argv += ["--attention-dropout" if "roberta" in size else "--electra-attention-dropout", "0"]
     if bf16:  # the recipes' precision: fp32 weights, the forward under bf16 autocast
         argv += ["--bf16"]
+    if compiled and "roberta" in size:  # examples/mlm/pretrain.sh COMPILE=update
+        argv[argv.index("masked_lm")] = "batch_masked_lm"
+        argv += ["--batch-mlm-compile", "--batch-mlm-compile-scope", "update"]
+        argv += ["--batch-size", str(gpu_step.batch_shape(size)[0])]
+    elif compiled:  # examples/electra/pretrain.sh COMPILE=update
+        argv += ["--electra-compile", "--electra-compile-scope", "update"]
     argv += [
         "--cpu", "--optimizer", "fused_adamw", "--clip-norm", "1.0", "--lr", "5e-4",
         "--lr-scheduler", "polynomial_decay", "--warmup-updates", "10",
@@ -153,11 +163,16 @@ def count(
     fused_attention=False,
     bf16=False,
     time_updates: int = 0,
+    compiled=False,
 ):
     from fairseq.logging import metrics
 
     with tempfile.TemporaryDirectory() as work:
-        trainer, crit, batches = build(size, criterion, work, log_interval, fused_attention, bf16)
+        trainer, crit, batches = build(
+            size, criterion, work, log_interval, fused_attention, bf16, compiled
+        )
+        if compiled:
+            return _count_compiled(trainer, batches, time_updates)
 
         def update(sample):
             with metrics.aggregate("train_inner"):
@@ -216,6 +231,52 @@ def count(
         return row
 
 
+def _count_compiled(trainer, batches, time_updates: int) -> dict:
+    """The update compiled as one graph by inductor (code for this CPU): the Python calls the
+    host makes in an update (the graph itself is one call into generated code), the kernels
+    inductor generated for it and dynamo's graph count. A dispatch mode cannot watch compiled
+    code: no operator or sync count (``fullgraph=True`` leaves no sync in the graph)."""
+    from fairseq.logging import metrics
+    from torch._dynamo.utils import counters
+    from torch._inductor import metrics as inductor_metrics
+
+    def update(sample):
+        with metrics.aggregate("train_inner"):
+            trainer.train_step([sample])
+
+    torch._dynamo.reset()
+    counters.clear()
+    inductor_metrics.reset()
+    start = time.perf_counter()
+    for sample in batches[:2]:  # eager (the optimizer state), then compiled
+        update(sample)
+    row = {"compile_s": time.perf_counter() - start}
+    row["generated_kernels"] = inductor_metrics.generated_kernel_count
+    row["graphs"] = counters["stats"]["unique_graphs"]
+    update(batches[2])
+    calls = [0]
+
+    def profile(frame, event, arg):
+        calls[0] += event == "call"
+
+    sys.setprofile(profile)
+    try:
+        update(batches[3])
+    finally:
+        sys.setprofile(None)
+    row.update(kernels="-", syncs="-", ops={}, sync_sites={})
+    row["python_calls"] = row["python_calls_trainer"] = calls[0]
+    if time_updates:
+        times = []
+        for i in range(time_updates):
+            start = time.perf_counter()
+            update(batches[i % len(batches)])
+            times.append(time.perf_counter() - start)
+        row["ms_per_update"] = 1000 * statistics.median(times)
+    torch._dynamo.reset()
+    return row
+
+
 def _graphs(trainer, sample) -> int:
     model, crit = trainer.model, trainer.criterion
     sample, _ = trainer._prepare_sample(sample)
@@ -252,6 +313,13 @@ def main(argv=None):
         help="the forward under bf16 autocast, as the recipes run it (CPU autocast's operator "
         "lists, which cast the same matrix products as CUDA's)",
     )
+    p.add_argument(
+        "--compiled",
+        action="store_true",
+        help="the recipes' COMPILE=update: the update compiled as one graph by inductor (code "
+        "for this CPU; minutes at the real layer counts): the host's Python calls an update, "
+        "the kernels inductor generated, dynamo's graphs (no operator or sync count)",
+    )
     p.add_argument("--top", type=int, default=0, help="print the N most launched operators")
     p.add_argument(
         "--time",
@@ -274,7 +342,14 @@ def main(argv=None):
     for name in names:
         size, criterion = CONFIGS[name]
         row = rows[name] = count(
-            size, criterion, not args.no_graphs, 50, args.fused_attention, args.bf16, args.time
+            size,
+            criterion,
+            not args.no_graphs,
+            50,
+            args.fused_attention,
+            args.bf16,
+            args.time,
+            args.compiled,
         )
         print(
             f"{name:<12} {row['kernels']:>8} {row['syncs']:>6} {row['python_calls']:>9} "
@@ -283,6 +358,11 @@ def main(argv=None):
             flush=True,
         )
     for name, row in rows.items():
+        if args.compiled:
+            print(
+                f"  {name}: inductor generated {row['generated_kernels']} kernels for the update "
+                f"(first two updates, compilation included: {row['compile_s']:.0f} s)"
+            )
         if args.top:
             top = sorted(row["ops"].items(), key=lambda kv: -kv[1])[: args.top]
             print(f"  {name}: " + ", ".join(f"{op} {n}" for op, n in top))
