@@ -220,15 +220,20 @@ def count(
             "python_calls_trainer": calls["all"] - calls["step"],
         }
         if time_updates:
-            times = []
-            for i in range(time_updates):
-                start = time.perf_counter()
-                update(batches[i % len(batches)])
-                times.append(time.perf_counter() - start)
-            row["ms_per_update"] = 1000 * statistics.median(times)
+            row["ms_per_update"] = _median_ms(update, batches, time_updates)
         if graphs:
             row["graphs"] = _graphs(trainer, batches[4])
         return row
+
+
+def _median_ms(update, batches, n: int) -> float:
+    """The median wall time of ``n`` updates (the batches in turn), in ms."""
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        update(batches[i % len(batches)])
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
 
 
 def _count_compiled(trainer, batches, time_updates: int) -> dict:
@@ -267,12 +272,7 @@ def _count_compiled(trainer, batches, time_updates: int) -> dict:
     row.update(kernels="-", syncs="-", ops={}, sync_sites={})
     row["python_calls"] = row["python_calls_trainer"] = calls[0]
     if time_updates:
-        times = []
-        for i in range(time_updates):
-            start = time.perf_counter()
-            update(batches[i % len(batches)])
-            times.append(time.perf_counter() - start)
-        row["ms_per_update"] = 1000 * statistics.median(times)
+        row["ms_per_update"] = _median_ms(update, batches, time_updates)
     torch._dynamo.reset()
     return row
 
