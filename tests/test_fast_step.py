@@ -294,6 +294,27 @@ def test_step_counts_benchmark_finds_no_sync_in_an_electra_update(monkeypatch):
     assert on["kernels"] <= off["kernels"] - 60
 
 
+@pytest.mark.slow
+def test_step_counts_benchmark_counts_the_compiled_update(monkeypatch):
+    """``step_counts.py --compiled`` (the recipes' COMPILE=update), traced with aot_eager here
+    (inductor's CPU code takes minutes): ELECTRA's and RoBERTa's updates are one graph each,
+    and the host's Python calls an update are counted."""
+    import sys
+
+    from truneg_fairseq.compat.compiled_update import CompiledUpdate
+
+    for neighbour in ("_common", "gpu_sizes", "gpu_setup", "gpu_step"):
+        monkeypatch.setitem(sys.modules, neighbour, load_benchmark(neighbour))
+    monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
+    step_counts = load_benchmark("step_counts")
+    rows = step_counts.main(
+        ["--only", "electra_hc,roberta_hc", "--no-graphs", "--layers", "2", "--compiled"]
+    )
+    for name, row in rows.items():
+        assert row["graphs"] == 1 and row["python_calls"] > 0, (name, row)
+        assert row["kernels"] == "-" and row["compile_s"] > 0
+
+
 def test_fused_adamw_direct_step_equals_torch_adamw_and_resumes():
     """The direct fused call gives torch.optim.AdamW's update (one parameter without a
     gradient at some steps), its state loads in a new optimizer and goes on the same, and
