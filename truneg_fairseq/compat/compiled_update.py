@@ -32,10 +32,11 @@ that each replay writes where the last one did), then the division, clipping and
 also clears the buffers. The parameters that get buffers are those an eager update's backward
 reached. A batch's statistics come back as one vector, added up on the device as they arrive.
 
-The first update of a process runs eager (it makes the optimizer's state, and shows which
-parameters the loss reaches); so does, with one worker, a dummy batch. Where inductor
-does not record the graph as CUDA graphs, the log says so. Compilation happens at the second
-update; its time is logged. The update rule is PyTorch's AdamW written with ``foreach``
+An update runs eager until the optimizer has its state (the first update of a run; a resumed
+run loads it), and an update of several batches also until one eager update of the process has
+shown which parameters the loss reaches; so does, with one worker, a dummy batch. Where
+inductor does not record the graph as CUDA graphs, the log says so. The compile time of the
+first compiled update is logged. The update rule is PyTorch's AdamW written with ``foreach``
 operations (the fused kernel has no compilable form with a tensor learning rate): it equals the
 fused kernel to rounding (tests/test_compiled_update.py).
 """
