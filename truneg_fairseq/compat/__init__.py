@@ -44,8 +44,8 @@ longer needs it where it can tell. They are installed in this order:
     same meters.
 14. ``fast_update``: fairseq's update waits for the device twice (``sample_size or 1.0`` and
     the host test of a finite gradient norm) and reads some forty config values; where nothing
-    of that is needed on the host (one worker, ``fused_adamw``, no loss scaler) the update
-    divides and checks on the device and reads its config once.
+    of that is needed on the host (``fused_adamw``, no loss scaler; one or several workers) the
+    update divides and checks on the device and reads its config once.
 15. ``refusals``: inside fairseq-train, fairseq-hydra-train and fairseq-validate, every error
     the plugin raises (bad input, refused flags, a checkpoint that cannot be resumed) ended in a
     traceback above its message; it is one line in fairseq's log format and exit status 1, and
