@@ -261,11 +261,11 @@ class FastUpdate:
         reaches) and a dummy batch of a single worker. Several workers all take the compiled
         update or all the eager one (their all-reduces must match): a worker's dummy batch too,
         counted as nothing."""
+        if not compiled.ready() or (len(samples) > 1 and compiled.reached is None):
+            return None  # (decided before the batches are prepared: the eager update does it)
         prepared = [self.trainer._prepare_sample(sample) for sample in samples]
         dummies = [is_dummy for _, is_dummy in prepared]
-        if (any(dummies) and self.world == 1) or not compiled.ready():
-            return None
-        if len(samples) > 1 and compiled.reached is None:
+        if any(dummies) and self.world == 1:
             return None
         try:
             if len(samples) == 1:
