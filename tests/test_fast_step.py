@@ -216,6 +216,27 @@ FULLGRAPH = {
 # (fairseq's own RoBERTa encoder branches on ``padding_mask.any()``: a graph break of fairseq's)
 
 
+def test_a_choice_of_the_config_is_a_plain_string_the_traced_step_branches_on():
+    """fairseq's choice fields are Enum members equal to their strings; dynamo in some PyTorch
+    releases (2.11) compares them with a string as unequal, so a compiled step read
+    ``--mlm-prediction-slots static`` as dynamic. The step's config holds the string."""
+    from omegaconf import OmegaConf
+
+    from truneg_fairseq.criterions.cfn_base import SynonymCriterionConfig
+    from truneg_fairseq.models.step_config import plain_config
+
+    node = OmegaConf.structured(SynonymCriterionConfig(mlm_prediction_slots="static"))
+    assert not isinstance(node.mlm_prediction_slots, str)  # fairseq's Enum member
+    cfg = plain_config(node)
+    assert type(cfg.mlm_prediction_slots) is str and cfg.mlm_prediction_slots == "static"
+
+    def step(x):
+        return x + 1 if cfg.mlm_prediction_slots == "static" else x - 1
+
+    torch._dynamo.reset()
+    assert torch.compile(step, fullgraph=True, backend="eager")(torch.zeros(1)).item() == 1.0
+
+
 @pytest.mark.parametrize("name", sorted(FULLGRAPH))
 def test_forward_and_backward_trace_as_one_graph(name, data_bin, synonym_table):
     """The config is read at build time (models/step_config.py): dynamo traces the criterion's

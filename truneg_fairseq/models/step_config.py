@@ -6,9 +6,12 @@ a training step that costs host time on every update, and torch.compile cannot t
 read breaks the graph). Components keep :func:`plain_config` of their config instead: the same
 field names, plain ``int``/``float``/``str``/``bool`` values, attributes that can still be set
 (tests and tools adjust a temperature or a weight after building), and nothing left for dynamo
-to break on.
+to break on. A choice field (fairseq's ``ChoiceEnum``, an ``Enum`` whose members equal their
+strings) becomes its string: torch.compile in some PyTorch releases (2.11) compares such a member
+with a string as unequal while Python says equal, so a traced step would take the other branch.
 """
 
+from enum import Enum
 from types import SimpleNamespace
 from typing import Any
 
@@ -48,6 +51,8 @@ def _value(node: DictConfig, key: str) -> Any:
         return plain_config(value)
     if OmegaConf.is_config(value):  # a ListConfig
         return OmegaConf.to_container(value, resolve=True)
+    if isinstance(value, Enum):  # a choice: its string (module docstring)
+        return value.value
     return value
 
 
