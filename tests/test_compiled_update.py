@@ -161,3 +161,57 @@ def test_where_the_update_cannot_be_compiled_the_model_is(
         "optimizer other than --optimizer fused_adamw" in out
     )
     assert "compiled as one graph" not in out
+
+
+def test_its_statistics_are_summed_in_the_graph_and_a_non_finite_update_stops_the_run(
+    data_bin, synonym_table, tmp_path, monkeypatch
+):
+    """The compiled updates add their statistics and gradient norms inside the graph (nothing
+    is added outside it); a non-finite gradient there skips its step, the next log stops the
+    run naming it, and the weights are those of the update before."""
+    from truneg_fairseq.compat import device_stats
+
+    monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
+    run_update = CompiledUpdate.run
+    poisoned = {}
+
+    def run(self, sample, num_updates, is_dummy=False):
+        if num_updates != 4:
+            return run_update(self, sample, num_updates, is_dummy)
+        weight = self.params[0]  # update 5: one weight is NaN for its forward only
+        poisoned["before"] = [p.detach().clone() for p in self.params]
+        kept = weight.detach().clone()
+        with torch.no_grad():
+            weight.fill_(float("nan"))
+        try:
+            return run_update(self, sample, num_updates, is_dummy)
+        finally:
+            with torch.no_grad():
+                weight.copy_(kept)
+            poisoned["after"] = [p.detach().clone() for p in self.params]
+
+    monkeypatch.setattr(CompiledUpdate, "run", run)
+    add = device_stats.PendingStats.add
+    outside = []
+
+    def counting_add(self, logging_outputs, grad_norm, update, finite=None, summed=None):
+        add(self, logging_outputs, grad_norm, update, finite, summed)
+        # what was added outside the graph this interval (updates 4-6 all ran compiled)
+        outside.append((update, summed is not None, len(self.vectors), self.gnorm is not None))
+
+    monkeypatch.setattr(device_stats.PendingStats, "add", counting_add)
+    args = [*ARGS]
+    args[args.index("--log-interval") + 1] = "3"
+    run_ = fairseq_train(data_bin, tmp_path / "run", args, check=False)
+    torch._dynamo.reset()
+    out = run_.stdout + run_.stderr
+    assert run_.returncode != 0, out[-3000:]
+    assert "gradients are Nan/Inf: 1 of the last 3 updates, the first at update 5" in out
+    # update 1 ran eager (it makes the optimizer state); 2-6 compiled, their statistics and
+    # norms summed in the graph: the interval of updates 4-6 added nothing outside it
+    assert [u for u, *_ in outside] == [1, 2, 3, 4, 5, 6]
+    assert [summed for _, summed, _, _ in outside] == [False] + [True] * 5
+    assert all(vectors == 0 and not norms for _, _, vectors, norms in outside[3:])
+    # update 5 skipped its step: its weights are those of update 4
+    for before, after in zip(poisoned["before"], poisoned["after"]):
+        assert torch.equal(before, after)

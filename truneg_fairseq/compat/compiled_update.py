@@ -16,8 +16,9 @@ and ``torch.compile(fullgraph=True)`` makes it one graph, forward and backward i
 ``trace_autograd_ops``). On a CUDA device it is compiled with ``mode="reduce-overhead"``, so the
 graph runs as CUDA graphs: per update the host prepares the batch, fills the learning rate and
 replays. The optimizer state and the learning rate are marked static addresses so that the
-replay updates them in place. What the graph returns (the statistics, the gradient norm) goes to
-the device statistics of :mod:`.device_stats` as in the eager update.
+replay updates them in place. The graph also adds the update's statistics and gradient norm to
+the interval's sums (:class:`.device_stats.GraphSums`, static too), which the log reads and clears
+every ``--log-interval``: nothing is launched for them outside the graph.
 
 With several workers the graph runs the model without its DDP wrapper and sums what the
 wrapper and the eager update would, with functional all-reduces inside the graph: the logging
@@ -30,7 +31,9 @@ An update of several batches (``--update-freq``) runs as two graphs: one batch's
 backward, replayed once a batch, adding into gradient buffers made once (static addresses, so
 that each replay writes where the last one did), then the division, clipping and AdamW, which
 also clears the buffers. The parameters that get buffers are those an eager update's backward
-reached. A batch's statistics come back as one vector, added up on the device as they arrive.
+reached. A batch's statistics come back as one vector, added up on the device as they arrive
+(with several workers, summed over them by one all-reduce) and handed to the second graph, which
+adds them to the interval's sums.
 
 An update runs eager until the optimizer has its state (the first update of a run; a resumed
 run loads it), and an update of several batches also until one eager update of the process has
@@ -48,6 +51,8 @@ import time
 from typing import Optional
 
 import torch
+
+from .device_stats import GraphSums
 
 logger = logging.getLogger("truneg_fairseq.compiled_update")
 
@@ -76,6 +81,9 @@ class CompiledUpdate:
         # 1, or 0 for a dummy batch (several workers: one whose share of the epoch has run out
         # takes the same graph, its loss and statistics counted as nothing, as fairseq's update)
         self.keep = torch.ones((), dtype=torch.float32, device=device)
+        self.keeps = True  # what ``keep`` holds (set on the device only when it changes)
+        # the statistics of the compiled updates since the last log, added by the graph
+        self.sums = GraphSums(device, clip_norm)
         self.world = int(trainer.data_parallel_world_size)
         self.group = trainer.data_parallel_process_group if self.world > 1 else None
         if self.world > 1:  # the gradients are summed in the graph, not by the DDP wrapper
@@ -138,7 +146,13 @@ class CompiledUpdate:
     def _begin(self, num_updates: int) -> Optional[tuple]:
         self.lr.fill_(float(self.optimizer._optimizer.param_groups[0]["lr"]))
         self.model.set_num_updates(num_updates)  # as the task's train_step does
+        self.sums.begin(num_updates)
         return (time.perf_counter(), _cudagraph_skips()) if self.compile_seconds is None else None
+
+    def _keep(self, keeps: bool) -> None:
+        if keeps != self.keeps:
+            self.keep.fill_(1.0 if keeps else 0.0)
+            self.keeps = keeps
 
     def _replay(self, fn, sample, *args):
         if self.cuda:
@@ -169,10 +183,11 @@ class CompiledUpdate:
         if self.compiled is None:
             self.compiled = self._compile(self._update)
         started = self._begin(num_updates)
-        self.keep.fill_(0.0 if is_dummy else 1.0)
-        sample_size, logging_output, grad_norm, finite = self._replay(
+        self._keep(not is_dummy)
+        sample_size, logging_output, grad_norm, finite, keys = self._replay(
             self.compiled, sample, self.keep
         )
+        self.sums.took(keys)
         self._said(started, num_updates, "one graph (forward, backward, clipping, AdamW")
         return logging_output, sample_size, grad_norm, finite
 
@@ -190,24 +205,21 @@ class CompiledUpdate:
             self.params[i].grad = grad
         total, host = None, {}
         for sample, dummy in zip(samples, dummies):
-            self.keep.fill_(0.0 if dummy else 1.0)
+            self._keep(not dummy)
             vector, keys, numbers = self._replay(self.micro, sample, self.keep)
             # added at once: the next replay writes its outputs where these are
             total = vector.clone() if total is None else total.add_(vector)
             if not dummy:
                 for key, value in numbers.items():
                     host[key] = host.get(key, 0) + value
+        if self.world > 1:  # the host numbers join the vector, summed over the workers
+            total, keys, host = self._all_reduce_many(total, keys, host), (*keys, *host), {}
         logging_output = {**dict(zip(keys, total[:-1].unbind())), **host}
         sample_size = total[-1]
-        if self.world > 1:
-            from .worker_grads import all_reduce_statistics
-
-            [logging_output], sample_size = all_reduce_statistics(
-                [logging_output], sample_size, False, self.lr.device, self.group
-            )
         if self.cuda:
             torch.compiler.cudagraph_mark_step_begin()
-        grad_norm, finite = self.apply(sample_size)
+        grad_norm, finite = self.apply(total)
+        self.sums.took(keys)
         self._said(
             started, num_updates, "two graphs (a batch's forward and backward; clipping, AdamW"
         )
@@ -234,7 +246,9 @@ class CompiledUpdate:
         logging_output = {
             k: v.detach() if torch.is_tensor(v) else v for k, v in logging_output.items()
         }
-        return total, logging_output, grad_norm, finite
+        keys = tuple(k for k, v in logging_output.items() if torch.is_tensor(v) and v.numel() == 1)
+        self.sums.add([logging_output[k] for k in keys], grad_norm, finite)
+        return total, logging_output, grad_norm, finite, keys
 
     def _micro(self, sample, keep):
         """One batch of an update of several: forward and backward (the gradients added into
@@ -251,11 +265,13 @@ class CompiledUpdate:
         return vector * keep.double(), keys, host
 
     def _apply(self, total):
-        """The update of several batches after their backward: division, clipping, AdamW; the
-        gradient buffers cleared for the next update."""
+        """The update of several batches after their backward (``total``: their statistics, the
+        sample size last): division, clipping, AdamW, the statistics added to the interval's;
+        the gradient buffers cleared for the next update."""
         grads = [self.params[i].grad for i in self.reached]
-        grad_norm, finite = self._step(self.reached, grads, total.float())
+        grad_norm, finite = self._step(self.reached, grads, total[-1].float())
         torch._foreach_zero_(grads)
+        self.sums.add(total[:-1], grad_norm, finite)
         return grad_norm, finite
 
     def _step(self, used, grads, total):
@@ -293,6 +309,20 @@ class CompiledUpdate:
         )
         summed = funcol.all_reduce(vector * keep.double(), "sum", self.group).unbind()
         return dict(zip(keys, summed[:-1])), summed[-1]
+
+    def _all_reduce_many(self, total, keys, host):
+        """Several batches' statistics (``total``: the values of ``keys``, the sample size last;
+        ``host``: the numbers the host holds) summed over the workers: one float64 vector of
+        ``keys``, ``host``'s keys and the sample size (outside the graphs)."""
+        from fairseq.distributed import utils as distributed_utils
+
+        numbers = torch.tensor([float(v) for v in host.values()], dtype=torch.float64)
+        if self.cuda:  # a copy from pinned memory does not wait for the device
+            numbers = numbers.pin_memory()
+        numbers = numbers.to(total.device, non_blocking=True)
+        vector = torch.cat([total[:-1], numbers, total[-1:]])
+        distributed_utils.all_reduce(vector, self.group)
+        return vector
 
     def _sum_gradients(self, grads):
         """``grads`` summed over the workers: one flat all-reduce (all have one dtype)."""

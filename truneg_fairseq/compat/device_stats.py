@@ -18,6 +18,10 @@ sums and counts as when every update was reduced on its own, so the log, tensorb
 checkpoints show the same values. A value logged per update with weight 1 is reduced with the
 number of updates as its weight (``updates`` in the summed outputs).
 
+A compiled update (:mod:`.compiled_update`) adds its statistics inside its own graph, into the
+device vectors of a :class:`GraphSums` that the reading copies and clears: its updates launch
+nothing for them.
+
 Validation, the criterions without the declaration, TPUs and a world of several workers with
 BMUF keep fairseq's own per-update reduction.
 """
@@ -35,6 +39,8 @@ import torch
 _PENDING_ATTR = "_truneg_pending_stats"
 # ``isfinite(grad_norm)`` of the update being reduced, left by the update that computed it
 FINITE_ATTR = "_truneg_grad_norm_finite"
+# the GraphSums that already holds the update's one-number statistics and gradient norm
+SUMMED_ATTR = "_truneg_summed_in_graph"
 _SETTING_ATTR = "_truneg_stats_setting"
 
 
@@ -53,13 +59,22 @@ class PendingStats:
         # [sum of the finite norms, how many were finite, sum of 100 x clipped]; the first
         # update with a non-finite norm (inf while there is none)
         self.gnorm = self.first_bad = None
+        self.graphs: List[GraphSums] = []  # where compiled updates added theirs
 
-    def add(self, logging_outputs, grad_norm, update: int, finite=None) -> None:
+    def add(self, logging_outputs, grad_norm, update: int, finite=None, summed=None) -> None:
         """Add update number ``update``'s logging outputs and gradient norm (``finite``:
-        ``isfinite(grad_norm)`` where the update already has it)."""
+        ``isfinite(grad_norm)`` where the update already has it; ``summed``: the
+        :class:`GraphSums` that already added the norm and the values of its keys)."""
+        skip = ()
+        if summed is not None:
+            if not any(g is summed for g in self.graphs):
+                self.graphs.append(summed)
+            skip, grad_norm = summed.keys, None
         for log in logging_outputs:
             groups: Dict[tuple, list] = {}
             for key, value in log.items():
+                if key in skip:
+                    continue
                 if torch.is_tensor(value) and value.numel() == 1:
                     groups.setdefault((value.device, value.dtype), []).append(key)
                     continue
@@ -106,19 +121,112 @@ class PendingStats:
         for (_, _, keys), vector in self.vectors.items():
             tensor_keys.append(list(keys))
             parts.append(vector)
+        firsts = 0
         if self.gnorm is not None:
-            tensor_keys.append(["_gnorm_sum", "_gnorm_count", "_clip_sum", "_first_bad"])
-            parts.extend([self.gnorm, self.first_bad.reshape(1)])
+            tensor_keys.append(list(GraphSums.NORM_KEYS))
+            parts.extend([self.gnorm])
+            firsts += 1
+        graphs = [g for g in self.graphs if g.pending]
+        for graph in graphs:
+            keys, sums, _ = graph.parts()
+            tensor_keys.append(keys)
+            parts.append(sums)
+        # the first non-finite update of each source, last (their minimum is read)
+        parts.extend([self.first_bad.reshape(1)] if firsts else [])
+        parts.extend(graph.parts()[2] for graph in graphs)
+        firsts += len(graphs)
         if parts:
             device = parts[0].device
             flat = torch.cat([t.to(device=device, dtype=torch.float64) for t in parts])
-            read = iter(flat.cpu().tolist())  # the one read of the interval
+            values = flat.cpu().tolist()  # the one read of the interval
+            for graph in graphs:  # (after the copy: the next replay adds into cleared sums)
+                graph.clear()
+            read = iter(values[: len(values) - firsts])
             for keys in tensor_keys:
                 for key in keys:
                     host[key] = host.get(key, 0.0) + next(read)
-            if "_first_bad" in host and host["_first_bad"] == float("inf"):
-                host["_first_bad"] = 0.0
+            if firsts:
+                first = min(values[len(values) - firsts :])
+                host["_first_bad"] = 0.0 if first == float("inf") else first
         return host
+
+
+class GraphSums:
+    """The statistics of a compiled update, added up inside its graph (:meth:`add`, called while
+    the graph is traced): device tensors made once and updated in place, static addresses, so
+    that a replayed CUDA graph writes where the last replay did. :class:`PendingStats` copies
+    them out with the rest of the interval and clears them.
+
+    ``sums`` holds the finite gradient norms' sum, how many were finite, 100 x how many were
+    clipped, then the logging output's one-number values in the order of ``keys`` (what the
+    graph returned); ``first_bad`` the first update with a non-finite norm (inf while there is
+    none); ``update`` the number of the update the graph runs, counted by the graph (the host
+    sets it only when updates ran outside the graph)."""
+
+    CAPACITY = 256  # values of a logging output, the three of the gradient norm included
+    NORM_KEYS = ("_gnorm_sum", "_gnorm_count", "_clip_sum")
+
+    def __init__(self, device, clip_norm: float):
+        f64 = dict(dtype=torch.float64, device=device)
+        self.clip_norm = float(clip_norm)
+        self.sums = torch.zeros(self.CAPACITY, **f64)
+        self.first_bad = torch.full((1,), float("inf"), **f64)
+        self.update = torch.zeros((1,), **f64)
+        for tensor in (self.sums, self.first_bad, self.update):
+            torch._dynamo.mark_static_address(tensor)
+        self.keys: Optional[tuple] = None
+        self._next_update: Optional[int] = None
+        self.pending = False  # whether anything was added since the last read
+
+    def begin(self, num_updates: int) -> None:
+        """Before a replay of the update numbered ``num_updates`` (from 0)."""
+        if self._next_update != num_updates:
+            self.update.fill_(float(num_updates))
+        self._next_update = num_updates + 1
+
+    def took(self, keys: tuple) -> None:
+        """After a replay: the keys of the values it added (those of every replay of the run)."""
+        if self.keys is None:
+            self.keys = keys
+        elif keys != self.keys:
+            raise RuntimeError(
+                f"the compiled update's statistics changed from {list(self.keys)} to {list(keys)} "
+                "within one run; train without the compiled update (--electra-compile-scope / "
+                "--batch-mlm-compile-scope model)"
+            )
+        self.pending = True
+
+    def add(self, values, grad_norm, finite) -> None:
+        """Inside the graph: add one update's ``values`` (0-dim tensors, or a float64 vector) and
+        its gradient norm (``finite``: whether it is)."""
+        g = grad_norm.detach().to(torch.float64)
+        norm = torch.where(finite, g, torch.zeros_like(g))
+        clipped = (norm > self.clip_norm).to(torch.float64) * 100.0
+        head = torch.stack([norm, finite.to(torch.float64), clipped])
+        if isinstance(values, (list, tuple)):
+            values = [v.detach().reshape(1).to(torch.float64) for v in values]
+        else:
+            values = [values.detach().to(torch.float64)]
+        vector = torch.cat([head, *values])
+        if vector.numel() > self.CAPACITY:
+            raise ValueError(
+                f"a logging output of {vector.numel() - 3} values: the compiled update sums at "
+                f"most {self.CAPACITY - 3}"
+            )
+        self.sums[: vector.numel()].add_(vector)
+        self.update.add_(1.0)
+        bad = torch.where(finite, torch.full_like(self.update, float("inf")), self.update)
+        self.first_bad.copy_(torch.minimum(self.first_bad, bad))
+
+    def parts(self):
+        """(keys, one float64 vector of their sums, first bad update) to read."""
+        keys = [*self.NORM_KEYS, *(self.keys or ())]
+        return keys, self.sums[: len(keys)], self.first_bad
+
+    def clear(self) -> None:
+        self.sums.zero_()
+        self.first_bad.fill_(float("inf"))
+        self.pending = False
 
 
 class UpdateStats(Mapping):
@@ -240,6 +348,7 @@ def device_statistics() -> None:
         if setting is None:  # read once: the criterion and the config do not change
             setting = self.__dict__[_SETTING_ATTR] = (defers(self), self.cfg.common.log_interval)
         finite = self.__dict__.pop(FINITE_ATTR, None)
+        summed = self.__dict__.pop(SUMMED_ATTR, None)
         if grad_norm is None or logging_outputs is None or not setting[0]:
             flush(self)  # validation and anything else: what came before is reduced first
             return reduce_and_log(self, logging_outputs, sample_size, grad_norm)
@@ -253,7 +362,7 @@ def device_statistics() -> None:
             setattr(self, _PENDING_ATTR, pending)
             _live_trainers.add(self)
         update = self.get_num_updates()
-        pending.add(logging_outputs, grad_norm, update, finite)
+        pending.add(logging_outputs, grad_norm, update, finite, summed)
         # fairseq-train reads the interval's meters right after the update it logs at
         if update % setting[1] == 0:
             flush(self)

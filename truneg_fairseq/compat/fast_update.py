@@ -54,7 +54,7 @@ from typing import Optional
 
 import torch
 
-from .device_stats import FINITE_ATTR, defers
+from .device_stats import FINITE_ATTR, SUMMED_ATTR, defers
 from .sync_debug import sync_debug_setting, sync_guard
 from .worker_grads import all_reduce_statistics
 
@@ -276,6 +276,8 @@ class FastUpdate:
             self._save_crash()
             raise
         logging_output, sample_size, grad_norm, finite = out
+        # its statistics and gradient norm are already in the interval's sums
+        self.trainer.__dict__[SUMMED_ATTR] = compiled.sums
         return [logging_output], sample_size, grad_norm, finite
 
     def _finish(self, num_updates: int, logging_outputs, sample_size, grad_norm, finite):
