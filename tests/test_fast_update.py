@@ -94,3 +94,5 @@ def test_the_sync_debug_setting_is_checked(data_bin, synonym_table, tmp_path, mo
     monkeypatch.setenv("TRUNEG_SYNC_DEBUG", "error")
     run = fairseq_train(data_bin, tmp_path / "good", args)
     assert "TRUNEG_SYNC_DEBUG=error: a wait for the device inside an update errors" in run.stdout
+    # the default dynamic slots: the one wait left, said once
+    assert run.stdout.count("--mlm-prediction-slots dynamic still waits for the device") == 1

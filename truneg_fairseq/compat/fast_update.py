@@ -378,6 +378,13 @@ def fast_update_of(trainer) -> Optional[FastUpdate]:
                 "--log-interval; a non-finite gradient skips its optimizer step and stops the "
                 "run at the next log)"
             )
+            slots = getattr(getattr(trainer.criterion, "cfg", None), "mlm_prediction_slots", None)
+            if slots == "dynamic":
+                logger.info(
+                    "training updates: --mlm-prediction-slots dynamic still waits for the device "
+                    "in every update (how many positions are masked); --mlm-prediction-slots "
+                    "static, the recipes' setting, does not"
+                )
             if plan.copies is not None:
                 logger.info(
                     f"bf16 autocast: {len(plan.copies)} linear-layer tensors run on bf16 copies "
