@@ -170,6 +170,11 @@ def run_train(
         row["error"] = f"FAIL: stopped at its share of the budget ({timeout:.0f} s) " + row[
             "error"
         ].removeprefix("FAIL: ")
+        if compile_ == "update" and "training updates: compiled as" not in text:
+            row["error"] += (
+                " (the update was not compiled yet: run the row alone, --rows train:"
+                f"{size}:compiled, with a larger --budget-s)"
+            )
     elif stopped:
         row["note"] = f"stopped at its share of the budget ({timeout:.0f} s)"
     elif proc.returncode:

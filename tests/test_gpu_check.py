@@ -158,3 +158,14 @@ def test_the_sync_row_and_the_compiled_row_say_they_need_cuda(tmp_path):
     assert rows["train:tiny:compiled"]["status"] == "not run: needs CUDA"
     assert rows["train:roberta-tiny:compiled"]["status"] == "not run: needs CUDA"
     assert "COMPILE=update" in md
+
+
+def test_a_compiled_row_stopped_while_compiling_says_so(tmp_path, monkeypatch):
+    """A COMPILE=update row whose share ran out before the update was compiled names the way
+    to give it the time (on the CPU inductor compiles the tiny update for longer than 3 s)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    gpu_train = load_benchmark("gpu_train", monkeypatch)
+    row = gpu_train.run_train("tiny", str(tmp_path), False, 40, 3.0, compile_="update")
+    assert row["error"].startswith("FAIL: stopped at its share of the budget (3 s)")
+    assert "not compiled yet: run the row alone, --rows train:tiny:compiled" in row["error"]
