@@ -64,6 +64,19 @@ def test_schedule_shares_the_budget_and_lists_rows_beyond_it(monkeypatch):
     assert [r["status"] for r in out] == ["PASS", "PASS"] + [gpu_check.BUDGET_STATUS] * 2
     assert out[2]["reason"].startswith("3 s of the 100 s budget left")
 
+    # a row with a least time (a compile) gets it while that much is left, else what is left
+    now[0], shares = 0.0, {}
+    rows = [
+        ("a", "s", "A", 10, "k", {"cost": 10.0}),
+        ("b", "s", "B", 1, "k", {"cost": 50.0, "min_s": 50.0}),
+        ("c", "s", "C", 1, "k", {"cost": 1.0, "min_s": 80.0}),
+    ]
+    gpu_check.schedule(rows, 100.0, run_row, clock=lambda: now[0])
+    assert shares == {"a": pytest.approx(100 * 10 / 12), "b": 50.0, "c": 40.0}
+    # the planned compiled rows ask for theirs
+    planned = {r[0]: r[5] for r in gpu_check.plan(quick=False, full=False, cuda=True)}
+    assert planned["train:small:compiled"]["min_s"] == gpu_check.COMPILE_MIN_S
+
 
 def test_correctness_verdicts_name_the_updates(monkeypatch):
     gpu_correct = load_benchmark("gpu_correct", monkeypatch)
