@@ -8,9 +8,7 @@ ran out before it (each row gets a share of what is left, by weight).
 The rows, in order:
 1. real ``fairseq-train`` with the recipes' flags (gpu_train.py) for ELECTRA-small 128 x 128,
    ELECTRA-base 32 x 512 and RoBERTa-base 16 x 512: words/s, ms per update (fairseq's log,
-   first interval left out), MFU, start-up seconds; then ELECTRA-small with the recipe's
-   COMPILE=update (the whole update compiled, CUDA graphs; its compile seconds), given at least
-   ``COMPILE_MIN_S`` while the budget has it;
+   first interval left out), MFU, start-up seconds;
 2. the GPU busy share (torch.profiler: CUDA kernel time / wall time over a few updates of
    fairseq's Trainer with the same flags) for ELECTRA-small;
 3. the HuggingFace transformers step of the ELECTRA-small pair on the same batches, against the
@@ -19,7 +17,8 @@ The rows, in order:
    fp32 / bf16 / amp / fp16 from the same start on the same batches, ``--updates`` (30) updates:
    every loss finite, the final mean within ``--tolerance`` of fp32's;
 5. the loader's batches/s (the task's iterator, the recipes' 1 worker) against each update rate;
-6. RoBERTa-base with the recipe's COMPILE=update (compile seconds), ELECTRA-small under torch's sync debug mode "error" (``TRUNEG_SYNC_DEBUG``), the busy share
+6. ELECTRA-small and RoBERTa-base with the recipes' COMPILE=update (compile seconds; each given
+   at least ``COMPILE_MIN_S`` while the budget has it), ELECTRA-small under torch's sync debug mode "error" (``TRUNEG_SYNC_DEBUG``), the busy share
    of the others;
 7. with ``--full``: every criterion x eager / compiled / CUDA graphs (gpu_step.py).
 
@@ -59,8 +58,6 @@ def plan(quick: bool, full: bool, cuda: bool) -> list:
         rows.append(
             (f"train:{size}", "fairseq-train", f"{size} {b} x {t}", 40, "train", {"size": size})
         )
-    # the recipe's COMPILE=update on ELECTRA-small right after: the path to the update's target
-    rows.append(_compiled_row(small, 30))
     rows.append(
         (f"busy:{small}", "GPU busy", f"{small} (torch.profiler)", 15, "busy", {"size": small})
     )
@@ -73,7 +70,7 @@ def plan(quick: bool, full: bool, cuda: bool) -> list:
         rows.append(
             (f"loader:{size}", "data loader", f"{size} {b} x {t}", 5, "loader", {"size": size})
         )
-    rows.append(_compiled_row(rob, 20))
+    rows += [_compiled_row(small, 30), _compiled_row(rob, 20)]
     rows.append(
         (
             f"syncs:{small}",
