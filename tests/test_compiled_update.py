@@ -216,3 +216,31 @@ def test_its_statistics_are_summed_in_the_graph_and_a_non_finite_update_stops_th
     # update 5 skipped its step: its weights are those of update 4
     for before, after in zip(poisoned["before"], poisoned["after"]):
         assert torch.equal(before, after)
+
+
+def test_the_cuda_graph_check_sees_what_would_record_a_graph_per_batch():
+    """The check the compiled graphs pass (tests/utils.py) flags an integer input, as a batch's
+    token count would be once dynamo made it symbolic, and an input written in place that is
+    not a static address; the same function without them passes."""
+
+    def step(x, n, acc):
+        acc.add_(x.sum())
+        return x * n
+
+    graphs = []
+    compiled = torch.compile(step, backend=recording_aot_eager(graphs), dynamic=True)
+    torch._dynamo.reset()
+    compiled(torch.ones(3), 2, torch.zeros(()))
+    refusals = cuda_graph_refusals(graphs)
+    assert any(r.startswith("integer inputs") for r in refusals), refusals
+    assert any("mutated inputs not static" in r for r in refusals), refusals
+
+    graphs.clear()
+    torch._dynamo.reset()
+    acc = torch.zeros(())
+    torch._dynamo.mark_static_address(acc)
+    torch.compile(lambda x, acc: step(x, 2, acc), backend=recording_aot_eager(graphs))(
+        torch.ones(3), acc
+    )
+    torch._dynamo.reset()
+    assert graphs and cuda_graph_refusals(graphs) == []

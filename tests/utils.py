@@ -520,9 +520,11 @@ def recording_aot_eager(graphs: list):
 def cuda_graph_refusals(graphs) -> List[str]:
     """What in ``graphs`` would keep inductor from recording them as CUDA graphs: an operator
     CUDA graphs refuse (a host read such as ``aten._local_scalar_dense``, a data-dependent
-    shape, an operator tagged unsafe; inductor's own test, which runs on any device), or an
+    shape, an operator tagged unsafe; inductor's own test, which runs on any device), an
     input written in place that is not a static address (a parameter, a buffer or a tensor
-    marked with ``torch._dynamo.mark_static_address``)."""
+    marked with ``torch._dynamo.mark_static_address``), or an integer input (a number of the
+    batch that dynamo made symbolic: inductor records one CUDA graph per value it takes)."""
+    import torch
     from torch._inductor.utils import get_first_incompatible_cudagraph_node
 
     found = []
@@ -534,6 +536,13 @@ def cuda_graph_refusals(graphs) -> List[str]:
         mutated = getattr(gm, "truneg_mutated_inputs", [])
         if mutated:
             found.append(f"{len(mutated)} mutated inputs not static, e.g. {mutated[:3]}")
+        ints = [
+            n.name
+            for n in gm.graph.nodes
+            if n.op == "placeholder" and isinstance(n.meta.get("val"), (int, torch.SymInt))
+        ]
+        if ints:
+            found.append(f"integer inputs (a CUDA graph recorded per value): {ints[:3]}")
     return found
 
 
