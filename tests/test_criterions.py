@@ -27,7 +27,7 @@ def empty_table(data_bin, tmp_path_factory):
 def test_hc_with_empty_table_equals_fairseq_masked_lm(data_bin, synonym_table, empty_table):
     """With no synonym pair the hard correction is plain masked LM (a table of 0 pairs is
     refused when the criterion is built, so the lookup is emptied after)."""
-    from truneg_fairseq.lexicon import SynonymLookup
+    from truneg_fairseq.core.lookup import SynonymLookup
 
     task, model, hc = build_components(
         data_bin, ["--criterion", "mlm_hard_correction", "--synonym-table", str(synonym_table)]

@@ -6,7 +6,7 @@ import pytest
 import torch
 from utils import REPO, TINY_ELECTRA, build_components, valid_batch
 
-from truneg_fairseq.criterions import losses
+from truneg_fairseq.core import losses
 
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 PAD = 1

@@ -24,7 +24,7 @@ from truneg_fairseq.evaluation.false_negatives import (
     step_counts,
     synonym_predictions,
 )
-from truneg_fairseq.models.selection import MaskSelection
+from truneg_fairseq.core.selection import MaskSelection
 from truneg_fairseq.pipelines import study
 from truneg_fairseq.pipelines.scorer import FixedMaskScorer
 
@@ -95,7 +95,7 @@ def test_units_of_512_tokens_pack_sequences_in_order():
 
 
 def test_false_negative_ratios_are_computed_in_one_module():
-    """The formulas of the ratios live in evaluation/false_negatives.py alone."""
+    """The formulas of the ratios live in core/statistics.py alone."""
     import re
 
     root = REPO / "truneg_fairseq"
@@ -109,7 +109,7 @@ def test_false_negative_ratios_are_computed_in_one_module():
             code,
         ) and re.search(r"corr_ratio|syn_acc", text):
             found.append(path.relative_to(REPO).as_posix())
-    assert found == ["truneg_fairseq/evaluation/false_negatives.py"], found
+    assert found == ["truneg_fairseq/core/statistics.py"], found
 
 
 def test_cases_and_sentences():

@@ -6,8 +6,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from truneg_fairseq.criterions import losses
-from truneg_fairseq.lexicon import SynonymLookup, SynonymTable
+from truneg_fairseq.core import losses
+from truneg_fairseq.core.lookup import SynonymLookup
+from truneg_fairseq.lexicon import SynonymTable
 from truneg_fairseq.lexicon.synonyms import dictionary_fingerprint
 
 PAD = 1

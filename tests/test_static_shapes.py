@@ -7,7 +7,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from utils import TINY_ELECTRA, TINY_TN_ROBERTA, build_components, valid_batch
 
-from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count
+from truneg_fairseq.core.selection import MaskSelection, SlotSelection, static_slot_count
 
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 ROBERTA_CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]

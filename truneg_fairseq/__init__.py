@@ -1,6 +1,7 @@
 """truneg-fairseq: counter-false-negative masked-LM pre-training as a fairseq ``--user-dir`` plugin.
 
-Importing the package registers it with fairseq (:func:`register`): the mends of
+Importing the package registers it with fairseq (:func:`register`), where fairseq is installed
+(without it, :mod:`truneg_fairseq.core` and :mod:`truneg_fairseq.hf` work alone): the mends of
 :mod:`truneg_fairseq.compat` are installed, then the criterions, models, architectures, tasks,
 the ``fused_adamw`` optimizer and the ``wordpiece`` BPE are registered and ``masked_lm``'s
 whole-word mask is mended. fairseq imports the package by directory name
@@ -128,5 +129,18 @@ def _is_wrapper(path: str) -> bool:
         return False
 
 
-if not started_as_command():
+def fairseq_installed() -> bool:
+    """Whether fairseq can be found in this environment. Without it the package is the
+    framework-free core and the HuggingFace front end (:mod:`truneg_fairseq.core`,
+    :mod:`truneg_fairseq.hf`), and nothing registers; with it, a broken fairseq fails loudly
+    at registration."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("fairseq") is not None
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules
+        return False
+
+
+if not started_as_command() and fairseq_installed():
     register()

@@ -1,6 +1,6 @@
 """Criterions registered by the plugin: ``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``
 (one base, ``cfn_base.py``), ``electra`` (generator MLM + replaced-token detection, ``rtd.py``),
-``cline`` and ``squad``. All loss math is in ``losses.py``; each reads only what one call of the
+``cline`` and ``squad``. All loss math is in ``core/losses.py``; each reads only what one call of the
 model's ``forward`` returns."""
 
 from . import (  # noqa: F401  (registration)

@@ -7,23 +7,26 @@ or mlm_positions, mlm_targets, mlm_outputs)``, and reads only the dict it return
 through its masked-LM forward (``model(src_tokens, masked_tokens=M)``), which is enough for the
 objectives that need the logits alone.
 
-Subclasses (``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electra``) declare the
-extra model outputs they need (``model_outputs``) and return their loss as named terms with
-weights (:meth:`CounterFalseNegativeLoss.objective`). The logged ``loss`` is exactly the weighted
-sum of the logged terms, all in one unit (bits per masked token). The base class also looks the
-argmax predictions up in the synonym table (when one is given) and logs the false-negative
-statistics of the paper's Table 2 (``mlm_acc``, ``syn_acc``, ``pred_corr_ratio``,
-``iter_corr_ratio``, ``content_pred``, ``nseq``, ``special_masked``), counted and defined in
-:mod:`truneg_fairseq.evaluation.false_negatives`, the one place that defines them.
+This is the fairseq front end of the step: the step itself (the objectives' terms, the synonym
+lookup of the argmax predictions, ELECTRA's replaced-token-detection term, the logged sums) is
+:func:`truneg_fairseq.core.step.masked_lm_step`, which the HF objective calls too. Subclasses
+(``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electra``) name their objective
+(``objective``), the flag of its weight (``weight_field``) and the extra model outputs they need
+(``model_outputs``). The logged ``loss`` is exactly the weighted sum of the logged terms, all in
+one unit (bits per masked token); the false-negative statistics of the paper's Table 2
+(``mlm_acc``, ``syn_acc``, ``pred_corr_ratio``, ``iter_corr_ratio``, ``content_pred``, ``nseq``,
+``special_masked``) are counted and defined in :mod:`truneg_fairseq.core.statistics`, the one
+place that defines them.
 
 When the model detects replaced tokens (ELECTRA), the MLM terms are weighted by
-``--electra-gen-weight`` and the replaced-token-detection term of
-:mod:`truneg_fairseq.criterions.rtd` is added with ``--electra-disc-weight``.
+``--electra-gen-weight`` and the replaced-token-detection term is added with
+``--electra-disc-weight`` (:mod:`truneg_fairseq.core.electra`; its flags in
+:mod:`truneg_fairseq.criterions.rtd`).
 """
 
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from fairseq.criterions import FairseqCriterion
@@ -33,13 +36,15 @@ from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
 from fairseq.models.roberta import RobertaModel
 from omegaconf import II
 
-from truneg_fairseq.criterions import logs, losses, rtd
+from truneg_fairseq.core import statistics as st
+from truneg_fairseq.core.electra import RTDSettings
+from truneg_fairseq.core.lookup import SynonymLookup
+from truneg_fairseq.core.selection import MaskSelection, SlotSelection, static_slot_count
+from truneg_fairseq.core.step import MaskedLMStep, masked_lm_step
+from truneg_fairseq.criterions import logs, rtd
 from truneg_fairseq.criterions.tables import check_resumed_table, load_synonym_lookup
 from truneg_fairseq.errors import FlagError
-from truneg_fairseq.evaluation import false_negatives as fn
-from truneg_fairseq.lexicon import SynonymLookup
 from truneg_fairseq.models.objectives import MaskedLMObjectives, ReplacedTokenDetection
-from truneg_fairseq.models.selection import MaskSelection, SlotSelection, static_slot_count
 from truneg_fairseq.models.step_config import plain_config
 
 logger = logging.getLogger(__name__)
@@ -101,25 +106,6 @@ def _resolved(value):
     return None if isinstance(value, str) and value.startswith("${") else value
 
 
-@dataclass
-class MaskedLMStep:
-    """One step as a subclass's :meth:`CounterFalseNegativeLoss.objective` sees it. S is the
-    number of selected positions (M masked positions, or B * N static slots)."""
-
-    net: Dict[str, torch.Tensor]  # the model's outputs (models/objectives.py)
-    sel: object  # the selection (models/selection.py)
-    src_tokens: torch.Tensor  # B x T masked input
-    target: torch.Tensor  # B x T gold ids at the masked positions, padding elsewhere
-    gold: torch.Tensor  # S gold ids (padding: a slot with nothing to predict)
-    valid: torch.Tensor  # S bool: gold is not padding
-    nll: torch.Tensor  # S fp32 -log p(gold), 0 where not valid
-    synonym: torch.Tensor  # S bool: the argmax is a WordNet synonym of a whole-word gold token
-
-
-# a loss term: (logged name, weight, summed value); the loss is sum(weight * value)
-Term = Tuple[str, float, torch.Tensor]
-
-
 class CounterFalseNegativeLoss(FairseqCriterion):
     """Masked-LM loss plus a counter-false-negative term (see subclasses)."""
 
@@ -131,6 +117,9 @@ class CounterFalseNegativeLoss(FairseqCriterion):
     requires_discriminator = False
     # extra model outputs the objective reads (models/objectives.py OUTPUTS)
     model_outputs: Tuple[str, ...] = ()
+    # the step's objective (core/step.py OBJECTIVES) and the config field of its weight
+    objective = "mlm"
+    weight_field: Optional[str] = None
 
     def __init__(self, cfg: SynonymCriterionConfig, task):
         super().__init__(task)
@@ -173,6 +162,18 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         # masked entries the statistics count as words: ordinary entries, not <s> </s> <mask> ...
         self.nspecial = d.nspecial
         self.mask_idx = d.indices.get("<mask>")
+        ordinary = torch.arange(len(d)).ge(d.nspecial)  # V
+        if self.mask_idx is not None:
+            ordinary[self.mask_idx] = False
+        self.register_buffer("ordinary", ordinary, persistent=False)
+        self.weight = float(getattr(cfg, self.weight_field)) if self.weight_field else 1.0
+        # used when the model has a discriminator (has_discriminator)
+        self.rtd_settings = RTDSettings(
+            float(self.cfg.electra_gen_weight),
+            float(self.cfg.electra_disc_weight),
+            self.mask_prob,
+            self.cfg.electra_rtd_synonym_policy,
+        )
         if cfg.mlm_loss_divisor <= 0:
             raise FlagError(f"--mlm-loss-divisor must be > 0, got {cfg.mlm_loss_divisor}")
 
@@ -297,7 +298,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
 
     # ---- the step ----------------------------------------------------------------------
     def select(self, target: torch.Tensor):
-        """The positions the masked-LM head predicts (see :mod:`truneg_fairseq.models.selection`)."""
+        """The positions the masked-LM head predicts (see :mod:`truneg_fairseq.core.selection`)."""
         masked = target.ne(self.padding_idx)  # B x T
         if self.cfg.mlm_prediction_slots == "static":
             n = static_slot_count(target.size(1), self.mask_prob, self.cfg.mlm_max_predictions)
@@ -326,105 +327,46 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         src_tokens = sample["net_input"]["src_tokens"]  # B x T
         sel = self.select(target)
         net = self.run_model(model, sample, sel)
-
-        gold = sel.take(target)  # S
-        valid = gold.ne(self.padding_idx)  # S
-        sample_size = valid.sum()
-        nll = losses.masked_nll(net["mlm_logits"], gold, self.padding_idx)  # S
-        pred = net["mlm_pred"]  # S
-        original = torch.where(target.ne(self.padding_idx), target, src_tokens)  # B x T
-        whole = None
-        if self.lookup is not None:
-            whole = sel.take(
-                self.lookup.ends_word(original)
-            )  # S: subword pieces are never corrected
-            synonym = valid & fn.synonym_predictions(
-                gold, pred, self.lookup.is_synonym(gold, pred), whole
-            )  # S
-        else:
-            synonym = torch.zeros_like(valid)
-        step = MaskedLMStep(net, sel, src_tokens, target, gold, valid, nll, synonym)
-        terms, stats = self.objective(step)
-        if self.has_discriminator:
-            syn_sample = None
-            if self.lookup is not None:
-                syn_sample = sel.put(
-                    torch.zeros_like(target, dtype=torch.bool),
-                    valid & whole & self.lookup.is_synonym(gold, net["rtd_sampled"]),
-                )
-            rtd_sum, rtd_stats = rtd.rtd_term(
-                net, original, self.padding_idx, syn_sample, self.cfg.electra_rtd_synonym_policy
-            )
-            gen_w = self.cfg.electra_gen_weight
-            terms = [(name, gen_w * w, value) for name, w, value in terms]
-            # mask_prob x the sum over all tokens = (in expectation) the per-token mean per masked token
-            terms.append(("disc_loss", self.cfg.electra_disc_weight, self.mask_prob * rtd_sum))
-            stats.update(rtd_stats)
-        loss = sum(w * value for _, w, value in terms)
-
-        logging_output = {
-            "loss": loss.data,
-            "ntokens": sample["ntokens"],
-            "nsentences": sample["nsentences"],
-            "sample_size": sample_size,
-        }
-        word = valid & fn.ordinary_positions(
-            gold, self.nspecial, self.mask_idx
-        )  # S: masked word positions
-        logging_output.update(
-            fn.step_counts(
-                sel.rows_any,
-                word,
-                pred.eq(gold),
-                valid & ~word,
-                target.size(0),
-                synonym if self.lookup is not None else None,
-                self.lookup.content[pred]
-                if self.lookup is not None and self.lookup.has_content
-                else None,
-            )
+        cfg = self.cfg
+        loss, sample_size, logging_output, step = masked_lm_step(
+            net,
+            sel,
+            src_tokens,
+            target,
+            self.padding_idx,
+            self.objective,
+            lookup=self.lookup,
+            words=self.ordinary.__getitem__,
+            nonpad=src_tokens.ne(self.padding_idx),
+            ntokens=sample["ntokens"],
+            nsentences=sample["nsentences"],
+            weight=self.weight,
+            dropped=sel.dropped,
+            rtd=self.rtd_settings if self.has_discriminator else None,
         )
-        for name, _, value in terms:
-            logging_output[name] = value.data
-        if sel.dropped is not None:
-            logging_output["slots_dropped"] = sel.dropped
-        for k, v in stats.items():
-            logging_output[k] = v.data if torch.is_tensor(v) else v
-        if self.cfg.mlm_loss_divisor != 1.0:
-            # the logged values above stay sums; only what fairseq differentiates and divides by
-            # is scaled, by the same constant on every worker
-            loss = loss / self.cfg.mlm_loss_divisor
-            sample_size = sample_size / self.cfg.mlm_loss_divisor
+        self.observe(step)
+        if cfg.mlm_loss_divisor != 1.0:
+            # the logged values stay sums; only what fairseq differentiates and divides by is
+            # scaled, by the same constant on every worker
+            loss = loss / cfg.mlm_loss_divisor
+            sample_size = sample_size / cfg.mlm_loss_divisor
         return loss, sample_size, logging_output
 
-    def objective(self, step: MaskedLMStep) -> Tuple[List[Term], Dict[str, torch.Tensor]]:
-        """The loss as named, weighted terms (sums over the batch; the loss is sum(weight *
-        value)) and summable statistics to log. The base objective is plain masked-LM (Eq. 1)."""
-        return [("mlm_loss", 1.0, step.nll.sum())], {}
+    def observe(self, step: MaskedLMStep) -> None:
+        """Called with each step's tensors (the offline scorer keeps them)."""
 
     # ---- metrics ---------------------------------------------------------------------
-    # every term of the loss is logged as its sum / masked tokens / ln 2 (bits per masked token,
-    # fairseq's unit for ``loss``), so the logged loss is the weighted sum of the logged terms
-    TERMS = ("mlm_loss", "corrected_loss", "sr_loss", "kl_loss", "disc_loss")
+    TERMS = st.TERMS
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
-        def total(key):
-            return logs.total(logging_outputs, key)
-
-        sample_size = logs.log_loss_terms(logging_outputs, cls.TERMS)
-        if sample_size == 0:
+        """fairseq's meters over :mod:`truneg_fairseq.core.statistics`' values, in the order of
+        fairseq's log line: the loss and its terms, the false-negative counts and ratios, then
+        ``slots_dropped``, ``sr_dist`` and the discriminator's."""
+        if logs.log_loss_terms(logging_outputs, cls.TERMS) == 0:
             return
-        fn.log_metrics(logging_outputs)  # mlm_acc, syn_acc, the ratios, content_pred, nseq
-        if any("slots_dropped" in log for log in logging_outputs):
-            # masked positions beyond --mlm-max-predictions (static slots): not in the loss; a
-            # mean per update (outputs summed over several updates say how many in ``updates``)
-            updates = total("updates") or 1
-            metrics.log_scalar("slots_dropped", total("slots_dropped") / updates, updates, round=1)
-        if any("sr_dist_sum" in log for log in logging_outputs):
-            # the mean cosine distance itself, in [0, 2] (sr_loss is it in the loss's unit)
-            metrics.log_scalar("sr_dist", total("sr_dist_sum") / sample_size, sample_size, round=4)
-        rtd.reduce_rtd_metrics(logging_outputs)
+        logs.log_false_negatives(logging_outputs)
+        logs.log_scalars(st.step_scalars(st.sum_logs(logging_outputs)))
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -34,9 +34,10 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
-from truneg_fairseq.criterions import logs, losses
+from truneg_fairseq.core import losses
+from truneg_fairseq.criterions import logs
 from truneg_fairseq.errors import FlagError
-from truneg_fairseq.models.selection import MaskSelection
+from truneg_fairseq.core.selection import MaskSelection
 from truneg_fairseq.models.step_config import plain_config
 
 TERMS = ("mlm", "rtd", "cts")

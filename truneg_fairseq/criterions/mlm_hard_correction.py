@@ -4,7 +4,6 @@ from dataclasses import dataclass
 
 from fairseq.criterions import register_criterion
 
-from truneg_fairseq.criterions import losses
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
 
 
@@ -23,8 +22,5 @@ class HardCorrectionLoss(CounterFalseNegativeLoss):
     out): ``loss = mlm_loss - corrected_loss``."""
 
     _registered_name = "mlm_hard_correction"
+    objective = "hard_correction"
     requires_table = True
-
-    def objective(self, step):
-        corrected = losses.corrected_nll(step.nll, step.synonym).sum()
-        return [("mlm_loss", 1.0, step.nll.sum()), ("corrected_loss", -1.0, corrected)], {}

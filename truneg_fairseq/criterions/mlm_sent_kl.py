@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 
 from fairseq.criterions import register_criterion
 
-from truneg_fairseq.criterions import losses
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
 
 
@@ -38,18 +37,11 @@ class SentKLLoss(CounterFalseNegativeLoss):
     ``kl_loss`` (per masked token, in bits): ``loss = mlm_loss + --synonym-kl-weight x kl_loss``."""
 
     _registered_name = "mlm_sent_kl"
+    objective = "sent_kl"
+    weight_field = "synonym_kl_weight"
     model_outputs = ("sentence_kl",)
 
     def model_output_names(self):
         return self.model_outputs + (
             ("sentence_kl_grad",) if self.cfg.synonym_kl_grad_original else ()
         )
-
-    def objective(self, step):
-        h_p, h_s = step.net["kl_h_p"], step.net["kl_h_s"]  # B x T x C each
-        nonpad = step.src_tokens.ne(self.padding_idx)  # B x T
-        kl_sum = (losses.sentence_kl(h_p, h_s) * nonpad.float()).sum()
-        return [
-            ("mlm_loss", 1.0, step.nll.sum()),
-            ("kl_loss", self.cfg.synonym_kl_weight, kl_sum),
-        ], {}

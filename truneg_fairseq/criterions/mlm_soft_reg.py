@@ -4,7 +4,6 @@ from dataclasses import dataclass, field
 
 from fairseq.criterions import register_criterion
 
-from truneg_fairseq.criterions import losses
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
 
 
@@ -26,11 +25,6 @@ class SoftRegLoss(CounterFalseNegativeLoss):
     --synonym-sr-weight x sr_loss``; ``sr_dist`` is the mean distance itself, in [0, 2]."""
 
     _registered_name = "mlm_soft_reg"
+    objective = "soft_reg"
+    weight_field = "synonym_sr_weight"
     model_outputs = ("embeddings",)
-
-    def objective(self, step):
-        net = step.net
-        sr = losses.soft_regularization(net["gold_embed"], net["pred_embed"])  # S
-        sr_sum = (sr * step.valid.float()).sum()
-        terms = [("mlm_loss", 1.0, step.nll.sum()), ("sr_loss", self.cfg.synonym_sr_weight, sr_sum)]
-        return terms, {"sr_dist_sum": sr_sum}

@@ -8,7 +8,8 @@ import os
 from typing import Optional, Tuple
 
 from truneg_fairseq.checkpoints import CheckpointError
-from truneg_fairseq.lexicon import SynonymLookup, SynonymTable, SynonymTableError
+from truneg_fairseq.core.lookup import SynonymLookup
+from truneg_fairseq.lexicon import SynonymTable, SynonymTableError
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """A masked-LM data collator for any HuggingFace tokenizer with a mask token.
 
-The masking is the package's batch masking (:func:`truneg_fairseq.data.batch_masking.mask_rows`),
+The masking is the package's batch masking (:func:`truneg_fairseq.core.masking.mask_rows`),
 the one used by ``--task masked_lm`` and ``--task electra`` of the fairseq plugin: of each row's
 ``n`` candidate tokens (every token but padding and the tokenizer's special tokens), exactly
 ``int(mask_prob * n + u)`` are selected (``u`` uniform: probabilistic rounding); of those
@@ -11,7 +11,7 @@ lands in: two processes and one process with gradient accumulation see the same 
 
 Static prediction slots (google-research/electra's layout, the plugin's ``--mlm-prediction-slots
 static``): ``mlm_positions`` (B x N) lists each row's selected positions first, in order; N comes
-from the batch shape alone (:func:`truneg_fairseq.models.selection.static_slot_count`), so the
+from the batch shape alone (:func:`truneg_fairseq.core.selection.static_slot_count`), so the
 training step has no data-dependent shape and no host-device sync.
 """
 
@@ -22,8 +22,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from truneg_fairseq.data.batch_masking import mask_rows
-from truneg_fairseq.models.selection import static_slot_count
+from truneg_fairseq.core.masking import mask_rows
+from truneg_fairseq.core.selection import static_slot_count
 
 IGNORE = -100  # HF's label for "no target here" (what Trainer counts as not an item)
 

@@ -4,12 +4,12 @@ replaced-token labels of the fairseq plugin (``--task electra --criterion electr
 :class:`ElectraPretraining` is one ``nn.Module`` whose ``forward`` runs both models: the
 generator's masked-LM pass at the prediction slots (with any objective of
 :class:`~truneg_fairseq.hf.objective.TrueNegativeMLM`), a replacement sampled from the generator
-softmax at each slot (Gumbel-max, no gradient through the sample, never the padding token), the
+softmax at each slot (:func:`truneg_fairseq.core.electra.sample_replacements`), the
 corrupted input, the discriminator's logits and the loss
 
     loss = gen_weight * L_mlm(objective) + disc_weight * mask_prob * sum_t BCE_t
 
-(:func:`truneg_fairseq.criterions.rtd.rtd_term`: per-token BCE over the non-pad tokens; a sample
+(:mod:`truneg_fairseq.core.electra`, as the fairseq criterions: per-token BCE over the non-pad tokens; a sample
 equal to the original counts as original; ``rtd_synonym_policy`` labels a sampled synonym of the
 original word ``replaced`` as ELECTRA does, ``original``, or ``ignore``). DDP wraps this module
 and synchronises the one forward.
@@ -24,11 +24,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from truneg_fairseq.criterions import rtd
+from truneg_fairseq.core.electra import RTD_POLICIES, RTDSettings, corrupt, sample_replacements
 from truneg_fairseq.hf.heads import ModelError, describe
 from truneg_fairseq.hf.objective import TrueNegativeMLM
-
-RTD_POLICIES = ("replaced", "original", "ignore")
 
 
 def _same_embeddings(gen, disc) -> bool:
@@ -106,35 +104,22 @@ class ElectraPretraining(TrueNegativeMLM):
         self.rtd_synonym_policy = rtd_synonym_policy
         self.sample_temperature = float(sample_temperature)
 
-    @torch.no_grad()
-    def sample_replacements(self, logits: torch.Tensor) -> torch.Tensor:
-        """S x V generator logits -> S ids sampled from softmax(logits / temperature), as
-        argmax(logits + Gumbel noise); never the padding token."""
-        scaled = logits.detach().float() / self.sample_temperature  # S x V
-        noise = torch.rand_like(scaled).clamp_(1e-9, 1.0 - 1e-9)
-        noise.log_().neg_().log_().neg_().add_(scaled)  # Gumbel-max, in one S x V buffer
-        noise[:, self.pad] = float("-inf")
-        return noise.argmax(dim=-1)  # S
+    def mlm_pass(self, input_ids, attention_mask, target, sel, token_type_ids=None):
+        """The generator's pass, then the replacements sampled at the slots, the corrupted input
+        and the discriminator's logits (``rtd_sampled``, ``rtd_corrupted``, ``rtd_logits``)."""
+        net = super().mlm_pass(input_ids, attention_mask, target, sel, token_type_ids)
+        valid = sel.take(target).ne(self.pad)  # S
+        sampled = sample_replacements(net["mlm_logits"], self.sample_temperature, self.pad)  # S
+        net["rtd_sampled"], net["rtd_corrupted"] = corrupt(sel, input_ids, sampled, valid)
+        net["rtd_logits"] = self.disc(
+            input_ids=net["rtd_corrupted"], attention_mask=attention_mask
+        ).logits  # B x T
+        return net
 
-    def extend(self, net, input_ids, attention_mask, sel, valid, original, whole, terms, stats):
-        sampled = self.sample_replacements(net["mlm_logits"])  # S, no gradient
-        sampled = torch.where(valid, sampled, sel.take(input_ids))  # S: unused slots keep theirs
-        corrupted = sel.put(input_ids, sampled)  # B x T
-        net["rtd_sampled"], net["rtd_corrupted"] = sampled, corrupted
-        net["rtd_logits"] = self.disc(input_ids=corrupted, attention_mask=attention_mask).logits
-        syn_sample = None
-        if self.lookup is not None:
-            gold = sel.take(original)
-            is_syn = valid & whole & self.lookup.is_synonym(gold, sampled)  # S
-            syn_sample = sel.put(torch.zeros_like(input_ids, dtype=torch.bool), is_syn)
-        rtd_sum, rtd_stats = rtd.rtd_term(
-            net, original, self.pad, syn_sample, self.rtd_synonym_policy
+    def rtd_settings(self):
+        return RTDSettings(
+            self.gen_weight, self.disc_weight, self.mask_prob, self.rtd_synonym_policy
         )
-        stats.update(rtd_stats)
-        terms = [(name, self.gen_weight * w, value) for name, w, value in terms]
-        # mask_prob x the sum over all tokens: (in expectation) the per-token mean per masked token
-        terms.append(("disc_loss", self.disc_weight, self.mask_prob * rtd_sum))
-        return terms
 
     def models(self):
         return {"": self.disc, "generator": self.mlm}

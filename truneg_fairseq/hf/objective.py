@@ -8,8 +8,8 @@ does the whole step, the loss included, so that torch's DistributedDataParallel 
     (out["loss"] / out["sample_size"]).backward()
 
 It is the fairseq criterions' step (``criterions/cfn_base.py``) on HF parts: the same pure loss
-functions (:mod:`truneg_fairseq.criterions.losses`), the same prediction slots
-(:mod:`truneg_fairseq.models.selection`), the same synonym lookup and the same counts
+functions (:mod:`truneg_fairseq.core.losses`), the same prediction slots
+(:mod:`truneg_fairseq.core.selection`), the same synonym lookup and the same counts
 (:mod:`truneg_fairseq.evaluation.false_negatives`), so a model moved between the two worlds with
 ``truneg-convert-hf`` gets the same loss, gradients and statistics on the same batch.
 
@@ -37,15 +37,17 @@ from typing import Dict, Optional
 import torch
 import torch.nn as nn
 
-from truneg_fairseq.criterions import losses
-from truneg_fairseq.evaluation import false_negatives as fn
+from truneg_fairseq.core.selection import SlotSelection
+from truneg_fairseq.core.step import (
+    OBJECTIVES,
+    masked_lm_step,
+    prediction_filled,
+    sentence_kl_encodings,
+)
 from truneg_fairseq.hf.collator import IGNORE, check_tokenizer
 from truneg_fairseq.hf.heads import MaskedLMParts, ModelError, describe
 from truneg_fairseq.hf.vocab import synonym_lookup
-from truneg_fairseq.lexicon import SynonymTable
-from truneg_fairseq.models.selection import SlotSelection
 
-OBJECTIVES = ("mlm", "hard_correction", "soft_reg", "sent_kl")
 # the fairseq criterion each objective gives the numbers of
 CRITERIONS = {
     "mlm": "masked_lm",
@@ -71,7 +73,7 @@ class TrueNegativeMLM(nn.Module):
         model: nn.Module,
         tokenizer,
         objective: str = "hard_correction",
-        synonym_table: Optional[SynonymTable] = None,
+        synonym_table=None,
         sr_weight: float = 1.0,
         kl_weight: float = 1.0,
         kl_grad_original: bool = False,
@@ -139,40 +141,19 @@ class TrueNegativeMLM(nn.Module):
             weight = self.mlm.get_input_embeddings().weight  # V x E
             net["gold_embed"], net["pred_embed"] = weight[gold], weight[pred]  # S x E each
         if self.objective == "sent_kl":
-            s = torch.where(target.ne(self.pad), target, input_ids)  # B x T: masks -> gold
-            s_p = sel.put(s, torch.where(valid, pred, sel.take(s)))  # B x T: masks -> predictions
-            if self.kl_grad_original or not torch.is_grad_enabled():
-                both = torch.cat([attention_mask, attention_mask], dim=0)
+            b = input_ids.size(0)
+
+            def encode(tokens):  # B or 2B rows (s_p and s batched)
+                if tokens.size(0) == b:
+                    return self.encode(tokens, attention_mask, token_type_ids)
                 tt = None if token_type_ids is None else token_type_ids.repeat(2, 1)
-                h = self.encode(torch.cat([s_p, s], dim=0), both, tt)  # 2B x T x C
-                net["kl_h_p"], net["kl_h_s"] = h[: s.size(0)], h[s.size(0) :]
-            else:
-                # H_s is a fixed target: no graph kept for it
-                net["kl_h_p"] = self.encode(s_p, attention_mask, token_type_ids)  # B x T x C
-                with torch.no_grad():
-                    net["kl_h_s"] = self.encode(s, attention_mask, token_type_ids)
+                return self.encode(tokens, torch.cat([attention_mask, attention_mask], dim=0), tt)
+
+            s_p, s = prediction_filled(sel, input_ids, target, pred, valid, self.pad)  # B x T
+            net["kl_h_p"], net["kl_h_s"] = sentence_kl_encodings(
+                encode, s_p, s, self.kl_grad_original
+            )  # B x T x C each
         return net
-
-    def terms(self, net, nll, synonym, valid, attention_mask):
-        """The loss as named, weighted sums (the fairseq criterion's ``objective``) and the
-        summable statistics it logs besides."""
-        terms = [("mlm_loss", 1.0, nll.sum())]
-        stats: Dict[str, torch.Tensor] = {}
-        if self.objective == "hard_correction":
-            terms.append(("corrected_loss", -1.0, losses.corrected_nll(nll, synonym).sum()))
-        elif self.objective == "soft_reg":
-            sr = losses.soft_regularization(net["gold_embed"], net["pred_embed"])  # S
-            sr_sum = (sr * valid.float()).sum()
-            terms.append(("sr_loss", self.sr_weight, sr_sum))
-            stats["sr_dist_sum"] = sr_sum
-        elif self.objective == "sent_kl":
-            kl = losses.sentence_kl(net["kl_h_p"], net["kl_h_s"])  # B x T
-            terms.append(("kl_loss", self.kl_weight, (kl * attention_mask.float()).sum()))
-        return terms, stats
-
-    def extend(self, net, input_ids, attention_mask, sel, valid, original, whole, terms, stats):
-        """Add further model passes and terms (ELECTRA's replaced-token detection)."""
-        return terms
 
     # ---- the step ----------------------------------------------------------------------------
     def forward(
@@ -196,44 +177,29 @@ class TrueNegativeMLM(nn.Module):
         target = labels.masked_fill(labels.eq(IGNORE), pad)  # B x T: fairseq's target
         sel = SlotSelection(None, mlm_positions.size(1), positions=mlm_positions)
         net = self.mlm_pass(input_ids, attention_mask, target, sel, token_type_ids)
-        gold = sel.take(target)  # S
-        valid = gold.ne(pad)  # S
-        nll = losses.masked_nll(net["mlm_logits"], gold, pad)  # S
-        pred = net["mlm_pred"]  # S
-        original = torch.where(target.ne(pad), target, input_ids)  # B x T
-        whole = synonym = None
-        if self.lookup is not None:
-            whole = sel.take(self.lookup.ends_word(original))  # S: pieces are never corrected
-            is_pair = self.lookup.is_synonym(gold, pred)
-            synonym = valid & fn.synonym_predictions(gold, pred, is_pair, whole)  # S
-        corrected = synonym if synonym is not None else torch.zeros_like(valid)
-        terms, stats = self.terms(net, nll, corrected, valid, attention_mask)
-        terms = self.extend(
-            net, input_ids, attention_mask, sel, valid, original, whole, terms, stats
-        )
-        loss = sum(w * value for _, w, value in terms)
-        sample_size = valid.sum()
-        rows = input_ids.size(0)
-        word = valid & self.ordinary[gold]  # S: masked word positions
-        logging: Dict[str, torch.Tensor] = {
-            "loss": loss.detach(),
-            "ntokens": attention_mask.sum(),
-            "nsentences": rows,
-            "sample_size": sample_size,
+        loss, sample_size, logging, _ = masked_lm_step(
+            net,
+            sel,
+            input_ids,
+            target,
+            pad,
+            self.objective,
+            lookup=self.lookup,
+            words=self.ordinary.__getitem__,
+            nonpad=attention_mask,
+            ntokens=attention_mask.sum(),
+            nsentences=input_ids.size(0),
+            weight=self.sr_weight if self.objective == "soft_reg" else self.kl_weight,
             # masked positions beyond the slots: not in the loss (fairseq's slots_dropped)
-            "slots_dropped": (target.ne(pad).sum(dim=1) - sel.shape[1]).clamp(min=0).sum(),
-        }
-        content = None
-        if self.lookup is not None and self.lookup.has_content:
-            content = self.lookup.content[pred]
-        logging.update(
-            fn.step_counts(sel.rows_any, word, pred.eq(gold), valid & ~word, rows, synonym, content)
+            dropped=(target.ne(pad).sum(dim=1) - sel.shape[1]).clamp(min=0).sum(),
+            rtd=self.rtd_settings(),
         )
-        for name, _, value in terms:
-            logging[name] = value.detach()
-        for k, v in stats.items():
-            logging[k] = v.detach()
         return {"loss": loss, "sample_size": sample_size, "logging": logging}
+
+    def rtd_settings(self):
+        """The discriminator term's settings (:class:`truneg_fairseq.core.electra.RTDSettings`);
+        None without a discriminator."""
+        return None
 
     # ---- weights ---------------------------------------------------------------------------
     def models(self) -> Dict[str, nn.Module]:

@@ -1,6 +1,6 @@
-"""WordNet provisioning and synonym tables (build, save, load, device lookup)."""
+"""WordNet provisioning and synonym tables (build, save, load); the device lookup of a table is
+:class:`truneg_fairseq.core.lookup.SynonymLookup`."""
 
-from .lookup import SynonymLookup
 from .synonyms import (
     SynonymTable,
     SynonymTableError,
@@ -12,7 +12,6 @@ from .synonyms import (
 from .wordnet import WordNetNotFoundError, load_wordnet
 
 __all__ = [
-    "SynonymLookup",
     "SynonymTable",
     "SynonymTableError",
     "VocabView",

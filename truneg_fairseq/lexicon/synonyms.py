@@ -29,6 +29,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from truneg_fairseq.core.pairs import KEY_SHIFT
 from truneg_fairseq.errors import SynonymTableError
 from truneg_fairseq.lexicon.table_file import FORMAT_VERSION, load_arrays, save_arrays
 from truneg_fairseq.text import (
@@ -46,7 +47,6 @@ logger = logging.getLogger(__name__)
 
 PROGRESS_SECONDS = 5.0  # a progress line at most this often while a table is built
 
-KEY_SHIFT = 32  # key = gold << 32 | pred: unique for any vocabulary under 2**31 entries
 TOKENIZERS = KINDS
 SOURCES = ("wordnet", "embedding")
 

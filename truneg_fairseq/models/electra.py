@@ -30,6 +30,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.models.roberta.model import RobertaClassificationHead
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
+from truneg_fairseq.core.electra import sample_replacements
 from truneg_fairseq.errors import FlagError
 from truneg_fairseq.models import electra_checkpoint, embed_init
 from truneg_fairseq.models.electra_compile import COMPILE_RECOMPILE_LIMIT, compile_stacks
@@ -264,18 +265,11 @@ class ElectraModel(UpdateHooks, ReplacedTokenDetection, BaseFairseqModel):
             x = x[masked_tokens]  # M x H_gen
         return self.mlm_project(x)  # M x V (tied)
 
-    @torch.no_grad()
     def sample_replacements(self, gen_logits):
-        """Sample one token per row of M x V logits (Gumbel-max; no gradient): M ids."""
-        logits = gen_logits.detach().float() / self.cfg.electra_sample_temperature  # M x V
-        # argmax(logits + Gumbel noise), the noise built in place in one M x V buffer: this
-        # is the largest tensor of the step, and fewer temporaries make it ~40% faster on CPU
-        g = torch.rand_like(logits).clamp_(1e-9, 1.0 - 1e-9)
-        g.log_().neg_().log_().neg_().add_(logits)
-        # never <pad>: the discriminator would read a sampled <pad> as padding in a padded batch
-        # and as a token in an unpadded one (where the encoders get no padding mask)
-        g[:, self.padding_idx] = float("-inf")
-        return g.argmax(dim=-1)  # M
+        """Sample one token per row of M x V logits (Gumbel-max; no gradient; never <pad>): M ids."""
+        return sample_replacements(
+            gen_logits, self.cfg.electra_sample_temperature, self.padding_idx
+        )
 
     # ---- discriminator ----------------------------------------------------------------------
     def discriminator_features(self, tokens):

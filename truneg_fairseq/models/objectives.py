@@ -31,7 +31,7 @@ key                  shape      what
 ``rtd_logits``       B x T      ELECTRA: replaced-token-detection logits (> 0: replaced)
 ===================  =========  =============================================================
 
-The synonym lexicon and all loss math stay outside the model (``criterions/losses.py``).
+The synonym lexicon and all loss math stay outside the model (:mod:`truneg_fairseq.core`).
 
 Which models serve which objectives is declared by their class:
 
@@ -49,7 +49,9 @@ from typing import Dict, Optional, Sequence
 
 import torch
 
-from truneg_fairseq.models.selection import from_forward_kwargs
+from truneg_fairseq.core.electra import corrupt
+from truneg_fairseq.core.selection import from_forward_kwargs
+from truneg_fairseq.core.step import prediction_filled, sentence_kl_encodings
 
 # what a criterion may ask for in ``mlm_outputs``
 OUTPUTS = ("embeddings", "sentence_kl", "sentence_kl_grad")
@@ -118,17 +120,10 @@ class MaskedLMObjectives(abc.ABC):
             net["gold_embed"] = weight[gold]  # S x E
             net["pred_embed"] = weight[pred]  # S x E
         if "sentence_kl" in outputs:
-            s = torch.where(targets.ne(pad), targets, src_tokens)  # B x T: masks -> gold tokens
-            s_p = sel.put(s, torch.where(valid, pred, sel.take(s)))  # B x T: masks -> predictions
-            if "sentence_kl_grad" in outputs or not torch.is_grad_enabled():
-                h = self.mlm_encode(torch.cat([s_p, s], dim=0))  # 2B x T x C
-                net["kl_h_p"], net["kl_h_s"] = h[: s.size(0)], h[s.size(0) :]
-            else:
-                # H_s is a fixed target: no graph for it. Batching it with s_p would make the
-                # backward pay for rows that get no gradient (~20% more step time)
-                net["kl_h_p"] = self.mlm_encode(s_p)  # B x T x C
-                with torch.no_grad():
-                    net["kl_h_s"] = self.mlm_encode(s)  # B x T x C
+            s_p, s = prediction_filled(sel, src_tokens, targets, pred, valid, pad)  # B x T each
+            net["kl_h_p"], net["kl_h_s"] = sentence_kl_encodings(
+                self.mlm_encode, s_p, s, "sentence_kl_grad" in outputs
+            )  # B x T x C each
         self.extend_objectives(net, src_tokens, sel, valid)
         return net
 
@@ -152,10 +147,7 @@ class ReplacedTokenDetection(MaskedLMObjectives):
 
     def extend_objectives(self, net, src_tokens, sel, valid):
         sampled = self.sample_replacements(net["mlm_logits"])  # S, no gradient
-        sampled = torch.where(
-            valid, sampled, sel.take(src_tokens)
-        )  # S: padding targets keep their token
-        corrupted = sel.put(src_tokens, sampled)  # B x T
+        sampled, corrupted = corrupt(sel, src_tokens, sampled, valid)  # S, B x T
         net["rtd_sampled"] = sampled
         net["rtd_corrupted"] = corrupted
         net["rtd_logits"] = self.discriminator_logits(corrupted)  # B x T

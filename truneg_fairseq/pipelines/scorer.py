@@ -44,9 +44,8 @@ class _Scoring(CounterFalseNegativeLoss):
         logits = model(**sample["net_input"], **sel.forward_kwargs())[0]  # M x V
         return {"mlm_logits": logits, "mlm_pred": logits.detach().argmax(dim=-1)}
 
-    def objective(self, step):
+    def observe(self, step):
         self.step = step
-        return super().objective(step)
 
 
 @dataclass

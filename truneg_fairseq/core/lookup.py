@@ -1,11 +1,15 @@
-"""Device-side synonym lookups for the training step: tensor operations only, no Python loops."""
+"""Device-side synonym lookups for the training step: tensor operations only, no Python loops.
+
+A table is anything with the attributes of :class:`truneg_fairseq.lexicon.SynonymTable`
+(``keys()``, ``continuation_ids``, ``content_ids``, ``num_symbols``): the lookup needs neither
+WordNet nor the table's file format."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
 
-from truneg_fairseq.lexicon.synonyms import KEY_SHIFT, SynonymTable
+from truneg_fairseq.core.pairs import KEY_SHIFT
 
 
 class SynonymLookup(nn.Module):
@@ -19,7 +23,7 @@ class SynonymLookup(nn.Module):
       ``content_ids``); ``has_content`` is False for a table written without them.
     """
 
-    def __init__(self, table: SynonymTable, vocab_size: int):
+    def __init__(self, table, vocab_size: int):
         super().__init__()
         keys = (
             torch.from_numpy(table.keys().copy())
