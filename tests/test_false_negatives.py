@@ -13,6 +13,7 @@ import pytest
 import torch
 from utils import REPO, TINY_ROBERTA, fairseq_train, force_prediction, word_level_data
 
+from truneg_fairseq.core.selection import MaskSelection
 from truneg_fairseq.evaluation.false_negatives import (
     Counts,
     Report,
@@ -24,7 +25,6 @@ from truneg_fairseq.evaluation.false_negatives import (
     step_counts,
     synonym_predictions,
 )
-from truneg_fairseq.core.selection import MaskSelection
 from truneg_fairseq.pipelines import study
 from truneg_fairseq.pipelines.scorer import FixedMaskScorer
 

@@ -169,8 +169,8 @@ def test_content_words_of_a_gpt2_bpe_dictionary(tmp_path, wn):
     from fairseq.data import Dictionary
     from tokenizers import ByteLevelBPETokenizer
 
-    from truneg_fairseq.lexicon import build_table, vocab_view
     from truneg_fairseq.core.lookup import SynonymLookup
+    from truneg_fairseq.lexicon import build_table, vocab_view
     from truneg_fairseq.text import TokenizerSpec, build_tokenizer
 
     lines = SHORT * 20 + ["the primary reason is the main reason , the chief goal ."] * 20

@@ -31,7 +31,6 @@ from typing import Dict, Optional, Tuple
 import torch
 from fairseq.criterions import FairseqCriterion
 from fairseq.dataclass import ChoiceEnum
-from fairseq.logging import metrics
 from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
 from fairseq.models.roberta import RobertaModel
 from omegaconf import II

@@ -35,9 +35,9 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
 from truneg_fairseq.core import losses
+from truneg_fairseq.core.selection import MaskSelection
 from truneg_fairseq.criterions import logs
 from truneg_fairseq.errors import FlagError
-from truneg_fairseq.core.selection import MaskSelection
 from truneg_fairseq.models.step_config import plain_config
 
 TERMS = ("mlm", "rtd", "cts")

@@ -15,11 +15,10 @@ The definitions of every value are in :mod:`truneg_fairseq.core.statistics` (whi
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from dataclasses import asdict, dataclass, fields
-from typing import Dict, Iterable, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
 
 import torch
 

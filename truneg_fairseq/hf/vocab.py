@@ -18,8 +18,8 @@ import logging
 import os
 from typing import List, Optional, Tuple
 
-from truneg_fairseq.errors import SynonymTableError
 from truneg_fairseq.core.lookup import SynonymLookup
+from truneg_fairseq.errors import SynonymTableError
 from truneg_fairseq.lexicon import SynonymTable, build_table
 from truneg_fairseq.text import GPT2_SPACE, SP_SPACE, WORDPIECE_CONT, VocabView
 from truneg_fairseq.text.tokenizers import is_word
