@@ -31,6 +31,8 @@ def _register_whole() -> None:
 
     import truneg_fairseq
 
+    if not truneg_fairseq.fairseq_installed():
+        return  # the HF front end's commands run without fairseq; the others fail on import
     if threading.current_thread() is not threading.main_thread():
         truneg_fairseq.register()
         return
