@@ -9,8 +9,8 @@ import torch
 from torch import nn
 from utils import TINY_ELECTRA, TINY_TN_ROBERTA, fairseq_train
 
-from truneg_fairseq.compat.bf16_weights import Bf16ComputeWeights
-from truneg_fairseq.compat.fast_update import FastUpdate
+from truneg_fairseq.training.bf16_weights import Bf16ComputeWeights
+from truneg_fairseq.training.fast_update import FastUpdate
 
 FAST = ["--optimizer", "fused_adamw", "--clip-norm", "1.0", "--bf16", "--disable-validation"]
 FAST += ["--synonym-table", "synonyms.npz", "--log-format", "json", "--log-interval", "2"]

@@ -75,7 +75,10 @@ def test_fallback_to_eager_is_logged(data_bin, synonym_table, caplog):
     lowered = torch._dynamo.config.patch(recompile_limit=1)
     if "recompile_limit" in inspect.signature(torch.compile).parameters:
         lowered = contextlib.nullcontext()
-    with lowered, caplog.at_level(logging.WARNING, logger="truneg_fairseq.compat.dynamo_fallback"):
+    with (
+        lowered,
+        caplog.at_level(logging.WARNING, logger="truneg_fairseq.training.dynamo_fallback"),
+    ):
         for rows in (8, 5, 3):  # a new shape each time: over a limit of one compiled variant
             sample = {
                 **batches[0],
@@ -87,7 +90,7 @@ def test_fallback_to_eager_is_logged(data_bin, synonym_table, caplog):
     warned = [
         r
         for r in caplog.records
-        if r.name == "truneg_fairseq.compat.dynamo_fallback" and "--electra-compile" in r.message
+        if r.name == "truneg_fairseq.training.dynamo_fallback" and "--electra-compile" in r.message
     ]
     assert (
         warned
@@ -121,7 +124,7 @@ def test_every_criterion_stays_compiled(data_bin, synonym_table, caplog):
         model.compile_encoders(backend="eager")
         model.train()
         graphs = []
-        with caplog.at_level(logging.WARNING, logger="truneg_fairseq.compat.dynamo_fallback"):
+        with caplog.at_level(logging.WARNING, logger="truneg_fairseq.training.dynamo_fallback"):
             for sample in batches:
                 loss, _, _ = crit(model, sample)
                 loss.backward()

@@ -1,5 +1,5 @@
 """The whole update as one compiled graph (``--electra-compile-scope update``,
-truneg_fairseq/compat/compiled_update.py): traced with ``fullgraph=True`` (forward, backward,
+truneg_fairseq/training/compiled_update.py): traced with ``fullgraph=True`` (forward, backward,
 clipping, AdamW), it trains as the eager update does: the same log and weights under a moving
 learning rate, fp32 and --bf16; its AdamW skips a non-finite update and otherwise equals PyTorch's
 fused kernel; where it cannot apply, the model is compiled instead and the log says why. Traced
@@ -17,7 +17,7 @@ from utils import (
     recording_aot_eager,
 )
 
-from truneg_fairseq.compat.compiled_update import CompiledUpdate
+from truneg_fairseq.training.compiled_update import CompiledUpdate
 
 ARGS = [
     *TINY_ELECTRA,
@@ -170,7 +170,7 @@ def test_its_statistics_are_summed_in_the_graph_and_a_non_finite_update_stops_th
     """The compiled updates add their statistics and gradient norms inside the graph (nothing
     is added outside it); a non-finite gradient there skips its step, the next log stops the
     run naming it, and the weights are those of the update before."""
-    from truneg_fairseq.compat import device_stats
+    from truneg_fairseq.training import device_stats
 
     monkeypatch.setattr(CompiledUpdate, "backend", "aot_eager")
     run_update = CompiledUpdate.run

@@ -1,5 +1,5 @@
 """Training statistics summed on the device and reduced once per --log-interval
-(truneg_fairseq/compat/device_stats.py): the same log as reducing every update, and no
+(truneg_fairseq/training/device_stats.py): the same log as reducing every update, and no
 host-device synchronisation from the statistics inside an update."""
 
 import json
@@ -103,7 +103,7 @@ def test_the_log_is_the_same_and_updates_do_not_wait_for_statistics(
     monkeypatch.setattr(Trainer, "train_step", step)
 
     # every update between two logs: no sync from the statistics; the plugin's ELECTRA with
-    # fused_adamw (compat/fast_update.py) has none at all. fairseq's RoBERTa encoder asks
+    # fused_adamw (training/fast_update.py) has none at all. fairseq's RoBERTa encoder asks
     # whether there is padding, and fairseq's own update of adam waits twice.
     between = [sites for n, sites, _ in per_update if n % 3 != 0]
     assert len(between) >= 4

@@ -281,7 +281,7 @@ def test_forward_and_backward_trace_as_one_graph(name, data_bin, synonym_table):
 def test_step_counts_benchmark_finds_no_sync_in_an_electra_update(monkeypatch):
     """benchmarks/step_counts.py on ELECTRA-small's structure (2 layers), through fairseq's
     ``Trainer.train_step`` with the recipes' flags, and RoBERTa-base's: the update asks the device
-    for nothing (compat/fast_update.py, the batch-first encoders), and the Trainer around the step
+    for nothing (training/fast_update.py, the batch-first encoders), and the Trainer around the step
     stays lean."""
     import sys
 
@@ -300,8 +300,8 @@ def test_step_counts_benchmark_finds_no_sync_in_an_electra_update(monkeypatch):
     assert fused["syncs"] == 0 and fused["kernels"] < rows["electra_hc"]["kernels"]
 
     # the recipes' --bf16: the linear layers run on bf16 copies of their weights
-    # (compat/bf16_weights.py), without autocast's two casts a weight and bias
-    from truneg_fairseq.compat.fast_update import FastUpdate
+    # (training/bf16_weights.py), without autocast's two casts a weight and bias
+    from truneg_fairseq.training.fast_update import FastUpdate
 
     counted = {}
     for copies in (True, False):
@@ -322,7 +322,7 @@ def test_step_counts_benchmark_counts_the_compiled_update(monkeypatch):
     and the host's Python calls an update are counted."""
     import sys
 
-    from truneg_fairseq.compat.compiled_update import CompiledUpdate
+    from truneg_fairseq.training.compiled_update import CompiledUpdate
 
     for neighbour in ("_common", "gpu_sizes", "gpu_setup", "gpu_step"):
         monkeypatch.setitem(sys.modules, neighbour, load_benchmark(neighbour))

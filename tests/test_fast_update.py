@@ -1,4 +1,4 @@
-"""The update that does not wait for the device (truneg_fairseq/compat/fast_update.py): a
+"""The update that does not wait for the device (truneg_fairseq/training/fast_update.py): a
 non-finite gradient skips its optimizer step on the device and stops the run at the next log;
 the configurations it does not cover keep fairseq's update and say why. (The same log, weights
 and no sync inside an update: tests/test_device_stats.py.)"""

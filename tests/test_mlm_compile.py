@@ -1,5 +1,5 @@
 """``--task batch_masked_lm --batch-mlm-compile``: the plugin's RoBERTa compiled as ELECTRA is.
-Scope ``update`` (truneg_fairseq/compat/compiled_update.py) traces the whole update as one graph
+Scope ``update`` (truneg_fairseq/training/compiled_update.py) traces the whole update as one graph
 and trains as the eager update does (the same log, weights and AdamW moments under a moving
 learning rate, fp32 and --bf16); scope ``model`` compiles the model's forward in place and logs
 eager's losses; under the flag every training batch has one shape (padded to
@@ -21,9 +21,9 @@ from utils import (
     recording_aot_eager,
 )
 
-from truneg_fairseq.compat.compiled_update import CompiledUpdate
 from truneg_fairseq.errors import FlagError
 from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMTask
+from truneg_fairseq.training.compiled_update import CompiledUpdate
 
 ARGS = [
     *TINY_TN_ROBERTA,

@@ -375,7 +375,7 @@ def _trainer_cfg(data_bin, task, arch, crit, world, rank, backend, save_dir, ext
     )
 
 
-# the update with --optimizer fused_adamw (compat/fast_update.py): eager, under --bf16 with the
+# the update with --optimizer fused_adamw (training/fast_update.py): eager, under --bf16 with the
 # linear layers on bf16 copies or (compute_copies off) autocast's casts, the whole update compiled
 FAST = {
     "eager": [],
@@ -407,8 +407,8 @@ def _trainer_worker(rank, world, init_file, data_bin, task_name, arch, crit, bac
         dist.init_process_group(
             "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
         )
-    from truneg_fairseq.compat.compiled_update import CompiledUpdate
-    from truneg_fairseq.compat.fast_update import FastUpdate
+    from truneg_fairseq.training.compiled_update import CompiledUpdate
+    from truneg_fairseq.training.fast_update import FastUpdate
 
     # the graph dynamo captures, run as captured (no AOTAutograd, no code made: seconds, not a
     # minute, for 2 processes on 2 cores; tests/test_compiled_update.py traces with aot_eager)
@@ -452,7 +452,7 @@ def _trainer_worker(rank, world, init_file, data_bin, task_name, arch, crit, bac
         assert log is not None and trainer.get_num_updates() == step + 1
     state = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     if fast:
-        from truneg_fairseq.compat.fast_update import fast_update_of
+        from truneg_fairseq.training.fast_update import fast_update_of
 
         plan = fast_update_of(trainer)
         assert isinstance(plan, FastUpdate)
@@ -506,8 +506,8 @@ def _spawn(tmp_path, key, world, data_bin, case, fast=""):
         fast,
     )
     if world == 1:  # the reference needs no process group: it runs here
-        from truneg_fairseq.compat.compiled_update import CompiledUpdate
-        from truneg_fairseq.compat.fast_update import FastUpdate
+        from truneg_fairseq.training.compiled_update import CompiledUpdate
+        from truneg_fairseq.training.fast_update import FastUpdate
 
         threads = torch.get_num_threads()
         backend, copies = CompiledUpdate.backend, FastUpdate.compute_copies
@@ -541,7 +541,7 @@ def test_the_fast_update_with_two_workers_equals_one_process_and_waits_for_nothi
     key, data_bin, synonym_table, tmp_path
 ):
     """``--optimizer fused_adamw`` with 2 workers takes the update without host-device waits
-    (compat/fast_update.py): each worker's 2 sub-batches (the first backward without the
+    (training/fast_update.py): each worker's 2 sub-batches (the first backward without the
     all-reduce) give the weights and the logged meters of one process on the combined batch,
     and after the first update nothing in an update is read on the host."""
     case = TRAINER_CASES[key]
@@ -571,8 +571,8 @@ def test_bf16_copies_with_two_workers_sum_the_gradients_autocast_would(
     backend, data_bin, synonym_table, tmp_path
 ):
     """Under ``--bf16`` the linear layers run on bf16 copies with several workers too
-    (compat/bf16_weights.py): torch's DDP never sees their gradients, so the update sums them
-    itself (compat/worker_grads.py); the 2 workers end with the weights and meters of 2 workers
+    (training/bf16_weights.py): torch's DDP never sees their gradients, so the update sums them
+    itself (training/worker_grads.py); the 2 workers end with the weights and meters of 2 workers
     under autocast's casts, where DDP's hooks all-reduced them, and wait for nothing."""
     key = f"electra_sr/{backend}"
     case = ("electra", ELECTRA, ["--criterion", "mlm_soft_reg"], backend)

@@ -153,7 +153,8 @@ def test_the_circle_finder_finds_circles():
 # registers the plugin with fairseq) may be imported from anywhere. The one table of the layers:
 # tests/test_imports.py checks function-level imports against it too.
 LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("side", ("errors", "outputs", "io_utils", "compat", "precision", "checkpoints")),
+    ("side", ("errors", "outputs", "io_utils", "compat", "training", "precision", "checkpoints")),
+    ("core", ("core",)),
     ("text", ("text",)),
     ("lexicon", ("lexicon",)),
     ("data", ("data",)),

@@ -65,9 +65,10 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    from . import compat
+    from . import compat, training
 
     compat.install()
+    training.install()
     from . import criterions, models, optim, tasks  # noqa: F401  (registration)
     from .text import fairseq_bpe, give_masked_lm_whole_words  # noqa: F401  (``wordpiece`` BPE)
 

@@ -37,19 +37,13 @@ longer needs it where it can tell. They are installed in this order:
     are checked first and extracted with tarfile's ``data`` filter, and the archive is kept.
 12. ``data_index``: fairseq trusts a data-bin's ``.idx`` (a 2**31-token sentence runs for a
     minute and takes gigabytes); its sizes are checked against the ``.bin``'s bytes first.
-
-13. ``device_stats``: fairseq reduces every training update's statistics into its meters at
-    once, a host-device synchronisation per logged value; for the plugin's pre-training
-    criterions they are summed on the device and reduced once per ``--log-interval``, into the
-    same meters.
-14. ``fast_update``: fairseq's update waits for the device twice (``sample_size or 1.0`` and
-    the host test of a finite gradient norm) and reads some forty config values; where nothing
-    of that is needed on the host (``fused_adamw``, no loss scaler; one or several workers) the
-    update divides and checks on the device and reads its config once.
-15. ``refusals``: inside fairseq-train, fairseq-hydra-train and fairseq-validate, every error
+13. ``refusals``: inside fairseq-train, fairseq-hydra-train and fairseq-validate, every error
     the plugin raises (bad input, refused flags, a checkpoint that cannot be resumed) ended in a
     traceback above its message; it is one line in fairseq's log format and exit status 1, and
     any other exception keeps its traceback.
+
+The plugin's training engine (the fast and compiled update, the statistics summed on the device)
+is not a mend either: it is :mod:`truneg_fairseq.training`, installed after these.
 
 ``model_values`` is not a mend: the schema of the model config values a checkpoint or
 an import may hold, which ``checkpoint_configs`` applies to the plugin's families.
@@ -94,8 +88,6 @@ from .checkpoint_globals import (  # noqa: F401
     fairseq_checkpoint_globals,
 )
 from .data_index import DataIndexError, checked_data_index  # noqa: F401
-from .device_stats import device_statistics  # noqa: F401
-from .fast_update import fast_updates  # noqa: F401
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
@@ -120,8 +112,6 @@ MENDS = (
     checked_resume,
     safe_hub_archives,
     checked_data_index,
-    device_statistics,
-    fast_updates,
     one_line_refusals,
 )
 

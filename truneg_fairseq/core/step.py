@@ -65,27 +65,26 @@ class StepResult(NamedTuple):
 
 
 # ---- inside the model pass ---------------------------------------------------------------
-def prediction_filled(
-    sel, src_tokens: torch.Tensor, target: torch.Tensor, pred: torch.Tensor, valid, pad: int
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(s_p, s), each B x T: the sentence with its masks filled by the predictions, and the
-    original sentence (masks filled by the gold tokens)."""
-    s = torch.where(target.ne(pad), target, src_tokens)  # B x T
-    s_p = sel.put(s, torch.where(valid, pred, sel.take(s)))  # B x T
-    return s_p, s
-
-
-def sentence_kl_encodings(
+def sentence_kl_pass(
     encode: Callable[[torch.Tensor], torch.Tensor],
-    s_p: torch.Tensor,
-    s: torch.Tensor,
+    sel,
+    src_tokens: torch.Tensor,
+    target: torch.Tensor,
+    pred: torch.Tensor,
+    valid: torch.Tensor,
+    pad: int,
     grad_original: bool,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(H_p, H_s), each B x T x C, from ``encode`` (B' x T tokens -> B' x T x C). H_s is a fixed
-    target, encoded under ``no_grad`` with no graph kept, unless ``grad_original``; when both
-    sides need gradient, and without gradient (validation), the two run as one batch of 2B rows
-    (batching a fixed target with s_p would make the backward pay for rows that get no gradient:
-    ~20% more step time)."""
+    """(H_p, H_s), each B x T x C: ``encode`` (B' x T tokens -> B' x T x C) of s_p, the sentence
+    with its masks filled by the predictions ``pred`` (S; ``valid`` S bool: the slot has a gold
+    token), and of s, the original sentence (masks filled by the gold tokens of ``target``).
+
+    H_s is a fixed target, encoded under ``no_grad`` with no graph kept, unless
+    ``grad_original``; when both sides need gradient, and without gradient (validation), the two
+    run as one batch of 2B rows (batching a fixed target with s_p would make the backward pay for
+    rows that get no gradient: ~20% more step time)."""
+    s = torch.where(target.ne(pad), target, src_tokens)  # B x T: masks -> gold tokens
+    s_p = sel.put(s, torch.where(valid, pred, sel.take(s)))  # B x T: masks -> predictions
     if grad_original or not torch.is_grad_enabled():
         h = encode(torch.cat([s_p, s], dim=0))  # 2B x T x C
         return h[: s.size(0)], h[s.size(0) :]

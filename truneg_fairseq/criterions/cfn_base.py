@@ -111,7 +111,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
     requires_table = False
     # every logged value is a sum over the update's samples (or weighted by the number of
     # updates, ``updates``): fairseq-train reduces them once per --log-interval, summed on the
-    # device (compat/device_stats.py)
+    # device (training/device_stats.py)
     summed_statistics = True
     requires_discriminator = False
     # extra model outputs the objective reads (models/objectives.py OUTPUTS)

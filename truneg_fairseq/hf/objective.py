@@ -41,8 +41,7 @@ from truneg_fairseq.core.selection import SlotSelection
 from truneg_fairseq.core.step import (
     OBJECTIVES,
     masked_lm_step,
-    prediction_filled,
-    sentence_kl_encodings,
+    sentence_kl_pass,
 )
 from truneg_fairseq.hf.collator import IGNORE, check_tokenizer
 from truneg_fairseq.hf.heads import MaskedLMParts, ModelError, describe
@@ -149,9 +148,8 @@ class TrueNegativeMLM(nn.Module):
                 tt = None if token_type_ids is None else token_type_ids.repeat(2, 1)
                 return self.encode(tokens, torch.cat([attention_mask, attention_mask], dim=0), tt)
 
-            s_p, s = prediction_filled(sel, input_ids, target, pred, valid, self.pad)  # B x T
-            net["kl_h_p"], net["kl_h_s"] = sentence_kl_encodings(
-                encode, s_p, s, self.kl_grad_original
+            net["kl_h_p"], net["kl_h_s"] = sentence_kl_pass(
+                encode, sel, input_ids, target, pred, valid, self.pad, self.kl_grad_original
             )  # B x T x C each
         return net
 

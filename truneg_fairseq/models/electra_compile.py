@@ -1,14 +1,14 @@
 """``--electra-compile``: ``torch.compile`` of ELECTRA's encoder stacks
 (:meth:`~truneg_fairseq.models.electra.ElectraModel.compile_encoders`), and of the whole model
 under ``--batch-mlm-compile``; the report in fairseq's log when dynamo gives up recompiling and
-runs a stack eager from then on is :mod:`truneg_fairseq.compat.dynamo_fallback`'s."""
+runs a stack eager from then on is :mod:`truneg_fairseq.training.dynamo_fallback`'s."""
 
 import inspect
 from typing import Iterable, Optional
 
 import torch
 
-from truneg_fairseq.compat.dynamo_fallback import watch_dynamo_fallback
+from truneg_fairseq.training.dynamo_fallback import watch_dynamo_fallback
 
 # recompiles allowed per compiled encoder stack (dynamo's default: 8); see compile_stacks
 COMPILE_RECOMPILE_LIMIT = 32

@@ -76,7 +76,7 @@ class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
     attention are refused: use fairseq's layer for them."""
 
     # q, k and v's bf16 copies joined, while an update under --bf16 runs on copies of the
-    # linear weights (compat/bf16_weights.py); None: the layer joins its own weights
+    # linear weights (training/bf16_weights.py); None: the layer joins its own weights
     truneg_joined_qkv = None
 
     def __init__(self, cfg, return_fc=False):
@@ -101,7 +101,7 @@ class BatchFirstEncoderLayer(TransformerEncoderLayerBase):
         # one projection for q, k and v (fairseq's three weights, joined for the call): one
         # matrix product, one autocast cast of x and one of its gradient instead of three each
         joined = self.truneg_joined_qkv
-        if joined is not None:  # their bf16 copies, joined by the update (compat/bf16_weights.py)
+        if joined is not None:  # their bf16 copies, joined by the update (training/bf16_weights.py)
             weight, bias = joined
         else:
             q_proj, k_proj, v_proj = attn.q_proj, attn.k_proj, attn.v_proj

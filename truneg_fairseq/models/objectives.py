@@ -51,7 +51,7 @@ import torch
 
 from truneg_fairseq.core.electra import corrupt
 from truneg_fairseq.core.selection import from_forward_kwargs
-from truneg_fairseq.core.step import prediction_filled, sentence_kl_encodings
+from truneg_fairseq.core.step import sentence_kl_pass
 
 # what a criterion may ask for in ``mlm_outputs``
 OUTPUTS = ("embeddings", "sentence_kl", "sentence_kl_grad")
@@ -120,9 +120,15 @@ class MaskedLMObjectives(abc.ABC):
             net["gold_embed"] = weight[gold]  # S x E
             net["pred_embed"] = weight[pred]  # S x E
         if "sentence_kl" in outputs:
-            s_p, s = prediction_filled(sel, src_tokens, targets, pred, valid, pad)  # B x T each
-            net["kl_h_p"], net["kl_h_s"] = sentence_kl_encodings(
-                self.mlm_encode, s_p, s, "sentence_kl_grad" in outputs
+            net["kl_h_p"], net["kl_h_s"] = sentence_kl_pass(
+                self.mlm_encode,
+                sel,
+                src_tokens,
+                targets,
+                pred,
+                valid,
+                pad,
+                "sentence_kl_grad" in outputs,
             )  # B x T x C each
         self.extend_objectives(net, src_tokens, sel, valid)
         return net

@@ -36,7 +36,7 @@ class FusedAdamWConfig(FairseqDataclass):
 
 @register_optimizer("fused_adamw", dataclass=FusedAdamWConfig)
 class FusedAdamW(FairseqOptimizer):
-    # ``step(found_inf=...)`` skips a non-finite update on the device (compat/fast_update.py)
+    # ``step(found_inf=...)`` skips a non-finite update on the device (training/fast_update.py)
     skips_on_device = True
 
     def __init__(self, cfg: FusedAdamWConfig, params):

@@ -13,7 +13,7 @@ only.
 
 ``--batch-mlm-compile`` compiles the training step of the plugin's RoBERTa and BERT
 (``--batch-mlm-compile-scope model``: the model's forward, with its backward; ``update``: the whole
-update, :mod:`truneg_fairseq.compat.compiled_update`) on batches of one shape: every batch padded
+update, :mod:`truneg_fairseq.training.compiled_update`) on batches of one shape: every batch padded
 to ``--tokens-per-sample`` columns (padding, with padding as its target: no loss and no count
 sees it), and training batches with fewer sequences than the largest dropped and counted in the
 log (:mod:`.fixed_shapes`).
@@ -98,7 +98,7 @@ class BatchMaskedLMTask(MaskedLMTask):
             )
 
     # ---- --batch-mlm-compile (ElectraTask: --electra-compile, the same methods) ------------------
-    # the flags named in the log (compat/fast_update.py: the compiled update and its fallback)
+    # the flags named in the log (training/fast_update.py: the compiled update and its fallback)
     compile_flag = "--batch-mlm-compile"
     compile_scope_flag = "--batch-mlm-compile-scope"
     # torch.compile's backend for the model's scope; the tests trace with "aot_eager"
@@ -143,7 +143,7 @@ class BatchMaskedLMTask(MaskedLMTask):
                 )
             if self.compile_scope() == "model":
                 self.compile_model(model)
-            # scope "update": the trainer's update compiles it all (compat/compiled_update.py),
+            # scope "update": the trainer's update compiles it all (training/compiled_update.py),
             # or, where that update does not apply, compiles the model at its first update
         return model
 

@@ -122,7 +122,7 @@ class ElectraTask(BatchMaskedLMTask):
         with padding_known(model, sample):
             return super().valid_step(sample, model, criterion)
 
-    # --electra-compile: the methods BatchMaskedLMTask's steps and compat/fast_update.py call
+    # --electra-compile: the methods BatchMaskedLMTask's steps and training/fast_update.py call
     compile_flag = "--electra-compile"
     compile_scope_flag = "--electra-compile-scope"
 
@@ -153,7 +153,7 @@ class ElectraTask(BatchMaskedLMTask):
             )
         if self.cfg.electra_compile and self.cfg.electra_compile_scope != "update":
             self.compile_model(model, scope=self.cfg.electra_compile_scope)
-        # scope "update": the trainer's update compiles it all (compat/compiled_update.py), or,
+        # scope "update": the trainer's update compiles it all (training/compiled_update.py), or,
         # where that update does not apply, compiles the model at its first update
         return model
 

@@ -371,15 +371,14 @@ def device_statistics() -> None:
     _reduce_and_log_stats._truneg_device_stats = True
     Trainer._reduce_and_log_stats = _reduce_and_log_stats
 
-    state_dict = Trainer.state_dict
+    save_checkpoint = Trainer.save_checkpoint
 
-    # the markers of the mends it wraps stay visible (each mend checks for its own)
-    @functools.wraps(state_dict)
-    def trainer_state_dict(self):
+    @functools.wraps(save_checkpoint)
+    def flushed_save_checkpoint(self, filename, extra_state):
         flush(self)  # the saved meters hold every update
-        return state_dict(self)
+        return save_checkpoint(self, filename, extra_state)
 
-    Trainer.state_dict = trainer_state_dict
+    Trainer.save_checkpoint = flushed_save_checkpoint
 
     for name in ("get_smoothed_values", "get_smoothed_value", "get_meter", "get_meters"):
         read = getattr(metrics, name)
