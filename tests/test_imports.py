@@ -6,81 +6,20 @@ import ast
 from pathlib import Path
 from typing import Dict, List, Set
 
-from test_structure import LAYERS, layer
+from import_graph import LAYERS, circles, import_graph, layer
 from utils import REPO
-
-PACKAGE = REPO / "truneg_fairseq"
-
-
-def module_files() -> Dict[str, Path]:
-    out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(REPO).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
-
-
-def imported_modules(name: str, path: Path, modules: Dict[str, Path]) -> Set[str]:
-    """The package's modules that ``name`` imports: for ``from X import y`` the module X.y when
-    there is one (X itself otherwise)."""
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name in modules)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = node.module or ""
-            subs = [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules]
-            found.update(subs)
-            if len(subs) < len(node.names) and source in modules:
-                found.add(source)
-    found.discard(name)
-    return found
-
-
-def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
-    state: Dict[str, int] = {}
-    stack: List[str] = []
-    out: List[List[str]] = []
-
-    def visit(u: str) -> None:
-        state[u] = 1
-        stack.append(u)
-        for v in sorted(graph[u]):
-            if state.get(v) == 1:
-                out.append(stack[stack.index(v) :] + [v])
-            elif v not in state:
-                visit(v)
-        stack.pop()
-        state[u] = 2
-
-    for u in sorted(graph):
-        if u not in state:
-            visit(u)
-    return out
 
 
 def package_graph() -> Dict[str, Set[str]]:
-    """{module: the package's modules it imports} over the whole package."""
-    modules = module_files()
-    return {name: imported_modules(name, path, modules) for name, path in modules.items()}
+    """{module: the package's modules it imports, anywhere} over the whole package."""
+    return import_graph(module_level=False)
 
 
 def test_the_import_graph_has_no_circle():
     graph = package_graph()
     assert "truneg_fairseq.errors" in graph["truneg_fairseq.text.spec"]  # the graph sees imports
-    found = cycles(graph)
-    assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
-
-
-def test_the_circle_detector_finds_one():
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+    found = circles(graph)
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
 # The layers, lowest first (docs/architecture.md): a module may import modules of its own layer

@@ -7,30 +7,24 @@ from inside the package."""
 import ast
 import hashlib
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
+from import_graph import (  # noqa: F401  (LAYERS and layer: the one table of the layers)
+    LAYERS,
+    PACKAGE,
+    circles,
+    import_graph,
+    layer,
+    package_modules,
+    parse,
+    upward,
+)
 from utils import REPO
 
-PACKAGE = REPO / "truneg_fairseq"
 MAX_LINES = 450
 MIN_BLOCK = 6
 # where sys.path must not be touched: the package and everything that runs it
 SYS_PATH_DIRS = ("truneg_fairseq", "scripts", "tests", "benchmarks", "examples")
-
-
-def package_modules() -> Dict[str, Path]:
-    """{dotted module name: file} of every module of the package."""
-    out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(REPO).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
-
-
-def parse(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def relative(path: Path, root: Path = REPO) -> str:
@@ -53,86 +47,6 @@ def test_no_module_is_over_450_lines():
 
 
 # ---- imports -----------------------------------------------------------------------------------
-def module_level_statements(tree: ast.Module) -> Iterator[ast.stmt]:
-    """The statements run when the module is imported: the body, and the bodies of module-level
-    ``if``/``try``/``with`` blocks (not functions or classes)."""
-    todo = list(tree.body)
-    while todo:
-        node = todo.pop(0)
-        yield node
-        if isinstance(node, (ast.If, ast.While, ast.For)):
-            todo += node.body + node.orelse
-        elif isinstance(node, ast.Try):
-            todo += node.body + node.orelse + node.finalbody
-            for handler in node.handlers:
-                todo += handler.body
-        elif isinstance(node, ast.With):
-            todo += node.body
-
-
-def imports_of(name: str, path: Path, modules: Dict[str, Path]) -> Set[str]:
-    """The package's modules that module ``name`` imports at module level; ``from X import y``
-    counts as the module ``X.y`` when there is one, else as ``X``."""
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
-    for node in module_level_statements(parse(path)):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name in modules)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = parts[: len(parts) - node.level + 1]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = node.module or ""
-            subs = {f"{source}.{a.name}" for a in node.names} & set(modules)
-            found |= subs
-            if len(subs) < len(node.names) and source in modules:
-                found.add(source)
-    found.discard(name)
-    return found
-
-
-def import_graph() -> Dict[str, Set[str]]:
-    modules = package_modules()
-    return {name: imports_of(name, path, modules) for name, path in modules.items()}
-
-
-def circles(graph: Dict[str, Set[str]]) -> List[List[str]]:
-    """One circle per strongly connected group of modules that import one another (Tarjan)."""
-    index: Dict[str, int] = {}
-    low: Dict[str, int] = {}
-    stack: List[str] = []
-    on_stack: Set[str] = set()
-    out: List[List[str]] = []
-
-    def visit(u: str) -> None:
-        index[u] = low[u] = len(index)
-        stack.append(u)
-        on_stack.add(u)
-        for v in sorted(graph.get(u, ())):
-            if v not in index:
-                visit(v)
-                low[u] = min(low[u], low[v])
-            elif v in on_stack:
-                low[u] = min(low[u], index[v])
-        if low[u] == index[u]:
-            group = []
-            while True:
-                v = stack.pop()
-                on_stack.discard(v)
-                group.append(v)
-                if v == u:
-                    break
-            if len(group) > 1 or u in graph.get(u, ()):
-                out.append(sorted(group))
-
-    for u in sorted(graph):
-        if u not in index:
-            visit(u)
-    return out
-
-
 def test_no_import_circle():
     graph = import_graph()
     assert "truneg_fairseq.models.sizes" in graph["truneg_fairseq.models.electra_config"]
@@ -145,49 +59,6 @@ def test_no_import_circle():
 def test_the_circle_finder_finds_circles():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
     assert circles(graph) == [["a", "b", "c"], ["e"]]
-
-
-# The layers, lowest first (docs/architecture.md): a module imports its own layer and lower ones,
-# never a higher one. The side modules (errors, output writing and its older name io_utils, the
-# fairseq mends, checkpoint reading, bf16 steps) are below everything; the package root (which
-# registers the plugin with fairseq) may be imported from anywhere. The one table of the layers:
-# tests/test_imports.py checks function-level imports against it too.
-LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("side", ("errors", "outputs", "io_utils", "compat", "training", "precision", "checkpoints")),
-    ("core", ("core",)),
-    ("text", ("text",)),
-    ("lexicon", ("lexicon",)),
-    ("data", ("data",)),
-    ("models", ("models", "optim")),
-    ("evaluation", ("evaluation",)),
-    ("tasks", ("tasks",)),
-    ("criterions", ("criterions",)),
-    ("convert", ("convert",)),
-    ("hf", ("hf",)),
-    ("pipelines", ("pipelines",)),
-    ("cli", ("cli",)),
-)
-
-
-def layer(module: str) -> int:
-    parts = module.split(".")
-    if len(parts) == 1:
-        return len(LAYERS)
-    for i, (_, packages) in enumerate(LAYERS):
-        if parts[1] in packages:
-            return i
-    raise AssertionError(f"{module} is in no layer: add it to LAYERS and docs/architecture.md")
-
-
-def upward(graph: Dict[str, Set[str]]) -> List[str]:
-    out = []
-    for src, targets in sorted(graph.items()):
-        for dst in sorted(targets):
-            if "." in src and "." in dst and layer(dst) > layer(src):
-                out.append(
-                    f"{src} ({LAYERS[layer(src)][0]}) imports {dst} ({LAYERS[layer(dst)][0]})"
-                )
-    return out
 
 
 def test_lower_layers_never_import_higher_ones():

@@ -180,7 +180,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
     def criterion_name(cls) -> str:
         return getattr(cls, "_registered_name", cls.__name__)
 
-    # ---- the run's record in its checkpoints (compat/run_records.py) ------------------------
+    # ---- the run's record in its checkpoints (compat/resume.py) ------------------------
     def checkpoint_record(self) -> dict:
         return {"synonym_table": self.synonym_record}
 

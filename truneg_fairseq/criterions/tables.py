@@ -1,7 +1,7 @@
 """Synonym tables as the criterions use them: found (a relative path is also looked up in the
 data directory), checked against the task's dictionary, refused where the objective needs pairs
 and the table holds none, and recorded in every checkpoint, so that a resumed run is given the
-table it was trained with (``compat/run_records.py`` keeps the record and asks for the check)."""
+table it was trained with (``compat/resume.py`` keeps the record and asks for the check)."""
 
 import logging
 import os
