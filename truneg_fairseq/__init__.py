@@ -1,5 +1,19 @@
 """truneg-fairseq: counter-false-negative masked-LM pre-training as a fairseq ``--user-dir`` plugin.
 
+Where things are (docs/architecture.md has every module):
+
+* the step (hard correction, soft regularization, sentence KL, ELECTRA's RTD term) and its
+  statistics, framework-free: ``core/``;
+* the fairseq front end: ``criterions/`` (``--criterion mlm_hard_correction`` ...), ``models/``,
+  ``tasks/``, ``optim/``; the engine inside fairseq-train: ``training/``; fairseq mends: ``compat/``;
+* the HuggingFace front end (``truneg-hf-train``, no fairseq needed): ``hf/``;
+* ELECTRA: ``models/electra*.py``, ``tasks/electra.py``; CLINE: ``*/cline*.py`` (docs/cline.md);
+  GLUE: ``data/glue*.py``, ``tasks/glue_finetune.py``, ``pipelines/glue.py``; SQuAD:
+  ``*/squad*.py``;
+* WordNet and synonym tables: ``lexicon/``; tokenizers: ``text/``; corpora and data sets:
+  ``data/``; scores of trained models: ``evaluation/``; HF conversion: ``convert/``;
+* the commands: ``cli/`` (argument parsing) over ``pipelines/`` (the work); errors: ``errors.py``.
+
 Importing the package registers it with fairseq (:func:`register`), where fairseq is installed
 (without it, :mod:`truneg_fairseq.core` and :mod:`truneg_fairseq.hf` work alone): the mends of
 :mod:`truneg_fairseq.compat` are installed, then the criterions, models, architectures, tasks,
