@@ -210,5 +210,20 @@ def modules_map() -> str:
     return "\n".join(lines)
 
 
+def write_architecture(path: Path = REPO / "docs" / "architecture.md") -> None:
+    """Put the current import table and module map between their markers in ``path``."""
+    text = path.read_text(encoding="utf-8")
+    for marker, body in (("imports table", imports_table()), ("modules map", modules_map())):
+        start, end = f"<!-- {marker} -->\n", f"\n<!-- end {marker} -->"
+        head, rest = text.split(start, 1)
+        text = head + start + body + end + rest.split(end, 1)[1]
+    path.write_text(text, encoding="utf-8")
+
+
 if __name__ == "__main__":
-    sys.stdout.write((modules_map() if sys.argv[1:] == ["--modules"] else imports_table()) + "\n")
+    if sys.argv[1:] == ["--write"]:
+        write_architecture()
+    else:
+        sys.stdout.write(
+            (modules_map() if sys.argv[1:] == ["--modules"] else imports_table()) + "\n"
+        )

@@ -18,7 +18,7 @@ def between(text: str, marker: str) -> str:
 
 def test_the_architecture_tables_are_the_code():
     text = ARCHITECTURE.read_text()
-    fix = "regenerate it: python tests/import_graph.py [--modules]"
+    fix = "regenerate it: python tests/import_graph.py --write"
     assert between(text, "imports table") == imports_table(), f"the import table drifted: {fix}"
     assert between(text, "modules map") == modules_map(), f"the module map drifted: {fix}"
 
