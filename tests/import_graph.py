@@ -1,7 +1,8 @@
 """The package's import graph, read from the source (``ast``), for the structure tests and the
 docs: which modules import which (at module level, or anywhere, function bodies included), the
 layers a module may import (``LAYERS``, docs/architecture.md), circles, and the table of
-docs/architecture.md's "What imports what", which ``python tests/import_graph.py`` prints."""
+docs/architecture.md's "What imports what", which ``python tests/import_graph.py`` prints
+(``--modules``: the module map; ``--write``: both into docs/architecture.md)."""
 
 import ast
 import re
