@@ -95,11 +95,24 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
         assert torch.allclose(resumed[k], straight[k], atol=1e-6, rtol=1e-5), k
 
 
+def nseq_per_update(log):
+    """{update: nseq} from the log lines."""
+    return {
+        int(m.group(2)): float(m.group(1))
+        for m in re.finditer(r"\bnseq ([\d.]+) \|.*num_updates (\d+)$", log, re.M)
+    }
+
+
 @pytest.mark.slow
-def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path):
-    """torchrun --nproc_per_node 2 (gloo) against one process with --grad-accum 2: the same
-    updates, so the same final weights (the masks follow the example, not the process)."""
-    steps = ["--max-steps", "3", "--save-steps", "100", "--log-steps", "1", "--batch-size", "3"]
+def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path, capsys):
+    """torchrun --nproc_per_node 2 (gloo) against one process with --grad-accum 2 over three
+    epochs of 22 lines (not a multiple of batch 4 x 2 processes): the same updates, so the same
+    statistics and final weights (the masks follow the example and the trainer's epoch, not the
+    process; the rows that only fill a process's last batch count nowhere)."""
+    text = tmp_path / "t.txt"
+    text.write_text("\n".join(tiny_corpus_lines(22, seed=8)) + "\n")
+    steps = ["--max-steps", "9", "--save-steps", "100", "--log-steps", "1", "--batch-size", "4"]
+    steps += ["--train", str(text)]
     env = dict(
         os.environ,
         OMP_NUM_THREADS="1",
@@ -114,6 +127,10 @@ def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path):
     assert two.returncode == 0, (two.stdout + two.stderr)[-3000:]
     assert "x 2 sequences" in two.stdout  # batch x accumulation x processes
     assert hf_train.main(base_args(tiny, tmp_path / "one", *steps, "--grad-accum", "2")) == 0
+    one = capsys.readouterr().out
+    # 3 updates an epoch, of 8, 8 and 6 lines, in both
+    expected = {u: (6.0 if u % 3 == 0 else 8.0) for u in range(1, 10)}
+    assert nseq_per_update(two.stdout) == nseq_per_update(one) == expected
     a, b = weights(tmp_path / "two"), weights(tmp_path / "one")
     start = weights(tiny / "bert")
     assert a.keys() == b.keys()

@@ -150,19 +150,17 @@ def read_examples(tokenizer, path: str, flag: str, seq_len: int) -> List[List[in
 
 
 class LineDataset:
-    """Tokenized lines for ``Trainer``; each item carries its index and the epoch (its mask)."""
+    """Tokenized lines for ``Trainer``; each item carries its index (its mask, with the epoch
+    the trainer gives the collator)."""
 
     def __init__(self, examples: List[List[int]]):
-        self.examples, self.epoch = examples, 0
+        self.examples = examples
 
     def __len__(self):
         return len(self.examples)
 
     def __getitem__(self, i):
-        return {"input_ids": self.examples[i], "index": i, "epoch": self.epoch}
-
-    def set_epoch(self, epoch):
-        self.epoch = int(epoch)
+        return {"input_ids": self.examples[i], "index": i}
 
 
 def check_architecture(model_dir: Path, generator: Optional[str]) -> None:
