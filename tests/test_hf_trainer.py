@@ -140,6 +140,66 @@ def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path, caps
         assert torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4), (k, (a[k] - b[k]).abs().max())
 
 
+def api_run(tiny, out, max_steps, resume=None):
+    """The API as documented (data without an "epoch" field) on 12 lines, batch 4: 3 updates
+    an epoch, a checkpoint every 2; returns the trainer and the (epoch, index, labels) of each
+    row collated."""
+    from transformers import AutoTokenizer, BertForMaskedLM, TrainingArguments
+
+    from truneg_fairseq.hf import (
+        MaskedLMCollator,
+        TrueNegativeMLM,
+        TrueNegativeTrainer,
+        tokenize_lines,
+    )
+
+    class Recording(MaskedLMCollator):
+        seen = []
+
+        def __call__(self, features):
+            batch = super().__call__(features)
+            for f, row in zip(features, batch["labels"]):
+                self.seen.append((self.epoch, f["index"], tuple(row.tolist())))
+            return batch
+
+    tok = AutoTokenizer.from_pretrained(str(tiny / "bert"))
+    ids = tokenize_lines(tok, tiny_corpus_lines(12, seed=9), 32)
+    data = [{"input_ids": x, "index": i} for i, x in enumerate(ids)]
+    model = TrueNegativeMLM(BertForMaskedLM.from_pretrained(str(tiny / "bert")), tok, "mlm")
+    args = TrainingArguments(
+        str(out), max_steps=max_steps, per_device_train_batch_size=4, learning_rate=1e-3,
+        save_steps=2, logging_steps=100, report_to=[], use_cpu=True, seed=3,
+    )  # fmt: skip
+    collator = Recording(tok, mask_prob=0.3, seed=3)
+    collator.seen = []
+    trainer = TrueNegativeTrainer(
+        model, args, data_collator=collator, train_dataset=data, processing_class=tok
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, collator.seen
+
+
+@pytest.mark.slow
+def test_every_epoch_masks_anew_and_an_api_resume_is_exact(tiny, tmp_path):
+    """The trainer gives the masks its integer epoch at every epoch's start: epoch 1 masks the
+    lines anew; a run of the API resumed 2/3 into epoch 0 (Trainer's epoch 0.67) goes on with
+    epoch 0's masks and ends with the weights of the run without interruption."""
+    straight, seen = api_run(tiny, tmp_path / "a", 7)
+    # (the loader collates one batch ahead: a batch more may follow)
+    assert [e for e, _, _ in seen[:28]] == [0] * 12 + [1] * 12 + [2] * 4
+    masks = [{i: labels for e, i, labels in seen if e == epoch} for epoch in (0, 1)]
+    assert sorted(masks[0]) == sorted(masks[1]) == list(range(12))  # each line once an epoch
+    assert sum(masks[0][i] != masks[1][i] for i in range(12)) >= 10  # new masks
+
+    resumed, seen_r = api_run(tiny, tmp_path / "a", 7, resume=str(tmp_path / "a" / "checkpoint-2"))
+    # updates 3 to 7 (5 batches of 4): the same lines, epochs and masks as without interruption
+    tail = seen[8:28]
+    assert any(seen_r[i : i + 20] == tail for i in range(len(seen_r))), seen_r
+    a, b = straight.model.mlm.state_dict(), resumed.model.mlm.state_dict()
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6, rtol=1e-5), (k, (a[k] - b[k]).abs().max())
+
+
 def expect_error(capsys, argv, *needles):
     with pytest.raises(SystemExit) as e:
         hf_train.main(argv)
