@@ -94,6 +94,15 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
     for k in straight:
         assert torch.allclose(resumed[k], straight[k], atol=1e-6, rtol=1e-5), k
 
+    # the finished run run again: said so, nothing trained or written
+    assert hf_train.main(args) == 0
+    log = capsys.readouterr().out
+    assert re.search(
+        rf"{re.escape(str(out))} holds a finished run: \S+checkpoint-6 is at update 6", log
+    )
+    assert "num_updates" not in log and not (out / "checkpoint-7").exists()
+    assert all(torch.equal(weights(out)[k], resumed[k]) for k in resumed)
+
 
 def nseq_per_update(log):
     """{update: nseq} from the log lines."""

@@ -283,6 +283,25 @@ def last_checkpoint(output_dir: str) -> Optional[str]:
     return None
 
 
+def finished_run(cfg: HFTrainConfig, last: Optional[str]) -> bool:
+    """Whether ``last`` (the checkpoint a run would resume from) already holds ``--max-steps``
+    updates: the run is over and another one would add an update; logged in one line."""
+    if not last:
+        return False
+    try:
+        with open(os.path.join(last, "trainer_state.json"), encoding="utf-8") as f:
+            step = int(json.load(f).get("global_step", 0))
+    except (OSError, ValueError):
+        return False
+    if step < cfg.max_steps:
+        return False
+    logger.info(
+        f"{cfg.output_dir} holds a finished run: {last} is at update {step} (--max-steps "
+        f"{cfg.max_steps}); nothing to do (a larger --max-steps goes on, --no-resume starts afresh)"
+    )
+    return True
+
+
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
@@ -350,6 +369,8 @@ def run(cfg: HFTrainConfig) -> str:
     from truneg_fairseq.hf.collator import MaskedLMCollator
     from truneg_fairseq.hf.trainer import TrueNegativeTrainer
 
+    if cfg.resume and finished_run(cfg, last_checkpoint(cfg.output_dir)):
+        return cfg.output_dir
     tok, mlm, disc = load_models(cfg)
     table = synonym_table(cfg, tok)
     objective = build_objective(cfg, tok, mlm, disc, table)
