@@ -248,7 +248,13 @@ def test_a_tokenizer_without_mask_token_is_refused(tiny, tmp_path, capsys):
 def test_a_model_without_masked_lm_head_is_refused(tmp_path, capsys, tiny):
     save_bert(tmp_path / "encoder", "BertModel")
     argv = base_args(tiny, tmp_path / "o")
-    expect_error(capsys, [str(tmp_path / "encoder")] + argv[1:], "BertModel", "masked-LM head")
+    expect_error(
+        capsys,
+        [str(tmp_path / "encoder")] + argv[1:],
+        "BertModel",
+        "masked-LM head",
+        "--allow-fresh-head",
+    )
     # and in the library: a bare encoder, and an ELECTRA discriminator alone
     from transformers import AutoTokenizer, BertModel, ElectraConfig, ElectraForPreTraining
 
@@ -261,6 +267,39 @@ def test_a_model_without_masked_lm_head_is_refused(tmp_path, capsys, tiny):
                                                num_hidden_layers=1, num_attention_heads=2, intermediate_size=32))  # fmt: skip
     with pytest.raises(ModelError, match="ElectraPretraining"):
         TrueNegativeMLM(disc, tok, "mlm")
+
+
+@pytest.mark.slow
+def test_allow_fresh_head_trains_a_published_encoder(tmp_path, tiny, capsys):
+    """A published encoder without a head (``architectures: ["BertModel"]``, as the
+    sentence-transformers BERTs are): --allow-fresh-head loads its encoder, initialises the
+    head as transformers does (LayerNorm 1 / 0, zero biases, N(0, initializer_range) dense,
+    decoder tied to the word embeddings) and trains it."""
+    from transformers import BertForMaskedLM
+
+    from truneg_fairseq.hf.train import HFTrainConfig, load_models
+
+    encoder = save_bert(tmp_path / "encoder", "BertModel")
+    argv = base_args(tiny, tmp_path / "o", "--max-steps", "2", "--allow-fresh-head")
+    assert hf_train.main([str(tmp_path / "encoder")] + argv[1:]) == 0
+    log = capsys.readouterr().out
+    assert "holds BertModel, without a masked-LM head" in log and "num_updates 2" in log
+    trained = BertForMaskedLM.from_pretrained(str(tmp_path / "o")).cls.predictions
+    assert not torch.equal(trained.transform.LayerNorm.bias, torch.zeros(32))  # it trained
+
+    _, mlm, _ = load_models(HFTrainConfig(str(tmp_path / "encoder"), "", "", allow_fresh_head=True))
+    for k, v in encoder.state_dict().items():
+        if not k.startswith("pooler."):
+            assert torch.equal(mlm.bert.state_dict()[k], v), k  # the published encoder
+    head = mlm.cls.predictions
+    assert head.decoder.weight is mlm.bert.embeddings.word_embeddings.weight  # tied
+    assert head.decoder.bias is head.bias
+    assert torch.equal(head.bias, torch.zeros_like(head.bias))
+    assert torch.equal(head.transform.LayerNorm.weight, torch.ones(32))
+    assert torch.equal(head.transform.LayerNorm.bias, torch.zeros(32))
+    assert torch.equal(head.transform.dense.bias, torch.zeros(32))
+    std = head.transform.dense.weight.std().item()
+    assert 0.5 < std / mlm.config.initializer_range < 1.5
 
 
 def test_sentence_kl_needs_a_model_with_encodings(tiny):

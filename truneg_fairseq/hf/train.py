@@ -163,8 +163,11 @@ class LineDataset:
         return {"input_ids": self.examples[i], "index": i}
 
 
-def check_architecture(model_dir: Path, generator: Optional[str]) -> None:
-    """Refuse, from config.json, a model that has no masked-LM head to continue."""
+def check_architecture(
+    model_dir: Path, generator: Optional[str], allow_fresh_head: bool = False
+) -> None:
+    """Refuse, from config.json, a model that has no masked-LM head to continue (an encoder
+    without one, e.g. ``BertModel``, only with ``allow_fresh_head``: a new head is trained)."""
     with open(model_dir / "config.json", encoding="utf-8") as f:
         archs = json.load(f).get("architectures") or []
     disc = any(a == "ElectraForPreTraining" for a in archs)
@@ -179,9 +182,16 @@ def check_architecture(model_dir: Path, generator: Optional[str]) -> None:
             f"{', '.join(archs) or 'an unnamed architecture'}"
         )
     if archs and not disc and not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs):
+        if allow_fresh_head:
+            logger.warning(
+                f"{model_dir} holds {', '.join(archs)}, without a masked-LM head: "
+                "--allow-fresh-head: a new head is initialised and trained"
+            )
+            return
         raise HFTrainError(
             f"{model_dir} holds {', '.join(archs)}, a model without a masked-LM head: continue "
-            "a *ForMaskedLM (or BERT's *ForPreTraining) checkpoint of the same model"
+            "a *ForMaskedLM (or BERT's *ForPreTraining) checkpoint of the same model, or pass "
+            "--allow-fresh-head to train a new head on this encoder"
         )
 
 
@@ -192,7 +202,7 @@ def load_models(cfg: HFTrainConfig):
     from truneg_fairseq.hf.collator import TokenizerWithoutMaskError, check_tokenizer
 
     model_dir = local_model_dir(cfg.model_dir, "MODEL_DIR")
-    check_architecture(model_dir, cfg.generator)
+    check_architecture(model_dir, cfg.generator, cfg.allow_fresh_head)
     try:
         tok = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     except (OSError, ValueError) as e:
@@ -214,11 +224,28 @@ def load_models(cfg: HFTrainConfig):
         where = gen_dir
     else:
         disc = None
-        mlm, info = AutoModelForMaskedLM.from_pretrained(
-            str(model_dir), local_files_only=True, output_loading_info=True
-        )
+        try:
+            mlm, info = AutoModelForMaskedLM.from_pretrained(
+                str(model_dir), local_files_only=True, output_loading_info=True
+            )
+        except ValueError as e:  # a model type without a masked-LM class in transformers
+            raise HFTrainError(
+                f"{model_dir}: no masked-LM model of its type ({str(e).splitlines()[0][:160]})"
+            ) from None
         where = model_dir
     missing = sorted(info.get("missing_keys") or [])
+    base = getattr(mlm, "base_model_prefix", "") + "."
+    encoder = [k for k in missing if base != "." and k.startswith(base)]
+    if encoder and cfg.allow_fresh_head:  # not a head to train: the encoder would start random
+        raise HFTrainError(
+            f"{where} lacks {len(encoder)} encoder weights of {type(mlm).__name__} "
+            f"({', '.join(encoder[:3])}{', ...' if len(encoder) > 3 else ''}): it is not a "
+            "checkpoint of this model"
+        )
+    if missing and cfg.allow_fresh_head:
+        logger.info(
+            f"--allow-fresh-head: {len(missing)} head weights start new: {', '.join(missing)}"
+        )
     if missing and not cfg.allow_fresh_head:
         raise HFTrainError(
             f"{where} lacks {len(missing)} weights of {type(mlm).__name__} ({', '.join(missing[:3])}"
