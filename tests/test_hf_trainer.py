@@ -302,6 +302,26 @@ def test_allow_fresh_head_trains_a_published_encoder(tmp_path, tiny, capsys):
     assert 0.5 < std / mlm.config.initializer_range < 1.5
 
 
+def test_a_seq_len_above_the_model_positions_is_refused(tiny, tmp_path, capsys):
+    """The tiny BERT has 64 positions: --seq-len 65 is refused before training, naming the flag,
+    the value and the limit; RoBERTa's positions start after its padding index."""
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    from truneg_fairseq.hf.train import position_limit
+
+    out = tmp_path / "o"
+    argv = base_args(tiny, out, "--seq-len", "65")
+    err = expect_error(
+        capsys, argv, "--seq-len 65", "64 tokens a row", "max_position_embeddings 64"
+    )
+    assert "--seq-len 64 or less" in err and not out.exists()
+    roberta = RobertaForMaskedLM(
+        RobertaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=66, pad_token_id=1)
+    )  # fmt: skip
+    assert position_limit(roberta) == 64
+
+
 def test_sentence_kl_needs_a_model_with_encodings(tiny):
     """A masked-LM model whose forward returns logits only trains with the other objectives (its
     logits gathered at the slots) and is refused for sentence-level KL."""

@@ -255,6 +255,32 @@ def load_models(cfg: HFTrainConfig):
     return tok, mlm, disc
 
 
+def position_limit(model) -> Optional[int]:
+    """The most tokens a row of ``model`` can hold: its learned absolute position embeddings
+    (RoBERTa's family numbers positions from ``padding_idx + 1``); None without them (relative
+    or rotary positions)."""
+    emb = getattr(getattr(model, "base_model", model), "embeddings", None)
+    table = getattr(emb, "position_embeddings", None)
+    if not isinstance(getattr(table, "num_embeddings", None), int):
+        return None
+    offset = emb.padding_idx + 1 if isinstance(getattr(emb, "padding_idx", None), int) else 0
+    return table.num_embeddings - offset
+
+
+def check_seq_len(cfg: HFTrainConfig, models) -> None:
+    """Refuse, before the first step, a ``--seq-len`` longer than a model's positions (the first
+    long batch would fail inside the model)."""
+    for where, model in models:
+        limit = position_limit(model)
+        if limit is not None and cfg.seq_len > limit:
+            n = model.config.max_position_embeddings
+            raise HFTrainError(
+                f"--seq-len {cfg.seq_len} is above the limit of {where} ({type(model).__name__}: "
+                f"{limit} tokens a row, max_position_embeddings {n}): give --seq-len {limit} or "
+                "less"
+            )
+
+
 def synonym_table(cfg: HFTrainConfig, tok):
     """The table given (checked against the tokenizer), or one built from WordNet and kept in
     ``output_dir`` (None, logged, when WordNet is missing and the objective can do without)."""
@@ -399,6 +425,8 @@ def run(cfg: HFTrainConfig) -> str:
     if cfg.resume and finished_run(cfg, last_checkpoint(cfg.output_dir)):
         return cfg.output_dir
     tok, mlm, disc = load_models(cfg)
+    models = [(cfg.generator or cfg.model_dir, mlm)]
+    check_seq_len(cfg, models + ([(cfg.model_dir, disc)] if disc is not None else []))
     table = synonym_table(cfg, tok)
     objective = build_objective(cfg, tok, mlm, disc, table)
     train = LineDataset(read_examples(tok, cfg.train, "--train", cfg.seq_len))
