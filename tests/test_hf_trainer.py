@@ -120,8 +120,10 @@ def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path, caps
     process; the rows that only fill a process's last batch count nowhere)."""
     text = tmp_path / "t.txt"
     text.write_text("\n".join(tiny_corpus_lines(22, seed=8)) + "\n")
+    valid = tmp_path / "v.txt"  # 7 lines: 4 + 3 in two processes, none counted twice
+    valid.write_text("\n".join(tiny_corpus_lines(7, seed=10)) + "\n")
     steps = ["--max-steps", "9", "--save-steps", "100", "--log-steps", "1", "--batch-size", "4"]
-    steps += ["--train", str(text)]
+    steps += ["--train", str(text), "--valid", str(valid)]
     env = dict(
         os.environ,
         OMP_NUM_THREADS="1",
@@ -140,6 +142,10 @@ def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path, caps
     # 3 updates an epoch, of 8, 8 and 6 lines, in both
     expected = {u: (6.0 if u % 3 == 0 else 8.0) for u in range(1, 10)}
     assert nseq_per_update(two.stdout) == nseq_per_update(one) == expected
+    evals = [
+        re.search(r"eval_loss ([\d.]+) .*eval_nseq ([\d.]+)", log) for log in (two.stdout, one)
+    ]
+    assert evals[0].groups() == evals[1].groups() and float(evals[0].group(2)) == 7
     a, b = weights(tmp_path / "two"), weights(tmp_path / "one")
     start = weights(tiny / "bert")
     assert a.keys() == b.keys()
