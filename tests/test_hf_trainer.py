@@ -206,6 +206,18 @@ def test_every_epoch_masks_anew_and_an_api_resume_is_exact(tiny, tmp_path):
     assert sorted(masks[0]) == sorted(masks[1]) == list(range(12))  # each line once an epoch
     assert sum(masks[0][i] != masks[1][i] for i in range(12)) >= 10  # new masks
 
+    # workers that persist would keep the first epoch's collator: refused
+    from transformers import TrainingArguments
+
+    from truneg_fairseq.hf import TrueNegativeTrainer
+
+    persistent = TrainingArguments(
+        str(tmp_path / "p"), dataloader_num_workers=1, dataloader_persistent_workers=True,
+        report_to=[], use_cpu=True,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="dataloader_persistent_workers"):
+        TrueNegativeTrainer(straight.model, persistent)
+
     resumed, seen_r = api_run(tiny, tmp_path / "a", 7, resume=str(tmp_path / "a" / "checkpoint-2"))
     # updates 3 to 7 (5 batches of 4): the same lines, epochs and masks as without interruption
     tail = seen[8:28]
