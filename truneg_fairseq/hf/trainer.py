@@ -114,6 +114,8 @@ class TrueNegativeTrainer(Trainer):
             self.train_dataset = data
 
     def _get_train_sampler(self, train_dataset=None):
+        given = train_dataset is not None
+        train_dataset = train_dataset if given else self.train_dataset
         if isinstance(train_dataset, PaddedRows):
             seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
             shuffle = getattr(self.args, "train_sampling_strategy", "random") == "random"
@@ -121,7 +123,7 @@ class TrueNegativeTrainer(Trainer):
                 len(train_dataset), seed, self._padding_multiple(self._train_batch_size), shuffle
             )
             return self._order
-        return super()._get_train_sampler(train_dataset)
+        return super()._get_train_sampler(*([train_dataset] if given else []))
 
     def get_eval_dataloader(self, eval_dataset=None):
         data = eval_dataset if eval_dataset is not None else self.eval_dataset
