@@ -210,3 +210,36 @@ def test_whole_word_masking_selects_a_words_pieces_together(setup):
     # a continuation piece is selected exactly when the piece before it is
     assert torch.equal(selected[:, 1:][pieces[:, 1:]], selected[:, :-1][pieces[:, 1:]])
     assert selected[pieces].any()
+
+
+def test_padding_rows_fill_batches_and_count_nowhere(setup):
+    """The order of an epoch is the same in every process and filled up to batch x processes
+    with marked repeats; the collator leaves marked rows out (a batch of them only: one
+    stand-in row without labels, flagged)."""
+    from truneg_fairseq.hf import MaskedLMCollator
+    from truneg_fairseq.hf.sharding import PADDING_ONLY, EpochOrder, PaddedRows
+
+    _, tok, _, features, whole = setup
+    order = EpochOrder(len(features), seed=3, multiple=8)  # 12 examples -> 16 entries
+    first = list(order)
+    assert len(order) == len(first) == 16 and sorted(first[:12]) == list(range(12))
+    assert first[12:] == [12 + i for i in first[:4]]  # the epoch's first examples, marked
+    assert list(order) == first  # the same order again (in another process)
+    order.set_epoch(1)
+    assert list(order)[:12] != first[:12]  # another epoch, another order
+    assert list(EpochOrder(12, 3, 1, shuffle=False)) == list(range(12))
+
+    data = PaddedRows(features)
+    col = MaskedLMCollator(tok, seed=5)
+    mixed = col([data[0], data[1], data[12 + 2], data[12 + 3]])
+    alone = col([data[0], data[1]])
+    assert PADDING_ONLY not in mixed and mixed.keys() == alone.keys()
+    for k in alone:
+        assert torch.equal(mixed[k], alone[k]), k
+    assert torch.equal(
+        alone["labels"][0, : len(features[0]["input_ids"])],
+        whole["labels"][0, : len(features[0]["input_ids"])],
+    )
+    stand_in = col([data[12 + 4], data[12 + 5]])
+    assert stand_in[PADDING_ONLY] is True and stand_in["input_ids"].shape[0] == 1
+    assert stand_in["labels"].eq(-100).all()

@@ -94,12 +94,36 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
     for k in straight:
         assert torch.allclose(resumed[k], straight[k], atol=1e-6, rtol=1e-5), k
 
+    # the finished run run again: said so, nothing trained or written
+    assert hf_train.main(args) == 0
+    log = capsys.readouterr().out
+    assert re.search(
+        rf"{re.escape(str(out))} holds a finished run: \S+checkpoint-6 is at update 6", log
+    )
+    assert "num_updates" not in log and not (out / "checkpoint-7").exists()
+    assert all(torch.equal(weights(out)[k], resumed[k]) for k in resumed)
+
+
+def nseq_per_update(log):
+    """{update: nseq} from the log lines."""
+    return {
+        int(m.group(2)): float(m.group(1))
+        for m in re.finditer(r"\bnseq ([\d.]+) \|.*num_updates (\d+)$", log, re.M)
+    }
+
 
 @pytest.mark.slow
-def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path):
-    """torchrun --nproc_per_node 2 (gloo) against one process with --grad-accum 2: the same
-    updates, so the same final weights (the masks follow the example, not the process)."""
-    steps = ["--max-steps", "3", "--save-steps", "100", "--log-steps", "1", "--batch-size", "3"]
+def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path, capsys):
+    """torchrun --nproc_per_node 2 (gloo) against one process with --grad-accum 2 over three
+    epochs of 22 lines (not a multiple of batch 4 x 2 processes): the same updates, so the same
+    statistics and final weights (the masks follow the example and the trainer's epoch, not the
+    process; the rows that only fill a process's last batch count nowhere)."""
+    text = tmp_path / "t.txt"
+    text.write_text("\n".join(tiny_corpus_lines(22, seed=8)) + "\n")
+    valid = tmp_path / "v.txt"  # 7 lines: 4 + 3 in two processes, none counted twice
+    valid.write_text("\n".join(tiny_corpus_lines(7, seed=10)) + "\n")
+    steps = ["--max-steps", "9", "--save-steps", "100", "--log-steps", "1", "--batch-size", "4"]
+    steps += ["--train", str(text), "--valid", str(valid)]
     env = dict(
         os.environ,
         OMP_NUM_THREADS="1",
@@ -114,6 +138,14 @@ def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path):
     assert two.returncode == 0, (two.stdout + two.stderr)[-3000:]
     assert "x 2 sequences" in two.stdout  # batch x accumulation x processes
     assert hf_train.main(base_args(tiny, tmp_path / "one", *steps, "--grad-accum", "2")) == 0
+    one = capsys.readouterr().out
+    # 3 updates an epoch, of 8, 8 and 6 lines, in both
+    expected = {u: (6.0 if u % 3 == 0 else 8.0) for u in range(1, 10)}
+    assert nseq_per_update(two.stdout) == nseq_per_update(one) == expected
+    evals = [
+        re.search(r"eval_loss ([\d.]+) .*eval_nseq ([\d.]+)", log) for log in (two.stdout, one)
+    ]
+    assert evals[0].groups() == evals[1].groups() and float(evals[0].group(2)) == 7
     a, b = weights(tmp_path / "two"), weights(tmp_path / "one")
     start = weights(tiny / "bert")
     assert a.keys() == b.keys()
@@ -121,6 +153,78 @@ def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path):
     assert moved > 1e-3  # it trained
     for k in a:
         assert torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4), (k, (a[k] - b[k]).abs().max())
+
+
+def api_run(tiny, out, max_steps, resume=None):
+    """The API as documented (data without an "epoch" field) on 12 lines, batch 4: 3 updates
+    an epoch, a checkpoint every 2; returns the trainer and the (epoch, index, labels) of each
+    row collated."""
+    from transformers import AutoTokenizer, BertForMaskedLM, TrainingArguments
+
+    from truneg_fairseq.hf import (
+        MaskedLMCollator,
+        TrueNegativeMLM,
+        TrueNegativeTrainer,
+        tokenize_lines,
+    )
+
+    class Recording(MaskedLMCollator):
+        seen = []
+
+        def __call__(self, features):
+            batch = super().__call__(features)
+            for f, row in zip(features, batch["labels"]):
+                self.seen.append((self.epoch, f["index"], tuple(row.tolist())))
+            return batch
+
+    tok = AutoTokenizer.from_pretrained(str(tiny / "bert"))
+    ids = tokenize_lines(tok, tiny_corpus_lines(12, seed=9), 32)
+    data = [{"input_ids": x, "index": i} for i, x in enumerate(ids)]
+    model = TrueNegativeMLM(BertForMaskedLM.from_pretrained(str(tiny / "bert")), tok, "mlm")
+    args = TrainingArguments(
+        str(out), max_steps=max_steps, per_device_train_batch_size=4, learning_rate=1e-3,
+        save_steps=2, logging_steps=100, report_to=[], use_cpu=True, seed=3,
+    )  # fmt: skip
+    collator = Recording(tok, mask_prob=0.3, seed=3)
+    collator.seen = []
+    trainer = TrueNegativeTrainer(
+        model, args, data_collator=collator, train_dataset=data, processing_class=tok
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, collator.seen
+
+
+@pytest.mark.slow
+def test_every_epoch_masks_anew_and_an_api_resume_is_exact(tiny, tmp_path):
+    """The trainer gives the masks its integer epoch at every epoch's start: epoch 1 masks the
+    lines anew; a run of the API resumed 2/3 into epoch 0 (Trainer's epoch 0.67) goes on with
+    epoch 0's masks and ends with the weights of the run without interruption."""
+    straight, seen = api_run(tiny, tmp_path / "a", 7)
+    # (the loader collates one batch ahead: a batch more may follow)
+    assert [e for e, _, _ in seen[:28]] == [0] * 12 + [1] * 12 + [2] * 4
+    masks = [{i: labels for e, i, labels in seen if e == epoch} for epoch in (0, 1)]
+    assert sorted(masks[0]) == sorted(masks[1]) == list(range(12))  # each line once an epoch
+    assert sum(masks[0][i] != masks[1][i] for i in range(12)) >= 10  # new masks
+
+    # workers that persist would keep the first epoch's collator: refused
+    from transformers import TrainingArguments
+
+    from truneg_fairseq.hf import TrueNegativeTrainer
+
+    persistent = TrainingArguments(
+        str(tmp_path / "p"), dataloader_num_workers=1, dataloader_persistent_workers=True,
+        report_to=[], use_cpu=True,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="dataloader_persistent_workers"):
+        TrueNegativeTrainer(straight.model, persistent)
+
+    resumed, seen_r = api_run(tiny, tmp_path / "a", 7, resume=str(tmp_path / "a" / "checkpoint-2"))
+    # updates 3 to 7 (5 batches of 4): the same lines, epochs and masks as without interruption
+    tail = seen[8:28]
+    assert any(seen_r[i : i + 20] == tail for i in range(len(seen_r))), seen_r
+    a, b = straight.model.mlm.state_dict(), resumed.model.mlm.state_dict()
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6, rtol=1e-5), (k, (a[k] - b[k]).abs().max())
 
 
 def expect_error(capsys, argv, *needles):
@@ -162,7 +266,13 @@ def test_a_tokenizer_without_mask_token_is_refused(tiny, tmp_path, capsys):
 def test_a_model_without_masked_lm_head_is_refused(tmp_path, capsys, tiny):
     save_bert(tmp_path / "encoder", "BertModel")
     argv = base_args(tiny, tmp_path / "o")
-    expect_error(capsys, [str(tmp_path / "encoder")] + argv[1:], "BertModel", "masked-LM head")
+    expect_error(
+        capsys,
+        [str(tmp_path / "encoder")] + argv[1:],
+        "BertModel",
+        "masked-LM head",
+        "--allow-fresh-head",
+    )
     # and in the library: a bare encoder, and an ELECTRA discriminator alone
     from transformers import AutoTokenizer, BertModel, ElectraConfig, ElectraForPreTraining
 
@@ -175,6 +285,59 @@ def test_a_model_without_masked_lm_head_is_refused(tmp_path, capsys, tiny):
                                                num_hidden_layers=1, num_attention_heads=2, intermediate_size=32))  # fmt: skip
     with pytest.raises(ModelError, match="ElectraPretraining"):
         TrueNegativeMLM(disc, tok, "mlm")
+
+
+@pytest.mark.slow
+def test_allow_fresh_head_trains_a_published_encoder(tmp_path, tiny, capsys):
+    """A published encoder without a head (``architectures: ["BertModel"]``, as the
+    sentence-transformers BERTs are): --allow-fresh-head loads its encoder, initialises the
+    head as transformers does (LayerNorm 1 / 0, zero biases, N(0, initializer_range) dense,
+    decoder tied to the word embeddings) and trains it."""
+    from transformers import BertForMaskedLM
+
+    from truneg_fairseq.hf.train import HFTrainConfig, load_models
+
+    encoder = save_bert(tmp_path / "encoder", "BertModel")
+    argv = base_args(tiny, tmp_path / "o", "--max-steps", "2", "--allow-fresh-head")
+    assert hf_train.main([str(tmp_path / "encoder")] + argv[1:]) == 0
+    log = capsys.readouterr().out
+    assert "holds BertModel, without a masked-LM head" in log and "num_updates 2" in log
+    trained = BertForMaskedLM.from_pretrained(str(tmp_path / "o")).cls.predictions
+    assert not torch.equal(trained.transform.LayerNorm.bias, torch.zeros(32))  # it trained
+
+    _, mlm, _ = load_models(HFTrainConfig(str(tmp_path / "encoder"), "", "", allow_fresh_head=True))
+    for k, v in encoder.state_dict().items():
+        if not k.startswith("pooler."):
+            assert torch.equal(mlm.bert.state_dict()[k], v), k  # the published encoder
+    head = mlm.cls.predictions
+    assert head.decoder.weight is mlm.bert.embeddings.word_embeddings.weight  # tied
+    assert head.decoder.bias is head.bias
+    assert torch.equal(head.bias, torch.zeros_like(head.bias))
+    assert torch.equal(head.transform.LayerNorm.weight, torch.ones(32))
+    assert torch.equal(head.transform.LayerNorm.bias, torch.zeros(32))
+    assert torch.equal(head.transform.dense.bias, torch.zeros(32))
+    std = head.transform.dense.weight.std().item()
+    assert 0.5 < std / mlm.config.initializer_range < 1.5
+
+
+def test_a_seq_len_above_the_model_positions_is_refused(tiny, tmp_path, capsys):
+    """The tiny BERT has 64 positions: --seq-len 65 is refused before training, naming the flag,
+    the value and the limit; RoBERTa's positions start after its padding index."""
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    from truneg_fairseq.hf.train import position_limit
+
+    out = tmp_path / "o"
+    argv = base_args(tiny, out, "--seq-len", "65")
+    err = expect_error(
+        capsys, argv, "--seq-len 65", "64 tokens a row", "max_position_embeddings 64"
+    )
+    assert "--seq-len 64 or less" in err and not out.exists()
+    roberta = RobertaForMaskedLM(
+        RobertaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=66, pad_token_id=1)
+    )  # fmt: skip
+    assert position_limit(roberta) == 64
 
 
 def test_sentence_kl_needs_a_model_with_encodings(tiny):

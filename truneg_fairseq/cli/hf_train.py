@@ -7,7 +7,8 @@ hard correction, soft regularization, sentence-level KL or plain MLM, with trans
   --train / --valid: a text file or a folder of .txt files, one example per non-empty line.
 
 Writes OUTPUT_DIR/checkpoint-N every --save-steps (each loads with from_pretrained; running the
-same command again resumes from the last one), OUTPUT_DIR/synonyms.npz (the WordNet synonym
+same command again resumes from the last one; once --max-steps is reached it does nothing),
+OUTPUT_DIR/synonyms.npz (the WordNet synonym
 table of the tokenizer's vocabulary, built on the first run), tensorboard logs in
 OUTPUT_DIR/runs, and the final model in OUTPUT_DIR. The log reports the fairseq plugin's
 statistics under its names: loss (bits per masked token), mlm_loss, corrected_loss / sr_loss /
@@ -127,7 +128,8 @@ def build_parser():
     g.add_argument(
         "--allow-fresh-head",
         action="store_true",
-        help="continue a checkpoint that lacks masked-LM head weights (they start random)",
+        help="continue an encoder without a masked-LM head (e.g. a published BertModel) or "
+        "a checkpoint lacking head weights: a new head, initialised as transformers does",
     )
     o = p.add_argument_group("objectives")
     o.add_argument("--sr-weight", type=float, default=1.0, help="soft_reg: lambda")

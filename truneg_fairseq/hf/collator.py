@@ -24,6 +24,7 @@ import torch
 
 from truneg_fairseq.core.masking import mask_rows
 from truneg_fairseq.core.selection import static_slot_count
+from truneg_fairseq.hf.sharding import PADDING_ONLY, PADDING_ROW
 
 IGNORE = -100  # HF's label for "no target here" (what Trainer counts as not an item)
 
@@ -52,7 +53,11 @@ class MaskedLMCollator:
 
     features: dicts with ``input_ids`` (a list or 1-D tensor of ids, special tokens included) and
     optionally ``index`` (the example's index in the data set: it and the epoch decide its mask;
-    without it, batches are numbered in call order) and ``epoch``.
+    without it, batches are numbered in call order) and ``epoch`` (default: the collator's own,
+    which :class:`~truneg_fairseq.hf.TrueNegativeTrainer` sets at every epoch's start). A feature
+    marked ``padding_row`` (a repeat that only fills a process's last batch,
+    :mod:`truneg_fairseq.hf.sharding`) is left out; a batch of such rows only gives one row
+    without labels and ``padding_only=True`` (the trainer weighs it 0).
 
     The batch (T the longest row, rounded up to ``pad_to_multiple_of``):
 
@@ -109,6 +114,15 @@ class MaskedLMCollator:
         return static_slot_count(seq_len, self.mask_prob, self.max_predictions)
 
     def __call__(self, features: Sequence[Dict]) -> Dict[str, torch.Tensor]:
+        real = [f for f in features if not f.get(PADDING_ROW)]
+        if not real:  # one stand-in row: the process still runs its share of the update
+            batch = self._collate(features[:1])
+            batch["labels"].fill_(IGNORE)
+            batch[PADDING_ONLY] = True
+            return batch
+        return self._collate(real)
+
+    def _collate(self, features: Sequence[Dict]) -> Dict[str, torch.Tensor]:
         rows = [np.asarray(f["input_ids"], dtype=np.int64).reshape(-1) for f in features]
         b = len(rows)
         t = max(len(r) for r in rows)

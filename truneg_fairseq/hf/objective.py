@@ -7,22 +7,14 @@ does the whole step, the loss included, so that torch's DistributedDataParallel 
     out = objective(**batch)        # the batch of truneg_fairseq.hf.MaskedLMCollator
     (out["loss"] / out["sample_size"]).backward()
 
-It is the fairseq criterions' step (``criterions/cfn_base.py``) on HF parts: the same pure loss
-functions (:mod:`truneg_fairseq.core.losses`), the same prediction slots
-(:mod:`truneg_fairseq.core.selection`), the same synonym lookup and the same counts
-(:mod:`truneg_fairseq.evaluation.false_negatives`), so a model moved between the two worlds with
-``truneg-convert-hf`` gets the same loss, gradients and statistics on the same batch.
+It is the HF front end of the step the fairseq criterions run: the model pass on HF parts, then
+the one step of :func:`truneg_fairseq.core.step.masked_lm_step` (the objectives' terms, the synonym
+lookup, the logged sums), so a model moved between the two worlds with ``truneg-convert-hf`` gets
+the same loss, gradients and statistics on the same batch.
 
-``objective``:
-
-* ``mlm``: Eq. 1, plain masked-LM (the synonym table, if given, only adds the statistics);
-* ``hard_correction``: Eq. 2, positions whose argmax is a synonym of the gold word (a whole
-  word, never a piece) are left out of the loss: ``loss = mlm_loss - corrected_loss``;
-* ``soft_reg``: Eq. 1 + ``sr_weight`` x sum (1 - cos(e_gold, e_pred)) over the input-embedding
-  rows of the gold and predicted tokens;
-* ``sent_kl``: Eq. 1 + ``kl_weight`` x sum over non-pad tokens of KL(softmax(H_p) ||
-  softmax(H_s)), H_p the encoding of the sentence with its masks filled by the predictions and
-  H_s of the original sentence (a fixed target unless ``kl_grad_original``).
+``objective`` (:data:`truneg_fairseq.core.step.OBJECTIVES`, defined there): ``mlm``,
+``hard_correction``, ``soft_reg`` (weight ``sr_weight``) or ``sent_kl`` (weight ``kl_weight``;
+H_s a fixed target unless ``kl_grad_original``).
 
 ``forward`` returns a dict: ``loss`` (the sum over the batch, fairseq's ``reduction="sum"``:
 divide by the masked tokens of the whole update, as ``Trainer``'s ``num_items_in_batch`` does),

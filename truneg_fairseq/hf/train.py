@@ -150,23 +150,24 @@ def read_examples(tokenizer, path: str, flag: str, seq_len: int) -> List[List[in
 
 
 class LineDataset:
-    """Tokenized lines for ``Trainer``; each item carries its index and the epoch (its mask)."""
+    """Tokenized lines for ``Trainer``; each item carries its index (its mask, with the epoch
+    the trainer gives the collator)."""
 
     def __init__(self, examples: List[List[int]]):
-        self.examples, self.epoch = examples, 0
+        self.examples = examples
 
     def __len__(self):
         return len(self.examples)
 
     def __getitem__(self, i):
-        return {"input_ids": self.examples[i], "index": i, "epoch": self.epoch}
-
-    def set_epoch(self, epoch):
-        self.epoch = int(epoch)
+        return {"input_ids": self.examples[i], "index": i}
 
 
-def check_architecture(model_dir: Path, generator: Optional[str]) -> None:
-    """Refuse, from config.json, a model that has no masked-LM head to continue."""
+def check_architecture(
+    model_dir: Path, generator: Optional[str], allow_fresh_head: bool = False
+) -> None:
+    """Refuse, from config.json, a model that has no masked-LM head to continue (an encoder
+    without one, e.g. ``BertModel``, only with ``allow_fresh_head``: a new head is trained)."""
     with open(model_dir / "config.json", encoding="utf-8") as f:
         archs = json.load(f).get("architectures") or []
     disc = any(a == "ElectraForPreTraining" for a in archs)
@@ -181,9 +182,16 @@ def check_architecture(model_dir: Path, generator: Optional[str]) -> None:
             f"{', '.join(archs) or 'an unnamed architecture'}"
         )
     if archs and not disc and not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs):
+        if allow_fresh_head:
+            logger.warning(
+                f"{model_dir} holds {', '.join(archs)}, without a masked-LM head: "
+                "--allow-fresh-head: a new head is initialised and trained"
+            )
+            return
         raise HFTrainError(
             f"{model_dir} holds {', '.join(archs)}, a model without a masked-LM head: continue "
-            "a *ForMaskedLM (or BERT's *ForPreTraining) checkpoint of the same model"
+            "a *ForMaskedLM (or BERT's *ForPreTraining) checkpoint of the same model, or pass "
+            "--allow-fresh-head to train a new head on this encoder"
         )
 
 
@@ -194,7 +202,7 @@ def load_models(cfg: HFTrainConfig):
     from truneg_fairseq.hf.collator import TokenizerWithoutMaskError, check_tokenizer
 
     model_dir = local_model_dir(cfg.model_dir, "MODEL_DIR")
-    check_architecture(model_dir, cfg.generator)
+    check_architecture(model_dir, cfg.generator, cfg.allow_fresh_head)
     try:
         tok = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     except (OSError, ValueError) as e:
@@ -216,11 +224,28 @@ def load_models(cfg: HFTrainConfig):
         where = gen_dir
     else:
         disc = None
-        mlm, info = AutoModelForMaskedLM.from_pretrained(
-            str(model_dir), local_files_only=True, output_loading_info=True
-        )
+        try:
+            mlm, info = AutoModelForMaskedLM.from_pretrained(
+                str(model_dir), local_files_only=True, output_loading_info=True
+            )
+        except ValueError as e:  # a model type without a masked-LM class in transformers
+            raise HFTrainError(
+                f"{model_dir}: no masked-LM model of its type ({str(e).splitlines()[0][:160]})"
+            ) from None
         where = model_dir
     missing = sorted(info.get("missing_keys") or [])
+    base = getattr(mlm, "base_model_prefix", "") + "."
+    encoder = [k for k in missing if base != "." and k.startswith(base)]
+    if encoder and cfg.allow_fresh_head:  # not a head to train: the encoder would start random
+        raise HFTrainError(
+            f"{where} lacks {len(encoder)} encoder weights of {type(mlm).__name__} "
+            f"({', '.join(encoder[:3])}{', ...' if len(encoder) > 3 else ''}): it is not a "
+            "checkpoint of this model"
+        )
+    if missing and cfg.allow_fresh_head:
+        logger.info(
+            f"--allow-fresh-head: {len(missing)} head weights start new: {', '.join(missing)}"
+        )
     if missing and not cfg.allow_fresh_head:
         raise HFTrainError(
             f"{where} lacks {len(missing)} weights of {type(mlm).__name__} ({', '.join(missing[:3])}"
@@ -228,6 +253,32 @@ def load_models(cfg: HFTrainConfig):
             "a checkpoint with its head, or pass --allow-fresh-head to train one from scratch"
         )
     return tok, mlm, disc
+
+
+def position_limit(model) -> Optional[int]:
+    """The most tokens a row of ``model`` can hold: its learned absolute position embeddings
+    (RoBERTa's family numbers positions from ``padding_idx + 1``); None without them (relative
+    or rotary positions)."""
+    emb = getattr(getattr(model, "base_model", model), "embeddings", None)
+    table = getattr(emb, "position_embeddings", None)
+    if not isinstance(getattr(table, "num_embeddings", None), int):
+        return None
+    offset = emb.padding_idx + 1 if isinstance(getattr(emb, "padding_idx", None), int) else 0
+    return table.num_embeddings - offset
+
+
+def check_seq_len(cfg: HFTrainConfig, models) -> None:
+    """Refuse, before the first step, a ``--seq-len`` longer than a model's positions (the first
+    long batch would fail inside the model)."""
+    for where, model in models:
+        limit = position_limit(model)
+        if limit is not None and cfg.seq_len > limit:
+            n = model.config.max_position_embeddings
+            raise HFTrainError(
+                f"--seq-len {cfg.seq_len} is above the limit of {where} ({type(model).__name__}: "
+                f"{limit} tokens a row, max_position_embeddings {n}): give --seq-len {limit} or "
+                "less"
+            )
 
 
 def synonym_table(cfg: HFTrainConfig, tok):
@@ -283,6 +334,25 @@ def last_checkpoint(output_dir: str) -> Optional[str]:
             return path
         skipped.append(path)
     return None
+
+
+def finished_run(cfg: HFTrainConfig, last: Optional[str]) -> bool:
+    """Whether ``last`` (the checkpoint a run would resume from) already holds ``--max-steps``
+    updates: the run is over and another one would add an update; logged in one line."""
+    if not last:
+        return False
+    try:
+        with open(os.path.join(last, "trainer_state.json"), encoding="utf-8") as f:
+            step = int(json.load(f).get("global_step", 0))
+    except (OSError, ValueError):
+        return False
+    if step < cfg.max_steps:
+        return False
+    logger.info(
+        f"{cfg.output_dir} holds a finished run: {last} is at update {step} (--max-steps "
+        f"{cfg.max_steps}); nothing to do (a larger --max-steps goes on, --no-resume starts afresh)"
+    )
+    return True
 
 
 def is_main_process() -> bool:
@@ -352,7 +422,11 @@ def run(cfg: HFTrainConfig) -> str:
     from truneg_fairseq.hf.collator import MaskedLMCollator
     from truneg_fairseq.hf.trainer import TrueNegativeTrainer
 
+    if cfg.resume and finished_run(cfg, last_checkpoint(cfg.output_dir)):
+        return cfg.output_dir
     tok, mlm, disc = load_models(cfg)
+    models = [(cfg.generator or cfg.model_dir, mlm)]
+    check_seq_len(cfg, models + ([(cfg.model_dir, disc)] if disc is not None else []))
     table = synonym_table(cfg, tok)
     objective = build_objective(cfg, tok, mlm, disc, table)
     train = LineDataset(read_examples(tok, cfg.train, "--train", cfg.seq_len))

@@ -14,6 +14,11 @@
   ``kl_loss``/``disc_loss``, ``ppl``, ``mlm_acc``, ``syn_acc``, ``pred_corr_ratio``,
   ``iter_corr_ratio``, ``content_pred``, ... go to every ``report_to`` (tensorboard included);
 * :meth:`evaluate` reports the same values over the evaluation set as ``eval_<name>``;
+* the epoch is the trainer's: at each epoch's start it sets the collator's epoch (the masks) and
+  the order of the examples (:mod:`truneg_fairseq.hf.sharding`: the same in every process,
+  drawn from the seed and the epoch) to the integer epoch it is in, in fresh and resumed runs
+  alike; with several processes the epoch's last batches are filled with marked rows that
+  nothing counts, so that K processes make the updates of one with gradient accumulation K;
 * checkpoints hold the HF model(s) as ``save_pretrained`` writes them (ELECTRA: the discriminator,
   and the generator in ``generator/``), so ``checkpoint-N`` loads with ``from_pretrained`` and
   ``resume_from_checkpoint`` continues from it.
@@ -21,6 +26,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -28,18 +34,20 @@ import torch
 from transformers import Trainer, TrainerCallback
 
 from truneg_fairseq.hf.objective import TrueNegativeMLM
+from truneg_fairseq.hf.sharding import PADDING_ONLY, EpochOrder, PaddedRows
 from truneg_fairseq.hf.stats import StatSums, interval_values
 
 
-class _CollatorEpoch(TrainerCallback):
-    """Tell the collator the epoch (its masks depend on it) when the data set cannot."""
+class _DataEpoch(TrainerCallback):
+    """At each epoch's start, the trainer's integer epoch to the masks and the order."""
 
-    def __init__(self, collator):
-        self.collator = collator
+    def __init__(self, trainer):
+        self.trainer = trainer
 
     def on_epoch_begin(self, args, state, control, **kwargs):
-        if hasattr(self.collator, "set_epoch"):
-            self.collator.set_epoch(round(state.epoch or 0))
+        # state.epoch is the epochs done so far (k.0 at the start of epoch k, k.67 when resumed
+        # 2/3 into it): its floor is the epoch the coming batches belong to
+        self.trainer.set_data_epoch(math.floor(state.epoch or 0))
 
 
 class TrueNegativeTrainer(Trainer):
@@ -57,17 +65,82 @@ class TrueNegativeTrainer(Trainer):
                 "TrueNegativeMLM(model, tokenizer, 'hard_correction', table)"
             )
         if args is not None:
-            # the collator reads the example index and epoch: keep every feature
+            if args.dataloader_persistent_workers and args.dataloader_num_workers > 0:
+                raise ValueError(
+                    "dataloader_persistent_workers: the workers would keep the collator of the "
+                    "first epoch and mask every epoch alike; leave it False"
+                )
+            # the collator reads the example index: keep every feature
             args.remove_unused_columns = False
             if args.ddp_find_unused_parameters is None:
                 args.ddp_find_unused_parameters = False  # every parameter takes part in the step
         super().__init__(model, args, *rest, **kwargs)
         self._train_sums = StatSums()
-        if self.data_collator is not None:
-            self.add_callback(_CollatorEpoch(self.data_collator))
+        self._order = None  # the training order (EpochOrder) of the current loader
+        self.add_callback(_DataEpoch(self))
+
+    # ---- the data -----------------------------------------------------------------------------
+    def set_data_epoch(self, epoch: int) -> None:
+        """The epoch of the coming batches: the collator's masks and the examples' order."""
+        for part in (self.data_collator, self._order):
+            if hasattr(part, "set_epoch"):
+                part.set_epoch(epoch)
+
+    def _own_order(self, dataset) -> bool:
+        """Whether the training order is this trainer's :class:`EpochOrder` (a sized data set
+        and the random or sequential order; other samplers are left to ``Trainer``)."""
+        strategy = getattr(self.args, "train_sampling_strategy", "random")
+        return (
+            dataset is not None
+            and hasattr(dataset, "__len__")
+            and not isinstance(dataset, torch.utils.data.IterableDataset)
+            and strategy in ("random", "sequential")
+            and not getattr(self.args, "group_by_length", False)
+        )
+
+    def _padding_multiple(self, batch_size: int) -> int:
+        world = self.args.world_size
+        return batch_size * world if world > 1 and not self.args.dataloader_drop_last else 1
+
+    def get_train_dataloader(self):
+        data = self.train_dataset
+        if not self._own_order(data):
+            self._order = None
+            return super().get_train_dataloader()
+        self.train_dataset = PaddedRows(data)  # what the loader reads; restored below
+        try:
+            return super().get_train_dataloader()
+        finally:
+            self.train_dataset = data
+
+    def _get_train_sampler(self, train_dataset=None):
+        given = train_dataset is not None
+        train_dataset = train_dataset if given else self.train_dataset
+        if isinstance(train_dataset, PaddedRows):
+            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            shuffle = getattr(self.args, "train_sampling_strategy", "random") == "random"
+            self._order = EpochOrder(
+                len(train_dataset), seed, self._padding_multiple(self._train_batch_size), shuffle
+            )
+            return self._order
+        return super()._get_train_sampler(*([train_dataset] if given else []))
+
+    def get_eval_dataloader(self, eval_dataset=None):
+        data = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if isinstance(data, str) or not self._own_order(data) or self.args.world_size == 1:
+            return super().get_eval_dataloader(eval_dataset)
+        # several processes: filled up with marked rows, not with repeats that count twice
+        return super().get_eval_dataloader(PaddedRows(data))
+
+    def _get_eval_sampler(self, eval_dataset):
+        if isinstance(eval_dataset, PaddedRows):
+            multiple = self.args.eval_batch_size * self.args.world_size
+            return EpochOrder(len(eval_dataset), 0, multiple, shuffle=False)
+        return super()._get_eval_sampler(eval_dataset)
 
     # ---- the step ---------------------------------------------------------------------------
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        padding_only = inputs.pop(PADDING_ONLY, False)
         out = model(**inputs)
         if num_items_in_batch is not None:
             # an update with nothing masked: a zero loss, not 0 / 0
@@ -83,7 +156,11 @@ class TrueNegativeTrainer(Trainer):
             loss = out["loss"] / out["sample_size"].clamp(min=1)
             if model.training:
                 loss = loss / self.current_gradient_accumulation_steps
-        if model.training:
+        if padding_only:
+            # a stand-in for a process's share of the update: in the graph (every parameter
+            # takes part), out of the loss and the statistics
+            loss = loss * 0.0
+        elif model.training:
             self._train_sums.add(out["logging"])
         return (loss, out) if return_outputs else loss
 
@@ -106,7 +183,8 @@ class TrueNegativeTrainer(Trainer):
         start = time.time()
         with torch.no_grad():
             for inputs in loader:
-                sums.add(model(**self._prepare_inputs(inputs))["logging"])
+                if not inputs.pop(PADDING_ONLY, False):
+                    sums.add(model(**self._prepare_inputs(inputs))["logging"])
         model.train(was)
         metrics = interval_values(sums, metric_key_prefix)
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
