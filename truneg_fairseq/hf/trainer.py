@@ -16,17 +16,25 @@
 * :meth:`evaluate` reports the same values over the evaluation set as ``eval_<name>``;
 * checkpoints hold the HF model(s) as ``save_pretrained`` writes them (ELECTRA: the discriminator,
   and the generator in ``generator/``), so ``checkpoint-N`` loads with ``from_pretrained`` and
-  ``resume_from_checkpoint`` continues from it.
+  ``resume_from_checkpoint`` continues from it;
+* the checkpoints it writes are listed in the output directory's run marker
+  (:mod:`truneg_fairseq.hf.output_dir`), each with the run's settings (``run_settings``) when
+  given; ``save_total_limit`` deletes only listed checkpoints, never another folder; a save that
+  fails for lack of space, and a checkpoint that cannot be loaded safely, are one
+  :class:`~truneg_fairseq.errors.OutputDirError` naming the folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
 import torch
 from transformers import Trainer, TrainerCallback
 
+from truneg_fairseq.errors import OutputDirError
+from truneg_fairseq.hf import output_dir as outdir
 from truneg_fairseq.hf.objective import TrueNegativeMLM
 from truneg_fairseq.hf.stats import StatSums, interval_values
 
@@ -49,7 +57,7 @@ class TrueNegativeTrainer(Trainer):
 
     loss_is_scaled_for_ga = True  # compute_loss divides by the update's masked tokens
 
-    def __init__(self, model=None, args=None, *rest, **kwargs):
+    def __init__(self, model=None, args=None, *rest, run_settings=None, **kwargs):
         if not isinstance(model, TrueNegativeMLM):
             raise TypeError(
                 f"TrueNegativeTrainer trains a truneg_fairseq.hf.TrueNegativeMLM or "
@@ -62,6 +70,7 @@ class TrueNegativeTrainer(Trainer):
             if args.ddp_find_unused_parameters is None:
                 args.ddp_find_unused_parameters = False  # every parameter takes part in the step
         super().__init__(model, args, *rest, **kwargs)
+        self.run_settings = run_settings  # recorded with each checkpoint (output_dir.RECORD)
         self._train_sums = StatSums()
         if self.data_collator is not None:
             self.add_callback(_CollatorEpoch(self.data_collator))
@@ -127,3 +136,59 @@ class TrueNegativeTrainer(Trainer):
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         (model if model is not None else self.model).load_pretrained_weights(resume_from_checkpoint)
+
+    def _save_checkpoint(self, model, trial):
+        """``Trainer``'s save, with the folder listed in the run marker (``saving`` first,
+        ``complete`` once whole, with the run's settings) and the rotation limited to listed
+        folders (``Trainer``'s own deletes every ``checkpoint-*`` folder by age)."""
+        out = self._get_output_dir(trial=trial)
+        name = f"checkpoint-{self.state.global_step}"
+        path = os.path.join(out, name)
+        limit = self.args.save_total_limit
+        if self.args.should_save:
+            outdir.begin_checkpoint(out, name)
+        self.args.save_total_limit = None  # the rotation below instead of Trainer's
+        try:
+            with self.write_errors(path, "this checkpoint was removed"):
+                super()._save_checkpoint(model, trial)
+                if self.args.should_save and self.run_settings is not None:
+                    outdir.write_record(path, self.run_settings)
+        except OutputDirError:
+            if self.args.should_save:
+                with contextlib.suppress(OSError, OutputDirError):
+                    outdir.remove(out, name)  # its space back; never resumed from
+            raise
+        finally:
+            self.args.save_total_limit = limit
+        if self.args.should_save:
+            outdir.note(out, name, "complete")
+            best = os.path.basename(self.state.best_model_checkpoint or "")
+            outdir.rotate(out, limit, keep=[best] if best else [])
+
+    @contextlib.contextmanager
+    def write_errors(self, path, what: str):
+        """A write into ``path`` that fails for lack of space (or a file-size limit) becomes one
+        :class:`OutputDirError` saying where, how much is free and how much a checkpoint takes."""
+        try:
+            yield
+        except Exception as e:
+            from truneg_fairseq.outputs import write_failure
+
+            if isinstance(e, OutputDirError) or not write_failure(e):
+                raise
+            need = 3 * sum(p.numel() * p.element_size() for p in self.model.parameters())
+            last = outdir.last_checkpoint(self.args.output_dir)
+            raise OutputDirError(outdir.write_failure_line(path, e, need, what, last)) from None
+
+    def _load_rng_state(self, checkpoint):
+        names = ("rng_state.pth", f"rng_state_{self.args.process_index}.pth")
+        with outdir.loading(checkpoint, names):
+            super()._load_rng_state(checkpoint)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        with outdir.loading(checkpoint, ("optimizer.pt", "scheduler.pt")):
+            super()._load_optimizer_and_scheduler(checkpoint)
+
+    def _load_scaler(self, checkpoint):
+        with outdir.loading(checkpoint, ("scaler.pt",)):
+            super()._load_scaler(checkpoint)
