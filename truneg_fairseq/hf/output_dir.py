@@ -302,10 +302,21 @@ def begin_checkpoint(out: os.PathLike, name: str) -> None:
     note(out, name, "saving")
 
 
+_WRITER_TEXTS = (
+    (("os error 27", "File too large"), "File too large"),
+    (("os error 28", "No space left"), "No space left on device"),
+    (("os error 122", "Disk quota"), "Disk quota exceeded"),
+)
+
+
 def write_failure_line(path, e: BaseException, need: int, what: str, last: Optional[str]) -> str:
     """The one line said of a checkpoint or model whose write into ``path`` failed for lack of
     space or a file-size limit: where, why, the space free there and what a save takes."""
-    why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0][-80:]
+    why = e.strerror if isinstance(e, OSError) and e.strerror else ""
+    for errno_text, said in _WRITER_TEXTS:  # a writer's own error (safetensors, torch's zip)
+        if not why and any(t in str(e) for t in errno_text):
+            why = said
+    why = why or "disk full or a file-size limit"
     try:
         free = f"{shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free / 1e6:,.0f} MB"
     except OSError:
