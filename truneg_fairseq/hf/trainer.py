@@ -137,17 +137,26 @@ class TrueNegativeTrainer(Trainer):
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         (model if model is not None else self.model).load_pretrained_weights(resume_from_checkpoint)
 
+    def train(self, *args, **kwargs):
+        # Trainer's rotation (after each save, and at the end with a best model) deletes every
+        # checkpoint-* folder of the output directory by age: off, the run's own in its place
+        limit, self.args.save_total_limit = self.args.save_total_limit, None
+        self._save_limit = limit
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            self.args.save_total_limit = limit
+
     def _save_checkpoint(self, model, trial):
         """``Trainer``'s save, with the folder listed in the run marker (``saving`` first,
         ``complete`` once whole, with the run's settings) and the rotation limited to listed
-        folders (``Trainer``'s own deletes every ``checkpoint-*`` folder by age)."""
+        folders (:meth:`train`)."""
         out = self._get_output_dir(trial=trial)
         name = f"checkpoint-{self.state.global_step}"
         path = os.path.join(out, name)
-        limit = self.args.save_total_limit
+        limit = getattr(self, "_save_limit", None)
         if self.args.should_save:
             outdir.begin_checkpoint(out, name)
-        self.args.save_total_limit = None  # the rotation below instead of Trainer's
         try:
             with self.write_errors(path, "this checkpoint was removed"):
                 super()._save_checkpoint(model, trial)
@@ -158,8 +167,6 @@ class TrueNegativeTrainer(Trainer):
                 with contextlib.suppress(OSError, OutputDirError):
                     outdir.remove(out, name)  # its space back; never resumed from
             raise
-        finally:
-            self.args.save_total_limit = limit
         if self.args.should_save:
             outdir.note(out, name, "complete")
             best = os.path.basename(self.state.best_model_checkpoint or "")
