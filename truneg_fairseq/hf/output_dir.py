@@ -10,10 +10,8 @@ may hold, which checkpoints the run wrote, and what each checkpoint was trained 
   complete, readable and recorded; earlier ones when the last was cut short, with a log line)
   and rotated by ``--save-total-limit`` (:func:`rotate`); any other folder of the directory,
   ``checkpoint-*`` or not, is never touched.
-* Each checkpoint holds :data:`RECORD`, the settings that change the numbers (the model's and
-  the generator's path and fingerprint, the objective, the masking, the synonym table's
-  fingerprint, the sequence length, the optimisation); a resume with other settings is refused
-  by :func:`check_resume`, naming the setting, both values and how to start afresh.
+* Each checkpoint holds the run's settings (:mod:`truneg_fairseq.hf.run_record`); a resume with
+  other settings is refused, naming the setting, both values and how to start afresh.
 
 Everything here is the standard library and :mod:`truneg_fairseq.outputs`.
 """
@@ -21,7 +19,6 @@ Everything here is the standard library and :mod:`truneg_fairseq.outputs`.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -31,44 +28,12 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from truneg_fairseq.errors import OutputDirError
+from truneg_fairseq.hf.run_record import AFRESH, OWNER, RECORD, check_resume
 from truneg_fairseq.outputs import MARKER, atomic_open, check_dir, read_marker
 
 logger = logging.getLogger(__name__)
 
-OWNER = "truneg-hf-train"
-RECORD = "truneg_run.json"  # in each checkpoint-N: the settings of the run that wrote it
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
-AFRESH = "start afresh with --no-resume and a new --output-dir"
-
-# the setting of a record -> the flag that sets it (for the messages)
-FLAGS = {
-    "model": "MODEL_DIR",
-    "generator": "--generator",
-    "objective": "--objective",
-    "mask_prob": "--mask-prob",
-    "leave_unmasked_prob": "--leave-unmasked-prob",
-    "random_token_prob": "--random-token-prob",
-    "max_predictions": "--max-predictions",
-    "seq_len": "--seq-len",
-    "synonym_table": "--synonym-table",
-    "seed": "--seed",
-    "batch_size": "--batch-size",
-    "grad_accum": "--grad-accum",
-    "processes": "the number of processes (torchrun --nproc_per_node)",
-    "lr": "--lr",
-    "warmup_steps": "--warmup-steps",
-    "weight_decay": "--weight-decay",
-    "max_grad_norm": "--max-grad-norm",
-    "sr_weight": "--sr-weight",
-    "kl_weight": "--kl-weight",
-    "kl_grad_original": "--kl-grad-original",
-    "gen_weight": "--gen-weight",
-    "disc_weight": "--disc-weight",
-    "rtd_synonym_policy": "--rtd-synonym-policy",
-}
-
-# files of a model directory that are not the model (a checkpoint's training state)
-_NOT_MODEL = {"trainer_state.json", "training_args.bin", RECORD}
 
 
 # ---- the marker --------------------------------------------------------------------------------
@@ -190,6 +155,31 @@ def refuse_foreign_checkpoints(
             )
 
 
+# ---- a run's inputs and where it resumes (of an ``HFTrainConfig``) -------------------------
+def run_inputs(cfg) -> dict:
+    """The inputs of a run (an ``HFTrainConfig``), by flag."""
+    return {
+        "MODEL_DIR": cfg.model_dir,
+        "--generator": cfg.generator,
+        "--train": cfg.train,
+        "--valid": cfg.valid,
+        "--synonym-table": cfg.synonym_table,
+    }
+
+
+def resume_point(cfg, settings: dict) -> Optional[str]:
+    """The checkpoint to resume (None: start from MODEL_DIR), checked against the settings; a
+    checkpoint folder the run would save into that it did not write is refused now."""
+    last = last_checkpoint(cfg.output_dir) if cfg.resume else None
+    start = 0
+    if last:
+        check_resume(last, settings)
+        with open(os.path.join(last, "trainer_state.json"), encoding="utf-8") as f:
+            start = int(json.load(f)["global_step"])
+    refuse_foreign_checkpoints(cfg.output_dir, start, cfg.max_steps, cfg.save_steps)
+    return last
+
+
 # ---- resuming ------------------------------------------------------------------------------------
 def _unreadable_json(path: Path, key: str) -> str:
     """Why the JSON object file ``path`` (with ``key``) cannot be used ('' when it can)."""
@@ -232,58 +222,6 @@ def last_checkpoint(out: os.PathLike) -> Optional[str]:
             "complete one: starting from MODEL_DIR"
         )
     return None
-
-
-def _shown(value) -> str:
-    if isinstance(value, dict) and "path" in value:
-        return f"{value['path']} (sha256 {str(value.get('sha256'))[:12]})"
-    return json.dumps(value)
-
-
-def check_resume(checkpoint: os.PathLike, settings: dict) -> None:
-    """:class:`OutputDirError` when ``checkpoint`` was trained with other ``settings`` (see
-    :data:`FLAGS`); a model given under another path with the same fingerprint is the same."""
-    recorded = json.loads((Path(checkpoint) / RECORD).read_text(encoding="utf-8"))["settings"]
-    differ = []
-    for key, given in settings.items():
-        was = recorded.get(key)
-        if isinstance(given, dict) and isinstance(was, dict):
-            same = given.get("sha256") == was.get("sha256")
-        else:
-            same = was == given
-        if not same:
-            differ.append(f"{FLAGS.get(key, key)}: recorded {_shown(was)}, given {_shown(given)}")
-    if differ:
-        raise OutputDirError(
-            f"{checkpoint} was trained with other settings ({'; '.join(differ)}): resume with the "
-            f"recorded values, or {AFRESH}"
-        )
-
-
-def write_record(checkpoint: os.PathLike, settings: dict) -> None:
-    with atomic_open(Path(checkpoint) / RECORD, "w", encoding="utf-8") as f:
-        json.dump({"command": OWNER, "settings": settings}, f, indent=1)
-        f.write("\n")
-
-
-def model_fingerprint(path: os.PathLike) -> dict:
-    """``{"path", "sha256"}`` of a model directory: the sha256 of its configuration, weights and
-    tokenizer files (the top-level ``.json``, ``.safetensors``, ``.bin``, ``.txt`` and
-    ``.model`` files, a checkpoint's training state left out), names and contents."""
-    path = Path(os.path.abspath(path))
-    h = hashlib.sha256()
-    for f in sorted(path.iterdir()):
-        if (
-            f.suffix in (".json", ".safetensors", ".bin", ".txt", ".model")
-            and f.name not in _NOT_MODEL
-            and not f.name.startswith(".")
-            and f.is_file()
-        ):
-            h.update(f"{f.name}\0".encode())
-            with open(f, "rb") as src:
-                for block in iter(lambda: src.read(1 << 22), b""):
-                    h.update(block)
-    return {"path": str(path), "sha256": h.hexdigest()}
 
 
 def begin_checkpoint(out: os.PathLike, name: str) -> None:

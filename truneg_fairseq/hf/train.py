@@ -264,15 +264,6 @@ def keep_table(cfg: HFTrainConfig, table) -> None:
             table.save(path)
 
 
-def last_checkpoint(output_dir: str) -> Optional[str]:
-    """The last complete checkpoint this command wrote in ``output_dir``
-    (:func:`truneg_fairseq.hf.output_dir.last_checkpoint`: listed in its run marker, whole);
-    later ones cut short are passed over with a log line."""
-    from truneg_fairseq.hf import output_dir as outdir
-
-    return outdir.last_checkpoint(output_dir)
-
-
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
@@ -292,63 +283,6 @@ def check_inputs(cfg: HFTrainConfig) -> None:
             f"--synonym-table {cfg.synonym_table} not found (build one: truneg-hf-train "
             "MODEL_DIR --build-synonyms FILE, or leave the flag out to build it from WordNet)"
         )
-
-
-def run_inputs(cfg: HFTrainConfig) -> dict:
-    return {
-        "MODEL_DIR": cfg.model_dir,
-        "--generator": cfg.generator,
-        "--train": cfg.train,
-        "--valid": cfg.valid,
-        "--synonym-table": cfg.synonym_table,
-    }
-
-
-def run_settings(cfg: HFTrainConfig, table, processes: int, keep: float, rand: float) -> dict:
-    """What the run is trained with, recorded with every checkpoint and compared on a resume
-    (:data:`truneg_fairseq.hf.output_dir.FLAGS`): everything that changes the numbers."""
-    from truneg_fairseq.hf import output_dir as outdir
-
-    return {
-        "model": outdir.model_fingerprint(cfg.model_dir),
-        "generator": outdir.model_fingerprint(cfg.generator) if cfg.generator else None,
-        "objective": cfg.objective,
-        "mask_prob": cfg.mask_prob,
-        "leave_unmasked_prob": keep,
-        "random_token_prob": rand,
-        "max_predictions": cfg.max_predictions,
-        "seq_len": cfg.seq_len,
-        "synonym_table": table.content_fingerprint() if table is not None else None,
-        "seed": cfg.seed,
-        "batch_size": cfg.batch_size,
-        "grad_accum": cfg.grad_accum,
-        "processes": processes,
-        "lr": cfg.lr,
-        "warmup_steps": cfg.warmup_steps,
-        "weight_decay": cfg.weight_decay,
-        "max_grad_norm": cfg.max_grad_norm,
-        "sr_weight": cfg.sr_weight,
-        "kl_weight": cfg.kl_weight,
-        "kl_grad_original": cfg.kl_grad_original,
-        "gen_weight": cfg.gen_weight,
-        "disc_weight": cfg.disc_weight,
-        "rtd_synonym_policy": cfg.rtd_synonym_policy,
-    }
-
-
-def resume_point(cfg: HFTrainConfig, settings: dict) -> Optional[str]:
-    """The checkpoint to resume (None: start from MODEL_DIR), checked against the settings; a
-    checkpoint folder the run would save into that it did not write is refused now."""
-    from truneg_fairseq.hf import output_dir as outdir
-
-    last = last_checkpoint(cfg.output_dir) if cfg.resume else None
-    start = 0
-    if last:
-        outdir.check_resume(last, settings)
-        with open(os.path.join(last, "trainer_state.json"), encoding="utf-8") as f:
-            start = int(json.load(f)["global_step"])
-    outdir.refuse_foreign_checkpoints(cfg.output_dir, start, cfg.max_steps, cfg.save_steps)
-    return last
 
 
 # ---- the run ----------------------------------------------------------------------------------
@@ -418,7 +352,7 @@ def run(cfg: HFTrainConfig) -> str:
 
     check_inputs(cfg)
     with output_lock(cfg.output_dir) if is_main_process() else contextlib.nullcontext():
-        outdir.claim(cfg.output_dir, run_inputs(cfg), cfg.resume)
+        outdir.claim(cfg.output_dir, outdir.run_inputs(cfg), cfg.resume)
         return _train(cfg)
 
 
@@ -427,6 +361,7 @@ def _train(cfg: HFTrainConfig) -> str:
 
     from truneg_fairseq.hf import output_dir as outdir
     from truneg_fairseq.hf.collator import MaskedLMCollator
+    from truneg_fairseq.hf.run_record import run_settings
     from truneg_fairseq.hf.trainer import TrueNegativeTrainer
 
     tok, mlm, disc = load_models(cfg)
@@ -441,7 +376,7 @@ def _train(cfg: HFTrainConfig) -> str:
     rand = rand if cfg.random_token_prob is None else cfg.random_token_prob
     args = training_arguments(cfg)
     settings = run_settings(cfg, table, args.world_size, keep, rand)
-    last = resume_point(cfg, settings)
+    last = outdir.resume_point(cfg, settings)
     if is_main_process():
         outdir.mark(cfg.output_dir)  # the run marker first: the directory is this run's
     keep_table(cfg, table)

@@ -36,6 +36,7 @@ from transformers import Trainer, TrainerCallback
 from truneg_fairseq.errors import OutputDirError
 from truneg_fairseq.hf import output_dir as outdir
 from truneg_fairseq.hf.objective import TrueNegativeMLM
+from truneg_fairseq.hf.run_record import write_record
 from truneg_fairseq.hf.stats import StatSums, interval_values
 
 
@@ -161,7 +162,7 @@ class TrueNegativeTrainer(Trainer):
             with self.write_errors(path, "this checkpoint was removed"):
                 super()._save_checkpoint(model, trial)
                 if self.args.should_save and self.run_settings is not None:
-                    outdir.write_record(path, self.run_settings)
+                    write_record(path, self.run_settings)
         except OutputDirError:
             if self.args.should_save:
                 with contextlib.suppress(OSError, OutputDirError):
