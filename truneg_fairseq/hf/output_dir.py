@@ -146,9 +146,10 @@ def refuse_foreign_checkpoints(
     if not out.is_dir():
         return
     ours = checkpoints(out)
-    for step in range((start // save_steps + 1) * save_steps, max_steps + 1, save_steps):
-        name = f"checkpoint-{step}"
-        if os.path.lexists(out / name) and name not in ours:
+    for name in sorted(os.listdir(out)):
+        m = _CHECKPOINT.fullmatch(name)
+        step = int(m.group(1)) if m else 0
+        if m and name not in ours and start < step <= max_steps and step % save_steps == 0:
             raise OutputDirError(
                 f"{out / name} was not written by this run, and the run would save its checkpoint "
                 f"of update {step} there; move it away, or give a new --output-dir"

@@ -71,7 +71,7 @@ class TrueNegativeTrainer(Trainer):
             if args.ddp_find_unused_parameters is None:
                 args.ddp_find_unused_parameters = False  # every parameter takes part in the step
         super().__init__(model, args, *rest, **kwargs)
-        self.run_settings = run_settings  # recorded with each checkpoint (output_dir.RECORD)
+        self.run_settings = run_settings  # recorded with each checkpoint (run_record.RECORD)
         self._train_sums = StatSums()
         if self.data_collator is not None:
             self.add_callback(_CollatorEpoch(self.data_collator))
@@ -189,7 +189,8 @@ class TrueNegativeTrainer(Trainer):
             raise OutputDirError(outdir.write_failure_line(path, e, need, what, last)) from None
 
     def _load_rng_state(self, checkpoint):
-        names = ("rng_state.pth", f"rng_state_{self.args.process_index}.pth")
+        i = self.args.process_index
+        names = (f"rng_state_{i}.pth",) if self.args.world_size > 1 else ("rng_state.pth",)
         with outdir.loading(checkpoint, names):
             super()._load_rng_state(checkpoint)
 
