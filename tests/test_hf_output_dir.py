@@ -181,6 +181,7 @@ def _limit_file_size():
     resource.setrlimit(resource.RLIMIT_FSIZE, (96 << 10, 96 << 10))
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_does_not_fit_is_one_error(tiny, tmp_path):
     """A real failed write: the command under a file-size limit smaller than the model's
     weights (and larger than the marker, the synonym table and the tokenizer files)."""
@@ -206,6 +207,7 @@ def _wait_for(path, proc, timeout=60):
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_two_runs_on_one_output_dir_one_error_and_a_killed_runs_lock_taken_over(
     tiny, tmp_path, capsys
 ):

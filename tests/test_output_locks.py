@@ -226,6 +226,7 @@ def test_two_processes_writing_one_output_leave_one_whole_source(tmp_path, kind)
     assert [p.name for p in out.iterdir()] == ["checkpoint_last.pt"]
 
 
+@pytest.mark.slow
 def test_two_fairseq_train_runs_on_one_save_dir_one_refusal(data_bin, tmp_path):
     """With the plugin loaded, fairseq-train locks its --save-dir for the run: a second run is one
     refusal naming the directory and the holder; a killed run's lock is taken over; runs one
