@@ -81,6 +81,24 @@ def save_bert(
     return model
 
 
+def tiny_bert_and_texts(root: Path) -> Path:
+    """``root/bert``: a BERT masked-LM directory without dropout (runs compare weight for
+    weight); ``root/texts/{a,b}.txt`` (100 lines, one empty) and ``root/valid.txt``."""
+    import transformers
+
+    vocab = wordpiece_vocab()
+    torch.manual_seed(0)
+    cfg = bert_config(len(vocab), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    transformers.BertForMaskedLM(cfg).save_pretrained(str(root / "bert"))
+    write_vocab(root / "bert", vocab)
+    lines = tiny_corpus_lines(120, seed=4)
+    (root / "texts").mkdir()
+    (root / "texts" / "a.txt").write_text("\n".join(lines[:50]) + "\n\n")
+    (root / "texts" / "b.txt").write_text("\n".join(lines[50:100]) + "\n")
+    (root / "valid.txt").write_text("\n".join(lines[100:]) + "\n")
+    return root
+
+
 def save_electra_pair(
     disc_dir: Path, gen_dir: Path, seed: int = 0, vocab=None, gen_embedding_size: int = 16
 ):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from hf_fixtures import bert_config, save_bert, wordpiece_vocab, write_vocab
+from hf_fixtures import bert_config, save_bert, tiny_bert_and_texts
 from utils import REPO, tiny_corpus_lines
 
 from truneg_fairseq.cli import hf_train
@@ -20,20 +20,7 @@ from truneg_fairseq.cli import hf_train
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A BERT masked-LM directory (no dropout: runs compare weight for weight) and texts."""
-    import transformers
-
-    root = tmp_path_factory.mktemp("hf_trainer")
-    vocab = wordpiece_vocab()
-    torch.manual_seed(0)
-    cfg = bert_config(len(vocab), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    transformers.BertForMaskedLM(cfg).save_pretrained(str(root / "bert"))
-    write_vocab(root / "bert", vocab)
-    lines = tiny_corpus_lines(120, seed=4)
-    (root / "texts").mkdir()
-    (root / "texts" / "a.txt").write_text("\n".join(lines[:50]) + "\n\n")
-    (root / "texts" / "b.txt").write_text("\n".join(lines[50:100]) + "\n")
-    (root / "valid.txt").write_text("\n".join(lines[100:]) + "\n")
-    return root
+    return tiny_bert_and_texts(tmp_path_factory.mktemp("hf_trainer"))
 
 
 def base_args(tiny, out, *extra):

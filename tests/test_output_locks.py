@@ -224,3 +224,48 @@ def test_two_processes_writing_one_output_leave_one_whole_source(tmp_path, kind)
     assert [w.exitcode for w in writers] == [0, 0]
     assert _content(dst, kind) in sources and reads > 0
     assert [p.name for p in out.iterdir()] == ["checkpoint_last.pt"]
+
+
+@pytest.mark.slow
+def test_two_fairseq_train_runs_on_one_save_dir_one_refusal(data_bin, tmp_path):
+    """With the plugin loaded, fairseq-train locks its --save-dir for the run: a second run is one
+    refusal naming the directory and the holder; a killed run's lock is taken over; runs one
+    after another in one process each take and release it."""
+    from utils import TINY_ROBERTA, _train_argv, fairseq_train
+
+    save = tmp_path / "ckpt"
+    lock = tmp_path / ".ckpt.lock"
+    tiny = [*TINY_ROBERTA, "--criterion", "masked_lm"]
+    cmd = [sys.executable, "-m", "fairseq_cli.train", *_train_argv(data_bin, save, tiny)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    first = subprocess.Popen(
+        [*cmd, "--max-update", "100000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        t0 = time.time()
+        while not lock.exists():
+            assert first.poll() is None, first.communicate()[1][-3000:]
+            assert time.time() - t0 < 60, "no lock"
+            time.sleep(0.1)
+        # a second run (in this process) while the first trains
+        second = fairseq_train(data_bin, save, [*tiny, "--max-update", "2"], check=False)
+        assert second.returncode == 1 and "Traceback" not in second.stderr, second.stderr
+        line = second.stderr.strip().splitlines()[-1]
+        assert "| ERROR | fairseq_cli.train |" in line, second.stderr
+        assert f"{save} is being written by another run (pid {first.pid}," in line
+        assert "Loaded checkpoint" not in second.stdout and first.poll() is None
+    finally:
+        first.kill()
+        first.communicate()
+    assert lock.exists()  # left by the killed run
+    said = []
+    for updates in ("1", "2"):  # the stale lock taken over; then taken and released again
+        out = fairseq_train(data_bin, save, [*tiny, "--max-update", updates])
+        said.append(out.stdout + out.stderr)
+        assert not lock.exists()
+    assert f"removing the stale lock {lock}" in said[0] and "stale lock" not in said[1]

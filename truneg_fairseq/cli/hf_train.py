@@ -7,10 +7,11 @@ hard correction, soft regularization, sentence-level KL or plain MLM, with trans
   --train / --valid: a text file or a folder of .txt files, one example per non-empty line.
 
 Writes OUTPUT_DIR/checkpoint-N every --save-steps (each loads with from_pretrained; running the
-same command again resumes from the last one; once --max-steps is reached it does nothing),
-OUTPUT_DIR/synonyms.npz (the WordNet synonym
-table of the tokenizer's vocabulary, built on the first run), tensorboard logs in
-OUTPUT_DIR/runs, and the final model in OUTPUT_DIR. The log reports the fairseq plugin's
+same command again resumes from the last one, with the same settings; once --max-steps is reached
+it does nothing), OUTPUT_DIR/synonyms.npz (the WordNet synonym table of the tokenizer's
+vocabulary, built on the first run), tensorboard logs in OUTPUT_DIR/runs, and the final model in
+OUTPUT_DIR. OUTPUT_DIR is new, empty, or an earlier run of this command (never one holding an
+input); one run at a time writes it. The log reports the fairseq plugin's
 statistics under its names: loss (bits per masked token), mlm_loss, corrected_loss / sr_loss /
 kl_loss / disc_loss, mlm_acc, syn_acc, pred_corr_ratio, iter_corr_ratio, ...
 
@@ -159,7 +160,7 @@ def main(argv=None) -> int:
 
     if not sys.stderr.isatty():
         hf_logging.disable_progress_bar()  # no progress bars in a log file
-    from truneg_fairseq.errors import SynonymTableError
+    from truneg_fairseq.errors import OutputDirError, SynonymTableError
     from truneg_fairseq.hf.train import HFTrainConfig, HFTrainError, load_models, run
     from truneg_fairseq.lexicon import WordNetNotFoundError
 
@@ -184,6 +185,6 @@ def main(argv=None) -> int:
             p.error("--train and --output-dir are required (or --build-synonyms FILE)")
         fields = {k: v for k, v in vars(args).items() if k not in ("build_synonyms",)}
         run(HFTrainConfig(**fields))
-    except (HFTrainError, SynonymTableError, WordNetNotFoundError) as e:
+    except (HFTrainError, SynonymTableError, WordNetNotFoundError, OutputDirError) as e:
         fail(str(e))
     return 0

@@ -41,6 +41,10 @@ longer needs it where it can tell. They are installed in this order:
     the plugin raises (bad input, refused flags, a checkpoint that cannot be resumed) ended in a
     traceback above its message; it is one line in fairseq's log format and exit status 1, and
     any other exception keeps its traceback.
+16. ``save_dir_lock``: fairseq-train lets two runs share a ``--save-dir`` (the second loads the
+    first's checkpoint while it is written); the process that writes checkpoints locks the
+    directory for the run with the package's output lock (released at the end, a killed run's
+    lock taken over), and a second run is one refusal naming the directory and the holder.
 
 The plugin's training engine (the fast and compiled update, the statistics summed on the device)
 is not a mend either: it is :mod:`truneg_fairseq.training`, installed after these.
@@ -94,6 +98,7 @@ from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # n
 from .refusals import is_refusal, one_line_refusals  # noqa: F401
 from .remainder_batch import keep_remainder_batch  # noqa: F401
 from .resume import RECORDS, checked_resume, recorded_runs  # noqa: F401
+from .save_dir_lock import lock_save_dir, locked_save_dirs  # noqa: F401
 from .worker_broadcast import trusted_worker_broadcast  # noqa: F401
 
 # the order of the list above
@@ -113,6 +118,7 @@ MENDS = (
     safe_hub_archives,
     checked_data_index,
     one_line_refusals,
+    locked_save_dirs,
 )
 
 _installed = False

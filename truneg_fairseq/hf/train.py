@@ -282,8 +282,9 @@ def check_seq_len(cfg: HFTrainConfig, models) -> None:
 
 
 def synonym_table(cfg: HFTrainConfig, tok):
-    """The table given (checked against the tokenizer), or one built from WordNet and kept in
-    ``output_dir`` (None, logged, when WordNet is missing and the objective can do without)."""
+    """The table given (checked against the tokenizer), or the one an earlier run kept in
+    ``output_dir``, or one built from WordNet (:func:`keep_table` keeps it; None, logged, when
+    WordNet is missing and the objective can do without)."""
     from truneg_fairseq.errors import SynonymTableError
     from truneg_fairseq.hf.vocab import build_synonym_table, load_synonym_table
     from truneg_fairseq.lexicon import WordNetNotFoundError
@@ -303,37 +304,15 @@ def synonym_table(cfg: HFTrainConfig, tok):
             raise HFTrainError(f"{e}; or give --synonym-table FILE") from None
         logger.warning(f"no synonym table ({e}): syn_acc and the correction ratios are not logged")
         return None
-    if is_main_process():
-        os.makedirs(cfg.output_dir, exist_ok=True)
-        table.save(path)
-    return table
+    return table  # kept in output_dir by keep_table once the run starts
 
 
-def last_checkpoint(output_dir: str) -> Optional[str]:
-    """The last complete ``checkpoint-N`` of ``output_dir`` (``trainer_state.json`` is the last
-    file ``Trainer`` writes into one); later, incomplete ones (a save cut short) are logged."""
-    import re
-
-    if not os.path.isdir(output_dir):
-        return None
-    found = sorted(
-        (int(m.group(1)), name)
-        for name in os.listdir(output_dir)
-        if (m := re.fullmatch(r"checkpoint-(\d+)", name))
-        and os.path.isdir(os.path.join(output_dir, name))
-    )
-    skipped = []
-    for _, name in reversed(found):
-        path = os.path.join(output_dir, name)
-        if os.path.isfile(os.path.join(path, "trainer_state.json")):
-            if skipped:
-                logger.warning(
-                    f"{len(skipped)} incomplete checkpoint(s) left aside (no trainer_state.json): "
-                    + ", ".join(skipped)
-                )
-            return path
-        skipped.append(path)
-    return None
+def keep_table(cfg: HFTrainConfig, table) -> None:
+    """Keep a table built for the run in ``output_dir`` (a resume reads it back)."""
+    path = os.path.join(cfg.output_dir, TABLE_NAME)
+    if table is not None and not cfg.synonym_table and not os.path.isfile(path):
+        if is_main_process():
+            table.save(path)
 
 
 def finished_run(cfg: HFTrainConfig, last: Optional[str]) -> bool:
@@ -357,6 +336,23 @@ def finished_run(cfg: HFTrainConfig, last: Optional[str]) -> bool:
 
 def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
+
+
+# ---- the output directory -----------------------------------------------------------------------
+def check_inputs(cfg: HFTrainConfig) -> None:
+    """Every input path named by the command, before any work (a missing --train is said before
+    the synonym table is built, not after)."""
+    check_architecture(local_model_dir(cfg.model_dir, "MODEL_DIR"), cfg.generator)
+    if cfg.generator:
+        local_model_dir(cfg.generator, "--generator")
+    text_files(cfg.train, "--train")
+    if cfg.valid:
+        text_files(cfg.valid, "--valid")
+    if cfg.synonym_table and not os.path.isfile(cfg.synonym_table):
+        raise HFTrainError(
+            f"--synonym-table {cfg.synonym_table} not found (build one: truneg-hf-train "
+            "MODEL_DIR --build-synonyms FILE, or leave the flag out to build it from WordNet)"
+        )
 
 
 # ---- the run ----------------------------------------------------------------------------------
@@ -416,29 +412,53 @@ def _log_line(logs: dict, step: int) -> str:
 
 
 def run(cfg: HFTrainConfig) -> str:
-    """Train; returns the output directory (the final model is saved there)."""
+    """Train; returns the output directory (the final model is saved there). Every input is
+    checked first; the process that writes (rank 0) holds the output directory's lock
+    (:func:`truneg_fairseq.outputs.output_lock`) for the whole run."""
+    import contextlib
+
+    from truneg_fairseq.hf import output_dir as outdir
+    from truneg_fairseq.outputs import output_lock
+
+    check_inputs(cfg)
+    with output_lock(cfg.output_dir) if is_main_process() else contextlib.nullcontext():
+        outdir.claim(cfg.output_dir, outdir.run_inputs(cfg), cfg.resume)
+        return _train(cfg)
+
+
+def _train(cfg: HFTrainConfig) -> str:
     from transformers import PrinterCallback, TrainerCallback
 
+    from truneg_fairseq.hf import output_dir as outdir
     from truneg_fairseq.hf.collator import MaskedLMCollator
+    from truneg_fairseq.hf.run_record import run_settings
     from truneg_fairseq.hf.trainer import TrueNegativeTrainer
 
-    if cfg.resume and finished_run(cfg, last_checkpoint(cfg.output_dir)):
+    if cfg.resume and finished_run(cfg, outdir.last_checkpoint(cfg.output_dir)):
         return cfg.output_dir
     tok, mlm, disc = load_models(cfg)
     models = [(cfg.generator or cfg.model_dir, mlm)]
     check_seq_len(cfg, models + ([(cfg.model_dir, disc)] if disc is not None else []))
-    table = synonym_table(cfg, tok)
-    objective = build_objective(cfg, tok, mlm, disc, table)
     train = LineDataset(read_examples(tok, cfg.train, "--train", cfg.seq_len))
     valid = (
         LineDataset(read_examples(tok, cfg.valid, "--valid", cfg.seq_len)) if cfg.valid else None
     )
+    table = synonym_table(cfg, tok)
+    objective = build_objective(cfg, tok, mlm, disc, table)
     keep, rand = (0.15, 0.0) if disc is not None else (0.1, 0.1)
+    keep = keep if cfg.leave_unmasked_prob is None else cfg.leave_unmasked_prob
+    rand = rand if cfg.random_token_prob is None else cfg.random_token_prob
+    args = training_arguments(cfg)
+    settings = run_settings(cfg, table, args.world_size, keep, rand)
+    last = outdir.resume_point(cfg, settings)
+    if is_main_process():
+        outdir.mark(cfg.output_dir)  # the run marker first: the directory is this run's
+    keep_table(cfg, table)
     collator = MaskedLMCollator(
         tok,
         mask_prob=cfg.mask_prob,
-        leave_unmasked_prob=keep if cfg.leave_unmasked_prob is None else cfg.leave_unmasked_prob,
-        random_token_prob=rand if cfg.random_token_prob is None else cfg.random_token_prob,
+        leave_unmasked_prob=keep,
+        random_token_prob=rand,
         seed=cfg.seed,
         max_predictions=cfg.max_predictions,
     )
@@ -450,15 +470,15 @@ def run(cfg: HFTrainConfig) -> str:
 
     trainer = TrueNegativeTrainer(
         model=objective,
-        args=training_arguments(cfg),
+        args=args,
         data_collator=collator,
         train_dataset=train,
         eval_dataset=valid,
         processing_class=tok,
         callbacks=[LogLines()],
+        run_settings=settings,
     )
     trainer.remove_callback(PrinterCallback)  # the same values as LogLines, as a dict
-    last = last_checkpoint(cfg.output_dir) if cfg.resume else None
     if last:
         logger.info(f"resuming from {last}")
     logger.info(
@@ -469,6 +489,7 @@ def run(cfg: HFTrainConfig) -> str:
     trainer.train(resume_from_checkpoint=last)
     if valid is not None:
         trainer.evaluate()
-    trainer.save_model(cfg.output_dir)
+    with trainer.write_errors(cfg.output_dir, "the final model there is incomplete"):
+        trainer.save_model(cfg.output_dir)
     logger.info(f"done: the model is in {cfg.output_dir} (from_pretrained loads it)")
     return cfg.output_dir

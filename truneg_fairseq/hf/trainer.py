@@ -21,11 +21,17 @@
   nothing counts, so that K processes make the updates of one with gradient accumulation K;
 * checkpoints hold the HF model(s) as ``save_pretrained`` writes them (ELECTRA: the discriminator,
   and the generator in ``generator/``), so ``checkpoint-N`` loads with ``from_pretrained`` and
-  ``resume_from_checkpoint`` continues from it.
+  ``resume_from_checkpoint`` continues from it;
+* the checkpoints it writes are listed in the output directory's run marker
+  (:mod:`truneg_fairseq.hf.output_dir`), each with the run's settings (``run_settings``) when
+  given; ``save_total_limit`` deletes only listed checkpoints, never another folder; a save that
+  fails for lack of space, and a checkpoint that cannot be loaded safely, are one
+  :class:`~truneg_fairseq.errors.OutputDirError` naming the folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -33,7 +39,10 @@ import time
 import torch
 from transformers import Trainer, TrainerCallback
 
+from truneg_fairseq.errors import OutputDirError
+from truneg_fairseq.hf import output_dir as outdir
 from truneg_fairseq.hf.objective import TrueNegativeMLM
+from truneg_fairseq.hf.run_record import write_record
 from truneg_fairseq.hf.sharding import PADDING_ONLY, EpochOrder, PaddedRows
 from truneg_fairseq.hf.stats import StatSums, interval_values
 
@@ -57,7 +66,7 @@ class TrueNegativeTrainer(Trainer):
 
     loss_is_scaled_for_ga = True  # compute_loss divides by the update's masked tokens
 
-    def __init__(self, model=None, args=None, *rest, **kwargs):
+    def __init__(self, model=None, args=None, *rest, run_settings=None, **kwargs):
         if not isinstance(model, TrueNegativeMLM):
             raise TypeError(
                 f"TrueNegativeTrainer trains a truneg_fairseq.hf.TrueNegativeMLM or "
@@ -75,6 +84,7 @@ class TrueNegativeTrainer(Trainer):
             if args.ddp_find_unused_parameters is None:
                 args.ddp_find_unused_parameters = False  # every parameter takes part in the step
         super().__init__(model, args, *rest, **kwargs)
+        self.run_settings = run_settings  # recorded with each checkpoint (run_record.RECORD)
         self._train_sums = StatSums()
         self._order = None  # the training order (EpochOrder) of the current loader
         self.add_callback(_DataEpoch(self))
@@ -205,3 +215,67 @@ class TrueNegativeTrainer(Trainer):
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         (model if model is not None else self.model).load_pretrained_weights(resume_from_checkpoint)
+
+    def train(self, *args, **kwargs):
+        # Trainer's rotation (after each save, and at the end with a best model) deletes every
+        # checkpoint-* folder of the output directory by age: off, the run's own in its place
+        limit, self.args.save_total_limit = self.args.save_total_limit, None
+        self._save_limit = limit
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            self.args.save_total_limit = limit
+
+    def _save_checkpoint(self, model, trial):
+        """``Trainer``'s save, with the folder listed in the run marker (``saving`` first,
+        ``complete`` once whole, with the run's settings) and the rotation limited to listed
+        folders (:meth:`train`)."""
+        out = self._get_output_dir(trial=trial)
+        name = f"checkpoint-{self.state.global_step}"
+        path = os.path.join(out, name)
+        limit = getattr(self, "_save_limit", None)
+        if self.args.should_save:
+            outdir.begin_checkpoint(out, name)
+        try:
+            with self.write_errors(path, "this checkpoint was removed"):
+                super()._save_checkpoint(model, trial)
+                if self.args.should_save and self.run_settings is not None:
+                    write_record(path, self.run_settings)
+        except OutputDirError:
+            if self.args.should_save:
+                with contextlib.suppress(OSError, OutputDirError):
+                    outdir.remove(out, name)  # its space back; never resumed from
+            raise
+        if self.args.should_save:
+            outdir.note(out, name, "complete")
+            best = os.path.basename(self.state.best_model_checkpoint or "")
+            outdir.rotate(out, limit, keep=[best] if best else [])
+
+    @contextlib.contextmanager
+    def write_errors(self, path, what: str):
+        """A write into ``path`` that fails for lack of space (or a file-size limit) becomes one
+        :class:`OutputDirError` saying where, how much is free and how much a checkpoint takes."""
+        try:
+            yield
+        except Exception as e:
+            from truneg_fairseq.outputs import write_failure
+
+            if isinstance(e, OutputDirError) or not write_failure(e):
+                raise
+            need = 3 * sum(p.numel() * p.element_size() for p in self.model.parameters())
+            last = outdir.last_checkpoint(self.args.output_dir)
+            raise OutputDirError(outdir.write_failure_line(path, e, need, what, last)) from None
+
+    def _load_rng_state(self, checkpoint):
+        i = self.args.process_index
+        names = (f"rng_state_{i}.pth",) if self.args.world_size > 1 else ("rng_state.pth",)
+        with outdir.loading(checkpoint, names):
+            super()._load_rng_state(checkpoint)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        with outdir.loading(checkpoint, ("optimizer.pt", "scheduler.pt")):
+            super()._load_optimizer_and_scheduler(checkpoint)
+
+    def _load_scaler(self, checkpoint):
+        with outdir.loading(checkpoint, ("scaler.pt",)):
+            super()._load_scaler(checkpoint)

@@ -1,0 +1,348 @@
+"""The output directory of ``truneg-hf-train`` (and of :class:`TrueNegativeTrainer`): what it
+may hold, which checkpoints the run wrote, and what each checkpoint was trained with.
+
+* The run marker ``OUTPUT_DIR/.truneg-output.json`` (the marker of :mod:`truneg_fairseq.outputs`,
+  command ``truneg-hf-train``) says the directory is a run's and lists the ``checkpoint-N``
+  folders the run wrote, each ``saving`` (a save under way or cut short), ``complete`` or
+  ``deleting``. The command writes only into a new or empty directory or its own earlier
+  run (:func:`claim`); a directory that holds or is one of the run's inputs is refused.
+* Only the checkpoints the marker lists are resumed from (:func:`last_checkpoint`: the last one
+  complete, readable and recorded; earlier ones when the last was cut short, with a log line)
+  and rotated by ``--save-total-limit`` (:func:`rotate`); any other folder of the directory,
+  ``checkpoint-*`` or not, is never touched.
+* Each checkpoint holds the run's settings (:mod:`truneg_fairseq.hf.run_record`); a resume with
+  other settings is refused, naming the setting, both values and how to start afresh.
+
+Everything here is the standard library and :mod:`truneg_fairseq.outputs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from truneg_fairseq.errors import OutputDirError
+from truneg_fairseq.hf.run_record import AFRESH, OWNER, RECORD, check_resume
+from truneg_fairseq.outputs import MARKER, atomic_open, check_dir, read_marker
+
+logger = logging.getLogger(__name__)
+
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
+# ---- the marker --------------------------------------------------------------------------------
+def _marker(out: Path) -> Optional[dict]:
+    path = out / MARKER
+    if not path.exists() and not path.is_symlink():
+        return None
+    data = read_marker(path, str(out), "nothing was changed. Give a new --output-dir")
+    if data["command"] != OWNER:
+        return None
+    found = data.get("checkpoints", {})
+    if not isinstance(found, dict) or not all(
+        isinstance(k, str) and _CHECKPOINT.fullmatch(k) and isinstance(v, str)
+        for k, v in found.items()
+    ):
+        raise OutputDirError(
+            f"{out}: its {MARKER} lists no readable checkpoints; nothing was changed. Move that "
+            "directory away, or give a new --output-dir"
+        )
+    return data
+
+
+def checkpoints(out: os.PathLike) -> Dict[str, str]:
+    """The checkpoint folders the run marker of ``out`` lists, with their state."""
+    data = _marker(Path(out))
+    return dict(data["checkpoints"]) if data else {}
+
+
+def _write_marker(out: Path, found: Dict[str, str]) -> None:
+    by_step = dict(sorted(found.items(), key=lambda kv: _step(kv[0])))
+    with atomic_open(out / MARKER, "w", encoding="utf-8") as f:
+        json.dump({"command": OWNER, "files": {}, "checkpoints": by_step}, f, indent=1)
+        f.write("\n")
+
+
+def mark(out: os.PathLike) -> None:
+    """Make ``out`` a run directory (its marker, before anything else is written there)."""
+    out = Path(out)
+    if _marker(out) is None:
+        out.mkdir(parents=True, exist_ok=True)
+        _write_marker(out, {})
+
+
+def note(out: os.PathLike, name: str, state: Optional[str]) -> None:
+    """Record checkpoint ``name`` of ``out`` as ``state`` (None: no longer there)."""
+    out = Path(out)
+    if (out / MARKER).exists() and _marker(out) is None:
+        raise OutputDirError(
+            f"{out} holds the output of another command (its {MARKER}): checkpoints of this run "
+            "go into a new output directory"
+        )
+    found = checkpoints(out)
+    if state is None:
+        found.pop(name, None)
+    else:
+        found[name] = state
+    _write_marker(out, found)
+
+
+def _step(name: str) -> int:
+    return int(_CHECKPOINT.fullmatch(name).group(1))
+
+
+# ---- before the run ----------------------------------------------------------------------------
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def claim(out: os.PathLike, inputs: Dict[str, Optional[str]], resume: bool = True) -> None:
+    """Before any work: :class:`OutputDirError` when ``out`` cannot be this run's output
+    directory: a file; a directory that is or holds one of ``inputs`` (``{flag: path}``: this run
+    writes and rotates checkpoints there); a directory that holds anything but an earlier run of
+    this command; with ``resume`` False, an earlier run's directory that holds its checkpoints
+    (a fresh run there would mix its checkpoints with the earlier run's)."""
+    out = Path(os.path.abspath(out))
+    if out.is_symlink() and not out.is_dir() or (out.exists() and not out.is_dir()):
+        raise OutputDirError(
+            f"--output-dir {out} is a file, not a directory: give a new (or empty) directory, or "
+            "the directory of an earlier run to resume it"
+        )
+    real = os.path.realpath(out)
+    for flag, path in inputs.items():
+        if path and _inside(os.path.realpath(path), real):
+            raise OutputDirError(
+                f"--output-dir {out} holds the {flag} input {path}: this run writes and rotates "
+                f"checkpoints there and would replace or delete it. Copy it out of {out}, or give "
+                "another --output-dir"
+            )
+    if not out.is_dir():
+        return
+    try:  # another command's output, or files this command did not write
+        check_dir(out, OWNER)
+    except OutputDirError as e:
+        raise OutputDirError(f"--output-dir {e}") from None
+    written = sorted(checkpoints(out), key=_step)
+    if not resume and written:
+        raise OutputDirError(
+            f"--no-resume: {out} holds the checkpoints of an earlier run ({', '.join(written)}); a "
+            "fresh run writes into a new --output-dir (or leave --no-resume out to resume the "
+            "earlier run)"
+        )
+
+
+def refuse_foreign_checkpoints(
+    out: os.PathLike, start: int, max_steps: int, save_steps: int
+) -> None:
+    """A ``checkpoint-N`` folder the run would save into (N a multiple of ``save_steps`` after
+    ``start``) that the run marker does not list: :class:`OutputDirError` before any work."""
+    out = Path(out)
+    if not out.is_dir():
+        return
+    ours = checkpoints(out)
+    for name in sorted(os.listdir(out)):
+        m = _CHECKPOINT.fullmatch(name)
+        step = int(m.group(1)) if m else 0
+        if m and name not in ours and start < step <= max_steps and step % save_steps == 0:
+            raise OutputDirError(
+                f"{out / name} was not written by this run, and the run would save its checkpoint "
+                f"of update {step} there; move it away, or give a new --output-dir"
+            )
+
+
+# ---- a run's inputs and where it resumes (of an ``HFTrainConfig``) -------------------------
+def run_inputs(cfg) -> dict:
+    """The inputs of a run (an ``HFTrainConfig``), by flag."""
+    return {
+        "MODEL_DIR": cfg.model_dir,
+        "--generator": cfg.generator,
+        "--train": cfg.train,
+        "--valid": cfg.valid,
+        "--synonym-table": cfg.synonym_table,
+    }
+
+
+def resume_point(cfg, settings: dict) -> Optional[str]:
+    """The checkpoint to resume (None: start from MODEL_DIR), checked against the settings; a
+    checkpoint folder the run would save into that it did not write is refused now."""
+    last = last_checkpoint(cfg.output_dir) if cfg.resume else None
+    start = 0
+    if last:
+        check_resume(last, settings)
+        with open(os.path.join(last, "trainer_state.json"), encoding="utf-8") as f:
+            start = int(json.load(f)["global_step"])
+    refuse_foreign_checkpoints(cfg.output_dir, start, cfg.max_steps, cfg.save_steps)
+    return last
+
+
+# ---- resuming ------------------------------------------------------------------------------------
+def _unreadable_json(path: Path, key: str) -> str:
+    """Why the JSON object file ``path`` (with ``key``) cannot be used ('' when it can)."""
+    if not path.is_file():
+        return f"no {path.name}"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return f"its {path.name} is not complete JSON"
+    if not isinstance(data, dict) or key not in data:
+        return f"its {path.name} has no {key}"
+    return ""
+
+
+def last_checkpoint(out: os.PathLike) -> Optional[str]:
+    """The last checkpoint the run marker of ``out`` lists as complete whose
+    ``trainer_state.json`` and :data:`RECORD` are whole; a later one that is not (a save cut
+    short, a kill while ``trainer_state.json`` was written) is passed over with a log line
+    naming it, and the one before is resumed."""
+    out = Path(out)
+    found = checkpoints(out) if out.is_dir() else {}
+    skipped = []
+    for name in sorted(found, key=_step, reverse=True):
+        path = out / name
+        why = "cut short while it was written" if found[name] != "complete" else ""
+        why = why or _unreadable_json(path / "trainer_state.json", "global_step")
+        why = why or _unreadable_json(path / RECORD, "settings")
+        if not why:
+            if skipped:
+                logger.warning(
+                    f"{len(skipped)} incomplete checkpoint(s) left aside ({'; '.join(skipped)}): "
+                    f"resuming from {path}, the previous complete one"
+                )
+            return str(path)
+        if path.is_dir():
+            skipped.append(f"{path}: {why}")
+    if skipped:
+        logger.warning(
+            f"{len(skipped)} incomplete checkpoint(s) left aside ({'; '.join(skipped)}) and no "
+            "complete one: starting from MODEL_DIR"
+        )
+    return None
+
+
+def begin_checkpoint(out: os.PathLike, name: str) -> None:
+    """Before checkpoint ``name`` is written into ``out``: a folder of that name the run wrote
+    (a save cut short, or one after the checkpoint resumed from) is removed; one it did not
+    write is :class:`OutputDirError`; then ``name`` is recorded as ``saving``."""
+    out = Path(out)
+    if os.path.lexists(out / name):
+        if name not in checkpoints(out):
+            raise OutputDirError(
+                f"{out / name} was not written by this run, and the run would save a checkpoint "
+                "there; move it away, or give a new output directory"
+            )
+        remove(out, name)
+    out.mkdir(parents=True, exist_ok=True)
+    note(out, name, "saving")
+
+
+_WRITER_TEXTS = (
+    (("os error 27", "File too large"), "File too large"),
+    (("os error 28", "No space left"), "No space left on device"),
+    (("os error 122", "Disk quota"), "Disk quota exceeded"),
+)
+
+
+def write_failure_line(path, e: BaseException, need: int, what: str, last: Optional[str]) -> str:
+    """The one line said of a checkpoint or model whose write into ``path`` failed for lack of
+    space or a file-size limit: where, why, the space free there and what a save takes."""
+    why = e.strerror if isinstance(e, OSError) and e.strerror else ""
+    for errno_text, said in _WRITER_TEXTS:  # a writer's own error (safetensors, torch's zip)
+        if not why and any(t in str(e) for t in errno_text):
+            why = said
+    why = why or "disk full or a file-size limit"
+    try:
+        free = f"{shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free / 1e6:,.0f} MB"
+    except OSError:
+        free = "unknown space"
+    then = f"the same command resumes from {last}" if last else "no checkpoint was complete yet"
+    return (
+        f"{path}: writing failed ({why}); {free} free on that disk, and a checkpoint of this "
+        f"model (weights and optimizer state) takes about {need / 1e6:,.1f} MB: free space (or "
+        f"raise the file-size limit, ulimit -f) or give another --output-dir; {what}; {then}"
+    )
+
+
+@contextlib.contextmanager
+def loading(checkpoint, names):
+    """Loading the files ``names`` of ``checkpoint`` (torch ``weights_only`` loads): a file that
+    holds other Python objects (torch refuses it), or is truncated or damaged, is one
+    :class:`OutputDirError` naming it; any other error passes."""
+    try:
+        yield
+    except Exception as e:
+        if isinstance(e, OutputDirError):
+            raise
+        line = _unloadable(Path(checkpoint), names, e)
+        if line is None:
+            raise
+        raise OutputDirError(line) from None
+
+
+def _unloadable(checkpoint: Path, names, error: BaseException) -> Optional[str]:
+    import pickle
+
+    import torch
+
+    present = [checkpoint / n for n in names if (checkpoint / n).is_file()]
+    if not present:
+        return None
+    culprit, why = None, error
+    if len(present) > 1:  # which one: each loaded alone, tensors and plain values only
+        for path in present:
+            try:
+                torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as e:
+                culprit, why = path, e
+                break
+        if culprit is None:
+            return None
+    else:
+        culprit = present[0]
+    after = f"move {checkpoint} away to resume from the checkpoint before it, or {AFRESH}"
+    if isinstance(why, pickle.UnpicklingError):
+        m = re.search(r"Unsupported global: GLOBAL (\S+)", str(why))
+        what = f" ({m.group(1)})" if m else ""
+        return (
+            f"{culprit} holds Python objects{what} where a checkpoint holds tensors and plain "
+            f"values only: it was not loaded (loading it could run code). It is not a file this "
+            f"run wrote; {after}"
+        )
+    if isinstance(why, (RuntimeError, EOFError, ValueError, OSError)):
+        first = (str(why).strip().splitlines() or [type(why).__name__])[0][:160]
+        return f"{culprit} cannot be read ({first}): it is truncated or damaged; {after}"
+    return None
+
+
+# ---- rotation ------------------------------------------------------------------------------------
+def remove(out: os.PathLike, name: str) -> None:
+    """Delete checkpoint ``name`` of ``out`` that the run wrote (recorded ``deleting`` first, so
+    a kill part way leaves it recorded and never resumed from)."""
+    out = Path(out)
+    note(out, name, "deleting")
+    shutil.rmtree(out / name, ignore_errors=True)
+    note(out, name, None)
+
+
+def rotate(out: os.PathLike, limit: Optional[int], keep: List[str] = ()) -> List[str]:
+    """Keep the last ``limit`` complete checkpoints the run marker lists (and those of
+    ``keep``); delete the older ones and the leftovers of saves cut short before them. Folders
+    the marker does not list are never candidates. Returns the names deleted."""
+    if limit is None or limit <= 0:
+        return []
+    found = checkpoints(out)
+    complete = sorted((n for n, s in found.items() if s == "complete"), key=_step)
+    if not complete:
+        return []
+    kept = set(complete[-limit:]) | set(keep)
+    newest = _step(complete[-1])
+    gone = [n for n in sorted(found, key=_step) if n not in kept and _step(n) < newest]
+    for name in gone:
+        logger.info(f"deleting {Path(out) / name} (--save-total-limit {limit})")
+        remove(out, name)
+    return gone
