@@ -42,3 +42,21 @@ def synonym_table(corpus_dir, data_bin, wn):
     path = data_bin / "synonyms.npz"
     table.save(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def hf_bert_dir(tmp_path_factory):
+    """A tiny random BERT masked-LM saved with transformers (tests/hf_fixtures.py)."""
+    from hf_fixtures import save_bert
+
+    root = tmp_path_factory.mktemp("hf")
+    save_bert(root / "bert")
+    return root / "bert"
+
+
+@pytest.fixture(scope="session")
+def imported_bert(hf_bert_dir, tmp_path_factory):
+    """``hf_bert_dir`` imported as a fairseq checkpoint directory (model.pt, dict.txt, ...)."""
+    from truneg_fairseq.convert.hf import import_hf
+
+    return import_hf(hf_bert_dir, tmp_path_factory.mktemp("imp") / "imported")

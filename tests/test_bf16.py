@@ -16,6 +16,7 @@ from utils import (
     build_components,
     fairseq_train,
     make_classification_data,
+    updates,
     valid_batch,
 )
 
@@ -36,10 +37,6 @@ def losses(log):
     train = [float(x) for x in re.findall(r"train_inner \|.*? loss=([\d.]+)", log)]
     valid = [float(x) for x in re.findall(r"valid on 'valid' subset \| loss ([\d.]+)", log)]
     return train, valid
-
-
-def updates(log):
-    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
 
 
 def bf16_against_fp32(data, tmp_path, args):

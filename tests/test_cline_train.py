@@ -6,17 +6,13 @@ import re
 
 import pytest
 import torch
-from utils import TINY_ROBERTA, fairseq_train, make_classification_data, run_script
+from utils import TINY_ROBERTA, fairseq_train, make_classification_data, run_script, updates
 
 from truneg_fairseq.text import TokenizerSpec
 
 # the tiny RoBERTa of the other tests, as a cline_roberta_tiny (same sizes)
 SIZES = TINY_ROBERTA[2:-2]
 assert TINY_ROBERTA[-2] == "--tokens-per-sample"
-
-
-def updates(log):
-    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
 
 
 @pytest.fixture(scope="module")

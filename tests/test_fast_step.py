@@ -14,6 +14,7 @@ from utils import (
     cuda_graph_refusals,
     fairseq_train,
     recording_aot_eager,
+    updates,
     valid_batch,
 )
 
@@ -107,10 +108,6 @@ def test_bf16_autocast_runs_the_forward_in_bf16(data_bin):
     assert any(
         p.grad is not None and p.grad.abs().sum() > 0 for p in model.discriminator.parameters()
     )
-
-
-def updates(log):
-    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
 
 
 @pytest.mark.slow

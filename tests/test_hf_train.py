@@ -9,16 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 from hf_fixtures import save_bert, save_electra_pair, wordpiece_vocab
-from utils import TINY_ELECTRA_MODEL, fairseq_train, run_script, tiny_corpus_lines
+from utils import TINY_ELECTRA_MODEL, fairseq_train, run_script, tiny_corpus_lines, updates
 
 from truneg_fairseq.convert import hf as hf_convert
 
 RESET = ["--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
 TINY_BERT = ["--arch", "bert_hf_tiny", "--tokens-per-sample", "64"]
-
-
-def updates(log):
-    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
 
 
 def wordpiece_tokenize(vocab_txt: Path, lines, out: Path) -> Path:

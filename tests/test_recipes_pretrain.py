@@ -3,12 +3,11 @@ size flag: the sizes come from the checkpoint (MLM ``RESTORE=``, ELECTRA's check
 or from the import record (CLINE on an imported 40-position BERT); paths with spaces, commas,
 quotes and non-ASCII characters work, a data path with ':' is refused with the reason."""
 
-import re
 import shutil
 
 import pytest
 import torch
-from utils import TINY_ELECTRA, TINY_ROBERTA, fairseq_train, run_recipe
+from utils import TINY_ELECTRA, TINY_ROBERTA, fairseq_train, run_recipe, updates
 
 ODD_NAME = "runs, 'v1' \"q\" über"
 SMALL = dict(MAX_UPDATE="2", MAX_SENTENCES="4", UPDATE_FREQ="1")
@@ -18,10 +17,6 @@ def saved_cfg(path):
     """The checkpoint's config as plain dicts (a RoBERTa/BERT model's section is a Namespace)."""
     cfg = torch.load(path, map_location="cpu", weights_only=False)["cfg"]
     return {k: v if isinstance(v, dict) or v is None else vars(v) for k, v in cfg.items()}
-
-
-def updates(log):
-    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
 
 
 @pytest.mark.slow

@@ -10,13 +10,10 @@ from utils import (
     TINY_ROBERTA,
     fairseq_train,
     make_classification_data,
+    updates,
 )
 
 CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
-
-
-def updates(log):
-    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
 
 
 def electra_train(data_bin, save, criterion, n, extra=()):

@@ -6,6 +6,7 @@ import io
 import logging
 import os
 import random
+import re
 import runpy
 import subprocess
 import sys
@@ -563,3 +564,8 @@ def assert_trained_alike(a: dict, b: dict, bf16: bool) -> None:
     for i in moments_b:
         for key in ("exp_avg", "exp_avg_sq", "step"):
             torch.testing.assert_close(moments_a[i][key], moments_b[i][key], **moment_tol)
+
+
+def updates(log: str) -> int:
+    """The last update number a fairseq-train log names (``num_updates``)."""
+    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
