@@ -30,11 +30,14 @@ from truneg_fairseq.convert.vocab import (
     _hf_vocab_order,
     _recorded_lowercase,
     _write_roberta_vocab,
+    _write_sentencepiece_tokenizer,
     _write_wordpiece,
 )
 from truneg_fairseq.io_utils import atomic_dir
 
 logger = logging.getLogger(__name__)
+
+UNPREDICTED = -1.0e4  # output bias of an exported row that stands for <unk> (exp(-1e4) == 0)
 
 
 def _write_hf(out: Path, config: dict, tensors: Dict[str, torch.Tensor]) -> None:
@@ -177,7 +180,7 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
 
 
 def _export_roberta_family(
-    model, symbols, vocab_file, out: Path, lowercase: bool, dict_txt: Path, gpt2_files
+    model, symbols, vocab_file, out: Path, lowercase: bool, dict_txt: Path, tokenizer
 ) -> List[str]:
     from truneg_fairseq.models.bert import BertModel
 
@@ -198,6 +201,14 @@ def _export_roberta_family(
                 "--vocab is for WordPiece (BERT/ELECTRA) checkpoints; a RoBERTa export keeps fairseq's ids"
             )
         vocab, rows = list(symbols), list(range(len(symbols)))
+        spm_tok = None
+        if tokenizer is not None and tokenizer[0] == "sentencepiece":
+            from truneg_fairseq.text.hf_tokenizer import sentencepiece_tokenizer
+
+            spm_tok, extra = sentencepiece_tokenizer(tokenizer[1], vocab)
+            # the pieces the dictionary lacks read as <unk> in fairseq: rows that copy <unk>'s
+            vocab += extra
+            rows += [symbols.index("<unk>")] * len(extra)
         prefix, arch, mtype = "roberta.", "RobertaForMaskedLM", "roberta"
         # HF's RoBERTa counts positions from padding_idx + 1 exactly as fairseq does
         positions, types = table, torch.zeros(1, table.size(1))
@@ -225,6 +236,11 @@ def _export_roberta_family(
         decoder = ("cls.predictions." if is_bert else "lm_head.") + "decoder."
         t[decoder + "weight"] = s["encoder.lm_head.weight"][rows_t]
         t[decoder + "bias"] = s["encoder.lm_head.bias"][rows_t]  # untied, HF adds this one
+    if len(rows) > len(symbols):  # rows for pieces fairseq reads as <unk>: never predicted, so
+        # the distribution over the dictionary's rows stays the checkpoint's
+        for key in ("lm_head.bias", "lm_head.decoder.bias"):
+            if key in t:
+                t[key][len(symbols) :] = UNPREDICTED
     conf = _common_config(
         arch,
         mtype,
@@ -252,11 +268,13 @@ def _export_roberta_family(
     if is_bert:
         _write_wordpiece(out, vocab, lowercase, positions.size(0))
     else:  # fairseq's positions start after padding_idx, as HF RoBERTa's do
-        _write_roberta_vocab(out, symbols, dict_txt, gpt2_files, positions.size(0) - pad - 1)
+        max_length = positions.size(0) - pad - 1
+        if spm_tok is not None:
+            _write_sentencepiece_tokenizer(out, spm_tok, dict_txt, max_length)
+        else:
+            gpt2_files = tokenizer[1] if tokenizer is not None else None
+            _write_roberta_vocab(out, symbols, dict_txt, gpt2_files, max_length)
     return [arch]
-
-
-SP_SPACE = "\u2581"  # sentencepiece's word-start mark
 
 
 def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
@@ -264,8 +282,9 @@ def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
     whose data directory records another tokenizer (``tokenizer_fingerprint.json``), whose
     pieces a ``BertTokenizer`` would not produce (a sentencepiece ``▁word`` or a GPT-2 BPE id is
     never a WordPiece of the text: most words would become ``[UNK]``)."""
+    from truneg_fairseq.text.marks import word_marks
     from truneg_fairseq.text.record import RECORD_NAME, read_record
-    from truneg_fairseq.text.spec import TokenizerError
+    from truneg_fairseq.text.spec import SP_SPACE, TokenizerError
 
     where = Path(str(data or cfg.task.data).split(os.pathsep)[0])
     try:
@@ -274,7 +293,7 @@ def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
         rec = None  # an unreadable record: the vocabulary alone decides, as without one
     if rec is None:
         # no record: a dictionary of sentencepiece pieces shows by its word-start marks
-        marked = sum(s.startswith(SP_SPACE) for s in symbols)
+        marked = word_marks(symbols)[1]["sentencepiece"]
         if marked * 10 < len(symbols):
             return
         found = f"{marked} of {len(symbols)} entries of its dictionary start with {SP_SPACE!r}"
@@ -291,6 +310,80 @@ def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
     )
 
 
+NO_TOKENIZER = (
+    "or --no-tokenizer to write dict.txt alone (a directory transformers cannot tokenize for)"
+)
+
+
+def _roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model):
+    """(``"sentencepiece"``, .model) or (``"gpt2"``, (encoder.json, vocab.bpe)): the tokenizer a
+    RoBERTa export writes, from the flags or else the data directory's record
+    (``tokenizer_fingerprint.json``), checked against that record and the dictionary; one
+    :class:`ConversionError` naming the flags or the missing file when none can be written."""
+    from truneg_fairseq.text import build_tokenizer, check_record, read_record, word_marks
+    from truneg_fairseq.text.spec import RECORD_NAME, TokenizerError, TokenizerSpec
+
+    record = where / RECORD_NAME
+    try:
+        rec = read_record(where)
+        if gpt2_files:
+            spec = TokenizerSpec(
+                "gpt2", gpt2_encoder_json=gpt2_files[0], gpt2_vocab_bpe=gpt2_files[1]
+            )
+        elif spm_model:
+            spec = TokenizerSpec("sentencepiece", spm_model=str(spm_model))
+        elif rec is None:
+            digits = sum(s.isdigit() for s in symbols)
+            family = "gpt2" if digits * 2 > len(symbols) else word_marks(symbols)[0]
+            if family == "gpt2":
+                need = "--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE (the GPT-2 BPE files"
+            elif family == "sentencepiece":
+                need = "--spm-model FILE (the sentencepiece model"
+            else:
+                need = (
+                    "--spm-model FILE (sentencepiece) or --gpt2-encoder-json FILE "
+                    "--gpt2-vocab-bpe FILE (GPT-2 BPE: the files"
+                )
+            raise ConversionError(
+                f"a RoBERTa export writes the tokenizer of the checkpoint's data, and {where} has "
+                f"no {RECORD_NAME} naming it: give {need} that tokenized its data), {NO_TOKENIZER}"
+            )
+        else:
+            files = {k: f["path"] for k, f in rec["files"].items()}
+            kind = rec["tokenizer"]
+            if kind == "sentencepiece":
+                flags = "--spm-model FILE"
+            elif kind == "gpt2":
+                flags = "--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE"
+            else:
+                raise ConversionError(
+                    f"{checkpoint} is a RoBERTa trained on {kind} tokens ({record}); the export "
+                    "writes a HuggingFace tokenizer for sentencepiece and GPT-2 BPE data: "
+                    f"export it {NO_TOKENIZER[3:]}"
+                )
+            gone = [p for p in files.values() if not Path(p).is_file()]
+            if gone:
+                raise ConversionError(
+                    f"{record} records {', '.join(gone)}, which is gone: give the file that "
+                    f"tokenized the data with {flags}, {NO_TOKENIZER}"
+                )
+            spec = TokenizerSpec(
+                kind,
+                files.get("spm_model"),
+                files.get("gpt2_encoder_json"),
+                files.get("gpt2_vocab_bpe"),
+            )
+        tok = build_tokenizer(spec)
+        check_record(where / "dict.txt", tok)
+        if spec.kind == "sentencepiece":  # pieces of another model are refused here
+            tok.vocab_view(symbols, 4, f"the dictionary of {checkpoint}")
+    except TokenizerError as e:
+        raise ConversionError(str(e)) from None
+    if spec.kind == "gpt2":
+        return "gpt2", (spec.gpt2_encoder_json, spec.gpt2_vocab_bpe)
+    return "sentencepiece", spec.spm_model
+
+
 def export_hf(
     checkpoint,
     hf_dir,
@@ -298,11 +391,16 @@ def export_hf(
     data=None,
     lowercase: Optional[bool] = None,
     gpt2_files: Optional[Tuple[str, str]] = None,
+    spm_model=None,
+    tokenizer: bool = True,
 ) -> List[str]:
     """Write a plugin ELECTRA, BERT or fairseq RoBERTa checkpoint as a HuggingFace directory;
     returns the architectures written. ``vocab_file`` restores the original WordPiece ids;
     ``lowercase`` defaults to the import's record (``import.json``), else to what the
-    vocabulary shows (:func:`_recorded_lowercase`). The checkpoint is read by
+    vocabulary shows (:func:`_recorded_lowercase`). A RoBERTa export writes the tokenizer of
+    its data: a fast tokenizer of its sentencepiece pieces (``spm_model``, else the data
+    directory's record), or GPT-2's BPE files (``gpt2_files``, else the record's);
+    ``tokenizer=False`` writes ``dict.txt`` alone. The checkpoint is read by
     :func:`~truneg_fairseq.checkpoints.load_for_inference`, as every script reads one: a missing or
     unusable file is its :class:`~truneg_fairseq.checkpoints.CheckpointError`."""
     from fairseq.models.roberta import RobertaModel
@@ -319,8 +417,20 @@ def export_hf(
     )
     symbols = list(task.source_dictionary.symbols)
     wordpiece = isinstance(model, (ElectraModel, BertModel))
+    where = Path(str(data or cfg.task.data).split(os.pathsep)[0])
     if wordpiece:
+        for flag, given in (("--spm-model", spm_model), ("--no-tokenizer", not tokenizer)):
+            if given:
+                raise ConversionError(
+                    f"{flag} is for a RoBERTa export; {checkpoint} holds a "
+                    f"{type(model).__name__}, exported with a WordPiece vocabulary"
+                )
         _check_wordpiece_data(checkpoint, cfg, data, type(model).__name__, symbols)
+        tok_source = None
+    elif isinstance(model, RobertaModel) and tokenizer:
+        tok_source = _roberta_tokenizer(checkpoint, where, symbols, gpt2_files, spm_model)
+    else:
+        tok_source = None
     if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():
         vocab_file = (
             Path(checkpoint).parent / "vocab.txt"
@@ -338,6 +448,7 @@ def export_hf(
         "--data": data,
         "--gpt2-encoder-json": gpt2_files and gpt2_files[0],
         "--gpt2-vocab-bpe": gpt2_files and gpt2_files[1],
+        "--spm-model": spm_model,
     }
     with atomic_dir(hf_dir, "convert_hf.py export", inputs=inputs) as work, torch.no_grad():
         if isinstance(model, ElectraModel):
@@ -345,7 +456,7 @@ def export_hf(
         elif isinstance(model, RobertaModel):
             dict_txt = Path(str(cfg.task.data).split(os.pathsep)[0]) / "dict.txt"
             written = _export_roberta_family(
-                model, symbols, vocab_file, work, lowercase, dict_txt, gpt2_files
+                model, symbols, vocab_file, work, lowercase, dict_txt, tok_source
             )
         else:
             raise ConversionError(

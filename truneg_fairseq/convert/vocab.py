@@ -77,8 +77,8 @@ def _write_roberta_vocab(
     shutil.copyfile(dict_txt, out / "dict.txt")
     if not gpt2_files:
         logger.warning(
-            "RoBERTa export without --gpt2-encoder-json/--gpt2-vocab-bpe: only dict.txt is written; "
-            "give them to also write vocab.json and merges.txt"
+            "RoBERTa export with --no-tokenizer: only dict.txt is written; transformers cannot "
+            "tokenize text for this directory"
         )
         return
     encoder_json, vocab_bpe = gpt2_files
@@ -97,10 +97,25 @@ def _write_roberta_vocab(
     with open(out / "vocab.json", "w", encoding="utf-8") as f:
         json.dump(vocab, f, ensure_ascii=False)
     shutil.copyfile(vocab_bpe, out / "merges.txt")
+    _write_tokenizer_config(out, "RobertaTokenizer", max_length)
+
+
+def _write_sentencepiece_tokenizer(out: Path, tok, dict_txt: Path, max_length: int) -> None:
+    """fairseq's dict and the fast tokenizer of its sentencepiece pieces
+    (:func:`~truneg_fairseq.text.hf_tokenizer.sentencepiece_tokenizer`): tokenizer.json and its
+    config, which ``AutoTokenizer`` and the pipelines load as they are."""
+    shutil.copyfile(dict_txt, out / "dict.txt")
+    tok.save(str(out / "tokenizer.json"))
+    _write_tokenizer_config(out, "PreTrainedTokenizerFast", max_length)
+
+
+def _write_tokenizer_config(out: Path, tokenizer_class: str, max_length: int) -> None:
+    """tokenizer_config.json with fairseq's specials; ``model_max_length`` is what the position
+    table takes."""
     with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
         json.dump(
             {
-                "tokenizer_class": "RobertaTokenizer",
+                "tokenizer_class": tokenizer_class,
                 "bos_token": "<s>",
                 "eos_token": "</s>",
                 "sep_token": "</s>",
