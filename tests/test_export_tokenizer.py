@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 import torch
-from utils import TINY_ROBERTA, build_components, run_script
+from utils import TINY_ROBERTA, build_components, run_script, valid_batch
 
 from truneg_fairseq.convert import hf as hf_convert
 from truneg_fairseq.convert.build import _save_checkpoint
@@ -90,8 +90,6 @@ def test_the_export_predicts_as_the_checkpoint(exported, roberta):
     """The rows added for pieces the dictionary lacks copy <unk>'s embedding and are never
     predicted: the logits over the dictionary's rows are the checkpoint's."""
     from transformers import RobertaForMaskedLM
-
-    from utils import valid_batch
 
     d = roberta["task"].source_dictionary
     hf = RobertaForMaskedLM.from_pretrained(str(exported)).eval()
