@@ -186,10 +186,36 @@ def test_without_a_record_the_flags_are_named(roberta, tmp_path, corpus_dir):
 
 def test_a_gpt2_roberta_without_its_bpe_files_is_one_error(tmp_path):
     """A dictionary of GPT-2 BPE ids and no record: the export asks for the BPE files."""
-    from truneg_fairseq.convert.export import _roberta_tokenizer
+    from truneg_fairseq.convert.vocab import roberta_tokenizer
 
     data = tmp_path / "data"
     data.mkdir()
     symbols = ["<s>", "<pad>", "</s>", "<unk>"] + [str(i) for i in range(40)] + ["<mask>"]
     with pytest.raises(ConversionError, match=r"--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE"):
-        _roberta_tokenizer("rob.pt", data, symbols, None, None)
+        roberta_tokenizer("rob.pt", data, symbols, None, None)
+
+
+@pytest.mark.slow
+def test_the_offline_recipe_of_the_docs_makes_a_directory_hf_train_continues(
+    tmp_path, monkeypatch, capsys
+):
+    """docs/hf.md's "A model directory, offline" program, run as written on the tiny corpus:
+    its directory passes truneg-hf-train's checks and trains."""
+    import re
+    import runpy
+
+    from utils import REPO, tiny_corpus_lines
+
+    from truneg_fairseq.cli import hf_train
+
+    doc = (REPO / "docs" / "hf.md").read_text()
+    block = doc.split("<!-- offline model -->\n", 1)[1].split("<!-- end offline model -->", 1)[0]
+    code = re.fullmatch(r"```python\n(.*)```\n", block, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus.txt").write_text("\n".join(tiny_corpus_lines(200)) + "\n")
+    (tmp_path / "recipe.py").write_text(code)
+    runpy.run_path(str(tmp_path / "recipe.py"), run_name="__main__")
+    argv = ["my-bert", "--train", "corpus.txt", "--output-dir", "run", "--cpu", "--objective",
+            "mlm", "--max-steps", "2", "--seq-len", "32", "--report-to", "none"]  # fmt: skip
+    assert hf_train.main(argv) == 0
+    assert "num_updates 2" in capsys.readouterr().out

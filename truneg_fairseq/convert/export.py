@@ -32,6 +32,7 @@ from truneg_fairseq.convert.vocab import (
     _write_roberta_vocab,
     _write_sentencepiece_tokenizer,
     _write_wordpiece,
+    roberta_tokenizer,
 )
 from truneg_fairseq.io_utils import atomic_dir
 
@@ -310,80 +311,6 @@ def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
     )
 
 
-NO_TOKENIZER = (
-    "or --no-tokenizer to write dict.txt alone (a directory transformers cannot tokenize for)"
-)
-
-
-def _roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model):
-    """(``"sentencepiece"``, .model) or (``"gpt2"``, (encoder.json, vocab.bpe)): the tokenizer a
-    RoBERTa export writes, from the flags or else the data directory's record
-    (``tokenizer_fingerprint.json``), checked against that record and the dictionary; one
-    :class:`ConversionError` naming the flags or the missing file when none can be written."""
-    from truneg_fairseq.text import build_tokenizer, check_record, read_record, word_marks
-    from truneg_fairseq.text.spec import RECORD_NAME, TokenizerError, TokenizerSpec
-
-    record = where / RECORD_NAME
-    try:
-        rec = read_record(where)
-        if gpt2_files:
-            spec = TokenizerSpec(
-                "gpt2", gpt2_encoder_json=gpt2_files[0], gpt2_vocab_bpe=gpt2_files[1]
-            )
-        elif spm_model:
-            spec = TokenizerSpec("sentencepiece", spm_model=str(spm_model))
-        elif rec is None:
-            digits = sum(s.isdigit() for s in symbols)
-            family = "gpt2" if digits * 2 > len(symbols) else word_marks(symbols)[0]
-            if family == "gpt2":
-                need = "--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE (the GPT-2 BPE files"
-            elif family == "sentencepiece":
-                need = "--spm-model FILE (the sentencepiece model"
-            else:
-                need = (
-                    "--spm-model FILE (sentencepiece) or --gpt2-encoder-json FILE "
-                    "--gpt2-vocab-bpe FILE (GPT-2 BPE: the files"
-                )
-            raise ConversionError(
-                f"a RoBERTa export writes the tokenizer of the checkpoint's data, and {where} has "
-                f"no {RECORD_NAME} naming it: give {need} that tokenized its data), {NO_TOKENIZER}"
-            )
-        else:
-            files = {k: f["path"] for k, f in rec["files"].items()}
-            kind = rec["tokenizer"]
-            if kind == "sentencepiece":
-                flags = "--spm-model FILE"
-            elif kind == "gpt2":
-                flags = "--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE"
-            else:
-                raise ConversionError(
-                    f"{checkpoint} is a RoBERTa trained on {kind} tokens ({record}); the export "
-                    "writes a HuggingFace tokenizer for sentencepiece and GPT-2 BPE data: "
-                    f"export it {NO_TOKENIZER[3:]}"
-                )
-            gone = [p for p in files.values() if not Path(p).is_file()]
-            if gone:
-                raise ConversionError(
-                    f"{record} records {', '.join(gone)}, which is gone: give the file that "
-                    f"tokenized the data with {flags}, {NO_TOKENIZER}"
-                )
-            spec = TokenizerSpec(
-                kind,
-                files.get("spm_model"),
-                files.get("gpt2_encoder_json"),
-                files.get("gpt2_vocab_bpe"),
-            )
-        tok = build_tokenizer(spec)
-        check_record(where / "dict.txt", tok)
-        if spec.kind == "sentencepiece":  # pieces of another model are refused here
-            tok.vocab_view(symbols, 4, f"the dictionary of {checkpoint}")
-    except TokenizerError as e:
-        raise ConversionError(str(e)) from None
-    if spec.kind == "gpt2":
-        return "gpt2", (spec.gpt2_encoder_json, spec.gpt2_vocab_bpe)
-    return "sentencepiece", spec.spm_model
-
-
 def export_hf(
     checkpoint,
     hf_dir,
@@ -428,7 +355,7 @@ def export_hf(
         _check_wordpiece_data(checkpoint, cfg, data, type(model).__name__, symbols)
         tok_source = None
     elif isinstance(model, RobertaModel) and tokenizer:
-        tok_source = _roberta_tokenizer(checkpoint, where, symbols, gpt2_files, spm_model)
+        tok_source = roberta_tokenizer(checkpoint, where, symbols, gpt2_files, spm_model)
     else:
         tok_source = None
     if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():

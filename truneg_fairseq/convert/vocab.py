@@ -4,8 +4,9 @@ decides how every embedding and output row moves.
 fairseq puts ``<s> <pad> </s> <unk>`` first and adds ``<mask>`` last, so the fairseq rows are
 HF's ``[CLS] [PAD] [SEP] [UNK]``, then every other WordPiece entry in HF id order, then
 ``[MASK]``; ``dict.txt`` lists the entries between (same vocabulary size). An export writes
-the tokenizer files ``transformers`` reads: WordPiece for BERT and ELECTRA, GPT-2's byte-level
-BPE for RoBERTa."""
+the tokenizer files ``transformers`` reads: WordPiece for BERT and ELECTRA; for RoBERTa, GPT-2's
+byte-level BPE or a fast tokenizer of its sentencepiece pieces (:func:`roberta_tokenizer` finds
+which, from the flags or the data's record)."""
 
 import json
 import logging
@@ -147,3 +148,77 @@ def _recorded_lowercase(checkpoint, vocab_file, symbols) -> bool:
     if vocab_file is not None and Path(vocab_file).is_file():
         vocab = Path(vocab_file).read_text(encoding="utf-8").splitlines()
     return uncased([t for t in vocab if not (t.startswith("<") and t.endswith(">"))])
+
+
+NO_TOKENIZER = (
+    "or --no-tokenizer to write dict.txt alone (a directory transformers cannot tokenize for)"
+)
+
+
+def roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model):
+    """(``"sentencepiece"``, .model) or (``"gpt2"``, (encoder.json, vocab.bpe)): the tokenizer a
+    RoBERTa export writes, from the flags or else the data directory's record
+    (``tokenizer_fingerprint.json``), checked against that record and the dictionary; one
+    :class:`ConversionError` naming the flags or the missing file when none can be written."""
+    from truneg_fairseq.text import build_tokenizer, check_record, read_record, word_marks
+    from truneg_fairseq.text.spec import RECORD_NAME, TokenizerError, TokenizerSpec
+
+    record = where / RECORD_NAME
+    try:
+        rec = read_record(where)
+        if gpt2_files:
+            spec = TokenizerSpec(
+                "gpt2", gpt2_encoder_json=gpt2_files[0], gpt2_vocab_bpe=gpt2_files[1]
+            )
+        elif spm_model:
+            spec = TokenizerSpec("sentencepiece", spm_model=str(spm_model))
+        elif rec is None:
+            digits = sum(s.isdigit() for s in symbols)
+            family = "gpt2" if digits * 2 > len(symbols) else word_marks(symbols)[0]
+            if family == "gpt2":
+                need = "--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE (the GPT-2 BPE files"
+            elif family == "sentencepiece":
+                need = "--spm-model FILE (the sentencepiece model"
+            else:
+                need = (
+                    "--spm-model FILE (sentencepiece) or --gpt2-encoder-json FILE "
+                    "--gpt2-vocab-bpe FILE (GPT-2 BPE: the files"
+                )
+            raise ConversionError(
+                f"a RoBERTa export writes the tokenizer of the checkpoint's data, and {where} has "
+                f"no {RECORD_NAME} naming it: give {need} that tokenized its data), {NO_TOKENIZER}"
+            )
+        else:
+            files = {k: f["path"] for k, f in rec["files"].items()}
+            kind = rec["tokenizer"]
+            if kind == "sentencepiece":
+                flags = "--spm-model FILE"
+            elif kind == "gpt2":
+                flags = "--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE"
+            else:
+                raise ConversionError(
+                    f"{checkpoint} is a RoBERTa trained on {kind} tokens ({record}); the export "
+                    "writes a HuggingFace tokenizer for sentencepiece and GPT-2 BPE data: "
+                    f"export it {NO_TOKENIZER[3:]}"
+                )
+            gone = [p for p in files.values() if not Path(p).is_file()]
+            if gone:
+                raise ConversionError(
+                    f"{record} records {', '.join(gone)}, which is gone: give the file that "
+                    f"tokenized the data with {flags}, {NO_TOKENIZER}"
+                )
+            spec = TokenizerSpec(
+                kind,
+                files.get("spm_model"),
+                files.get("gpt2_encoder_json"),
+                files.get("gpt2_vocab_bpe"),
+            )
+        tok = build_tokenizer(spec)
+        check_record(where / "dict.txt", tok)
+        if spec.kind == "sentencepiece":  # pieces of another model are refused here
+            tok.vocab_view(symbols, 4, f"the dictionary of {checkpoint}")
+    except TokenizerError as e:
+        raise ConversionError(str(e)) from None
+    if spec.kind == "gpt2":
+        return "gpt2", (spec.gpt2_encoder_json, spec.gpt2_vocab_bpe)
+    return "sentencepiece", spec.spm_model
