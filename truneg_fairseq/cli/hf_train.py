@@ -150,7 +150,7 @@ def build_parser():
 
 
 def _check_model_dirs(args) -> None:
-    """MODEL_DIR and GEN_DIR refused at once, before torch or transformers is imported: a hub id
+    """MODEL_DIR and GEN_DIR refused at once, before any model or tokenizer is loaded: a hub id
     (nothing is downloaded), a WordPiece vocabulary without '##' pieces."""
     import os
 

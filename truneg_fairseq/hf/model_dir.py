@@ -1,12 +1,14 @@
 """What a model directory given to ``truneg-hf-train`` must be, said before any work: a local
 ``save_pretrained`` directory (nothing is downloaded at run time), whose WordPiece vocabulary,
-when it has one, holds ``##`` continuation pieces. Standard library only: the checks run before
-transformers or torch is imported."""
+when it has one, holds ``##`` continuation pieces. Files are read as text: the checks run
+before any model or tokenizer is loaded."""
 
 import json
 import re
 from pathlib import Path
 from typing import List, Optional
+
+from truneg_fairseq.text.marks import word_marks
 
 OFFLINE_DOC = 'docs/hf.md, "A model directory, offline"'
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
@@ -56,7 +58,7 @@ def wordpiece_problem(model_dir: Path) -> Optional[str]:
     list of whole words), else None. Such a vocabulary reads every word it lacks as ``[UNK]``,
     and no synonym table can tell its words from pieces."""
     entries = _wordpiece_entries(model_dir)
-    if not entries or any(e.startswith("##") for e in entries):
+    if not entries or word_marks(entries)[1]["wordpiece"]:
         return None
     where = model_dir / (
         "tokenizer.json" if (model_dir / "tokenizer.json").is_file() else "vocab.txt"
