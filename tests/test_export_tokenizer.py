@@ -184,15 +184,42 @@ def test_without_a_record_the_flags_are_named(roberta, tmp_path, corpus_dir):
     assert "--spm-model FILE" in bad.stderr and "--no-tokenizer" in bad.stderr
 
 
-def test_a_gpt2_roberta_without_its_bpe_files_is_one_error(tmp_path):
-    """A dictionary of GPT-2 BPE ids and no record: the export asks for the BPE files."""
-    from truneg_fairseq.convert.vocab import roberta_tokenizer
+def test_a_gpt2_roberta_exports_its_bpe_and_without_its_files_is_one_error(tmp_path):
+    """A RoBERTa on GPT-2 BPE ids (a toy byte-level BPE, the dictionary made from the text, so
+    most byte pieces are missing from it): the export's vocab.json + merges.txt give the plugin's
+    ids on every line; without the record the export asks for the BPE files."""
+    from transformers import AutoTokenizer
+    from utils import tiny_corpus_lines, write_toy_gpt2_bpe
 
-    data = tmp_path / "data"
-    data.mkdir()
-    symbols = ["<s>", "<pad>", "</s>", "<unk>"] + [str(i) for i in range(40)] + ["<mask>"]
+    from truneg_fairseq.data import corpus
+    from truneg_fairseq.text import TokenizerSpec, build_tokenizer, write_record
+
+    bpe = write_toy_gpt2_bpe(tmp_path / "bpe")
+    spec = TokenizerSpec(
+        "gpt2", gpt2_encoder_json=str(bpe / "encoder.json"), gpt2_vocab_bpe=str(bpe / "vocab.bpe")
+    )
+    plugin = build_tokenizer(spec)
+    lines = tiny_corpus_lines(120, seed=5)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "train.txt").write_text("\n".join(plugin.encode_lines(lines[:100])) + "\n")
+    (raw / "valid.txt").write_text("\n".join(plugin.encode_lines(lines[100:])) + "\n")
+    data = corpus.binarize(raw / "train.txt", raw / "valid.txt", tmp_path / "data-bin")
+    write_record(data, plugin)
+    task, model, _ = build_components(data, ["--criterion", "masked_lm"], arch_args=TINY_ROBERTA)
+    _save_checkpoint(tmp_path / "rob.pt", _cfg_of(data, TINY_ROBERTA), model)
+    hf_convert.export_hf(tmp_path / "rob.pt", tmp_path / "hf")
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "hf"), local_files_only=True)
+    d = task.source_dictionary
+    assert tok.mask_token_id == d.index("<mask>")
+    for line in lines + ["Why 99 zebras?"]:
+        got = tok(line)["input_ids"]
+        assert got[0] == d.bos() and got[-1] == d.eos()
+        assert [i if i < len(d) else d.unk() for i in got[1:-1]] == plugin.encode_ids(line, d)
+    (data / "tokenizer_fingerprint.json").unlink()
     with pytest.raises(ConversionError, match=r"--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE"):
-        roberta_tokenizer("rob.pt", data, symbols, None, None)
+        hf_convert.export_hf(tmp_path / "rob.pt", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow

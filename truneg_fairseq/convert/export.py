@@ -29,9 +29,11 @@ from truneg_fairseq.convert.keys import (
 from truneg_fairseq.convert.vocab import (
     _hf_vocab_order,
     _recorded_lowercase,
-    _write_roberta_vocab,
+    _write_dict_only,
+    _write_gpt2_tokenizer,
     _write_sentencepiece_tokenizer,
     _write_wordpiece,
+    gpt2_vocab,
     roberta_tokenizer,
 )
 from truneg_fairseq.io_utils import atomic_dir
@@ -202,14 +204,16 @@ def _export_roberta_family(
                 "--vocab is for WordPiece (BERT/ELECTRA) checkpoints; a RoBERTa export keeps fairseq's ids"
             )
         vocab, rows = list(symbols), list(range(len(symbols)))
-        spm_tok = None
+        extra: List[str] = []
         if tokenizer is not None and tokenizer[0] == "sentencepiece":
             from truneg_fairseq.text.hf_tokenizer import sentencepiece_tokenizer
 
-            spm_tok, extra = sentencepiece_tokenizer(tokenizer[1], vocab)
-            # the pieces the dictionary lacks read as <unk> in fairseq: rows that copy <unk>'s
-            vocab += extra
-            rows += [symbols.index("<unk>")] * len(extra)
+            hf_tok, extra = sentencepiece_tokenizer(tokenizer[1], vocab)
+        elif tokenizer is not None:
+            hf_tok, extra = gpt2_vocab(symbols, tokenizer[1][0])
+        # the pieces the dictionary lacks read as <unk> in fairseq: rows that copy <unk>'s
+        vocab += extra
+        rows += [symbols.index("<unk>")] * len(extra)
         prefix, arch, mtype = "roberta.", "RobertaForMaskedLM", "roberta"
         # HF's RoBERTa counts positions from padding_idx + 1 exactly as fairseq does
         positions, types = table, torch.zeros(1, table.size(1))
@@ -270,11 +274,12 @@ def _export_roberta_family(
         _write_wordpiece(out, vocab, lowercase, positions.size(0))
     else:  # fairseq's positions start after padding_idx, as HF RoBERTa's do
         max_length = positions.size(0) - pad - 1
-        if spm_tok is not None:
-            _write_sentencepiece_tokenizer(out, spm_tok, dict_txt, max_length)
+        if tokenizer is None:
+            _write_dict_only(out, dict_txt)
+        elif tokenizer[0] == "sentencepiece":
+            _write_sentencepiece_tokenizer(out, hf_tok, dict_txt, max_length)
         else:
-            gpt2_files = tokenizer[1] if tokenizer is not None else None
-            _write_roberta_vocab(out, symbols, dict_txt, gpt2_files, max_length)
+            _write_gpt2_tokenizer(out, hf_tok, tokenizer[1][1], dict_txt, max_length)
     return [arch]
 
 

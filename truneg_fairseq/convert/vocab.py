@@ -12,7 +12,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.hf_dir import _read_json
@@ -70,31 +70,41 @@ def _write_wordpiece(out: Path, vocab: List[str], lowercase: bool, max_length: i
         json.dump(tok_cfg, f, indent=2)
 
 
-def _write_roberta_vocab(
-    out: Path, symbols: List[str], dict_txt: Path, gpt2_files, max_length: int
-) -> None:
-    """fairseq's dict (always) and, with GPT-2's encoder.json + vocab.bpe, the byte-level BPE files
-    ``transformers``' RoBERTa tokenizer reads (vocab.json maps BPE strings to the model's rows)."""
-    shutil.copyfile(dict_txt, out / "dict.txt")
-    if not gpt2_files:
-        logger.warning(
-            "RoBERTa export with --no-tokenizer: only dict.txt is written; transformers cannot "
-            "tokenize text for this directory"
-        )
-        return
-    encoder_json, vocab_bpe = gpt2_files
+def gpt2_vocab(symbols: List[str], encoder_json) -> Tuple[Dict[str, int], List[str]]:
+    """(vocab.json: GPT-2 BPE string -> the dictionary's row, then the BPE strings the
+    dictionary lacks, in encoder.json's order, with the ids after its rows; those strings). The specials and fairseq's ``madeupword`` fillers keep
+    their names. The BPE's merges go through strings the dictionary may lack (the text never
+    produced them alone): they get the ids after the dictionary's rows, as sentencepiece's do."""
     gpt2 = _read_json(Path(encoder_json))
     by_id = {v: k for k, v in gpt2.items()}
-    vocab = {}
+    vocab: Dict[str, int] = {}
     for row, sym in enumerate(symbols):
-        if sym.isdigit() and int(sym) in by_id:
-            vocab[by_id[int(sym)]] = row
-        elif row < 4 or sym == "<mask>":
-            vocab[sym] = row
-        else:
+        key = by_id.get(int(sym), sym) if sym.isdigit() else sym
+        if key in vocab:
             raise ConversionError(
-                f"dictionary entry {sym!r} (row {row}) is not a GPT-2 BPE id of {encoder_json}"
+                f"dictionary entries {row} and {vocab[key]} are both {key!r} of {encoder_json}"
             )
+        vocab[key] = row
+    extra = [t for t, _ in sorted(gpt2.items(), key=lambda kv: kv[1]) if t not in vocab]
+    vocab.update((t, len(symbols) + i) for i, t in enumerate(extra))
+    return vocab, extra
+
+
+def _write_dict_only(out: Path, dict_txt: Path) -> None:
+    """fairseq's dict alone (``--no-tokenizer``)."""
+    shutil.copyfile(dict_txt, out / "dict.txt")
+    logger.warning(
+        "RoBERTa export with --no-tokenizer: only dict.txt is written; transformers cannot "
+        "tokenize text for this directory"
+    )
+
+
+def _write_gpt2_tokenizer(
+    out: Path, vocab: Dict[str, int], vocab_bpe, dict_txt: Path, max_length: int
+) -> None:
+    """fairseq's dict and the byte-level BPE files ``transformers``' RoBERTa tokenizer reads
+    (vocab.json from :func:`gpt2_vocab`, GPT-2's vocab.bpe as merges.txt)."""
+    shutil.copyfile(dict_txt, out / "dict.txt")
     with open(out / "vocab.json", "w", encoding="utf-8") as f:
         json.dump(vocab, f, ensure_ascii=False)
     shutil.copyfile(vocab_bpe, out / "merges.txt")
@@ -215,8 +225,7 @@ def roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model):
             )
         tok = build_tokenizer(spec)
         check_record(where / "dict.txt", tok)
-        if spec.kind == "sentencepiece":  # pieces of another model are refused here
-            tok.vocab_view(symbols, 4, f"the dictionary of {checkpoint}")
+        tok.vocab_view(symbols, 4, f"the dictionary of {checkpoint}")  # another one's: refused
     except TokenizerError as e:
         raise ConversionError(str(e)) from None
     if spec.kind == "gpt2":
