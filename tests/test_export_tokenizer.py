@@ -125,10 +125,12 @@ def test_truneg_hf_train_continues_the_export(exported, corpus_dir, tmp_path, ca
     text.write_text("\n".join(corpus_lines(corpus_dir)[:64]) + "\n")
     out = tmp_path / "run"
     argv = [str(exported), "--train", str(text), "--output-dir", str(out), "--cpu",
-            "--objective", "mlm", "--max-steps", "3", "--batch-size", "4", "--seq-len", "32",
+            "--objective", "hard_correction", "--max-steps", "3", "--batch-size", "4", "--seq-len", "32",
             "--save-steps", "100", "--log-steps", "1", "--report-to", "none"]  # fmt: skip
     assert hf_train.main(argv) == 0
-    assert "num_updates 3" in capsys.readouterr().out
+    log = capsys.readouterr().out
+    assert "num_updates 3" in log and "pred_corr_ratio" in log  # the tokenizer's synonym table
+    assert (out / "synonyms.npz").is_file()
     RobertaForMaskedLM.from_pretrained(str(out))
 
 
