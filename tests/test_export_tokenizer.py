@@ -156,7 +156,7 @@ def _moved(roberta, tmp_path, record=True):
     return data
 
 
-def test_a_sentencepiece_record_whose_model_is_gone_is_one_error(roberta, tmp_path):
+def test_a_sentencepiece_record_whose_model_is_gone_is_one_error(roberta, tmp_path, corpus_dir):
     data = _moved(roberta, tmp_path)
     rec = json.loads((data / "tokenizer_fingerprint.json").read_text())
     rec["files"]["spm_model"]["path"] = str(tmp_path / "gone.model")
@@ -164,7 +164,17 @@ def test_a_sentencepiece_record_whose_model_is_gone_is_one_error(roberta, tmp_pa
     with pytest.raises(ConversionError, match=r"gone\.model, which is gone.*--spm-model FILE"):
         hf_convert.export_hf(roberta["ckpt"], tmp_path / "out", data=str(data))
     assert not (tmp_path / "out").exists()
-    # --spm-model gives it back; a model other than the recorded one is refused
+    # a model other than the recorded one is refused; the recorded one, moved, gives it back
+    from truneg_fairseq.data import corpus
+
+    other = corpus.train_sentencepiece(
+        corpus_dir / "raw" / "train.txt", tmp_path / "other", vocab_size=120, model_type="bpe"
+    )
+    with pytest.raises(
+        ConversionError, match=r"--spm-model .*other\.model is not the file that made"
+    ):
+        hf_convert.export_hf(roberta["ckpt"], tmp_path / "out", data=str(data), spm_model=other)
+    assert not (tmp_path / "out").exists()
     hf_convert.export_hf(
         roberta["ckpt"], tmp_path / "out", data=str(data), spm_model=roberta["root"] / "spm.model"
     )

@@ -1,8 +1,10 @@
 """Export (:func:`export_hf`): an ELECTRA checkpoint gives ``ElectraForPreTraining``
 (+ ``generator/`` with ``ElectraForMaskedLM`` when the checkpoint has a generator), a ``bert``
 checkpoint ``BertForMaskedLM`` and a fairseq ``roberta`` checkpoint ``RobertaForMaskedLM``, each
-with ``config.json`` and its vocabulary. Only torch and safetensors are needed (no
-``transformers``), so an export runs wherever the plugin trains."""
+with ``config.json`` and its tokenizer (WordPiece; RoBERTa: GPT-2's BPE files or a fast
+tokenizer of its sentencepiece pieces, :func:`~truneg_fairseq.convert.vocab.roberta_tokenizer`).
+Only torch, safetensors and the tokenizer libraries are needed (no ``transformers``), so an
+export runs wherever the plugin trains."""
 
 import json
 import logging
