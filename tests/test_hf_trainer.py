@@ -6,6 +6,7 @@ input refused with one message before training starts."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -398,3 +399,52 @@ def test_electra_pair_run(tmp_path, tiny, capsys):
     # the discriminator alone is refused, naming --generator
     argv = base_args(tiny, tmp_path / "o")
     expect_error(capsys, [str(tmp_path / "disc")] + argv[1:], "--generator GEN_DIR")
+
+
+def test_a_hub_id_is_one_error_saying_how_to_make_the_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no folder of that name here
+    argv = ["bert-base-uncased", "--train", "t.txt", "--output-dir", "o"]
+    expect_error(
+        capsys,
+        argv,
+        "MODEL_DIR bert-base-uncased is not a local model directory",
+        "nothing is downloaded at run time",
+        "AutoModelForMaskedLM.from_pretrained('bert-base-uncased').save_pretrained('DIR')",
+        "hf download bert-base-uncased --local-dir DIR",
+        "truneg-convert-hf export",
+        "A model directory, offline",
+    )
+    assert not (tmp_path / "o").exists()
+    # the library says the same (HFTrainConfig's run, --build-synonyms)
+    from truneg_fairseq.hf.train import HFTrainConfig, HFTrainError, load_models
+
+    with pytest.raises(HFTrainError, match="hf download google/electra-small-generator"):
+        load_models(HFTrainConfig("google/electra-small-generator", "t.txt", "o"))
+
+
+def test_a_wordpiece_vocabulary_without_continuation_pieces_is_refused_at_once(
+    tiny, tmp_path, capsys
+):
+    """A hand-made vocab.txt of whole words: refused before anything is loaded (the directory
+    has no weights at all here, so any later failure would name them instead)."""
+    words = [w for w in wordpiece_vocab() if not w.startswith("##")]
+    bare = tmp_path / "words"
+    bare.mkdir()
+    shutil.copyfile(tiny / "bert" / "config.json", bare / "config.json")
+    write_vocab(bare, words)
+    argv = base_args(tiny, tmp_path / "o")
+    expect_error(
+        capsys,
+        [str(bare)] + argv[1:],
+        f"{bare / 'vocab.txt'} is a WordPiece vocabulary without any '##' continuation pieces",
+        "BertWordPieceTokenizer",
+    )
+    assert not (tmp_path / "o").exists()
+    # a tokenizer.json of such a vocabulary likewise; the real vocabulary passes the check
+    from tokenizers import BertWordPieceTokenizer
+
+    from truneg_fairseq.hf.model_dir import wordpiece_problem
+
+    BertWordPieceTokenizer({w: i for i, w in enumerate(words)}).save(str(bare / "tokenizer.json"))
+    assert "tokenizer.json is a WordPiece vocabulary without" in wordpiece_problem(bare)
+    assert wordpiece_problem(tiny / "bert") is None

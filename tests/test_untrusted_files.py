@@ -436,7 +436,15 @@ def test_outputs_never_replace_what_the_command_did_not_write(
         shutil.copytree(plain_checkpoint.parent, run)
         target, args = (
             run,
-            ["export", str(run / "checkpoint_last.pt"), str(run), "--data", str(data_bin)],
+            [
+                "export",
+                str(run / "checkpoint_last.pt"),
+                str(run),
+                "--data",
+                str(data_bin),
+                "--spm-model",
+                str(data_bin.parent / "spm.model"),
+            ],  # fmt: skip
         )
     elif case == "import_into_cwd":  # import HF .
         cwd = tmp_path / "cwd"
@@ -947,14 +955,15 @@ def test_a_wrong_data_flag_is_named_not_the_recorded_directory(
 
 @pytest.mark.parametrize("command", ["import", "export"])
 def test_a_full_disk_during_conversion_is_one_error_and_replaces_nothing(
-    imported, plain_checkpoint, tmp_path, command
+    imported, plain_checkpoint, corpus_dir, tmp_path, command
 ):
     """Weight files that cannot be written (a file-size limit: EFBIG, as ENOSPC on a full disk)."""
+    spm_model = corpus_dir / "spm.model"
     out = tmp_path / "out"
     args = (
         ["import", str(imported / "hf"), str(out)]
         if command == "import"
-        else ["export", str(plain_checkpoint), str(out)]
+        else ["export", str(plain_checkpoint), str(out), "--spm-model", str(spm_model)]
     )
     proc = run_script("convert_hf.py", args, preexec_fn=_file_size_limit(20_000))
     assert proc.returncode == 2, proc.stderr[-2000:]

@@ -80,6 +80,18 @@ def main(argv=None) -> int:
     exp.add_argument(
         "--gpt2-vocab-bpe", help="RoBERTa on GPT-2 BPE: vocab.bpe, written as merges.txt"
     )
+    exp.add_argument(
+        "--spm-model",
+        help="RoBERTa on sentencepiece data: the .model that tokenized it (default: the one the "
+        "data directory's tokenizer_fingerprint.json records)",
+    )
+    exp.add_argument(
+        "--no-tokenizer",
+        dest="tokenizer",
+        action="store_false",
+        help="RoBERTa: write fairseq's dict.txt instead of a HuggingFace tokenizer (the "
+        "directory then loads as a model, but nothing can tokenize text for it)",
+    )
     args = p.parse_args(argv)
     setup_logging("truneg_fairseq.convert_hf")
     from truneg_fairseq.checkpoints import CheckpointError
@@ -94,15 +106,29 @@ def main(argv=None) -> int:
         else:
             if bool(args.gpt2_encoder_json) != bool(args.gpt2_vocab_bpe):
                 fail("--gpt2-encoder-json and --gpt2-vocab-bpe go together")
+            if args.spm_model and args.gpt2_encoder_json:
+                fail(
+                    "--spm-model (sentencepiece) and --gpt2-encoder-json (GPT-2 BPE) exclude each other"
+                )
             for flag, path in (
                 ("--vocab", args.vocab),
                 ("--gpt2-encoder-json", args.gpt2_encoder_json),
                 ("--gpt2-vocab-bpe", args.gpt2_vocab_bpe),
+                ("--spm-model", args.spm_model),
             ):
                 if path and not os.path.isfile(path):
                     fail(f"{flag} {path} not found")
             gpt2 = (args.gpt2_encoder_json, args.gpt2_vocab_bpe) if args.gpt2_encoder_json else None
-            export_hf(args.checkpoint, args.hf_dir, args.vocab, args.data, args.lowercase, gpt2)
+            export_hf(
+                args.checkpoint,
+                args.hf_dir,
+                args.vocab,
+                args.data,
+                args.lowercase,
+                gpt2,
+                args.spm_model,
+                args.tokenizer,
+            )
     except (ConversionError, CheckpointError, OutputDirError) as e:
         fail(str(e))
     return 0

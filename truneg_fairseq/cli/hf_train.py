@@ -1,7 +1,8 @@
 """Continue a local HuggingFace masked-LM checkpoint (BERT, RoBERTa, ELECTRA, ...) on text with
 hard correction, soft regularization, sentence-level KL or plain MLM, with transformers' Trainer.
 
-  MODEL_DIR: a save_pretrained directory with its tokenizer (nothing is downloaded); with
+  MODEL_DIR: a local save_pretrained directory with its tokenizer (a hub id is not downloaded:
+  see docs/hf.md, "A model directory, offline", for making one); with
   --generator GEN_DIR it is an ELECTRA discriminator and GEN_DIR its generator (ELECTRA
   pre-training, the objective applied to the generator's masked-LM term).
   --train / --valid: a text file or a folder of .txt files, one example per non-empty line.
@@ -24,6 +25,8 @@ Examples:
       --train texts/ --objective soft_reg --output-dir runs/electra-sr --max-steps 20000
   truneg-hf-train bert-base-uncased --build-synonyms bert-synonyms.npz
 """
+
+from pathlib import Path
 
 from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import (
@@ -149,10 +152,26 @@ def build_parser():
     return p
 
 
+def _check_model_dirs(args) -> None:
+    """MODEL_DIR and GEN_DIR refused at once, before any model or tokenizer is loaded: a hub id
+    (nothing is downloaded), a WordPiece vocabulary without '##' pieces."""
+    import os
+
+    from truneg_fairseq.hf.model_dir import not_local_message, wordpiece_problem
+
+    for flag, path in (("MODEL_DIR", args.model_dir), ("--generator", args.generator)):
+        if path and not os.path.isdir(path):
+            fail(not_local_message(path, flag))
+        problem = path and wordpiece_problem(Path(path))
+        if problem:
+            fail(problem)
+
+
 @interruptible
 def main(argv=None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
+    _check_model_dirs(args)
     log = setup_logging("truneg_fairseq.hf_train")
     import sys
 

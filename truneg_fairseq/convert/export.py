@@ -1,8 +1,10 @@
 """Export (:func:`export_hf`): an ELECTRA checkpoint gives ``ElectraForPreTraining``
 (+ ``generator/`` with ``ElectraForMaskedLM`` when the checkpoint has a generator), a ``bert``
 checkpoint ``BertForMaskedLM`` and a fairseq ``roberta`` checkpoint ``RobertaForMaskedLM``, each
-with ``config.json`` and its vocabulary. Only torch and safetensors are needed (no
-``transformers``), so an export runs wherever the plugin trains."""
+with ``config.json`` and its tokenizer (WordPiece; RoBERTa: GPT-2's BPE files or a fast
+tokenizer of its sentencepiece pieces, :func:`~truneg_fairseq.convert.vocab.roberta_tokenizer`).
+Only torch, safetensors and the tokenizer libraries are needed (no ``transformers``), so an
+export runs wherever the plugin trains."""
 
 import json
 import logging
@@ -29,12 +31,18 @@ from truneg_fairseq.convert.keys import (
 from truneg_fairseq.convert.vocab import (
     _hf_vocab_order,
     _recorded_lowercase,
-    _write_roberta_vocab,
+    _write_dict_only,
+    _write_gpt2_tokenizer,
+    _write_sentencepiece_tokenizer,
     _write_wordpiece,
+    gpt2_vocab,
+    roberta_tokenizer,
 )
 from truneg_fairseq.io_utils import atomic_dir
 
 logger = logging.getLogger(__name__)
+
+UNPREDICTED = -1.0e4  # output bias of an exported row that stands for <unk> (exp(-1e4) == 0)
 
 
 def _write_hf(out: Path, config: dict, tensors: Dict[str, torch.Tensor]) -> None:
@@ -177,7 +185,7 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
 
 
 def _export_roberta_family(
-    model, symbols, vocab_file, out: Path, lowercase: bool, dict_txt: Path, gpt2_files
+    model, symbols, vocab_file, out: Path, lowercase: bool, dict_txt: Path, tokenizer
 ) -> List[str]:
     from truneg_fairseq.models.bert import BertModel
 
@@ -198,6 +206,16 @@ def _export_roberta_family(
                 "--vocab is for WordPiece (BERT/ELECTRA) checkpoints; a RoBERTa export keeps fairseq's ids"
             )
         vocab, rows = list(symbols), list(range(len(symbols)))
+        extra: List[str] = []
+        if tokenizer is not None and tokenizer[0] == "sentencepiece":
+            from truneg_fairseq.text.hf_tokenizer import sentencepiece_tokenizer
+
+            hf_tok, extra = sentencepiece_tokenizer(tokenizer[1], vocab)
+        elif tokenizer is not None:
+            hf_tok, extra = gpt2_vocab(symbols, tokenizer[1][0])
+        # the pieces the dictionary lacks read as <unk> in fairseq: rows that copy <unk>'s
+        vocab += extra
+        rows += [symbols.index("<unk>")] * len(extra)
         prefix, arch, mtype = "roberta.", "RobertaForMaskedLM", "roberta"
         # HF's RoBERTa counts positions from padding_idx + 1 exactly as fairseq does
         positions, types = table, torch.zeros(1, table.size(1))
@@ -225,6 +243,11 @@ def _export_roberta_family(
         decoder = ("cls.predictions." if is_bert else "lm_head.") + "decoder."
         t[decoder + "weight"] = s["encoder.lm_head.weight"][rows_t]
         t[decoder + "bias"] = s["encoder.lm_head.bias"][rows_t]  # untied, HF adds this one
+    if len(rows) > len(symbols):  # rows for pieces fairseq reads as <unk>: never predicted, so
+        # the distribution over the dictionary's rows stays the checkpoint's
+        for key in ("lm_head.bias", "lm_head.decoder.bias"):
+            if key in t:
+                t[key][len(symbols) :] = UNPREDICTED
     conf = _common_config(
         arch,
         mtype,
@@ -252,11 +275,14 @@ def _export_roberta_family(
     if is_bert:
         _write_wordpiece(out, vocab, lowercase, positions.size(0))
     else:  # fairseq's positions start after padding_idx, as HF RoBERTa's do
-        _write_roberta_vocab(out, symbols, dict_txt, gpt2_files, positions.size(0) - pad - 1)
+        max_length = positions.size(0) - pad - 1
+        if tokenizer is None:
+            _write_dict_only(out, dict_txt)
+        elif tokenizer[0] == "sentencepiece":
+            _write_sentencepiece_tokenizer(out, hf_tok, dict_txt, max_length)
+        else:
+            _write_gpt2_tokenizer(out, hf_tok, tokenizer[1][1], dict_txt, max_length)
     return [arch]
-
-
-SP_SPACE = "\u2581"  # sentencepiece's word-start mark
 
 
 def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
@@ -264,8 +290,9 @@ def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
     whose data directory records another tokenizer (``tokenizer_fingerprint.json``), whose
     pieces a ``BertTokenizer`` would not produce (a sentencepiece ``▁word`` or a GPT-2 BPE id is
     never a WordPiece of the text: most words would become ``[UNK]``)."""
+    from truneg_fairseq.text.marks import word_marks
     from truneg_fairseq.text.record import RECORD_NAME, read_record
-    from truneg_fairseq.text.spec import TokenizerError
+    from truneg_fairseq.text.spec import SP_SPACE, TokenizerError
 
     where = Path(str(data or cfg.task.data).split(os.pathsep)[0])
     try:
@@ -274,7 +301,7 @@ def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
         rec = None  # an unreadable record: the vocabulary alone decides, as without one
     if rec is None:
         # no record: a dictionary of sentencepiece pieces shows by its word-start marks
-        marked = sum(s.startswith(SP_SPACE) for s in symbols)
+        marked = word_marks(symbols)[1]["sentencepiece"]
         if marked * 10 < len(symbols):
             return
         found = f"{marked} of {len(symbols)} entries of its dictionary start with {SP_SPACE!r}"
@@ -298,11 +325,16 @@ def export_hf(
     data=None,
     lowercase: Optional[bool] = None,
     gpt2_files: Optional[Tuple[str, str]] = None,
+    spm_model=None,
+    tokenizer: bool = True,
 ) -> List[str]:
     """Write a plugin ELECTRA, BERT or fairseq RoBERTa checkpoint as a HuggingFace directory;
     returns the architectures written. ``vocab_file`` restores the original WordPiece ids;
     ``lowercase`` defaults to the import's record (``import.json``), else to what the
-    vocabulary shows (:func:`_recorded_lowercase`). The checkpoint is read by
+    vocabulary shows (:func:`_recorded_lowercase`). A RoBERTa export writes the tokenizer of
+    its data: a fast tokenizer of its sentencepiece pieces (``spm_model``, else the data
+    directory's record), or GPT-2's BPE files (``gpt2_files``, else the record's);
+    ``tokenizer=False`` writes ``dict.txt`` alone. The checkpoint is read by
     :func:`~truneg_fairseq.checkpoints.load_for_inference`, as every script reads one: a missing or
     unusable file is its :class:`~truneg_fairseq.checkpoints.CheckpointError`."""
     from fairseq.models.roberta import RobertaModel
@@ -319,8 +351,20 @@ def export_hf(
     )
     symbols = list(task.source_dictionary.symbols)
     wordpiece = isinstance(model, (ElectraModel, BertModel))
+    where = Path(str(data or cfg.task.data).split(os.pathsep)[0])
     if wordpiece:
+        for flag, given in (("--spm-model", spm_model), ("--no-tokenizer", not tokenizer)):
+            if given:
+                raise ConversionError(
+                    f"{flag} is for a RoBERTa export; {checkpoint} holds a "
+                    f"{type(model).__name__}, exported with a WordPiece vocabulary"
+                )
         _check_wordpiece_data(checkpoint, cfg, data, type(model).__name__, symbols)
+        tok_source = None
+    elif isinstance(model, RobertaModel) and tokenizer:
+        tok_source = roberta_tokenizer(checkpoint, where, symbols, gpt2_files, spm_model)
+    else:
+        tok_source = None
     if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():
         vocab_file = (
             Path(checkpoint).parent / "vocab.txt"
@@ -338,6 +382,7 @@ def export_hf(
         "--data": data,
         "--gpt2-encoder-json": gpt2_files and gpt2_files[0],
         "--gpt2-vocab-bpe": gpt2_files and gpt2_files[1],
+        "--spm-model": spm_model,
     }
     with atomic_dir(hf_dir, "convert_hf.py export", inputs=inputs) as work, torch.no_grad():
         if isinstance(model, ElectraModel):
@@ -345,7 +390,7 @@ def export_hf(
         elif isinstance(model, RobertaModel):
             dict_txt = Path(str(cfg.task.data).split(os.pathsep)[0]) / "dict.txt"
             written = _export_roberta_family(
-                model, symbols, vocab_file, work, lowercase, dict_txt, gpt2_files
+                model, symbols, vocab_file, work, lowercase, dict_txt, tok_source
             )
         else:
             raise ConversionError(

@@ -4,14 +4,15 @@ decides how every embedding and output row moves.
 fairseq puts ``<s> <pad> </s> <unk>`` first and adds ``<mask>`` last, so the fairseq rows are
 HF's ``[CLS] [PAD] [SEP] [UNK]``, then every other WordPiece entry in HF id order, then
 ``[MASK]``; ``dict.txt`` lists the entries between (same vocabulary size). An export writes
-the tokenizer files ``transformers`` reads: WordPiece for BERT and ELECTRA, GPT-2's byte-level
-BPE for RoBERTa."""
+the tokenizer files ``transformers`` reads: WordPiece for BERT and ELECTRA; for RoBERTa, GPT-2's
+byte-level BPE or a fast tokenizer of its sentencepiece pieces (:func:`roberta_tokenizer` finds
+which, from the flags or the data's record)."""
 
 import json
 import logging
 import shutil
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.hf_dir import _read_json
@@ -69,38 +70,63 @@ def _write_wordpiece(out: Path, vocab: List[str], lowercase: bool, max_length: i
         json.dump(tok_cfg, f, indent=2)
 
 
-def _write_roberta_vocab(
-    out: Path, symbols: List[str], dict_txt: Path, gpt2_files, max_length: int
-) -> None:
-    """fairseq's dict (always) and, with GPT-2's encoder.json + vocab.bpe, the byte-level BPE files
-    ``transformers``' RoBERTa tokenizer reads (vocab.json maps BPE strings to the model's rows)."""
-    shutil.copyfile(dict_txt, out / "dict.txt")
-    if not gpt2_files:
-        logger.warning(
-            "RoBERTa export without --gpt2-encoder-json/--gpt2-vocab-bpe: only dict.txt is written; "
-            "give them to also write vocab.json and merges.txt"
-        )
-        return
-    encoder_json, vocab_bpe = gpt2_files
+def gpt2_vocab(symbols: List[str], encoder_json) -> Tuple[Dict[str, int], List[str]]:
+    """(vocab.json: GPT-2 BPE string -> the dictionary's row, then the BPE strings the
+    dictionary lacks, in encoder.json's order, with the ids after its rows; those strings). The specials and fairseq's ``madeupword`` fillers keep
+    their names. The BPE's merges go through strings the dictionary may lack (the text never
+    produced them alone): they get the ids after the dictionary's rows, as sentencepiece's do."""
     gpt2 = _read_json(Path(encoder_json))
     by_id = {v: k for k, v in gpt2.items()}
-    vocab = {}
+    vocab: Dict[str, int] = {}
     for row, sym in enumerate(symbols):
-        if sym.isdigit() and int(sym) in by_id:
-            vocab[by_id[int(sym)]] = row
-        elif row < 4 or sym == "<mask>":
-            vocab[sym] = row
-        else:
+        key = by_id.get(int(sym), sym) if sym.isdigit() else sym
+        if key in vocab:
             raise ConversionError(
-                f"dictionary entry {sym!r} (row {row}) is not a GPT-2 BPE id of {encoder_json}"
+                f"dictionary entries {row} and {vocab[key]} are both {key!r} of {encoder_json}"
             )
+        vocab[key] = row
+    extra = [t for t, _ in sorted(gpt2.items(), key=lambda kv: kv[1]) if t not in vocab]
+    vocab.update((t, len(symbols) + i) for i, t in enumerate(extra))
+    return vocab, extra
+
+
+def _write_dict_only(out: Path, dict_txt: Path) -> None:
+    """fairseq's dict alone (``--no-tokenizer``)."""
+    shutil.copyfile(dict_txt, out / "dict.txt")
+    logger.warning(
+        "RoBERTa export with --no-tokenizer: only dict.txt is written; transformers cannot "
+        "tokenize text for this directory"
+    )
+
+
+def _write_gpt2_tokenizer(
+    out: Path, vocab: Dict[str, int], vocab_bpe, dict_txt: Path, max_length: int
+) -> None:
+    """fairseq's dict and the byte-level BPE files ``transformers``' RoBERTa tokenizer reads
+    (vocab.json from :func:`gpt2_vocab`, GPT-2's vocab.bpe as merges.txt)."""
+    shutil.copyfile(dict_txt, out / "dict.txt")
     with open(out / "vocab.json", "w", encoding="utf-8") as f:
         json.dump(vocab, f, ensure_ascii=False)
     shutil.copyfile(vocab_bpe, out / "merges.txt")
+    _write_tokenizer_config(out, "RobertaTokenizer", max_length)
+
+
+def _write_sentencepiece_tokenizer(out: Path, tok, dict_txt: Path, max_length: int) -> None:
+    """fairseq's dict and the fast tokenizer of its sentencepiece pieces
+    (:func:`~truneg_fairseq.text.hf_tokenizer.sentencepiece_tokenizer`): tokenizer.json and its
+    config, which ``AutoTokenizer`` and the pipelines load as they are."""
+    shutil.copyfile(dict_txt, out / "dict.txt")
+    tok.save(str(out / "tokenizer.json"))
+    _write_tokenizer_config(out, "PreTrainedTokenizerFast", max_length)
+
+
+def _write_tokenizer_config(out: Path, tokenizer_class: str, max_length: int) -> None:
+    """tokenizer_config.json with fairseq's specials; ``model_max_length`` is what the position
+    table takes."""
     with open(out / "tokenizer_config.json", "w", encoding="utf-8") as f:
         json.dump(
             {
-                "tokenizer_class": "RobertaTokenizer",
+                "tokenizer_class": tokenizer_class,
                 "bos_token": "<s>",
                 "eos_token": "</s>",
                 "sep_token": "</s>",
@@ -132,3 +158,76 @@ def _recorded_lowercase(checkpoint, vocab_file, symbols) -> bool:
     if vocab_file is not None and Path(vocab_file).is_file():
         vocab = Path(vocab_file).read_text(encoding="utf-8").splitlines()
     return uncased([t for t in vocab if not (t.startswith("<") and t.endswith(">"))])
+
+
+NO_TOKENIZER = (
+    "or --no-tokenizer to write dict.txt alone (a directory transformers cannot tokenize for)"
+)
+
+
+def roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model):
+    """(``"sentencepiece"``, .model) or (``"gpt2"``, (encoder.json, vocab.bpe)): the tokenizer a
+    RoBERTa export writes, from the flags or else the data directory's record
+    (``tokenizer_fingerprint.json``), checked against that record and the dictionary; one
+    :class:`ConversionError` naming the flags or the missing file when none can be written."""
+    from truneg_fairseq.text import build_tokenizer, check_record, read_record, word_marks
+    from truneg_fairseq.text.spec import RECORD_NAME, TokenizerError, TokenizerSpec
+
+    record = where / RECORD_NAME
+    try:
+        rec = read_record(where)
+        if gpt2_files:
+            spec = TokenizerSpec(
+                "gpt2", gpt2_encoder_json=gpt2_files[0], gpt2_vocab_bpe=gpt2_files[1]
+            )
+        elif spm_model:
+            spec = TokenizerSpec("sentencepiece", spm_model=str(spm_model))
+        elif rec is None:
+            digits = sum(s.isdigit() for s in symbols)
+            family = "gpt2" if digits * 2 > len(symbols) else word_marks(symbols)[0]
+            if family == "gpt2":
+                need = "--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE (the GPT-2 BPE files"
+            elif family == "sentencepiece":
+                need = "--spm-model FILE (the sentencepiece model"
+            else:
+                need = (
+                    "--spm-model FILE (sentencepiece) or --gpt2-encoder-json FILE "
+                    "--gpt2-vocab-bpe FILE (GPT-2 BPE: the files"
+                )
+            raise ConversionError(
+                f"a RoBERTa export writes the tokenizer of the checkpoint's data, and {where} has "
+                f"no {RECORD_NAME} naming it: give {need} that tokenized its data), {NO_TOKENIZER}"
+            )
+        else:
+            files = {k: f["path"] for k, f in rec["files"].items()}
+            kind = rec["tokenizer"]
+            if kind == "sentencepiece":
+                flags = "--spm-model FILE"
+            elif kind == "gpt2":
+                flags = "--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE"
+            else:
+                raise ConversionError(
+                    f"{checkpoint} is a RoBERTa trained on {kind} tokens ({record}); the export "
+                    "writes a HuggingFace tokenizer for sentencepiece and GPT-2 BPE data: "
+                    f"export it {NO_TOKENIZER[3:]}"
+                )
+            gone = [p for p in files.values() if not Path(p).is_file()]
+            if gone:
+                raise ConversionError(
+                    f"{record} records {', '.join(gone)}, which is gone: give the file that "
+                    f"tokenized the data with {flags}, {NO_TOKENIZER}"
+                )
+            spec = TokenizerSpec(
+                kind,
+                files.get("spm_model"),
+                files.get("gpt2_encoder_json"),
+                files.get("gpt2_vocab_bpe"),
+            )
+        tok = build_tokenizer(spec)
+        check_record(where / "dict.txt", tok)
+        tok.vocab_view(symbols, 4, f"the dictionary of {checkpoint}")  # another one's: refused
+    except TokenizerError as e:
+        raise ConversionError(str(e)) from None
+    if spec.kind == "gpt2":
+        return "gpt2", (spec.gpt2_encoder_json, spec.gpt2_vocab_bpe)
+    return "sentencepiece", spec.spm_model

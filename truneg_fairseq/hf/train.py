@@ -92,21 +92,17 @@ class HFTrainConfig:
 # ---- inputs -----------------------------------------------------------------------------------
 def local_model_dir(path: str, flag: str) -> Path:
     """``path`` as a local HF model directory (config.json inside), else one clear error."""
+    from truneg_fairseq.hf.model_dir import not_local_message, wordpiece_problem
+
     p = Path(path)
     if p.is_dir() and (p / "config.json").is_file():
+        problem = wordpiece_problem(p)
+        if problem:
+            raise HFTrainError(problem)
         return p
     if p.is_dir():
         raise HFTrainError(f"{flag} {path} has no config.json: give a save_pretrained directory")
-    hub = "/" in path and not p.exists() and not path.startswith((".", "/"))
-    raise HFTrainError(
-        f"{flag} {path} is not a local model directory"
-        + (
-            f" (a hub name? download it first: `hf download {path} --local-dir DIR`; this "
-            "command never downloads)"
-            if hub
-            else ""
-        )
-    )
+    raise HFTrainError(not_local_message(path, flag))
 
 
 def text_files(path: str, flag: str) -> List[Path]:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from truneg_fairseq.core.lookup import SynonymLookup
 from truneg_fairseq.errors import SynonymTableError
 from truneg_fairseq.lexicon import SynonymTable, build_table
-from truneg_fairseq.text import GPT2_SPACE, SP_SPACE, WORDPIECE_CONT, VocabView
-from truneg_fairseq.text.tokenizers import is_word
+from truneg_fairseq.text import VocabView
+from truneg_fairseq.text.marks import marked_word, word_marks
 
 logger = logging.getLogger(__name__)
 
@@ -36,32 +36,14 @@ def hf_symbols(tokenizer) -> List[str]:
 
 def tokenizer_family(symbols: List[str]) -> str:
     """``wordpiece``, ``gpt2`` or ``sentencepiece``, from the marks the entries carry."""
-    counts = {
-        "wordpiece": sum(s.startswith(WORDPIECE_CONT) for s in symbols),
-        "gpt2": sum(s.startswith(GPT2_SPACE) for s in symbols),
-        "sentencepiece": sum(s.startswith(SP_SPACE) for s in symbols),
-    }
-    family = max(counts, key=counts.get)
-    if counts[family] == 0:
+    family, _ = word_marks(symbols)
+    if family is None:
         raise SynonymTableError(
             "the tokenizer's vocabulary carries none of the word marks a synonym table needs "
             "(WordPiece '##', byte-level BPE 'Ġ', sentencepiece '▁'): give a BERT, RoBERTa, "
             "ELECTRA, ALBERT or XLM-R style tokenizer"
         )
     return family
-
-
-def _classify(symbol: str, family: str) -> Tuple[Optional[str], bool]:
-    """(surface word of a whole-word entry or None, the entry continues a word)."""
-    if family == "wordpiece":
-        if symbol.startswith(WORDPIECE_CONT):
-            return None, True
-        return (symbol if is_word(symbol) else None), False
-    mark = GPT2_SPACE if family == "gpt2" else SP_SPACE
-    if symbol.startswith(mark):
-        word = symbol[len(mark) :]
-        return (word if is_word(word) else None), False
-    return None, True
 
 
 def hf_vocab_view(tokenizer) -> VocabView:
@@ -73,7 +55,7 @@ def hf_vocab_view(tokenizer) -> VocabView:
     cont = [False] * len(symbols)
     for i, s in enumerate(symbols):
         if i not in special and s is not None:
-            words[i], cont[i] = _classify(s, family)
+            words[i], cont[i] = marked_word(s, family)
     return VocabView(symbols, words, cont, family)
 
 

@@ -28,11 +28,15 @@ One flag set names a tokenizer (``spec.py``): scripts add ``--tokenizer``, ``--s
 from :func:`tokenizer_fields` (``squad_tokenizer``, ``electra_spm_model``, ...); both are read
 into a :class:`TokenizerSpec`.
 
+:func:`word_marks` (``marks.py``) reads which family a bare list of entries belongs to from the
+marks they carry (``##``, ``Ġ``, ``▁``), for a vocabulary whose tokenizer is not at hand.
+
 :class:`PieceEncoder` (``pieces.py``) tokenizes whitespace words with each piece's span inside its
 word: what CLINE's replaced-piece labels and the Hits evaluation need.
 """
 
 from truneg_fairseq.text.lines import binary_lines, read_lines  # noqa: F401
+from truneg_fairseq.text.marks import MARKS, marked_word, word_marks  # noqa: F401
 from truneg_fairseq.text.pieces import PIECE_KINDS, PieceEncoder  # noqa: F401
 from truneg_fairseq.text.record import (  # noqa: F401
     check_record,
