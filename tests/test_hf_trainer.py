@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from hf_fixtures import bert_config, save_bert, tiny_bert_and_texts
+from hf_fixtures import bert_config, save_bert, tiny_bert_and_texts, wordpiece_vocab, write_vocab
 from utils import REPO, tiny_corpus_lines
 
 from truneg_fairseq.cli import hf_train
