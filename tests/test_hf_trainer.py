@@ -55,7 +55,7 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
     assert hf_train.main(args) == 0
     log = capsys.readouterr().out
     line = next(x for x in log.splitlines() if x.endswith("| num_updates 2"))
-    values = line.split("INFO | truneg_fairseq.hf.train | ")[1]
+    values = line.split("INFO | truneg_fairseq.pipelines.hf_train | ")[1]
     for name in ("loss", "mlm_loss", "corrected_loss", "ppl", "mlm_acc", "syn_acc"):
         assert re.search(rf"(^|\| ){name} [\d.]+", values), name
     assert "pred_corr_ratio" in line and "iter_corr_ratio" in line and "content_pred" in line
@@ -283,7 +283,7 @@ def test_allow_fresh_head_trains_a_published_encoder(tmp_path, tiny, capsys):
     decoder tied to the word embeddings) and trains it."""
     from transformers import BertForMaskedLM
 
-    from truneg_fairseq.hf.train import HFTrainConfig, load_models
+    from truneg_fairseq.pipelines.hf_train import HFTrainConfig, load_models
 
     encoder = save_bert(tmp_path / "encoder", "BertModel")
     argv = base_args(tiny, tmp_path / "o", "--max-steps", "2", "--allow-fresh-head")
@@ -313,7 +313,7 @@ def test_a_seq_len_above_the_model_positions_is_refused(tiny, tmp_path, capsys):
     the value and the limit; RoBERTa's positions start after its padding index."""
     from transformers import RobertaConfig, RobertaForMaskedLM
 
-    from truneg_fairseq.hf.train import position_limit
+    from truneg_fairseq.hf.loading import position_limit
 
     out = tmp_path / "o"
     argv = base_args(tiny, out, "--seq-len", "65")
@@ -416,7 +416,7 @@ def test_a_hub_id_is_one_error_saying_how_to_make_the_directory(tmp_path, capsys
     )
     assert not (tmp_path / "o").exists()
     # the library says the same (HFTrainConfig's run, --build-synonyms)
-    from truneg_fairseq.hf.train import HFTrainConfig, HFTrainError, load_models
+    from truneg_fairseq.pipelines.hf_train import HFTrainConfig, HFTrainError, load_models
 
     with pytest.raises(HFTrainError, match="hf download google/electra-small-generator"):
         load_models(HFTrainConfig("google/electra-small-generator", "t.txt", "o"))

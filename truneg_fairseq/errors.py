@@ -24,3 +24,7 @@ class SynonymTableError(ValueError):
 class FlagError(ValueError):
     """Flags, or a file a flag names, that a run cannot be trained or loaded with as given: met
     where fairseq builds the task, model or criterion; the message names the flags and the fix."""
+
+
+class HFTrainError(ValueError):
+    """An input of ``truneg-hf-train`` that cannot be used; the message names it and the fix."""

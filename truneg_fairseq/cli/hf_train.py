@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     if not sys.stderr.isatty():
         hf_logging.disable_progress_bar()  # no progress bars in a log file
     from truneg_fairseq.errors import OutputDirError, SynonymTableError
-    from truneg_fairseq.hf.train import HFTrainConfig, HFTrainError, load_models, run
+    from truneg_fairseq.pipelines.hf_train import HFTrainConfig, HFTrainError, load_models, run
     from truneg_fairseq.lexicon import WordNetNotFoundError
 
     if args.build_synonyms:
