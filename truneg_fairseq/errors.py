@@ -24,3 +24,8 @@ class SynonymTableError(ValueError):
 class FlagError(ValueError):
     """Flags, or a file a flag names, that a run cannot be trained or loaded with as given: met
     where fairseq builds the task, model or criterion; the message names the flags and the fix."""
+
+
+class LineTooLongError(CorpusError):
+    """A line of an input text file longer than any command uses
+    (:mod:`truneg_fairseq.text.lines`); the message names the file, the line and the limit."""

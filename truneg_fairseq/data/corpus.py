@@ -70,7 +70,7 @@ def read_text_lines(path: os.PathLike) -> Iterator[str]:
         raise CorpusError(f"--input {path} not found")
     try:
         with _open_binary(path) as f:
-            for i, raw in enumerate(binary_lines(f), 1):
+            for i, raw in enumerate(binary_lines(f, name=path), 1):
                 if b"\0" in raw:
                     raise CorpusError(
                         f"{path}, line {i}: NUL byte (a binary file?); give plain UTF-8 text, one "

@@ -124,6 +124,7 @@ def text_files(path: str, flag: str) -> List[Path]:
 
 def read_examples(tokenizer, path: str, flag: str, seq_len: int) -> List[List[int]]:
     """Every non-empty line of the text as ids (truncated to ``seq_len``); counts logged."""
+    from truneg_fairseq.errors import CorpusError
     from truneg_fairseq.hf.collator import tokenize_lines
     from truneg_fairseq.text import read_lines
 
@@ -138,6 +139,8 @@ def read_examples(tokenizer, path: str, flag: str, seq_len: int) -> List[List[in
                     empty += 1
         except UnicodeDecodeError as e:
             raise HFTrainError(f"{flag}: {f} line {e.lineno} is not UTF-8 text") from None
+        except CorpusError as e:  # a line longer than any example (text/lines.py)
+            raise HFTrainError(f"{flag}: {e}") from None
     if not lines:
         raise HFTrainError(f"{flag} {path} holds no text (empty lines only)")
     ids = tokenize_lines(tokenizer, lines, seq_len)
