@@ -36,7 +36,8 @@ longer needs it where it can tell. They are installed in this order:
     is written outside the target) and replaces the user's archive with the directory; members
     are checked first and extracted with tarfile's ``data`` filter, and the archive is kept.
 12. ``data_index``: fairseq trusts a data-bin's ``.idx`` (a 2**31-token sentence runs for a
-    minute and takes gigabytes); its sizes are checked against the ``.bin``'s bytes first.
+    minute and takes gigabytes); its sizes are checked against the ``.bin``'s bytes first, and
+    against the bytes it holds on disk (a sparse file's size is not data).
 
 13. ``device_stats``: fairseq reduces every training update's statistics into its meters at
     once, a host-device synchronisation per logged value; for the plugin's pre-training

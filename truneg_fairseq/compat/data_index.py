@@ -9,6 +9,12 @@ size at least 0, the sizes summing (times the token width) to exactly the ``.bin
 the pointers following the sizes, in chunks of numpy over the mapped index (no Python loop over
 sentences, no copy of the whole index). A mismatch is one :class:`DataIndexError` naming the file
 and saying to binarize the data again.
+
+The sizes must also describe tokens the ``.bin`` really holds: a sparse file (``truncate -s 1G``)
+has the size an index claims and no data on disk, and a sentence it claims is read as zeros. A
+sentence of more bytes than four times the bytes the file has on disk (``st_blocks`` x 512; a
+compressing file system may store a file in fewer blocks than its size, not that much fewer),
+plus 1 MiB, is a :class:`DataIndexError` naming the file and the sentence.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import os
 import numpy as np
 
 CHUNK = 1 << 22  # index entries checked at a time
+STORED_SLACK = 1 << 20  # bytes a sentence may claim beyond 4 x the file's bytes on disk
 
 
 class DataIndexError(ValueError):
@@ -49,12 +56,33 @@ def check_index(prefix: str, sizes, pointers, itemsize: int) -> None:
             break
     if why is None and total != have:
         why = f"sizes that add up to {total} bytes"
+    if why is None:
+        why = _unstored_sentence(bin_path, sizes, itemsize)
     if why is not None:
         raise DataIndexError(
             f"{prefix}.idx does not describe {bin_path} ({have} bytes): it has {why}. The pair is "
             "damaged or was not written together; binarize the data again (scripts/prepare_corpus.py "
             "or fairseq-preprocess)"
         )
+
+
+def _unstored_sentence(bin_path: str, sizes, itemsize: int):
+    """Why the largest sentence of ``sizes`` cannot be tokens of ``bin_path`` (a sparse file:
+    see the module docstring), or None."""
+    blocks = getattr(os.stat(bin_path), "st_blocks", None)
+    if blocks is None or not len(sizes):
+        return None
+    stored = int(blocks) * 512
+    bound = 4 * stored + STORED_SLACK
+    for start in range(0, len(sizes), CHUNK):
+        s = np.asarray(sizes[start : start + CHUNK], dtype=np.int64)
+        i = int(np.argmax(s))
+        if int(s[i]) * itemsize > bound:
+            return (
+                f"sentence {start + i} of {int(s[i]):,} tokens ({int(s[i]) * itemsize:,} bytes), "
+                f"while the file holds {stored:,} bytes on disk (a sparse file: its size is not data)"
+            )
+    return None
 
 
 def checked_data_index() -> None:
