@@ -94,6 +94,10 @@ def checked_data_index() -> None:
         return
 
     def _do_init(self, path):
+        from truneg_fairseq.outputs import reading
+
+        for ext in (".idx", ".bin"):  # an output of the command may not be a split it reads
+            reading(f"{path}{ext}", "binarized split")
         original(self, path)
         index = self._index
         check_index(str(path), index.sizes, index._pointers, index.dtype().itemsize)

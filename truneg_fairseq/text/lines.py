@@ -16,6 +16,7 @@ import os
 from typing import BinaryIO, Iterator, Optional
 
 from truneg_fairseq.errors import LineTooLongError
+from truneg_fairseq.outputs import reading
 
 BLOCK = 1 << 20
 MAX_LINE_BYTES = 32 << 20
@@ -91,6 +92,7 @@ def read_lines(
     CR-only files read as lines (:func:`binary_lines`, ``limit`` its longest line). A
     ``UnicodeDecodeError`` names the line through its ``lineno`` attribute (1-based) for the
     caller's message."""
+    reading(path, "text file")  # an output of the command may not be it
     with open(path, "rb") as f:
         for i, raw in enumerate(binary_lines(f, limit, path), 1):
             try:
