@@ -362,3 +362,19 @@ def test_a_sparse_bin_claiming_a_huge_sentence_is_one_error_in_fairseq_train(dat
     line = proc.stderr.strip().splitlines()[-1]
     assert f"{d / 'valid.idx'} does not describe" in line, line
     assert "sentence 0 of 536,870,912 tokens" in line and "sparse" in line, line
+
+
+def test_a_sentence_longer_than_the_positions_is_one_line_in_fairseq_train(data_bin, tmp_path):
+    """--sample-break-mode eos keeps each sentence whole: one longer than --tokens-per-sample is
+    one line naming the split and the sample (fairseq's batching raised a bare Exception after
+    the splits were built); --sample-break-mode none cuts it into blocks and trains."""
+    args = [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"]
+    args += ["--tokens-per-sample", "13"]  # sentences of 8 to 14 ids, <s> added: some longer
+    proc = fairseq_train(
+        data_bin, tmp_path / "eos", [*args, "--sample-break-mode", "eos"], check=False
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert f"{data_bin / 'valid'}.bin/.idx: sample " in line, line
+    assert "more than the 13 positions" in line and "--sample-break-mode none" in line, line
+    fairseq_train(data_bin, tmp_path / "none", [*args, "--sample-break-mode", "none"])

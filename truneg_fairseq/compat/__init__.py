@@ -37,7 +37,10 @@ longer needs it where it can tell. They are installed in this order:
     are checked first and extracted with tarfile's ``data`` filter, and the archive is kept.
 12. ``data_index``: fairseq trusts a data-bin's ``.idx`` (a 2**31-token sentence runs for a
     minute and takes gigabytes); its sizes are checked against the ``.bin``'s bytes first, and
-    against the bytes it holds on disk (a sparse file's size is not data).
+    against the bytes it holds on disk (a sparse file's size is not data); a sample longer
+    than the model's positions that the run may not leave out (validation, without
+    ``--skip-invalid-size-inputs-valid-test``) is
+    one error naming the split and the sample, not a traceback after the splits are built.
 
 13. ``device_stats``: fairseq reduces every training update's statistics into its meters at
     once, a host-device synchronisation per logged value; for the plugin's pre-training
@@ -94,7 +97,12 @@ from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
-from .data_index import DataIndexError, checked_data_index  # noqa: F401
+from .data_index import (  # noqa: F401
+    DataIndexError,
+    SampleTooLongError,
+    checked_data_index,
+    sized_samples,
+)
 from .device_stats import device_statistics  # noqa: F401
 from .fast_update import fast_updates  # noqa: F401
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
@@ -121,6 +129,7 @@ MENDS = (
     checked_resume,
     safe_hub_archives,
     checked_data_index,
+    sized_samples,
     device_statistics,
     fast_updates,
     one_line_refusals,

@@ -10,6 +10,12 @@ the pointers following the sizes, in chunks of numpy over the mapped index (no P
 sentences, no copy of the whole index). A mismatch is one :class:`DataIndexError` naming the file
 and saying to binarize the data again.
 
+A sample is also bounded by the model's positions where it is used whole (a sentence of a split
+read with ``--sample-break-mode eos`` or ``complete``; ``none`` cuts it into blocks):
+fairseq's batching ends in a traceback (``Size of sample #N is invalid ...``) after the splits are
+built; with the plugin it is one :class:`SampleTooLongError` naming the split's files, the sample
+and the positions (``sized_samples``).
+
 The sizes must also describe tokens the ``.bin`` really holds: a sparse file (``truncate -s 1G``)
 has the size an index claims and no data on disk, and a sentence it claims is read as zeros. A
 sentence of more bytes than four times the bytes the file has on disk (``st_blocks`` x 512; a
@@ -20,6 +26,7 @@ plus 1 MiB, is a :class:`DataIndexError` naming the file and the sentence.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
@@ -29,6 +36,16 @@ STORED_SLACK = 1 << 20  # bytes a sentence may claim beyond 4 x the file's bytes
 
 class DataIndexError(ValueError):
     """A ``.idx`` whose sizes do not describe its ``.bin``."""
+
+
+class SampleTooLongError(ValueError):
+    """A sample (a sentence, with ``--sample-break-mode eos``) longer than the model's positions,
+    where the run may not leave it out."""
+
+
+_INVALID_SIZE = re.compile(
+    r"Size of sample #(\d+) is invalid \(=(.*)\) since max_positions=(.*), skip this example"
+)
 
 
 def check_index(prefix: str, sizes, pointers, itemsize: int) -> None:
@@ -104,3 +121,44 @@ def checked_data_index() -> None:
 
     _do_init.truneg_checked = True
     MMapIndexedDataset._do_init = _do_init
+
+
+def _split_of(task, dataset) -> str:
+    """The files of the split ``dataset`` is (``DATA/SPLIT``), or words for it."""
+    datasets = getattr(task, "datasets", None) or {}
+    split = next((k for k, v in datasets.items() if v is dataset), None)
+    data = getattr(getattr(task, "cfg", None), "data", None)
+    if split is None or not data:
+        return "a split of the data"
+    return os.path.join(str(data).split(os.pathsep)[0], split)
+
+
+def sized_samples() -> None:
+    """A sample longer than the model's positions, met by fairseq's batching where it may not
+    be left out, as one :class:`SampleTooLongError` (see the module docstring)."""
+    from fairseq.tasks.fairseq_task import FairseqTask
+
+    original = FairseqTask.filter_indices_by_size
+    if getattr(original, "truneg_checked", False):  # installed already
+        return
+
+    def filter_indices_by_size(
+        self, indices, dataset, max_positions=None, ignore_invalid_inputs=False
+    ):
+        try:
+            return original(self, indices, dataset, max_positions, ignore_invalid_inputs)
+        except Exception as e:
+            found = _INVALID_SIZE.match(str(e)) if type(e) is Exception else None
+            if found is None:
+                raise
+            sample, size, positions = found.groups()
+            raise SampleTooLongError(
+                f"{_split_of(self, dataset)}.bin/.idx: sample {sample} has {size} tokens, more "
+                f"than the {positions} positions the model takes (--tokens-per-sample, "
+                "--max-positions): cut long sentences into blocks (--sample-break-mode none), "
+                "leave them out (--skip-invalid-size-inputs-valid-test), or binarize "
+                "shorter lines"
+            ) from None
+
+    filter_indices_by_size.truneg_checked = True
+    FairseqTask.filter_indices_by_size = filter_indices_by_size
