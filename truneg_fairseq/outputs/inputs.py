@@ -82,19 +82,24 @@ class InputAsOutputError(OutputDirError):
     """An output of the command that is a file it reads (see the module docstring)."""
 
 
-# the command running in this process: its declared outputs, the files it read
-_run = {"active": False, "outputs": [], "read": []}
+# the command running in this process: its declared outputs, the files it read (a command run
+# inside another, depth > 1, adds to them)
+_run = {"depth": 0, "outputs": [], "read": []}
 
 
 def begin_run() -> None:
     """A command starts: nothing declared or read yet; files read are kept until
     :func:`end_run`."""
-    _run.update(active=True, outputs=[], read=[])
+    if _run["depth"] == 0:
+        _run.update(outputs=[], read=[])
+    _run["depth"] += 1
 
 
 def end_run() -> None:
     """The command has ended: forget its outputs and the files it read."""
-    _run.update(active=False, outputs=[], read=[])
+    _run["depth"] = max(0, _run["depth"] - 1)
+    if _run["depth"] == 0:
+        _run.update(outputs=[], read=[])
 
 
 def declare_outputs(outputs: Named) -> None:
@@ -116,7 +121,7 @@ def reading(path, what: str) -> None:
                 f"{flag} {out} is the {what} ({path}), which this run reads: writing it would replace "
                 f"that input; nothing was written. Give {flag} another file"
             )
-    if _run["active"]:
+    if _run["depth"]:
         _run["read"].append((what, path))
 
 
