@@ -5,7 +5,8 @@ beside a checkpoint), as files -- a symbolic link or a hard link to an input is 
 Some inputs are known only once the run reads them: the data directory a checkpoint records
 (whose ``dict.txt`` is compared with the one given), the ``dict.txt`` found beside a checkpoint,
 a text file a pipeline opens. The readers of the package say each file they read
-(:func:`reading`); a command declares its outputs once (:func:`declare_outputs`, done by
+(:func:`reading`: the checkpoint loader and the data directory it resolves, ``read_lines`` and
+the corpus reader, the synonym table loader, every binarized split fairseq opens); a command declares its outputs once (:func:`declare_outputs`, done by
 :func:`refuse_inputs_as_outputs` of ``cli/common.py``), and a file read that is a declared output
 is one :class:`InputAsOutputError` naming the output's flag and the input, at the moment it is
 read, before anything is written. The outputs a command is about to write are compared with
@@ -110,16 +111,16 @@ def declare_outputs(outputs: Named) -> None:
 
 def reading(path, what: str) -> None:
     """Say that the command reads file ``path`` (``what``: which input it is, for the messages,
-    without an article: "synonym table"):
-    one :class:`InputAsOutputError` when it is one of the declared outputs."""
+    without an article: "synonym table"): one :class:`InputAsOutputError` when it is one of the
+    declared outputs."""
     if not path:
         return
     path = os.fspath(path)
     for flag, out in _run["outputs"]:
         if same_file(out, path):
             raise InputAsOutputError(
-                f"{flag} {out} is the {what} ({path}), which this run reads: writing it would replace "
-                f"that input; nothing was written. Give {flag} another file"
+                f"{flag} {out} is the {what} ({path}), which this run reads: writing it would "
+                f"replace that input; nothing was written. Give {flag} another file"
             )
     if _run["depth"]:
         _run["read"].append((what, path))
