@@ -10,6 +10,7 @@ input stays byte for byte."""
 import os
 import shutil
 
+import pytest
 from glue_fixtures import write_glue
 from utils import run_script, tiny_corpus_lines
 
@@ -292,3 +293,74 @@ def test_perturb_squad_refuses_a_link_to_its_input(tmp_path):
         )
         assert proc.returncode == 2 and "is the input" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and src.read_bytes() == before
+
+
+def _read_refused(script, argv, flag, what, kept):
+    """``script argv`` ends with one error naming ``flag`` and the input it found to be
+    ``what`` as it read it; the files ``kept`` hold the same bytes as before."""
+    before = {p: p.read_bytes() for p in kept}
+    proc = run_script(script, [str(a) for a in argv])
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.count("error:") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: {flag} ") and f"is {what}" in line, line
+    assert "which this run reads" in line and "nothing was written" in line, line
+    assert {p: p.read_bytes() for p in kept} == before
+
+
+def test_evaluate_mlm_refuses_tables_over_what_a_checkpoint_leads_it_to_read(tmp_path, data_bin):
+    """The data directory a checkpoint records (its dict.txt), read with --data OTHER, with and
+    without the dictionary record, named as itself or through a hard or symbolic link."""
+    import torch
+    from utils import TINY_ROBERTA, fairseq_train
+
+    from truneg_fairseq.compat import RECORDS
+
+    recorded, other = tmp_path / "recorded", tmp_path / "other"
+    shutil.copytree(data_bin, recorded)
+    shutil.copytree(data_bin, other)
+    args = [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"]
+    fairseq_train(recorded, tmp_path / "run", [*args, "--disable-validation"])
+    ck = tmp_path / "run" / "checkpoint_last.pt"
+    state = torch.load(ck, weights_only=False)
+    del state["extra_state"][RECORDS]["dictionary"]
+    torch.save(state, tmp_path / "older.pt")  # as saved before checkpoints recorded it
+    kept = [recorded / "dict.txt", other / "dict.txt", ck]
+    what = "the dictionary of the data directory"
+    for checkpoint in (ck, tmp_path / "older.pt"):
+        (tmp_path / checkpoint.stem).mkdir()
+        for out in _links(tmp_path / checkpoint.stem, recorded / "dict.txt")[::2]:
+            base = ["--data", other, "--device", "cpu", checkpoint]
+            _read_refused("evaluate_mlm.py", [*base, "--table-md", out], "--table-md", what, kept)
+        sym = tmp_path / checkpoint.stem / "sym-dict.txt"
+        base = ["--data", other, "--device", "cpu", checkpoint, "--table-md", tmp_path / "t.md"]
+        _read_refused("evaluate_mlm.py", [*base, "--table-json", sym], "--table-json", what, kept)
+    assert not (tmp_path / "t.md").exists()
+
+
+def test_an_input_found_while_reading_is_refused_as_an_output(tmp_path):
+    from truneg_fairseq.outputs import (
+        InputAsOutputError,
+        begin_run,
+        declare_outputs,
+        end_run,
+        reading,
+        refuse_read_outputs,
+    )
+
+    out, other = tmp_path / "out.json", tmp_path / "other.txt"
+    out.write_text("x")
+    other.write_text("y")
+    begin_run()
+    try:
+        declare_outputs({"--json": out, "--md": None})
+        reading(other, "text file")
+        with pytest.raises(InputAsOutputError, match=r"--json .*out\.json is the synonym table"):
+            reading(out, "synonym table")
+        hard = tmp_path / "hard.txt"
+        os.link(other, hard)
+        with pytest.raises(Exception, match=r"--md .*hard\.txt is the text file input"):
+            refuse_read_outputs({"--md": hard})
+    finally:
+        end_run()
+    reading(out, "synonym table")  # no command running: nothing declared

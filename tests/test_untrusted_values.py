@@ -333,3 +333,48 @@ def test_restore_file_with_a_value_outside_its_field_is_one_error(
     assert proc.returncode != 0
     assert str(evil) in proc.stderr and "activation_fn" in proc.stderr
     assert not (tmp_path / "ft" / "checkpoint_last.pt").exists()
+
+
+def test_a_sparse_bin_claiming_a_huge_sentence_is_one_error_in_fairseq_train(data_bin, tmp_path):
+    """A 1 GiB ``valid.bin`` with no data on disk (a sparse file) and an index of one 2**29-token
+    sentence: the sizes add up to the file's size, but the sentence is not stored; fairseq-train
+    ends at once in one line naming the file and the sentence."""
+    import shutil
+
+    import numpy as np
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    d = tmp_path / "bin"
+    shutil.copytree(data_bin, d)
+    dtype = MMapIndexedDataset.Index(str(d / "valid.idx")).dtype
+    n = 2**29
+    with open(d / "valid.bin", "wb") as f:
+        f.truncate(n * np.dtype(dtype).itemsize)
+    with MMapIndexedDataset.Index.writer(str(d / "valid.idx"), dtype) as w:
+        w.write([n])
+    start = time.time()
+    proc = fairseq_train(
+        d, tmp_path / "run", [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"],
+        check=False,
+    )  # fmt: skip
+    assert time.time() - start < 30
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert f"{d / 'valid.idx'} does not describe" in line, line
+    assert "sentence 0 of 536,870,912 tokens" in line and "sparse" in line, line
+
+
+def test_a_sentence_longer_than_the_positions_is_one_line_in_fairseq_train(data_bin, tmp_path):
+    """--sample-break-mode eos keeps each sentence whole: one longer than --tokens-per-sample is
+    one line naming the split and the sample (fairseq's batching raised a bare Exception after
+    the splits were built); --sample-break-mode none cuts it into blocks and trains."""
+    args = [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"]
+    args += ["--tokens-per-sample", "13"]  # sentences of 8 to 14 ids, <s> added: some longer
+    proc = fairseq_train(
+        data_bin, tmp_path / "eos", [*args, "--sample-break-mode", "eos"], check=False
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert f"{data_bin / 'valid'}.bin/.idx: sample " in line, line
+    assert "more than the 13 positions" in line and "--sample-break-mode none" in line, line
+    fairseq_train(data_bin, tmp_path / "none", [*args, "--sample-break-mode", "none"])

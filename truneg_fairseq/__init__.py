@@ -38,7 +38,9 @@ loaders of ``pipelines/``, the study's scoring workers, ``truneg-train-help``'s 
 unregistered fairseq. Anything this does not recognise as a command registers at once.
 
 :func:`register` does its work once per process: a second call, or a second
-``compat.install()``, changes nothing.
+``compat.install()``, changes nothing. The package imported under another name (``--user-dir``
+given a symbolic link or a copy of another name: fairseq imports the directory's basename) is
+the same package, registered once (:func:`_under_another_name`).
 """
 
 import os
@@ -157,5 +159,61 @@ def fairseq_installed() -> bool:
         return False
 
 
-if not started_as_command() and fairseq_installed():
+def _under_another_name(name: str) -> None:
+    """This package imported as module ``name`` (``fairseq-train --user-dir DIR`` imports DIR's
+    basename: a symbolic link or a copy of another name): the package's one ``truneg_fairseq``
+    (imported now from this directory, unless imported already) is registered, and ``name`` and
+    its submodules become that package and its submodules, so that nothing is imported or
+    registered twice (fairseq's own import of ``name.tasks.*`` and ``name.models.*`` included)."""
+    import importlib.util
+
+    package = __package_name__
+    real = sys.modules.get(package)
+    if real is None:
+        here = os.path.dirname(os.path.realpath(__file__))
+        spec = importlib.util.spec_from_file_location(
+            package, os.path.join(here, "__init__.py"), submodule_search_locations=[here]
+        )
+        real = importlib.util.module_from_spec(spec)
+        sys.modules[package] = real
+        try:
+            spec.loader.exec_module(real)
+        except BaseException:
+            del sys.modules[package]
+            raise
+    real.register()
+    for key, module in list(sys.modules.items()):
+        if key == package or key.startswith(package + "."):
+            sys.modules.setdefault(name + key[len(package) :], module)
+    sys.meta_path.insert(0, _Alias(name, package))  # what is imported later
+    sys.modules[name] = real
+
+
+class _Alias:
+    """A finder that gives module ``alias.X`` as the module ``package.X`` (imported once)."""
+
+    def __init__(self, alias: str, package: str):
+        self.alias, self.package = alias, package
+
+    def find_spec(self, fullname, path=None, target=None):
+        import importlib.util
+
+        if not fullname.startswith(self.alias + "."):
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        import importlib
+
+        return importlib.import_module(self.package + spec.name[len(self.alias) :])
+
+    def exec_module(self, module):
+        pass  # run once, under the package's name
+
+
+__package_name__ = "truneg_fairseq"
+
+if __name__ != __package_name__:
+    _under_another_name(__name__)
+elif not started_as_command() and fairseq_installed():
     register()

@@ -11,6 +11,7 @@ from truneg_fairseq.compat.checkpoint_errors import (  # noqa: F401
     checkpoint_write_errors,
     describe_load_error,
 )
+from truneg_fairseq.outputs import reading
 
 
 def data_dir_for(
@@ -19,12 +20,43 @@ def data_dir_for(
     data: Optional[str] = None,
     flag: str = "--data",
     needs: str = "dict.txt",
+    dictionary: Optional[dict] = None,
 ) -> str:
     """The data directory to load ``checkpoint`` with: ``data`` when given (it must hold
     ``needs``: the error names ``flag`` and that directory), else the one ``recorded`` in the
-    checkpoint, else the checkpoint's own directory (an import keeps dict.txt beside model.pt)."""
+    checkpoint, else the checkpoint's own directory (an import keeps dict.txt beside model.pt).
+    ``dictionary``: the training dictionary the checkpoint records
+    (:mod:`truneg_fairseq.compat.dictionary_record`); the directory's ``needs`` must be that
+    dictionary. Without it, a ``data`` given while the recorded directory still holds its
+    ``needs`` must list the same symbols as that one."""
     import os
 
+    first = str(recorded).split(os.pathsep)[0] if recorded else None
+    if first:  # the training data's dictionary: an input, whether it is compared or not
+        reading(
+            os.path.join(first, needs), f"dictionary of the data directory {checkpoint} records"
+        )
+    found = _data_dir(checkpoint, recorded, data, flag, needs, dictionary is None)
+    given = f"{flag} dictionary" if data else f"dictionary found for {checkpoint}"
+    reading(os.path.join(found, needs), given)
+    if dictionary is not None:
+        from truneg_fairseq.compat.dictionary_record import check_dictionary_file
+
+        path = os.path.join(found, needs)
+        if data:
+            named = f"{flag} {data}: its {needs}"
+            fix = (
+                f"Give {flag} the data directory it was trained on (or one with that same {needs})"
+            )
+        else:
+            where = "recorded in" if found == first else "beside"
+            named = f"{path} (the data directory {where} {checkpoint})"
+            fix = f"Pass the data directory it was trained on with {flag}"
+        check_dictionary_file(checkpoint, dictionary, path, named, fix)
+    return found
+
+
+def _data_dir(checkpoint, recorded, data, flag, needs, compare_recorded: bool) -> str:
     if data:
         if not os.path.isdir(data):
             raise CheckpointError(
@@ -36,7 +68,8 @@ def data_dir_for(
                 f"{flag} {data} has no {needs}; give the data directory {checkpoint} was trained "
                 f"on (the one holding {needs})"
             )
-        _check_same_dictionary(checkpoint, recorded, data, flag, needs)
+        if compare_recorded:
+            _check_same_dictionary(checkpoint, recorded, data, flag, needs)
         return data
     first = str(recorded).split(os.pathsep)[0] if recorded else None
     for cand in (first, os.path.dirname(os.path.abspath(str(checkpoint)))):
@@ -114,6 +147,7 @@ def read_checkpoint(checkpoint, data: Optional[str] = None) -> dict:
 
     if not os.path.isfile(str(checkpoint)):
         raise CheckpointError(f"checkpoint {checkpoint} not found")
+    reading(checkpoint, "checkpoint")
     try:
         with plugin_families_only():  # only the plugin's families are built here
             state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint))
@@ -160,7 +194,13 @@ def load_for_inference(
         raise CheckpointError(
             f"{checkpoint} has no fairseq config (cfg): not a fairseq checkpoint of this kind"
         )
-    data = data_dir_for(checkpoint, cfg.task.get("data", None), data, flag, needs)
+    from truneg_fairseq.compat import RECORDS
+    from truneg_fairseq.compat.dictionary_record import recorded_dictionary
+
+    recorded = cfg.task.get("data", None)
+    data = data_dir_for(
+        checkpoint, recorded, data, flag, needs, recorded_dictionary(state, RECORDS)
+    )
     if check is not None:
         check(state, data)
     from fairseq.dataclass.utils import overwrite_args_by_name

@@ -28,3 +28,8 @@ class FlagError(ValueError):
 
 class HFTrainError(ValueError):
     """An input of ``truneg-hf-train`` that cannot be used; the message names it and the fix."""
+
+
+class LineTooLongError(CorpusError):
+    """A line of an input text file longer than any command uses
+    (:mod:`truneg_fairseq.text.lines`); the message names the file, the line and the limit."""

@@ -37,16 +37,25 @@ def setup_logging(name: str) -> logging.Logger:
 def interruptible(main):
     """``main`` of a command, with Ctrl-C (SIGINT) said in one line and exit status 130 (the
     shell's 128 + SIGINT) instead of a KeyboardInterrupt traceback; outputs are written
-    atomically, so an interrupted command leaves no partial file."""
+    atomically, so an interrupted command leaves no partial file. Every file the command reads
+    is compared with its outputs as it is read (:mod:`truneg_fairseq.outputs.inputs`): one that
+    is an output is one error line, nothing written."""
     import functools
+
+    from truneg_fairseq.outputs import InputAsOutputError, begin_run, end_run
 
     @functools.wraps(main)
     def run(argv=None) -> int:
+        begin_run()  # the files it reads are compared with its outputs (outputs/inputs.py)
         try:
             return main(argv)
         except KeyboardInterrupt:
             print("interrupted (Ctrl-C): nothing partial was written", file=sys.stderr)
             return 130
+        except InputAsOutputError as e:  # an output found to be an input as the run read it
+            fail(str(e))
+        finally:
+            end_run()
 
     return run
 
@@ -150,22 +159,36 @@ def resolve_checkpoint_args(parser, args, several: bool = False):
 def refuse_inputs_as_outputs(outputs, inputs) -> None:
     """An output flag that names one of the run's input files (a link to one included) is one
     error naming both flags and the file, before anything is read or written
-    (:func:`truneg_fairseq.outputs.refuse_inputs_as_outputs`)."""
-    from truneg_fairseq.outputs import OutputDirError
+    (:func:`truneg_fairseq.outputs.refuse_inputs_as_outputs`). The outputs are declared for the
+    rest of the run: an input found later, as the run reads it (the data directory a checkpoint
+    records, a dictionary beside it), is compared with them too
+    (:func:`truneg_fairseq.outputs.reading`)."""
+    from truneg_fairseq.outputs import OutputDirError, declare_outputs, refuse_read_outputs
     from truneg_fairseq.outputs import refuse_inputs_as_outputs as refuse
 
     try:
         refuse(outputs, inputs)
+        refuse_read_outputs(outputs)
     except OutputDirError as e:
         fail(str(e))
+    declare_outputs(outputs)
 
 
 def write_output(flag: str, path, write, mode: str = "w", **kwargs) -> None:
     """``write(f)`` into output ``path`` (of ``flag``) atomically; a full disk, a quota or a
     directory that cannot be written is one error naming the flag and the file, and leaves no
     file behind (the earlier ``path`` stays as it was)."""
-    from truneg_fairseq.outputs import OutputDirError, atomic_open, write_errors
+    from truneg_fairseq.outputs import (
+        OutputDirError,
+        atomic_open,
+        refuse_read_outputs,
+        write_errors,
+    )
 
+    try:
+        refuse_read_outputs({flag: path})  # one of the files the run read (outputs/inputs.py)
+    except OutputDirError as e:
+        fail(str(e))
     try:
         with write_errors(path), atomic_open(path, mode, **kwargs) as f:
             write(f)

@@ -180,8 +180,8 @@ def main(argv=None) -> int:
     if not sys.stderr.isatty():
         hf_logging.disable_progress_bar()  # no progress bars in a log file
     from truneg_fairseq.errors import OutputDirError, SynonymTableError
-    from truneg_fairseq.pipelines.hf_train import HFTrainConfig, HFTrainError, load_models, run
     from truneg_fairseq.lexicon import WordNetNotFoundError
+    from truneg_fairseq.pipelines.hf_train import HFTrainConfig, HFTrainError, load_models, run
 
     if args.build_synonyms:
         from truneg_fairseq.outputs import files_in

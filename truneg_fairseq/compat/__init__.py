@@ -36,7 +36,12 @@ longer needs it where it can tell. They are installed in this order:
     is written outside the target) and replaces the user's archive with the directory; members
     are checked first and extracted with tarfile's ``data`` filter, and the archive is kept.
 12. ``data_index``: fairseq trusts a data-bin's ``.idx`` (a 2**31-token sentence runs for a
-    minute and takes gigabytes); its sizes are checked against the ``.bin``'s bytes first.
+    minute and takes gigabytes); its sizes are checked against the ``.bin``'s bytes first, and
+    against the bytes it holds on disk (a sparse file's size is not data); a sample longer
+    than the model's positions that the run may not leave out (validation, without
+    ``--skip-invalid-size-inputs-valid-test``) is
+    one error naming the split and the sample, not a traceback after the splits are built.
+
 13. ``refusals``: inside fairseq-train, fairseq-hydra-train and fairseq-validate, every error
     the plugin raises (bad input, refused flags, a checkpoint that cannot be resumed) ended in a
     traceback above its message; it is one line in fairseq's log format and exit status 1, and
@@ -91,7 +96,12 @@ from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
-from .data_index import DataIndexError, checked_data_index  # noqa: F401
+from .data_index import (  # noqa: F401
+    DataIndexError,
+    SampleTooLongError,
+    checked_data_index,
+    sized_samples,
+)
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
@@ -117,6 +127,7 @@ MENDS = (
     checked_resume,
     safe_hub_archives,
     checked_data_index,
+    sized_samples,
     one_line_refusals,
     locked_save_dirs,
 )

@@ -9,19 +9,43 @@ size at least 0, the sizes summing (times the token width) to exactly the ``.bin
 the pointers following the sizes, in chunks of numpy over the mapped index (no Python loop over
 sentences, no copy of the whole index). A mismatch is one :class:`DataIndexError` naming the file
 and saying to binarize the data again.
+
+A sample is also bounded by the model's positions where it is used whole (a sentence of a split
+read with ``--sample-break-mode eos`` or ``complete``; ``none`` cuts it into blocks):
+fairseq's batching ends in a traceback (``Size of sample #N is invalid ...``) after the splits are
+built; with the plugin it is one :class:`SampleTooLongError` naming the split's files, the sample
+and the positions (``sized_samples``).
+
+The sizes must also describe tokens the ``.bin`` really holds: a sparse file (``truncate -s 1G``)
+has the size an index claims and no data on disk, and a sentence it claims is read as zeros. A
+sentence of more bytes than four times the bytes the file has on disk (``st_blocks`` x 512; a
+compressing file system may store a file in fewer blocks than its size, not that much fewer),
+plus 1 MiB, is a :class:`DataIndexError` naming the file and the sentence.
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
 CHUNK = 1 << 22  # index entries checked at a time
+STORED_SLACK = 1 << 20  # bytes a sentence may claim beyond 4 x the file's bytes on disk
 
 
 class DataIndexError(ValueError):
     """A ``.idx`` whose sizes do not describe its ``.bin``."""
+
+
+class SampleTooLongError(ValueError):
+    """A sample (a sentence, with ``--sample-break-mode eos``) longer than the model's positions,
+    where the run may not leave it out."""
+
+
+_INVALID_SIZE = re.compile(
+    r"Size of sample #(\d+) is invalid \(=(.*)\) since max_positions=(.*), skip this example"
+)
 
 
 def check_index(prefix: str, sizes, pointers, itemsize: int) -> None:
@@ -49,12 +73,33 @@ def check_index(prefix: str, sizes, pointers, itemsize: int) -> None:
             break
     if why is None and total != have:
         why = f"sizes that add up to {total} bytes"
+    if why is None:
+        why = _unstored_sentence(bin_path, sizes, itemsize)
     if why is not None:
         raise DataIndexError(
             f"{prefix}.idx does not describe {bin_path} ({have} bytes): it has {why}. The pair is "
             "damaged or was not written together; binarize the data again (scripts/prepare_corpus.py "
             "or fairseq-preprocess)"
         )
+
+
+def _unstored_sentence(bin_path: str, sizes, itemsize: int):
+    """Why the largest sentence of ``sizes`` cannot be tokens of ``bin_path`` (a sparse file:
+    see the module docstring), or None."""
+    blocks = getattr(os.stat(bin_path), "st_blocks", None)
+    if blocks is None or not len(sizes):
+        return None
+    stored = int(blocks) * 512
+    bound = 4 * stored + STORED_SLACK
+    for start in range(0, len(sizes), CHUNK):
+        s = np.asarray(sizes[start : start + CHUNK], dtype=np.int64)
+        i = int(np.argmax(s))
+        if int(s[i]) * itemsize > bound:
+            return (
+                f"sentence {start + i} of {int(s[i]):,} tokens ({int(s[i]) * itemsize:,} bytes), "
+                f"while the file holds {stored:,} bytes on disk (a sparse file: its size is not data)"
+            )
+    return None
 
 
 def checked_data_index() -> None:
@@ -66,9 +111,54 @@ def checked_data_index() -> None:
         return
 
     def _do_init(self, path):
+        from truneg_fairseq.outputs import reading
+
+        for ext in (".idx", ".bin"):  # an output of the command may not be a split it reads
+            reading(f"{path}{ext}", "binarized split")
         original(self, path)
         index = self._index
         check_index(str(path), index.sizes, index._pointers, index.dtype().itemsize)
 
     _do_init.truneg_checked = True
     MMapIndexedDataset._do_init = _do_init
+
+
+def _split_of(task, dataset) -> str:
+    """The files of the split ``dataset`` is (``DATA/SPLIT``), or words for it."""
+    datasets = getattr(task, "datasets", None) or {}
+    split = next((k for k, v in datasets.items() if v is dataset), None)
+    data = getattr(getattr(task, "cfg", None), "data", None)
+    if split is None or not data:
+        return "a split of the data"
+    return os.path.join(str(data).split(os.pathsep)[0], split)
+
+
+def sized_samples() -> None:
+    """A sample longer than the model's positions, met by fairseq's batching where it may not
+    be left out, as one :class:`SampleTooLongError` (see the module docstring)."""
+    from fairseq.tasks.fairseq_task import FairseqTask
+
+    original = FairseqTask.filter_indices_by_size
+    if getattr(original, "truneg_checked", False):  # installed already
+        return
+
+    def filter_indices_by_size(
+        self, indices, dataset, max_positions=None, ignore_invalid_inputs=False
+    ):
+        try:
+            return original(self, indices, dataset, max_positions, ignore_invalid_inputs)
+        except Exception as e:
+            found = _INVALID_SIZE.match(str(e)) if type(e) is Exception else None
+            if found is None:
+                raise
+            sample, size, positions = found.groups()
+            raise SampleTooLongError(
+                f"{_split_of(self, dataset)}.bin/.idx: sample {sample} has {size} tokens, more "
+                f"than the {positions} positions the model takes (--tokens-per-sample, "
+                "--max-positions): cut long sentences into blocks (--sample-break-mode none), "
+                "leave them out (--skip-invalid-size-inputs-valid-test), or binarize "
+                "shorter lines"
+            ) from None
+
+    filter_indices_by_size.truneg_checked = True
+    FairseqTask.filter_indices_by_size = filter_indices_by_size

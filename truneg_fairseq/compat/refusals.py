@@ -24,6 +24,13 @@ there the refusal is said where hydra reads the failed job's result. A refusal m
 ``call_main`` (fairseq-train's argument conversion: ``--bf16`` with ``--amp``) reaches the
 interpreter: the excepthook says it the same way in a process whose main program is a fairseq
 command, and leaves every other program's errors alone.
+
+Ctrl-C (SIGINT) in these commands ended in a ``KeyboardInterrupt`` traceback and the signal's
+exit status; it is said as the package's own commands say it, one line on stderr
+(:data:`INTERRUPTED`), with exit status 130 (the shell's 128 + SIGINT), in the same places: the
+``call_main`` of the command, each spawned worker (quietly: the parent says it), and the
+excepthook of a fairseq command's process. Checkpoints are written atomically with the plugin, so
+an interrupted save leaves no partial file.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ import sys
 LOG_FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"  # fairseq's
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 WORKER_REFUSED = 3  # exit status of a spawned worker that said a refusal
+INTERRUPTED = "interrupted (Ctrl-C): nothing partial was written"  # as the package's commands
+INTERRUPTED_STATUS = 130
 
 _original = {}  # fairseq's call_main and distributed_main, kept when replaced
 _inside_call_main = 0  # > 0 while call_main runs in this process (it says the refusal)
@@ -92,7 +101,13 @@ def call_main(cfg, main, **kwargs):
     _inside_call_main += 1
     try:
         return _original["call_main"](cfg, main, **kwargs)
+    except KeyboardInterrupt:
+        say_interrupted()
+        raise SystemExit(INTERRUPTED_STATUS) from None
     except ProcessExitedException as e:
+        if e.exit_code == INTERRUPTED_STATUS:  # a worker stopped by Ctrl-C
+            say_interrupted()
+            raise SystemExit(INTERRUPTED_STATUS) from None
         if e.exit_code != WORKER_REFUSED:
             raise
         raise SystemExit(1) from None  # the worker said why
@@ -112,6 +127,8 @@ def distributed_main(i, main, cfg, kwargs):
         return _original["distributed_main"](i, main, cfg, kwargs)
     try:
         return _original["distributed_main"](i, main, cfg, kwargs)
+    except KeyboardInterrupt:
+        raise SystemExit(INTERRUPTED_STATUS) from None  # the parent says it
     except Exception as e:
         if not is_refusal(e):
             raise
@@ -119,8 +136,18 @@ def distributed_main(i, main, cfg, kwargs):
         raise SystemExit(WORKER_REFUSED) from None
 
 
+def say_interrupted() -> None:
+    print(INTERRUPTED, file=sys.stderr, flush=True)
+
+
 def excepthook(exc_type, exc, tb):
     name = fairseq_command()
+    if name is not None and issubclass(exc_type, KeyboardInterrupt):
+        # met before call_main (the plugin's import, the arguments): the interpreter would end
+        # with the signal's status; the one line is said and the status is 130
+        say_interrupted()
+        sys.stdout.flush()
+        os._exit(INTERRUPTED_STATUS)
     if name is not None and is_refusal(exc):
         say_refusal(exc, name)
         return

@@ -11,7 +11,9 @@ that one line: :mod:`.refusals`).
 fairseq also records nothing of what a run was trained *with* beyond its config:
 ``recorded_runs`` adds to every checkpoint's ``extra_state`` (under :data:`RECORDS`) what the
 run's criterion and task declare (``checkpoint_record()``: the synonym table's content
-fingerprint of the plugin's criterions) and, for fairseq's ``sentence_prediction``, the label
+fingerprint of the plugin's criterions), the task's dictionary (:mod:`.dictionary_record`: a
+resume on a dictionary of the same size in another order is refused) and, for fairseq's
+``sentence_prediction``, the label
 dictionary in the order the classification head's outputs are named by, the regression flag and
 the GLUE task of the data directory (its ``meta.json``), so that predictions can be checked
 against the data they are made on. On resume, the criterion and task that declare
@@ -25,6 +27,8 @@ import os
 import re
 
 from .checkpoint_errors import CheckpointError, describe_load_error
+from .dictionary_record import KEY as DICTIONARY
+from .dictionary_record import dictionary_record, difference
 from .refusals import is_refusal
 
 RECORDS = "truneg_records"
@@ -69,6 +73,9 @@ def _records(trainer) -> dict:
     labels = sentence_prediction_record(trainer.task)
     if labels is not None:
         out["sentence_prediction"] = labels
+    dictionary = dictionary_record(trainer.task)
+    if dictionary is not None:
+        out[DICTIONARY] = dictionary
     return out
 
 
@@ -191,6 +198,22 @@ def resume_message(path, exc: BaseException, trainer):
     )
 
 
+def _check_resumed_dictionary(task, record, filename) -> None:
+    """The dictionary of the run resumed from ``filename`` against the one it records."""
+    d = getattr(task, "source_dictionary", None)
+    if not isinstance(record, dict) or d is None or not isinstance(record.get("symbols"), list):
+        return
+    where = os.path.join(str(task.cfg.data).split(os.pathsep)[0], "dict.txt")
+    n = min(len(record["symbols"]), len(d.symbols))  # a task may add symbols of its own
+    said = difference(record["symbols"][:n], d.symbols[:n], d.nspecial, where)
+    if said is not None:
+        raise CheckpointError(
+            f"{filename} was trained with another dictionary than {where} (the one it records): "
+            f"{said}. fairseq-train cannot continue from it: give the data directory it was "
+            "trained on, or give another --save-dir (or --restore-file) to start a new run"
+        )
+
+
 def checked_resume() -> None:
     """Load errors of ``Trainer.load_checkpoint`` as one line, and the run's records checked on
     resume (see the module docstring)."""
@@ -219,6 +242,7 @@ def checked_resume() -> None:
             )
             if extra is not None:
                 records = extra.get(RECORDS) or {}
+                _check_resumed_dictionary(self.task, records.get(DICTIONARY), filename)
                 for name, obj in (("criterion", self.get_criterion()), ("task", self.task)):
                     check = getattr(obj, "check_checkpoint_record", None)
                     if callable(check):

@@ -26,6 +26,7 @@ from truneg_fairseq.data.unknown_tokens import (  # noqa: F401  (their home befo
 )
 from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.io_utils import WRITE_ERRNOS, atomic_dir, atomic_open, temp_beside
+from truneg_fairseq.outputs import reading
 from truneg_fairseq.text.lines import binary_lines
 
 logger = logging.getLogger(__name__)
@@ -68,9 +69,10 @@ def read_text_lines(path: os.PathLike) -> Iterator[str]:
     path = Path(path)
     if not path.is_file():
         raise CorpusError(f"--input {path} not found")
+    reading(path, "text file")  # an output of the command may not be it
     try:
         with _open_binary(path) as f:
-            for i, raw in enumerate(binary_lines(f), 1):
+            for i, raw in enumerate(binary_lines(f, name=path), 1):
                 if b"\0" in raw:
                     raise CorpusError(
                         f"{path}, line {i}: NUL byte (a binary file?); give plain UTF-8 text, one "

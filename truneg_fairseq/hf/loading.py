@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import List, Optional
 
-from truneg_fairseq.errors import HFTrainError
+from truneg_fairseq.errors import CorpusError, HFTrainError
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,8 @@ def read_examples(tokenizer, path: str, flag: str, seq_len: int) -> List[List[in
                     empty += 1
         except UnicodeDecodeError as e:
             raise HFTrainError(f"{flag}: {f} line {e.lineno} is not UTF-8 text") from None
+        except CorpusError as e:  # a line longer than any example (text/lines.py)
+            raise HFTrainError(f"{flag}: {e}") from None
     if not lines:
         raise HFTrainError(f"{flag} {path} holds no text (empty lines only)")
     ids = tokenize_lines(tokenizer, lines, seq_len)

@@ -10,6 +10,7 @@ import numpy as np
 
 from truneg_fairseq.errors import SynonymTableError
 from truneg_fairseq.io_utils import atomic_open, write_errors
+from truneg_fairseq.outputs import reading
 
 FORMAT_VERSION = 1
 
@@ -148,6 +149,7 @@ def load_arrays(path: os.PathLike, vocab_size: int = None):
             f"synonym table {path} not found: build it with `python scripts/build_synonym_table.py "
             "--dict DATA/dict.txt ... --output FILE` and pass it as --synonym-table"
         )
+    reading(path, "synonym table")  # an output of the command may not be it
     foreign = f"{path} is not a synonym table written by build_synonym_table.py"
     with open(path, "rb") as f:
         if f.read(4) != b"PK\x03\x04":  # not an .npz (zip) archive: numpy would guess a pickle

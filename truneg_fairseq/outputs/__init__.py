@@ -7,7 +7,8 @@ the package loads on its own, without torch or fairseq):
 * ``marker``: which files of an output directory a command wrote (``.truneg-output.json``);
 * ``swap``: replacing a command's files by a new set, and recovering a swap a kill cut short;
 * ``dirs``: whole output directories (:func:`atomic_dir`, :func:`staged_entries`);
-* ``inputs``: an output that is one of the run's inputs refused (:func:`refuse_inputs_as_outputs`);
+* ``inputs``: an output that is one of the run's inputs refused (:func:`refuse_inputs_as_outputs`,
+  and for the files found as the run reads them, :func:`reading`);
 * ``errors``: :class:`OutputDirError`.
 
 ``truneg_fairseq.io_utils`` re-exports these names for older callers."""
@@ -22,23 +23,40 @@ from .atomic import (
 )
 from .dirs import atomic_dir, check_dir, check_entries, staged_entries
 from .errors import OutputDirError
-from .inputs import files_in, refuse_inputs_as_outputs, same_file, split_files
+from .inputs import (
+    InputAsOutputError,
+    begin_run,
+    declare_outputs,
+    end_run,
+    files_in,
+    reading,
+    refuse_inputs_as_outputs,
+    refuse_read_outputs,
+    same_file,
+    split_files,
+)
 from .locks import lock_path, output_lock
 from .marker import MARKER, read_marker
 
 __all__ = [
+    "InputAsOutputError",
     "MARKER",
     "OutputDirError",
     "WRITE_ERRNOS",
     "atomic_dir",
     "atomic_open",
+    "begin_run",
     "check_dir",
     "check_entries",
+    "declare_outputs",
+    "end_run",
     "files_in",
     "lock_path",
     "output_lock",
     "read_marker",
+    "reading",
     "refuse_inputs_as_outputs",
+    "refuse_read_outputs",
     "same_file",
     "split_files",
     "staged_entries",

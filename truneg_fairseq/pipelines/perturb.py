@@ -73,6 +73,7 @@ def perturb_glue_folder(cfg: PerturbConfig, task_name: str, wn=None) -> dict:
     from truneg_fairseq.data.glue import TASKS
     from truneg_fairseq.io_utils import atomic_dir
     from truneg_fairseq.lexicon import load_wordnet
+    from truneg_fairseq.text import read_lines
 
     _check_not_input(cfg)
     task = TASKS[task_name]
@@ -89,8 +90,7 @@ def perturb_glue_folder(cfg: PerturbConfig, task_name: str, wn=None) -> dict:
             if split == "train":
                 shutil.copyfile(src, os.path.join(tmp, fname))
                 continue
-            with open(src, encoding="utf-8", newline="\n") as f:
-                lines = [line.rstrip("\r\n") for line in f]
+            lines = list(read_lines(src))  # any line ending; an over-long line refused
             header = lines[0] if task.header else None
             cols = [
                 perturb.column_index(header, k, src, task)
