@@ -47,6 +47,7 @@ DATA_BIN=${2:?$USAGE}
 CRITERION=${3:?$USAGE}
 shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 . "$REPO/examples/paths.sh"
 check_data_path DATA_BIN "$DATA_BIN"

@@ -16,6 +16,8 @@
 # runs/<model>_<objective>) holds checkpoint-N every SAVE_STEPS; running the same command again
 # resumes from the last one. MAX_STEPS, LR, WARMUP, SEQ, BATCH, ACCUM, SAVE_STEPS override.
 set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 USAGE="usage: continue.sh MODEL_DIR TEXT OBJECTIVE [flags]"
 MODEL=${1:?$USAGE}
 TEXT=${2:?$USAGE}
