@@ -6,6 +6,7 @@ command line is parsed), the study's ``--jobs`` flag, and parsing a command line
 import argparse
 
 from truneg_fairseq.cli.common import check_required_dict, count_arg
+from truneg_fairseq.cli.threads import set_threads_if_unset
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -16,7 +17,8 @@ class CommandParser(argparse.ArgumentParser):
     imports the package without registering it, so that ``--help`` and a mistyped flag need
     neither fairseq nor torch (the package root's docstring). ``check(parser, args)``, when
     given, runs before that, so that a command line missing what argparse cannot require (one of
-    two flags, say) is refused at once too."""
+    two flags, say) is refused at once too. An unset ``OMP_NUM_THREADS`` is chosen then too
+    (:mod:`truneg_fairseq.cli.threads`)."""
 
     def __init__(self, *args, check=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -26,6 +28,7 @@ class CommandParser(argparse.ArgumentParser):
         parsed = super().parse_args(args, namespace)
         if self.check is not None:
             self.check(self, parsed)
+        set_threads_if_unset()  # before torch is imported
         _register_whole()
         return parsed
 

@@ -50,6 +50,8 @@ longer needs it where it can tell. They are installed in this order:
     the plugin raises (bad input, refused flags, a checkpoint that cannot be resumed) ended in a
     traceback above its message; it is one line in fairseq's log format and exit status 1, and
     any other exception keeps its traceback.
+16. ``log_file``: fairseq's progress bar adds a ``--log-file`` handler on every epoch and
+    validation, so epoch N's lines reach the file N times; the file gets one handler.
 
 ``model_values`` is not a mend: the schema of the model config values a checkpoint or
 an import may hold, which ``checkpoint_configs`` applies to the plugin's families.
@@ -97,6 +99,7 @@ from .data_index import DataIndexError, checked_data_index  # noqa: F401
 from .device_stats import device_statistics  # noqa: F401
 from .fast_update import fast_updates  # noqa: F401
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
+from .log_file import one_log_file_handler  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
 from .refusals import is_refusal, one_line_refusals  # noqa: F401
@@ -123,6 +126,7 @@ MENDS = (
     device_statistics,
     fast_updates,
     one_line_refusals,
+    one_log_file_handler,
 )
 
 _installed = False
