@@ -45,6 +45,7 @@ COMMANDS = (
     "truneg-hf-train",
     "truneg-make-cline-data",
     "truneg-perturb",
+    "truneg-plot-run",
     "truneg-prepare-corpus",
     "truneg-prepare-glue",
     "truneg-robustness-report",
