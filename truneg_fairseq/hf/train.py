@@ -349,6 +349,9 @@ def run(cfg: HFTrainConfig) -> str:
     """Train; returns the output directory (the final model is saved there)."""
     from transformers import PrinterCallback, TrainerCallback
 
+    if not is_main_process():  # under torchrun the start-up lines come from rank 0 alone
+        logger.setLevel(logging.WARNING)
+
     from truneg_fairseq.hf.collator import MaskedLMCollator
     from truneg_fairseq.hf.trainer import TrueNegativeTrainer
 
@@ -393,7 +396,11 @@ def run(cfg: HFTrainConfig) -> str:
         f"{cfg.batch_size} x {cfg.grad_accum} x {trainer.args.world_size} sequences"
     )
     trainer.train(resume_from_checkpoint=last)
-    if valid is not None:
+    evaluated = any(
+        "eval_loss" in e and e.get("step") == trainer.state.global_step
+        for e in trainer.state.log_history
+    )
+    if valid is not None and not evaluated:  # --eval-steps dividing --max-steps did it already
         trainer.evaluate()
     trainer.save_model(cfg.output_dir)
     logger.info(f"done: the model is in {cfg.output_dir} (from_pretrained loads it)")
