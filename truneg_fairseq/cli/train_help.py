@@ -83,18 +83,16 @@ def main(argv=None) -> int:
     saved = sys.argv
     sys.argv = [saved[0] if saved else "truneg-train-help", *argv]  # fairseq reads --user-dir there
     try:
-        from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
-
-        import truneg_fairseq
-
-        truneg_fairseq.register()
-        arch = chooser.parse_known_args(argv)[0].arch
-        if arch not in ARCH_MODEL_REGISTRY and arch not in MODEL_REGISTRY:
+        try:
+            parser = training_parser(argv)  # imports fairseq and any --user-dir
+        except RuntimeError as e:  # fairseq 0.12's bare answer to an --arch it does not know
+            if str(e):
+                raise
+            arch = chooser.parse_known_args(argv)[0].arch
             chooser.error(
                 f"argument --arch/-a: unknown architecture {arch!r} (fairseq-train --help lists "
                 "them; a plugin's need --user-dir)"
             )
-        parser = training_parser(argv)
         # a second DATA where the command line has its own is no flag: left out
         unknown = [a for a in parser.parse_known_args(_with_data(argv))[1] if a.startswith("-")]
         if unknown:
