@@ -26,6 +26,7 @@ STAMP := $(VENV)/.installed
 .PHONY: install wordnet demo demo-quick study test test-quick bench gpu-check lint clean
 
 install: $(STAMP) wordnet
+	@echo "installed in $(VENV); activate it in your shell with: source $(VENV)/bin/activate (the recipes in examples/ find it without)"
 
 $(STAMP): requirements.txt requirements-fairseq.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -103,6 +103,9 @@ def test_prepare_a_folder_with_some_tasks_cli(glue_dir, corpus_dir, data_bin, tm
     for name in ("RTE", "SST-2"):
         assert (out / name / "input0" / "train.bin").is_file()
         assert (out / name / "label" / "dict.txt").is_file()
+    # the log names the final folders, never the staging ones the tasks are built in
+    assert f"{out / 'RTE' / 'input0' / 'train'}: " in proc.stdout
+    assert ".RTE.new-" not in proc.stdout and ".new-" not in proc.stdout
     proc = run_script("prepare_glue.py", common + ["--tasks", "RTE", "CoLA"])
     assert proc.returncode != 0
     assert re.search(r"CoLA.*train\.tsv not found", proc.stderr), proc.stderr

@@ -49,7 +49,7 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
     from transformers import BertForMaskedLM
 
     out = tmp_path / "run"
-    args = base_args(tiny, out, "--valid", str(tiny / "valid.txt"), "--eval-steps", "4")
+    args = base_args(tiny, out, "--valid", str(tiny / "valid.txt"), "--eval-steps", "3")
     args += ["--save-steps", "2", "--log-steps", "2", "--report-to", "tensorboard"]
     args += ["--max-steps", "6"]
     assert hf_train.main(args) == 0
@@ -60,6 +60,9 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
         assert re.search(rf"(^|\| ){name} [\d.]+", values), name
     assert "pred_corr_ratio" in line and "iter_corr_ratio" in line and "content_pred" in line
     assert "iter_corr_ratio" in log and "eval_mlm_acc" in log and "eval_pred_corr_ratio" in log
+    # evaluations at updates 3 and 6, the last one the final evaluation (printed once)
+    evals = [x for x in log.splitlines() if "eval_mlm_acc" in x]
+    assert len(evals) == 2 and evals[-1].endswith("num_updates 6"), evals
     assert "100 examples (one per non-empty line; 1 empty lines left out" in log
     assert (out / "synonyms.npz").is_file() and any((out / "runs").rglob("events.*"))
     assert [step_of(out / f"checkpoint-{n}") for n in (2, 4, 6)] == [2, 4, 6]
@@ -125,6 +128,9 @@ def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path, caps
     )  # fmt: skip
     assert two.returncode == 0, (two.stdout + two.stderr)[-3000:]
     assert "x 2 sequences" in two.stdout  # batch x accumulation x processes
+    # the start-up lines once, from rank 0
+    assert two.stdout.count("examples (one per non-empty line") == 1, two.stdout[-3000:]
+    assert two.stdout.count("x 2 sequences") == 1
     assert hf_train.main(base_args(tiny, tmp_path / "one", *steps, "--grad-accum", "2")) == 0
     one = capsys.readouterr().out
     # 3 updates an epoch, of 8, 8 and 6 lines, in both

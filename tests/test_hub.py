@@ -54,8 +54,14 @@ def test_fill_mask_decodes_wordpieces_with_the_right_spaces(imported):
     # the mask glued to the word before it: a word-start piece still gets its space
     assert word.fill_mask("the big house<mask> near")[0][0] == "the big house at near"
     cont = from_pretrained(imported, checkpoint_file="cont.pt")
-    (text, prob, piece) = cont.fill_mask(MASKED, topk=1)[0]
+    # the mask written against "house" asks for the rest of the word: "##s" glued on
+    (text, prob, piece) = cont.fill_mask("the big house<mask> near the small lake", topk=1)[0]
     assert (text, piece) == ("the big houses near the small lake", "##s") and prob > 0.99
+    # a mask with a space before it is a whole word: whole words only, however likely "##s"
+    top = cont.fill_mask(MASKED, topk=5)
+    assert len(top) == 5 and not any(p.startswith("##") for _, _, p in top)
+    assert all(t == MASKED.replace("<mask>", p) for t, _, p in top)
+    assert sum(prob for _, prob, _ in top) < 0.01  # the model's probabilities, not renormalised
     # the rest of fairseq's interface works on the same object
     tokens = word.encode("the big house")
     assert word.decode(tokens) == "the big house"
@@ -68,9 +74,11 @@ def test_fill_mask_decodes_wordpieces_with_the_right_spaces(imported):
         ("a <mask> b", "at", "a at b"),
         ("a<mask> b", "at", "a at b"),
         ("<mask> is big", "it", "it is big"),
-        ("a house <mask> .", "##s", "a houses ."),
+        ("a house<mask> .", "##s", "a houses ."),
         ("a house<mask>", "##s", "a houses"),
-        ("<mask> house", "##s", "s house"),
+        ("a house<mask>", "at", "a house at"),
+        ("a house <mask> .", "##s", "a house ##s ."),
+        ("<mask> house", "##s", "##s house"),
     ],
 )
 def test_fill_wordpiece_cases(masked, piece, want):

@@ -99,6 +99,10 @@ def test_progress_lines_of_every_stage_in_fairseq_format(tmp_path, corpus_dir):
     ):
         hits = [x for x in lines if re.search(LOG_LINE.pattern + pattern, x)]
         assert hits, (pattern, proc.stdout)
+    # the <unk> share of each split, named by its final path (no "[None]" language tag)
+    replaced = [x for x in lines if "replaced (by <unk>)" in x]
+    assert len(replaced) == 2 and "[None]" not in proc.stdout, replaced
+    assert all(f"{tmp_path / 'out' / 'tok'}/" in x for x in replaced), replaced
     final = [x for x in lines if "encode train:" in x][-1]
     n_train = len((tmp_path / "out" / "raw" / "train.txt").read_text().splitlines())
     assert f"encode train: {n_train:,} lines read" in final

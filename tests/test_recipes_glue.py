@@ -85,6 +85,7 @@ def test_log_and_glue_predict_agree_in_an_odd_directory(data_bin, spm_rte, tmp_p
         "optimization.max_epoch=2",
     )
     assert "electra_small from the checkpoint, 64 positions" in err
+    assert log.count("valid on 'valid' subset") == 2  # each epoch's validation once
     assert (work / "run" / "config" / "rte.yaml").is_file()
     accuracy = best_accuracy(log)
     preds = work / "preds.txt"

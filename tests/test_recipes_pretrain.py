@@ -22,7 +22,8 @@ def saved_cfg(path):
 @pytest.mark.slow
 def test_mlm_recipe_continues_a_checkpoint_with_its_sizes(data_bin, synonym_table, tmp_path):
     """RESTORE= a 2 x 32 RoBERTa with 64 positions: no size flag, SEQ = 64, the valid split's
-    over-long sentences skipped, everything in a directory with an odd name."""
+    over-long sentences skipped, everything in a directory with an odd name; the warm-up
+    follows MAX_UPDATE."""
     work = tmp_path / ODD_NAME
     data = shutil.copytree(data_bin, work / "data-bin")
     fairseq_train(
@@ -30,7 +31,7 @@ def test_mlm_recipe_continues_a_checkpoint_with_its_sizes(data_bin, synonym_tabl
     )
     r = run_recipe(
         "mlm/pretrain.sh",
-        [str(data), "mlm_hard_correction", "--cpu", "--log-interval", "1", "--warmup-updates", "1"],
+        [str(data), "mlm_hard_correction", "--cpu", "--log-interval", "1"],
         work,
         RESTORE=str(work / "start" / "checkpoint_last.pt"),
         SAVE_DIR=str(work / "ck"),
@@ -43,6 +44,8 @@ def test_mlm_recipe_continues_a_checkpoint_with_its_sizes(data_bin, synonym_tabl
     assert (cfg["model"]["encoder_layers"], cfg["model"]["encoder_embed_dim"]) == (2, 32)
     assert cfg["model"]["max_positions"] == 64 and cfg["task"]["tokens_per_sample"] == 64
     assert cfg["dataset"]["skip_invalid_size_inputs_valid_test"] is True
+    # WARMUP's default, 6% of MAX_UPDATE: none in 2 updates (a fixed 10000 kept lr near 0)
+    assert cfg["lr_scheduler"]["warmup_updates"] == 0
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,7 @@ COMMANDS = (
     "truneg-hf-train",
     "truneg-make-cline-data",
     "truneg-perturb",
+    "truneg-plot-run",
     "truneg-prepare-corpus",
     "truneg-prepare-glue",
     "truneg-robustness-report",
@@ -130,20 +131,24 @@ def started_as_command(argv: Optional[Sequence[str]] = None) -> bool:
 
 
 def _is_wrapper(path: str) -> bool:
-    """Whether the script ``path`` is the wrapper ``<name>.py`` of command module
-    ``truneg_fairseq.cli.<name>`` (those of the checkout's scripts folder, or a copy): it is
-    named after one and imports its ``main``."""
-    stem, ext = os.path.splitext(os.path.basename(path))
+    """Whether the script ``path`` is a wrapper of a command module ``truneg_fairseq.cli.<name>``
+    (the checkout's scripts folder, ``examples/study/run_study.py``, or a copy): it imports that
+    module's ``main``."""
+    import re
+
     here = os.path.dirname(os.path.abspath(__file__))
-    if ext != ".py" or stem in ("__init__", "args", "common"):
-        return False
-    if not os.path.isfile(os.path.join(here, "cli", stem + ".py")):
+    if not path.endswith(".py"):
         return False
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return f"from {__name__}.cli.{stem} import main" in f.read()
+            text = f.read()
     except OSError:
         return False
+    return any(
+        name not in ("__init__", "args", "common")
+        and os.path.isfile(os.path.join(here, "cli", name + ".py"))
+        for name in re.findall(rf"^from {__name__}\.cli\.(\w+) import main\b", text, re.M)
+    )
 
 
 def fairseq_installed() -> bool:

@@ -45,6 +45,7 @@ DATA_BIN=${2:?$USAGE}
 CRITERION=${3:?$USAGE}
 shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 PYTHON=${PYTHON:-python}
 . "$REPO/examples/paths.sh"
@@ -70,6 +71,7 @@ EOF
 )
 SEQ=${SEQ:-$(( POSITIONS < 512 ? POSITIONS : 512 ))}
 MAX_UPDATE=${MAX_UPDATE:-200000}
+WARMUP=${WARMUP:-$(( MAX_UPDATE * 6 / 100 < 10000 ? MAX_UPDATE * 6 / 100 : 10000 ))}  # 6% of MAX_UPDATE, at most 10000
 NAME=$(basename "$IMPORTED")
 SAVE_DIR=${SAVE_DIR:-checkpoints/${NAME}_${CRITERION}}
 if [ "$HEAD" = fresh ]; then HEAD_UPDATES=${HEAD_UPDATES:-2000}; else HEAD_UPDATES=${HEAD_UPDATES:-0}; fi
@@ -104,6 +106,6 @@ fi
 exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion "$CRITERION" "${TABLE[@]}" \
   "${COMPILE_FLAGS[@]}" \
   --restore-file "$START" "${RESET[@]}" \
-  --lr "${LR:-5e-5}" --warmup-updates "${WARMUP:-10000}" --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
+  --lr "${LR:-5e-5}" --warmup-updates "$WARMUP" --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
   --save-dir "$SAVE_DIR" --save-interval-updates 25000 --keep-interval-updates 4 \
   --tensorboard-logdir "$SAVE_DIR/tb" "$@"

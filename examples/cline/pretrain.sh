@@ -4,7 +4,7 @@
 #   bash examples/cline/pretrain.sh CLINE_DATA_BIN CHECKPOINT|IMPORTED_DIR|none [extra fairseq-train flags]
 #
 # CLINE_DATA_BIN  output of scripts/make_cline_data.py (…/data-bin), binarized with the
-#                 checkpoint's dict.txt (--srcdict) and tokenizer (GPT-2 BPE for roberta.base)
+#                 checkpoint's dict.txt (--dict) and tokenizer (GPT-2 BPE for roberta.base)
 # CHECKPOINT      e.g. roberta.base/model.pt (fairseq's), or "none" to start from scratch
 # IMPORTED_DIR    a directory written by scripts/convert_hf.py import (model.pt + import.json), of
 #                 any size: its model.pt is restored and every size (positions and LayerNorm
@@ -27,6 +27,7 @@ DATA_BIN=${1:?$USAGE}
 RESTORE=${2:?$USAGE}
 shift 2
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 . "$REPO/examples/paths.sh"
 check_data_path CLINE_DATA_BIN "$DATA_BIN"

@@ -16,6 +16,7 @@ SIZE=${1:?usage: finetune_glue.sh small|base TASK_BIN CHECKPOINT NUM_CLASSES [fl
 TASK_BIN=${2:?}; CHECKPOINT=${3:?}; NUM_CLASSES=${4:?}
 shift 4
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 . "$REPO/examples/paths.sh"
 case "$SIZE" in small) LR=${LR:-3e-4} ;; base) LR=${LR:-1e-4} ;;

@@ -27,7 +27,7 @@
 # GPUS (default: all visible) x MAX_SENTENCES x UPDATE_FREQ is the batch; the defaults give 128
 # on one GPU. Multi-node: run under torchrun/SLURM as fairseq documents. NUM_WORKERS sets the
 # data-loader workers (default 1: one core makes a 128 x 128 batch in ~2 ms, docs/benchmarks.md).
-# WARMUP: warm-up updates of the learning rate (default 10000; below MAX_UPDATE for a short run).
+# WARMUP: warm-up updates of the learning rate (default 6% of MAX_UPDATE, at most 10000).
 #
 # PRECISION  auto (default: bf16 where torch.cuda.is_bf16_supported() without emulation, fp16
 #            on other GPUs, fp32 without a GPU; examples/precision.sh) | bf16 (A100/H100/H200 and other GPUs from Ampere on: bf16 autocast, fp32
@@ -47,6 +47,7 @@ DATA_BIN=${2:?$USAGE}
 CRITERION=${3:?$USAGE}
 shift 3
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 . "$REPO/examples/paths.sh"
 check_data_path DATA_BIN "$DATA_BIN"
@@ -87,6 +88,7 @@ EOF
      RESET=(--restore-file "$IMPORTED/model.pt" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
      MODEL=(--electra-sizes-from "$IMPORTED") ;;
 esac
+WARMUP=${WARMUP:-$(( MAX_UPDATE * 6 / 100 < 10000 ? MAX_UPDATE * 6 / 100 : 10000 ))}  # 6% of MAX_UPDATE, at most 10000
 SAVE_DIR=${SAVE_DIR:-checkpoints/${NAME:-$ARCH}_${CRITERION}}
 PRECISION=${PRECISION:-auto}
 if [ "$PRECISION" = auto ]; then  # bf16 where the GPU has it natively, fp16 on other GPUs, fp32 on a CPU
@@ -136,7 +138,7 @@ exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --tokens-per-sample "$SEQ" --sample-break-mode none "${MODEL[@]}" \
   --optimizer fused_adamw --fused-adamw-betas '(0.9,0.999)' --fused-adamw-eps 1e-6 \
   --fused-adamw-weight-decay 0.01 --clip-norm 1.0 "${FAST[@]}" \
-  --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates "${WARMUP:-10000}" --total-num-update "$MAX_UPDATE" \
+  --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates "$WARMUP" --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
   "${PREC[@]}" --num-workers "${NUM_WORKERS:-1}" "${RESET[@]}" \
   --save-dir "$SAVE_DIR" --save-interval-updates 25000 --keep-interval-updates 4 --no-epoch-checkpoints \

@@ -23,6 +23,7 @@ USAGE="usage: finetune.sh TASK small|base|roberta_base GLUE_BIN CHECKPOINT [over
 TASK=${1:?$USAGE}; SIZE=${2:?$USAGE}; GLUE_BIN=${3:?$USAGE}; CKPT=${4:?$USAGE}
 shift 4
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 PYTHON=${PYTHON:-python}
 [ -f "$CKPT" ] || { echo "error: checkpoint $CKPT not found" >&2; exit 2; }
 CONFIG=$(echo "$TASK" | tr 'A-Z' 'a-z' | tr -d '-')

@@ -16,11 +16,15 @@
 # runs/<model>_<objective>) holds checkpoint-N every SAVE_STEPS; running the same command again
 # resumes from the last one. MAX_STEPS, LR, WARMUP, SEQ, BATCH, ACCUM, SAVE_STEPS override.
 set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 USAGE="usage: continue.sh MODEL_DIR TEXT OBJECTIVE [flags]"
 MODEL=${1:?$USAGE}
 TEXT=${2:?$USAGE}
 OBJECTIVE=${3:?$USAGE}
 shift 3
+MAX_STEPS=${MAX_STEPS:-200000}
+WARMUP=${WARMUP:-$(( MAX_STEPS * 6 / 100 < 10000 ? MAX_STEPS * 6 / 100 : 10000 ))}  # 6% of MAX_STEPS, at most 10000
 OUT=${OUT:-runs/$(basename "$MODEL")_${OBJECTIVE}}
 if [ -n "${CPU:-}" ]; then
   NPROC=${NPROC:-1}
@@ -36,6 +40,6 @@ fi
 exec "${PYTHON:-python}" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" \
   "$(dirname "$0")/../../scripts/hf_train.py" "$MODEL" --train "$TEXT" --output-dir "$OUT" \
   --objective "$OBJECTIVE" "${GEN[@]}" "${DEVICE[@]}" \
-  --max-steps "${MAX_STEPS:-200000}" --lr "${LR:-5e-5}" --warmup-steps "${WARMUP:-10000}" \
+  --max-steps "$MAX_STEPS" --lr "${LR:-5e-5}" --warmup-steps "$WARMUP" \
   --seq-len "${SEQ:-512}" --batch-size "${BATCH:-32}" --grad-accum "${ACCUM:-4}" \
   --save-steps "${SAVE_STEPS:-5000}" --log-steps 100 "$@"

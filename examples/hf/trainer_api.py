@@ -5,11 +5,19 @@ transformers' Trainer (run it under torchrun for several processes).
   python examples/hf/trainer_api.py MODEL_DIR TEXT_FILE OUT_DIR [MAX_STEPS]
 """
 
-import sys
+import argparse
 
-from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainingArguments
+# the command line first: --help and a missing argument answer before transformers is imported
+cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+cli.add_argument("model_dir", metavar="MODEL_DIR", help="a local AutoModelForMaskedLM directory")
+cli.add_argument("text", metavar="TEXT_FILE", help="training text, one sequence per line")
+cli.add_argument("out", metavar="OUT_DIR", help="checkpoints, logs and the final model")
+cli.add_argument("steps", metavar="MAX_STEPS", type=int, nargs="?", default=1000)
+model_dir, text, out, steps = vars(cli.parse_args()).values()
 
-from truneg_fairseq.hf import (
+from transformers import AutoModelForMaskedLM, AutoTokenizer, TrainingArguments  # noqa: E402
+
+from truneg_fairseq.hf import (  # noqa: E402
     MaskedLMCollator,
     TrueNegativeMLM,
     TrueNegativeTrainer,
@@ -17,8 +25,6 @@ from truneg_fairseq.hf import (
     tokenize_lines,
 )
 
-model_dir, text, out = sys.argv[1:4]
-steps = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
 tok = AutoTokenizer.from_pretrained(model_dir)
 table, _ = build_synonym_table(tok)  # WordNet synonyms of the tokenizer's whole words
 lines = [line for line in open(text, encoding="utf-8").read().splitlines() if line.strip()]

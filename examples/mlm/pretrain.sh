@@ -13,6 +13,7 @@
 # records: --arch, layers, widths, heads and positions, so a RoBERTa of any size continues with
 # no size flag). SEQ (default: the model's positions, at most 512) is the block length; a
 # sentence longer than SEQ is skipped in training and validation (logged by fairseq).
+# WARMUP (default: 6% of MAX_UPDATE, at most 10000) is the learning rate's warm-up in updates.
 # ARCH (default truneg_roberta_base, without RESTORE) is fairseq's RoBERTa with
 # the forward every criterion needs; its weights and checkpoint keys are roberta_base's, so
 # fairseq's roberta.base/model.pt continues here and the result fine-tunes as roberta_base. Every
@@ -32,6 +33,7 @@ DATA_BIN=${1:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 CRITERION=${2:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}
 shift 2
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 . "$REPO/examples/paths.sh"
 check_data_path DATA_BIN "$DATA_BIN"
@@ -47,6 +49,7 @@ if [ -n "${RESTORE:-}" ]; then
 fi
 SEQ=${SEQ:-$(( POSITIONS < 512 ? POSITIONS : 512 ))}
 MAX_UPDATE=${MAX_UPDATE:-200000}
+WARMUP=${WARMUP:-$(( MAX_UPDATE * 6 / 100 < 10000 ? MAX_UPDATE * 6 / 100 : 10000 ))}  # 6% of MAX_UPDATE, at most 10000
 LR=${LR:-5e-5}
 MAX_SENTENCES=${MAX_SENTENCES:-16}
 UPDATE_FREQ=${UPDATE_FREQ:-8}
@@ -65,7 +68,7 @@ exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
   --task batch_masked_lm --num-workers "${NUM_WORKERS:-1}" --criterion "$CRITERION" "${TABLE_FLAGS[@]}" "${COMPILE_FLAGS[@]}" \
   "${MODEL[@]}" --sample-break-mode complete --tokens-per-sample "$SEQ" --skip-invalid-size-inputs-valid-test \
   --optimizer fused_adamw --fused-adamw-betas '(0.9,0.98)' --fused-adamw-eps 1e-6 --clip-norm 0.0 --fused-adamw-weight-decay 0.01 \
-  --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates 10000 --total-num-update "$MAX_UPDATE" \
+  --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates "$WARMUP" --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" --batch-size "$MAX_SENTENCES" --update-freq "$UPDATE_FREQ" \
   --dropout 0.1 --attention-dropout 0.1 ${FP16-$(mixed_precision_flag)} \
   --save-dir "$SAVE_DIR" --save-interval-updates 10000 --keep-interval-updates 5 \

@@ -22,6 +22,7 @@ USAGE="usage: finetune.sh small|base|roberta_base SQUAD_DIR TOKENIZER CHECKPOINT
 SIZE=${1:?$USAGE}; DATA=${2:?$USAGE}; TOKENIZER=${3:?$USAGE}; CKPT=${4:?$USAGE}
 shift 4
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 . "$REPO/examples/paths.sh"
 case "$SIZE" in

@@ -6,6 +6,7 @@ command line is parsed), the study's ``--jobs`` flag, and parsing a command line
 import argparse
 
 from truneg_fairseq.cli.common import check_required_dict, count_arg
+from truneg_fairseq.cli.threads import set_threads_if_unset
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -14,10 +15,20 @@ class CommandParser(argparse.ArgumentParser):
     (:func:`truneg_fairseq.register`, a no-op where importing the package did it), so that what
     the command does next runs as it does after ``import truneg_fairseq``. A command's process
     imports the package without registering it, so that ``--help`` and a mistyped flag need
-    neither fairseq nor torch (the package root's docstring)."""
+    neither fairseq nor torch (the package root's docstring). ``check(parser, args)``, when
+    given, runs before that, so that a command line missing what argparse cannot require (one of
+    two flags, say) is refused at once too. An unset ``OMP_NUM_THREADS`` is chosen then too
+    (:mod:`truneg_fairseq.cli.threads`)."""
+
+    def __init__(self, *args, check=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.check = check
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
+        if self.check is not None:
+            self.check(self, parsed)
+        set_threads_if_unset()  # before torch is imported
         _register_whole()
         return parsed
 
@@ -46,9 +57,12 @@ def _register_whole() -> None:
         raise KeyboardInterrupt
 
 
-def command_parser(doc: str) -> CommandParser:
-    """The parser of a command whose ``--help`` shows ``doc`` (its module docstring) as written."""
-    return CommandParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+def command_parser(doc: str, check=None) -> CommandParser:
+    """The parser of a command whose ``--help`` shows ``doc`` (its module docstring) as written;
+    ``check``: :class:`CommandParser`'s."""
+    return CommandParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, check=check
+    )
 
 
 def add_jobs_arg(parser: argparse.ArgumentParser) -> None:

@@ -48,8 +48,16 @@ from truneg_fairseq.cli.common import (
 from truneg_fairseq.text import add_tokenizer_args
 
 
+def _check_given(parser, args) -> None:
+    """What must be on the command line, checked before fairseq and torch are imported."""
+    if not (args.checkpoints or args._checkpoint_flag):
+        parser.error("give at least one checkpoint (.pt)")
+    if bool(args.data) == bool(args.text):
+        fail("give exactly one of --data (binarized split) or --text (raw text file)")
+
+
 def get_parser() -> argparse.ArgumentParser:
-    p = command_parser(__doc__)
+    p = command_parser(__doc__, check=_check_given)
     add_checkpoint_args(
         p, several=True, help="checkpoint files, or directories written by convert_hf.py import"
     )

@@ -47,7 +47,11 @@ def get_parser():
         help="preset sizes and budgets (default cpu)",
     )
     p.add_argument(
-        "--workdir", default="study_work", help="data, checkpoints, logs (default study_work)"
+        "--workdir",
+        required=True,
+        metavar="DIR",
+        help="where data, checkpoints and logs go, created if missing (make study: "
+        "--workdir study_work)",
     )
     p.add_argument("--out", help="results folder (default WORKDIR/results)")
     p.add_argument(

@@ -20,12 +20,16 @@ def training_parser(argv: Sequence[str]):
     import truneg_fairseq
 
     truneg_fairseq.register()
-    argv = [a for a in argv if a not in ("-h", "--help")]
-    if not argv or argv[0].startswith("-"):
-        argv = ["DATA", *argv]
+    argv = _with_data(argv)
     parser = options.get_training_parser()
     options.parse_args_and_arch(parser, list(argv), parse_known=True)
     return parser
+
+
+def _with_data(argv: Sequence[str]) -> list:
+    """``argv`` without ``--help``, with a placeholder DATA where none leads it."""
+    argv = [a for a in argv if a not in ("-h", "--help")]
+    return argv if argv and not argv[0].startswith("-") else ["DATA", *argv]
 
 
 def training_help(argv: Sequence[str]) -> str:
@@ -41,6 +45,29 @@ Example:
 """
 
 
+def choices_parser():
+    """The flags that decide which flags a fairseq-train command line has (its task, model,
+    criterion, optimizer, scheduler and plugin folder), read before fairseq is imported so that
+    a command line without a model is one usage line at once."""
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="truneg-train-help",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "--arch",
+        "-a",
+        required=True,
+        help="the model whose flags to list (e.g. roberta_base, electra_small)",
+    )
+    for flag in ("--user-dir", "--task", "--criterion", "--optimizer", "--lr-scheduler"):
+        p.add_argument(flag)
+    return p
+
+
 @interruptible
 def main(argv=None) -> int:
     """``truneg-train-help FAIRSEQ-TRAIN FLAGS``: the full help of that command line."""
@@ -50,11 +77,30 @@ def main(argv=None) -> int:
     if argv in ([], ["-h"], ["--help"]):
         print(HELP)
         return 0
+    chooser = choices_parser()
+    chooser.parse_known_args([a for a in argv if a not in ("-h", "--help")])
     argv = _package_user_dir(argv)
     saved = sys.argv
     sys.argv = [saved[0] if saved else "truneg-train-help", *argv]  # fairseq reads --user-dir there
     try:
-        print(training_help(argv))
+        try:
+            parser = training_parser(argv)  # imports fairseq and any --user-dir
+        except RuntimeError as e:  # fairseq 0.12's bare answer to an --arch it does not know
+            if str(e):
+                raise
+            arch = chooser.parse_known_args(argv)[0].arch
+            chooser.error(
+                f"argument --arch/-a: unknown architecture {arch!r} (fairseq-train --help lists "
+                "them; a plugin's need --user-dir)"
+            )
+        # a second DATA where the command line has its own is no flag: left out
+        unknown = [a for a in parser.parse_known_args(_with_data(argv))[1] if a.startswith("-")]
+        if unknown:
+            chooser.error(
+                f"unrecognized arguments: {' '.join(unknown)} (not flags of fairseq-train with "
+                "this task, model and criterion)"
+            )
+        print(parser.format_help())
     finally:
         sys.argv = saved
     return 0

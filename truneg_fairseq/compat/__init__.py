@@ -50,6 +50,8 @@ longer needs it where it can tell. They are installed in this order:
     first's checkpoint while it is written); the process that writes checkpoints locks the
     directory for the run with the package's output lock (released at the end, a killed run's
     lock taken over), and a second run is one refusal naming the directory and the holder.
+17. ``log_file``: fairseq's progress bar adds a ``--log-file`` handler on every epoch and
+    validation, so epoch N's lines reach the file N times; the file gets one handler.
 
 The plugin's training engine (the fast and compiled update, the statistics summed on the device)
 is not a mend either: it is :mod:`truneg_fairseq.training`, installed after these.
@@ -103,6 +105,7 @@ from .data_index import (  # noqa: F401
     sized_samples,
 )
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
+from .log_file import one_log_file_handler  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
 from .refusals import is_refusal, one_line_refusals  # noqa: F401
@@ -130,6 +133,7 @@ MENDS = (
     sized_samples,
     one_line_refusals,
     locked_save_dirs,
+    one_log_file_handler,
 )
 
 _installed = False

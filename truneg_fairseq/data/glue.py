@@ -411,6 +411,7 @@ def prepare_task(
                 ",".join(f"{p}.{name}" for p in valid_prefs),
                 work / name,
                 srcdict=srcdict,
+                name_as=out_dir / task.name / name,  # the log names the final folder
             )
         if task.num_classes == 1:  # regression: fairseq reads label/<split>.label as floats
             (work / "label").mkdir()
@@ -421,6 +422,7 @@ def prepare_task(
                 f"{raw / 'train'}.label",
                 ",".join(f"{p}.label" for p in valid_prefs),
                 work / "label",
+                name_as=out_dir / task.name / "label",
             )
         meta = {
             "task": task.name,

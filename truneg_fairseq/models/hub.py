@@ -16,8 +16,11 @@ Loading goes through :func:`truneg_fairseq.checkpoints.load_for_inference` (the 
 loading path: the same checks and one-line errors as every script). The interface is fairseq's
 :class:`~fairseq.models.roberta.RobertaHubInterface` (``encode``, ``decode``,
 ``extract_features``, ``predict`` for RoBERTa-family models); :meth:`TrunegHubInterface.fill_mask`
-also serves ELECTRA (its generator) and decodes WordPiece predictions into words: a word-start
-piece gets its space, a ``##`` piece is glued to the word before it without its ``##``.
+also serves ELECTRA (its generator) and gives WordPiece predictions as words: a ``<mask>`` with
+a space (or nothing) before it stands for a whole word, so only word-start pieces fill it (a
+``##`` continuation glued onto the word before, "house" + "##r" -> "houser", is no answer to
+"the house <mask> the lake"); a ``<mask>`` written against the word before it ("house<mask>")
+asks for the rest of that word, and a ``##`` piece is glued on without its ``##``.
 
 The tokenizer for ``encode``/``fill_mask``, first found first: ``bpe=`` (a fairseq BPE config, or
 its name with fairseq-style keywords: ``bpe="sentencepiece", sentencepiece_model=...``,
@@ -44,14 +47,22 @@ from truneg_fairseq.text.wordpiece import WORDPIECE_CONT
 MASK = "<mask>"
 
 
+def mask_is_whole_word(masked_input: str) -> bool:
+    """Whether the ``<mask>`` of ``masked_input`` stands for a whole word: nothing or a space
+    before it ("house <mask> near"), not a word it continues ("house<mask> near")."""
+    before = masked_input.split(MASK, 1)[0]
+    return not before or before[-1].isspace()
+
+
 def fill_wordpiece(masked_input: str, piece: str) -> str:
-    """``masked_input`` with its ``<mask>`` replaced by the WordPiece ``piece`` as the pieces
-    decode: a word-start piece after a space ("house <mask> near" + "at" -> "house at near"), a
-    ``##`` piece glued to the word before it ("house <mask>" + "##s" -> "houses")."""
+    """``masked_input`` with its ``<mask>`` replaced by the WordPiece ``piece``: a word-start
+    piece as a word of its own ("house <mask> near" + "at" -> "house at near", "house<mask>" +
+    "at" -> "house at"), a ``##`` piece glued to the word the mask is written against
+    ("house<mask>" + "##s" -> "houses"); a ``##`` piece in the place of a whole word is shown as
+    the piece it is ("house <mask>" + "##s" -> "house ##s")."""
     before, after = masked_input.split(MASK, 1)
-    if piece.startswith(WORDPIECE_CONT):
-        word = piece[len(WORDPIECE_CONT) :]
-        return before.rstrip() + word + after if before.strip() else before + word + after
+    if piece.startswith(WORDPIECE_CONT) and not mask_is_whole_word(masked_input):
+        return before + piece[len(WORDPIECE_CONT) :] + after
     if before and not before[-1].isspace():
         before += " "
     return before + piece + after
@@ -64,7 +75,9 @@ class TrunegHubInterface(RobertaHubInterface):
 
     def fill_mask(self, masked_input: str, topk: int = 5) -> List[Tuple[str, float, str]]:
         """The ``topk`` most likely fillings of the one ``<mask>`` of ``masked_input``: (filled
-        text, probability, predicted entry) as fairseq's ``fill_mask`` gives them."""
+        text, probability, predicted entry) as fairseq's ``fill_mask`` gives them; on a WordPiece
+        model a ``<mask>`` with a space before it is filled with whole words only
+        (:func:`fill_wordpiece`)."""
         if masked_input.count(MASK) != 1:
             raise ValueError(f"fill_mask needs exactly one {MASK} in its input: {masked_input!r}")
         if self.bpe is None:
@@ -84,7 +97,13 @@ class TrunegHubInterface(RobertaHubInterface):
             self.model.eval()
             logits = self.model(tokens, masked_tokens=masked)[0]  # 1 x V
         prob = logits.float().softmax(dim=-1).view(-1)
-        values, index = prob.topk(k=topk)
+        allowed = len(prob)
+        if self._wordpiece and mask_is_whole_word(masked_input):
+            # a whole word: no continuation piece (the model's probabilities, not renormalised)
+            continuations = self._continuations(len(prob))
+            prob = prob.masked_fill(continuations, -1.0)
+            allowed -= int(continuations.sum())
+        values, index = prob.topk(k=min(topk, allowed))
         out = []
         for p, i in zip(values.tolist(), index.tolist()):
             piece = d[i]
@@ -95,6 +114,12 @@ class TrunegHubInterface(RobertaHubInterface):
                 text = masked_input.replace(MASK, word)
             out.append((text, p, piece))
         return out
+
+    def _continuations(self, size: int) -> torch.Tensor:
+        """Boolean (``size``,): which dictionary entries are ``##`` continuation pieces."""
+        symbols = self.task.source_dictionary.symbols
+        flags = [i < len(symbols) and symbols[i].startswith(WORDPIECE_CONT) for i in range(size)]
+        return torch.tensor(flags, device=self.device)
 
     @property
     def _wordpiece(self) -> bool:

@@ -303,7 +303,7 @@ class _Run:
                 if nwords > 0
                 else ""
             ),
-            f"[None] Dictionary: {len(d)} types",
+            f"Dictionary: {len(d)} types",
         ]
         for split, e in enc.items():
             summary = par.binarize_split(
@@ -317,7 +317,7 @@ class _Run:
                 len(d),
             )
             shown = Path(cfg.output_dir) / "tok" / f"{split}.txt"
-            log_lines.append(f"[None] {shown}: {summary} (by {d.unk_word})")
+            log_lines.append(f"{shown}: {summary} (by {d.unk_word})")
         log_lines.append(f"Wrote preprocessed data to {Path(cfg.output_dir) / 'data-bin'}")
         with open(dest / "preprocess.log", "w", encoding="utf-8") as f:
             f.write("\n".join(log_lines) + "\n")
@@ -358,7 +358,9 @@ def _log_unknown_rates(dest, log, stage, out):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 if "replaced by <unk>" in line or "replaced (by" in line:
-                    log.info(line.split(" | ")[-1].strip().replace(str(stage), str(out)))
+                    # fairseq-preprocess names the language of --only-source data "None"
+                    text = line.split(" | ")[-1].strip().removeprefix("[None] ")
+                    log.info(text.replace(str(stage), str(out)))
 
 
 def _check_wordpiece_dict(srcdict, lines, vocab):

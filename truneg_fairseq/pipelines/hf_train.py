@@ -243,6 +243,9 @@ def run(cfg: HFTrainConfig) -> str:
 def _train(cfg: HFTrainConfig) -> str:
     from transformers import PrinterCallback, TrainerCallback
 
+    if not is_main_process():  # under torchrun the start-up lines come from rank 0 alone
+        logger.setLevel(logging.WARNING)
+
     from truneg_fairseq.hf import output_dir as outdir
     from truneg_fairseq.hf.collator import MaskedLMCollator
     from truneg_fairseq.hf.run_record import run_settings
@@ -301,7 +304,11 @@ def _train(cfg: HFTrainConfig) -> str:
         f"{cfg.batch_size} x {cfg.grad_accum} x {trainer.args.world_size} sequences"
     )
     trainer.train(resume_from_checkpoint=last)
-    if valid is not None:
+    evaluated = any(
+        "eval_loss" in e and e.get("step") == trainer.state.global_step
+        for e in trainer.state.log_history
+    )
+    if valid is not None and not evaluated:  # --eval-steps dividing --max-steps did it already
         trainer.evaluate()
     with trainer.write_errors(cfg.output_dir, "the final model there is incomplete"):
         trainer.save_model(cfg.output_dir)

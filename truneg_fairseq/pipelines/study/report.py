@@ -95,9 +95,9 @@ def write_results(out_dir: str, results, cases, meta: dict) -> None:
         f.write("\n".join(c.format(i + 1) for i, c in enumerate(cases)) + "\n")
 
 
-def plot(out_dir: str, results) -> List[str]:
+def plot(out_dir: str, results, xlabel: str = "updates after the shared stage 1") -> List[str]:
     """PNG plots of the ratios, the valid loss and the synonym-aware accuracy over stage-2
-    updates, one line per run; returns the paths."""
+    updates (``xlabel``), one line per run (a missing value is a gap); returns the paths."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -113,8 +113,10 @@ def plot(out_dir: str, results) -> List[str]:
             label = dict((k, name) for k, name, _ in COLUMNS)[key]
             for rid, by_upd in results.items():
                 upd = sorted(by_upd)
-                ax.plot(upd, [getattr(by_upd[u], key) for u in upd], marker="o", label=rid)
-            ax.set_xlabel("updates after the shared stage 1")
+                ys = [getattr(by_upd[u], key) for u in upd]
+                ys = [float("nan") if y is None else y for y in ys]
+                ax.plot(upd, ys, marker="o" if len(upd) <= 50 else None, label=rid)
+            ax.set_xlabel(xlabel)
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=8)

@@ -1,0 +1,80 @@
+"""A command line that cannot run is refused at once: one usage line, exit status 2, no
+traceback, and neither fairseq, torch nor transformers imported (``-X importtime``) -- for
+``truneg-train-help`` without a model, ``truneg-evaluate`` without checkpoints or data, the
+demo and the study without a work directory (they would otherwise start a full run in the
+current directory) and the HF example program."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from utils import REPO
+
+HEAVY = {"fairseq", "torch", "transformers"}
+
+
+def _run(args, cwd):
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", *[str(a) for a in args]],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        timeout=120,
+    )
+
+
+def _imported(stderr: str) -> set:
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if "|" in line}
+
+
+def _said(stderr: str) -> list:
+    """stderr without the import log."""
+    return [line for line in stderr.splitlines() if not line.startswith("import time:")]
+
+
+@pytest.mark.parametrize(
+    "script,args,expected",
+    [
+        ("scripts/train_help.py", ["--bogus-flag"], "required: --arch"),
+        ("scripts/evaluate_mlm.py", [], "give at least one checkpoint"),
+        ("scripts/evaluate_mlm.py", ["ck.pt"], "give exactly one of --data"),
+        ("scripts/demo.py", [], "required: --workdir"),
+        ("examples/study/run_study.py", [], "required: --workdir"),
+        ("examples/hf/trainer_api.py", [], "required: MODEL_DIR, TEXT_FILE, OUT_DIR"),
+    ],
+)
+def test_refused_before_the_heavy_imports(script, args, expected, tmp_path):
+    proc = _run([REPO / script, *args], tmp_path)
+    said = _said(proc.stderr)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert expected in said[-1], said
+    assert "Traceback" not in proc.stderr
+    assert not HEAVY & _imported(proc.stderr), f"{script} imported {HEAVY & _imported(proc.stderr)}"
+    assert not any(tmp_path.iterdir()), "a refused command wrote into the current directory"
+
+
+def test_the_hf_example_answers_help(tmp_path):
+    proc = _run([REPO / "examples" / "hf" / "trainer_api.py", "--help"], tmp_path)
+    assert proc.returncode == 0 and "MODEL_DIR TEXT_FILE OUT_DIR" in proc.stdout, proc.stderr
+    assert not HEAVY & _imported(proc.stderr)
+
+
+def test_train_help_names_a_flag_its_command_line_does_not_have(tmp_path):
+    """With a model given, a flag that no part of that fairseq-train command line declares is
+    one usage line naming it (fairseq's own parse would have dropped it silently)."""
+    argv = ["--user-dir", REPO / "truneg_fairseq", "--arch", "roberta_base", "--bogus-flag"]
+    proc = _run([REPO / "scripts" / "train_help.py", *argv], tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "unrecognized arguments: --bogus-flag" in _said(proc.stderr)[-1]
+    bad_arch = _run([REPO / "scripts" / "train_help.py", "--arch", "nope"], tmp_path)
+    assert bad_arch.returncode == 2 and "invalid choice: 'nope'" in bad_arch.stderr
+    assert "Traceback" not in bad_arch.stderr
+
+
+def test_train_help_takes_data_anywhere_and_training_flags():
+    from truneg_fairseq.cli.train_help import main
+
+    argv = ["--task", "masked_lm", "--arch", "roberta_base", "DATA", "--lr", "1e-4"]
+    assert main([*argv, "--criterion", "mlm_hard_correction"]) == 0
