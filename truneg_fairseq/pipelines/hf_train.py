@@ -156,7 +156,9 @@ def is_main_process() -> bool:
 def check_inputs(cfg: HFTrainConfig) -> None:
     """Every input path named by the command, before any work (a missing --train is said before
     the synonym table is built, not after)."""
-    check_architecture(local_model_dir(cfg.model_dir, "MODEL_DIR"), cfg.generator)
+    check_architecture(
+        local_model_dir(cfg.model_dir, "MODEL_DIR"), cfg.generator, cfg.allow_fresh_head
+    )
     if cfg.generator:
         local_model_dir(cfg.generator, "--generator")
     text_files(cfg.train, "--train")
