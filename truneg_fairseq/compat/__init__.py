@@ -81,9 +81,10 @@ from .checkpoint_configs import (  # noqa: F401
     loadable_architectures,
     plugin_families_only,
     safe_checkpoint_configs,
+    rebuild_checkpoint_configs,
     safe_literal,
-    sanitise_config,
 )
+from .config_schema import component_schema, rebuild_args, rebuild_config  # noqa: F401
 from .checkpoint_copies import (  # noqa: F401
     atomic_checkpoint_copies,
     atomic_checkpoint_saves,

@@ -25,6 +25,8 @@ import ast
 import contextlib
 import contextvars
 
+from .config_schema import UnsafeCheckpointError, rebuild_args, rebuild_config
+
 # config fields (any group, any prefix such as encoder_/decoder_) whose string value fairseq 0.12
 # evaluates with eval(), utils.eval_str_dict / eval_str_list / eval_bool anywhere in its source
 # (models of every family, optimizers, tasks, criterions, examples). tests/test_untrusted_files.py
@@ -74,10 +76,6 @@ EVALUATED_FIELDS = (
     "transformer_sampling",
     "model_overrides",
 )
-
-
-class UnsafeCheckpointError(ValueError):
-    """A checkpoint's config holds code where fairseq expects a value."""
 
 
 class UnknownArchitectureError(UnsafeCheckpointError):
@@ -151,44 +149,16 @@ def safe_literal(value, where: str):
         ) from None
 
 
-def sanitise_config(cfg, path: str) -> None:
-    """Check (in place) every field of ``cfg`` (an omegaconf config or an argparse namespace from
-    checkpoint ``path``) that fairseq evaluates; see :func:`safe_literal`."""
-    from omegaconf import DictConfig, OmegaConf, open_dict
-
-    if isinstance(cfg, argparse.Namespace):
-        for key, value in vars(cfg).items():
-            if _evaluated(key):
-                setattr(cfg, key, safe_literal(value, f"{path}: args.{key}"))
-        return
-    if not isinstance(cfg, DictConfig):
-        return
-
-    def walk(node, prefix):
-        for key in list(node.keys()):
-            child = node._get_node(key)
-            if isinstance(child, DictConfig):
-                walk(child, f"{prefix}{key}.")
-                continue
-            raw = child._value()
-            if isinstance(
-                raw, argparse.Namespace
-            ):  # fairseq keeps a legacy model's args as an object
-                for name, value in vars(raw).items():
-                    if _evaluated(name):
-                        setattr(raw, name, safe_literal(value, f"{path}: cfg.{prefix}{key}.{name}"))
-                continue
-            if not _evaluated(str(key)) or OmegaConf.is_missing(node, key):
-                continue
-            try:
-                value = node[key]  # an interpolation is checked for what it resolves to
-            except Exception:  # unresolvable here: fairseq cannot use it either
-                continue
-            if isinstance(value, str):
-                with open_dict(node):
-                    node[key] = safe_literal(value, f"{path}: cfg.{prefix}{key}")
-
-    walk(cfg, "")
+def rebuild_checkpoint_configs(state: dict, path: str, overrides=None) -> None:
+    """Replace (in ``state``, a checkpoint's saved state read from ``path``) the ``args`` of an
+    old-style checkpoint and the ``cfg`` with configs rebuilt from fairseq's schema
+    (:mod:`.config_schema`): every field known, of its type, plain data where fairseq evaluates
+    it, at every depth; else :class:`UnsafeCheckpointError` naming the field. ``overrides``: the
+    loader's ``arg_overrides``, kept."""
+    if state.get("args") is not None:
+        state["args"] = rebuild_args(state["args"], path, overrides)
+    if state.get("cfg") is not None:
+        state["cfg"] = rebuild_config(state["cfg"], path, overrides)
 
 
 def loadable_architectures() -> dict:
@@ -289,9 +259,7 @@ def _explain_failed_upgrade(path: str) -> None:
         return  # no config to judge: fairseq's own error stands
     if _FAMILIES_ONLY.get():
         check_architecture(raw, path)
-    for key in ("cfg", "args"):
-        if raw.get(key) is not None:
-            sanitise_config(raw[key], path)
+    rebuild_checkpoint_configs(raw, path)
     check_plugin_model_values(raw, path)
 
 
@@ -337,9 +305,7 @@ def safe_checkpoint_configs() -> None:
             raise
         if _FAMILIES_ONLY.get():
             check_architecture(state, str(path))
-        for key in ("cfg", "args"):
-            if state.get(key) is not None:
-                sanitise_config(state[key], str(path))
+        rebuild_checkpoint_configs(state, str(path), arg_overrides)
         check_plugin_model_values(state, str(path))
         return state
 
