@@ -80,11 +80,10 @@ from .checkpoint_configs import (  # noqa: F401
     checkpoint_architecture,
     loadable_architectures,
     plugin_families_only,
-    safe_checkpoint_configs,
     rebuild_checkpoint_configs,
+    safe_checkpoint_configs,
     safe_literal,
 )
-from .config_schema import component_schema, rebuild_args, rebuild_config  # noqa: F401
 from .checkpoint_copies import (  # noqa: F401
     atomic_checkpoint_copies,
     atomic_checkpoint_saves,
@@ -94,6 +93,7 @@ from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
+from .config_schema import component_schema, rebuild_args, rebuild_config  # noqa: F401
 from .data_index import DataIndexError, checked_data_index  # noqa: F401
 from .device_stats import device_statistics  # noqa: F401
 from .fast_update import fast_updates  # noqa: F401
