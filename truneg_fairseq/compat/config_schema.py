@@ -496,6 +496,25 @@ def _plain_references_only(cfg, path: str) -> None:
     walk(OmegaConf.to_container(cfg, resolve=False), "cfg")
 
 
+def _code_first(node, path: str, where: str, evaluated: bool = False, depth: int = 0) -> None:
+    """Refuse code in any field fairseq evaluates, at any depth, before anything else is said
+    about the config (an unknown field next to it would otherwise be named first)."""
+    from .checkpoint_configs import _evaluated, safe_literal
+
+    if depth > MAX_DEPTH:
+        return  # the rebuild refuses it
+    if isinstance(node, argparse.Namespace):
+        node = vars(node)
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _code_first(value, path, f"{where}.{key}", evaluated or _evaluated(str(key)), depth + 1)
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node[:MAX_ITEMS]):
+            _code_first(value, path, f"{where}[{i}]", evaluated, depth + 1)
+    elif evaluated and isinstance(node, str):
+        safe_literal(node, f"{path}: {where}")
+
+
 def rebuild_config(cfg, path: str, overrides=None):
     """The checkpoint config ``cfg`` of file ``path`` (a DictConfig, or the dict a checkpoint
     stores) rebuilt from fairseq's schema (see the module docstring): a new DictConfig of the
@@ -506,6 +525,7 @@ def rebuild_config(cfg, path: str, overrides=None):
     if isinstance(cfg, DictConfig):
         _plain_references_only(cfg, path)
         cfg = OmegaConf.to_container(cfg, resolve=True)
+    _code_first(cfg, path, "cfg")
     rebuild = _Rebuild(path, overrides)
     items = rebuild.items(cfg, "cfg")
     schema = _top_schema()
@@ -530,4 +550,5 @@ def rebuild_args(args, path: str, overrides=None) -> argparse.Namespace:
     :func:`rebuild_config`)."""
     if not isinstance(args, argparse.Namespace):
         _refuse(path, "args", f"is {_show(args)}, not an argument namespace")
+    _code_first(args, path, "args")
     return _Rebuild(path, overrides).flat(args, "args", 0)
