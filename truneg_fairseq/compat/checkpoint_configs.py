@@ -1,21 +1,25 @@
 """Checkpoint configs are data, not code (``safe_checkpoint_configs``): fairseq passes some
 config fields to Python's ``eval`` when it builds a model or an optimizer (e.g.
 ``encoder_xformers_att_config`` in every transformer layer, ``adam_betas``, adaptive-softmax
-cutoffs). A checkpoint of plain data passes the weights-only load and would then run whatever
-such a field holds. Every config fairseq reads from a checkpoint file
+cutoffs), at any depth (a RoBERTa checkpoint keeps ``cfg.model`` as an argument namespace, and
+fairseq's ``TransformerConfig`` reads a dict under ``cfg.model.encoder`` as a nested group). A
+checkpoint of plain data passes the weights-only load and would then run whatever such a field
+holds. So every config fairseq reads from a checkpoint file
 (``checkpoint_utils.load_checkpoint_to_cpu``: fairseq-train's resume and ``--restore-file``,
-``load_model_ensemble_and_task``, the hub, every script of the plugin) is checked first: each
-of those fields must be empty or plain data (a literal, or lists joined by ``+`` and repeated
-by ``*`` an integer, as fairseq's fconv and wav2vec defaults are written); anything else
-refuses the file with one error naming the field. The field set covers every field fairseq
-evaluates anywhere (a test derives it from fairseq's source), since fairseq builds whatever
-model a file names. The plugin's own loaders (``checkpoints.load_for_inference``: its scripts,
-evaluation and HuggingFace export) go further and are an allow-list: a checkpoint must be of
-the families the plugin trains and converts (fairseq's ``RobertaModel`` and the plugin's
-models, read from fairseq's registries) and any other architecture (``cfg.model._name``, or
-``args.arch`` of an old-style checkpoint) is refused before anything is built. fairseq's own
-commands under the plugin (``fairseq-train`` resume, ``--restore-file``) keep loading other
-models, a user's own runs, with the field check alone.
+``load_model_ensemble_and_task`` and fairseq-validate, the hub, every script of the plugin) is
+not filtered but rebuilt (:func:`rebuild_checkpoint_configs`, :mod:`.config_schema`): a new
+config made from fairseq's schema, each known field checked for its type and copied, a field
+fairseq evaluates (:data:`EVALUATED_FIELDS`; a test derives the set from fairseq's source) holding
+plain data wherever it sits (a literal, or lists joined by ``+`` and repeated by ``*`` an integer,
+as fairseq's fconv and wav2vec defaults are written). What fairseq's constructors receive is that
+rebuilt config; an unknown field, a value of the wrong type or code refuses the file with one
+error naming the field's dotted path. The plugin's own loaders (``checkpoints.load_for_inference``:
+its scripts, evaluation and HuggingFace export) go further and are an allow-list: a checkpoint
+must be of the families the plugin trains and converts (fairseq's ``RobertaModel`` and the
+plugin's models, read from fairseq's registries) and any other architecture (``cfg.model._name``,
+or ``args.arch`` of an old-style checkpoint) is refused before anything is built. fairseq's own
+commands under the plugin (``fairseq-train`` resume, ``--restore-file``, fairseq-validate) keep
+loading other models, a user's own runs, through the rebuild alone.
 """
 
 from __future__ import annotations
@@ -248,7 +252,8 @@ def _explain_failed_upgrade(path: str) -> None:
     """fairseq failed while reading or upgrading ``path`` (an old-style ``args`` checkpoint is
     converted to a config before any check can see it, and that conversion fails for some other
     architectures): when the stored file itself is of another family (where only the plugin's are
-    loaded) or holds code in an evaluated field, raise that error instead of fairseq's."""
+    loaded) or its config does not rebuild (code, an unknown field), raise that error instead of
+    fairseq's."""
     import torch
 
     try:
@@ -284,13 +289,14 @@ def check_plugin_model_values(state: dict, path: str) -> None:
 
 
 def safe_checkpoint_configs() -> None:
-    """Check the config of every checkpoint fairseq loads (see the module docstring): the
-    architecture first where :func:`plugin_families_only` asks for it, then every evaluated field.
+    """Rebuild the config of every checkpoint fairseq loads (see the module docstring): the
+    architecture is checked first where :func:`plugin_families_only` asks for it, then ``args``
+    and ``cfg`` are replaced by configs rebuilt from fairseq's schema.
 
     The architecture allow-list is not applied to fairseq's own commands run with the plugin
     loaded (``fairseq-train`` resume and ``--restore-file``, ``fairseq-validate``): a user's own
     run of another fairseq model keeps resuming as it did, and what such a file could run is
-    closed by the field check, which covers every field fairseq evaluates."""
+    closed by the rebuild, which knows every field and every field fairseq evaluates."""
     from fairseq import checkpoint_utils
 
     original = checkpoint_utils.load_checkpoint_to_cpu

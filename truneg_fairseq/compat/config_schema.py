@@ -65,6 +65,13 @@ _FLAT_EXTRA = {
 }
 _REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\}$")
 _PLAIN = (type(None), bool, int, float, str)
+_WHOLE = re.compile(r"^\s*[+-]?\d{1,30}\s*$")
+_NUMBER = re.compile(
+    r"^\s*[+-]?(\d{1,30}(\.\d*)?|\.\d+)([eE][+-]?\d{1,4})?\s*$|^\s*[+-]?(inf|nan)\s*$"
+)
+# what a hydra run records of its logging setup (cfg.job_logging_cfg, logging.config.dictConfig's
+# schema): plain data, handler classes of the logging package, the two standard streams
+_LOGGING_STREAMS = ("ext://sys.stdout", "ext://sys.stderr")
 _ANY = typing.Any  # a field whose type says nothing: plain values and lists of them
 
 
@@ -254,6 +261,7 @@ class _Rebuild:
 
         self.path = path
         self.overrides = dict(overrides or {})
+        self.task_schema = None  # the task's fields, which a task copies into its model's config
         self.evaluated = _evaluated
         self.safe_literal = safe_literal
 
@@ -358,10 +366,14 @@ class _Rebuild:
                 _refuse(self.path, where, f"is {_show(value)}, not true or false")
             return value
         if ann is int:
+            if isinstance(value, str) and _WHOLE.match(value):
+                return value  # as argparse kept it in a legacy namespace: a number, no code
             if isinstance(value, bool) or not isinstance(value, int):
                 _refuse(self.path, where, f"is {_show(value)}, not a whole number")
             return value
         if ann is float:
+            if isinstance(value, str) and _NUMBER.match(value):
+                return value
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 _refuse(self.path, where, f"is {_show(value)}, not a number")
             return value
@@ -467,7 +479,41 @@ class _Rebuild:
                 f"{where}._name",
                 f"is {_show(name)}, which names no {kind} fairseq knows here",
             )
+        if kind == "model" and self.task_schema:  # sentence_prediction sets max_positions there
+            schema = _merge(schema, self.task_schema)
         return self.group(items, schema, where, depth, f"{kind} {name!r}")
+
+    def logging_config(self, value, where: str, depth: int):
+        """A logging setup as ``logging.config.dictConfig`` reads it: plain data only, no factory
+        (``()``), handler classes of the logging package only, streams stdout and stderr."""
+        if depth > MAX_DEPTH:
+            _refuse(self.path, where, "is nested deeper than any fairseq config")
+        if isinstance(value, dict):
+            out = {}
+            for key, child in value.items():
+                dotted = f"{where}.{key}"
+                if not isinstance(key, str) or key == "()":
+                    _refuse(
+                        self.path,
+                        dotted,
+                        "names a factory, which a logging setup read from a file may not",
+                    )
+                if key == "class" and not (isinstance(child, str) and child.startswith("logging.")):
+                    _refuse(
+                        self.path, dotted, f"is {_show(child)}, not a class of the logging package"
+                    )
+                out[key] = self.logging_config(child, dotted, depth + 1)
+            return out
+        if isinstance(value, (list, tuple)):
+            self.size(value, where)
+            return [self.logging_config(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+        if (
+            isinstance(value, str)
+            and ("://" in value or "${" in value)
+            and value not in _LOGGING_STREAMS
+        ):
+            _refuse(self.path, where, f"is {_show(value)}, which a logging setup would resolve")
+        return self.plain(value, where, "", depth)
 
     def flat(self, value, where: str, depth: int):
         items = self.items(value, where)
@@ -530,7 +576,15 @@ def rebuild_config(cfg, path: str, overrides=None):
     items = rebuild.items(cfg, "cfg")
     schema = _top_schema()
     out = {}
+    task = items.get("task")
+    task = (vars(task) if isinstance(task, argparse.Namespace) else task) or {}
+    rebuild.task_schema = component_schema(
+        "task", task.get("_name") if isinstance(task, dict) else None
+    )
     for key, value in items.items():
+        if key == "job_logging_cfg":  # fairseq-hydra-train's record of its logging setup
+            out[key] = rebuild.logging_config(value, f"cfg.{key}", 1)
+            continue
         spec = schema.get(key)
         if spec is None:
             _refuse(
