@@ -488,6 +488,52 @@ def _evaluated_payload(state: dict, form: str, field: str, payload: str) -> str:
     return f"args.decoder.{field}"
 
 
+def test_no_import_in_fairseq_is_named_by_a_checkpoint_field():
+    """Every ``import_module`` / ``__import__`` / hydra ``instantiate`` call in the installed
+    fairseq imports a name built from its own package's files (no config field in its argument),
+    and ``import_user_module`` (``--user-dir``) is called only with what a command line or a hub
+    call's own arguments give, never with a config read from a checkpoint."""
+    import ast
+
+    import fairseq
+
+    roots = [Path(fairseq.__file__).parent, Path(fairseq.__file__).parent.parent / "fairseq_cli"]
+    field_like, user_module = [], []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            if "examples" in path.parts:
+                continue
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+                site = f"{path.relative_to(root.parent)}:{node.lineno}"
+                if name in ("import_module", "__import__", "instantiate") and node.args:
+                    reads = [
+                        n
+                        for n in ast.walk(node.args[0])
+                        if isinstance(n, ast.Attribute)
+                        or isinstance(n, ast.Call)
+                        and getattr(n.func, "id", None) == "getattr"
+                    ]
+                    if reads:
+                        field_like.append(f"{site}: {ast.unparse(node.args[0])}")
+                elif name == "import_user_module":
+                    user_module.append(site)
+    assert field_like == []
+    # the command-line parsers, the hub's own keyword and the fairseq_cli entry points (each on
+    # the configuration of the command being run)
+    assert all(
+        s.startswith(("fairseq/options.py", "fairseq/hub_utils.py", "fairseq_cli/"))
+        for s in user_module
+    ), user_module
+
+
 @pytest.mark.parametrize("form", ["dict", "dictconfig", "namespace", "list", "args"])
 def test_every_field_fairseq_evaluates_is_refused_at_any_depth(plain_checkpoint, form):
     """The fields read from fairseq's source, each nested in a sub-dict, a DictConfig, a
