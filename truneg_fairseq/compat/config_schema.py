@@ -25,8 +25,8 @@ hold plain data wherever it is, inside lists too. An unknown field, a value of t
 nested container where the schema has none, an interpolation that is not a plain reference to
 another field, or code in an evaluated field is one :class:`UnsafeCheckpointError` naming the
 file and the field's dotted path (``cfg.model.encoder.xformers_att_config``,
-``args.lr[0]``). Values named in the loader's ``arg_overrides`` come from the caller and are
-kept as they are.
+``args.lr[0]``). A value fairseq set from the loader's ``arg_overrides`` (the caller's own) is
+kept as it is.
 """
 
 from __future__ import annotations
@@ -85,6 +85,14 @@ def _refuse(path: str, where: str, why: str):
         f"{path}: {where} {why}. The checkpoint was not loaded; if you made it yourself, save it "
         "again from a config fairseq wrote (fairseq-train or scripts/convert_hf.py import)"
     )
+
+
+def _same(value, given) -> bool:
+    """Whether ``value`` is the override ``given`` (fairseq wrote it there), not the file's own."""
+    try:
+        return value is given or (type(value) is type(given) and bool(value == given))
+    except Exception:
+        return False
 
 
 def _show(value) -> str:
@@ -442,7 +450,7 @@ class _Rebuild:
             dotted = f"{where}.{key}"
             if not isinstance(key, str):
                 _refuse(self.path, dotted, "is not a field name")
-            if key in self.overrides and depth <= 1:
+            if key in self.overrides and depth <= 1 and _same(child, self.overrides[key]):
                 out[key] = child
                 continue
             specs = schema.get(key)
