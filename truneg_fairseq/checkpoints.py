@@ -99,7 +99,7 @@ def read_checkpoint(checkpoint, data: Optional[str] = None) -> dict:
     the plugin's checks: its model must be of a family the plugin trains and converts (RoBERTa,
     BERT, ELECTRA, CLINE) and its config is the one rebuilt from fairseq's schema (known fields
     of their types, no code where fairseq evaluates a value, at any depth:
-    :mod:`truneg_fairseq.compat.config_schema`). A missing file, a file that is not a fairseq
+    :mod:`truneg_fairseq.compat.config_rebuild`). A missing file, a file that is not a fairseq
     checkpoint, a truncated one or one that fails those checks is one :class:`CheckpointError`
     naming it (``data``: the data directory it is to be evaluated on, for the messages)."""
     from fairseq import checkpoint_utils

@@ -56,8 +56,10 @@ longer needs it where it can tell. They are installed in this order:
     any other exception keeps its traceback.
 
 ``model_values`` is not a mend: the schema of the model config values a checkpoint or
-an import may hold, which ``checkpoint_configs`` applies to the plugin's families; nor is
-``config_schema``, the rebuild of a whole checkpoint config from fairseq's schema.
+an import may hold, which ``checkpoint_configs`` applies to the plugin's families; nor are
+``evaluated_fields`` (the fields fairseq evaluates, and the literal check), ``config_schema``
+(fairseq's schema of a checkpoint config, from its registries) and ``config_rebuild`` (a whole
+checkpoint config rebuilt from that schema).
 
 ``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
 ``convert_namespace_to_omegaconf`` and rebind it where fairseq bound it by name.
@@ -98,7 +100,8 @@ from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
-from .config_schema import component_schema, rebuild_args, rebuild_config  # noqa: F401
+from .config_rebuild import rebuild_args, rebuild_config  # noqa: F401
+from .config_schema import component_schema  # noqa: F401
 from .data_index import DataIndexError, checked_data_index  # noqa: F401
 from .device_stats import device_statistics  # noqa: F401
 from .fast_update import fast_updates  # noqa: F401
