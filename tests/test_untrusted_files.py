@@ -263,6 +263,132 @@ def test_the_loadable_families_are_the_plugins_own():
         assert arch not in names, arch
 
 
+def _old_style(state: dict):
+    """``state`` rewritten as a checkpoint of fairseq's argparse era (one flat ``args``
+    namespace, no ``cfg``); returns the namespace."""
+    import argparse
+
+    flat = {}
+    for group in ("common", "checkpoint", "dataset", "optimization", "task", "criterion"):
+        flat.update(dict(state["cfg"].get(group) or {}))
+    for group in ("optimizer", "lr_scheduler"):
+        flat.update({k: v for k, v in dict(state["cfg"].get(group) or {}).items() if k != "_name"})
+    flat.update(vars(state["cfg"]["model"]))
+    flat.pop("_name", None)
+    state["args"], state["cfg"] = argparse.Namespace(**flat), None
+    return state["args"]
+
+
+def _nested(state: dict, case: str, payload: str) -> str:
+    """``state`` with ``payload`` placed as case says; returns the dotted path to be named."""
+    import argparse
+
+    model = state["cfg"]["model"]
+    if case == "dict-under-encoder":  # fairseq's TransformerConfig reads args.encoder as a group
+        model.encoder = {"embed_dim": 32, "xformers_att_config": payload}
+        return "cfg.model.encoder.xformers_att_config"
+    if case == "namespace-in-namespace":
+        model.encoder = argparse.Namespace(xformers_att_config=payload)
+        return "cfg.model.encoder.xformers_att_config"
+    if case == "list-element":
+        state["cfg"]["optimizer"]["adam_betas"] = [0.9, payload]
+        return "cfg.optimizer.adam_betas[1]"
+    if case == "unknown-field":
+        model.build_hook = payload
+        return "cfg.model.build_hook"
+    _old_style(state).encoder = {"xformers_att_config": payload}  # old-style args
+    return "args.encoder.xformers_att_config"
+
+
+NESTED = ["dict-under-encoder", "namespace-in-namespace", "list-element", "unknown-field", "args"]
+
+
+def _nested_checkpoint(plain: Path, root: Path, case: str, payload: str):
+    state = torch.load(plain, map_location="cpu", weights_only=True)
+    dotted = _nested(state, case, payload)
+    (root / "ck").mkdir()
+    evil = root / "ck" / "model.pt"
+    torch.save(state, evil)
+    torch.load(evil, weights_only=True)  # it passes torch's weights-only load
+    return evil, dotted
+
+
+@pytest.mark.parametrize("case", NESTED)
+def test_a_payload_nested_anywhere_in_the_config_is_refused_by_every_loader(
+    plain_checkpoint, data_bin, tmp_path, case
+):
+    """truneg-evaluate, the plugin's hub and fairseq's own loader (fairseq-validate, fairseq's
+    hub) refuse a checkpoint whose config holds code, or an unknown field, below the fields it
+    checks by name, with one error naming the field's dotted path; the payload never runs."""
+    from fairseq import checkpoint_utils, hub_utils
+
+    import truneg_fairseq  # noqa: F401  (installs the checks)
+    from truneg_fairseq.checkpoints import CheckpointError
+    from truneg_fairseq.compat import UnsafeCheckpointError
+    from truneg_fairseq.models import hub as plugin_hub
+
+    marker = tmp_path / "PWNED"
+    evil, dotted = _nested_checkpoint(plain_checkpoint, tmp_path, case, _payload(marker))
+    proc = run_script("evaluate_mlm.py", ["--data", str(data_bin), str(evil)])
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if dotted in line]
+    assert len(lines) == 1 and f"{evil}: {dotted} " in lines[0], proc.stderr[-2000:]
+    with pytest.raises(CheckpointError, match=re.escape(f"{evil}: {dotted} ")):
+        plugin_hub.from_pretrained(evil.parent, data_name_or_path=str(data_bin))
+    with pytest.raises(UnsafeCheckpointError, match=re.escape(f"{evil}: {dotted} ")):
+        checkpoint_utils.load_model_ensemble_and_task(
+            [str(evil)], arg_overrides={"data": str(data_bin)}
+        )
+    with pytest.raises(UnsafeCheckpointError, match=re.escape(f"{dotted} ")):
+        hub_utils.from_pretrained(
+            str(evil.parent), checkpoint_file="model.pt", data_name_or_path=str(data_bin)
+        )
+    assert not marker.exists()
+
+
+def test_fairseq_validate_refuses_a_nested_payload_in_one_line(
+    plain_checkpoint, data_bin, tmp_path
+):
+    from test_validate import fairseq_validate
+
+    marker = tmp_path / "PWNED"
+    evil, dotted = _nested_checkpoint(
+        plain_checkpoint, tmp_path, "dict-under-encoder", _payload(marker)
+    )
+    proc = fairseq_validate(data_bin, evil, ["--task", "masked_lm"])
+    assert not marker.exists()
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if dotted in line]
+    assert len(lines) == 1 and str(evil) in lines[0], proc.stderr[-3000:]
+    assert "| valid |" not in proc.stdout  # nothing was scored
+
+
+@pytest.mark.parametrize("old_style", [False, True], ids=["cfg", "args"])
+def test_fairseqs_own_configs_still_load_rebuilt(plain_checkpoint, data_bin, tmp_path, old_style):
+    """A real checkpoint (and its old-style ``args`` form) loads through the plugin's loader and
+    fairseq's, its rebuilt config holding the same values."""
+    from fairseq import checkpoint_utils
+
+    import truneg_fairseq  # noqa: F401
+    from truneg_fairseq.checkpoints import load_for_inference
+
+    state = torch.load(plain_checkpoint, map_location="cpu", weights_only=True)
+    layers = state["cfg"]["model"].encoder_layers
+    if old_style:
+        _old_style(state)
+    path = tmp_path / "model.pt"
+    torch.save(state, path)
+    models, cfg, _ = load_for_inference(path, str(data_bin))
+    assert (
+        cfg.model.encoder_layers == layers
+        and len(models[0].encoder.sentence_encoder.layers) == layers
+    )
+    models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task(
+        [str(path)], arg_overrides={"data": str(data_bin)}
+    )
+    assert cfg.model.encoder_layers == layers
+
+
 def fairseq_evaluated_fields():
     """The config fields the installed fairseq evaluates as Python, read from its source: the
     first argument of every ``eval(...)`` and ``eval_str_list/eval_str_dict/eval_bool(...)``
@@ -341,6 +467,99 @@ def test_every_field_fairseq_evaluates_is_checked():
     assert sorted(f for f in fields if not _evaluated(f)) == []
     # what is not a field: data lines, argparse converters (x, uf), local strings of a script
     assert all(re.search(r": (x|uf|line(\.strip\(\))?|[a-z_]+)$", site) for site in other), other
+
+
+def _evaluated_payload(state: dict, form: str, field: str, payload: str) -> str:
+    """``state`` (a real checkpoint's) with ``payload`` in ``field`` nested in one of the forms a
+    fairseq config takes; returns the field's dotted path."""
+    import argparse
+
+    model = state["cfg"]["model"]
+    if form == "dict":
+        model.encoder = {"embed_dim": 32, field: payload}
+        return f"cfg.model.encoder.{field}"
+    if form == "namespace":
+        model.encoder = argparse.Namespace(**{field: payload})
+        return f"cfg.model.encoder.{field}"
+    if form == "list":
+        model.encoder = [{field: payload}]
+        return f"cfg.model.encoder[0].{field}"
+    _old_style(state).decoder = {field: payload}
+    return f"args.decoder.{field}"
+
+
+def test_no_import_in_fairseq_is_named_by_a_checkpoint_field():
+    """Every ``import_module`` / ``__import__`` / hydra ``instantiate`` call in the installed
+    fairseq imports a name built from its own package's files (no config field in its argument),
+    and ``import_user_module`` (``--user-dir``) is called only with what a command line or a hub
+    call's own arguments give, never with a config read from a checkpoint."""
+    import ast
+
+    import fairseq
+
+    roots = [Path(fairseq.__file__).parent, Path(fairseq.__file__).parent.parent / "fairseq_cli"]
+    field_like, user_module = [], []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            if "examples" in path.parts:
+                continue
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+                site = f"{path.relative_to(root.parent)}:{node.lineno}"
+                if name in ("import_module", "__import__", "instantiate") and node.args:
+                    reads = [
+                        n
+                        for n in ast.walk(node.args[0])
+                        if isinstance(n, ast.Attribute)
+                        or isinstance(n, ast.Call)
+                        and getattr(n.func, "id", None) == "getattr"
+                    ]
+                    if reads:
+                        field_like.append(f"{site}: {ast.unparse(node.args[0])}")
+                elif name == "import_user_module":
+                    user_module.append(site)
+    assert field_like == []
+    # the command-line parsers, the hub's own keyword and the fairseq_cli entry points (each on
+    # the configuration of the command being run)
+    assert all(
+        s.startswith(("fairseq/options.py", "fairseq/hub_utils.py", "fairseq_cli/"))
+        for s in user_module
+    ), user_module
+
+
+@pytest.mark.parametrize("form", ["dict", "dictconfig", "namespace", "list", "args"])
+def test_every_field_fairseq_evaluates_is_refused_at_any_depth(plain_checkpoint, form):
+    """The fields read from fairseq's source, each nested in a sub-dict, a DictConfig, a
+    namespace inside the model's namespace, a list element, an old-style ``args``: the rebuilt
+    config refuses each, naming its dotted path."""
+    import copy
+
+    from omegaconf import OmegaConf
+
+    from truneg_fairseq.compat import UnsafeCheckpointError, rebuild_args, rebuild_config
+
+    fields, _ = fairseq_evaluated_fields()
+    base = torch.load(plain_checkpoint, map_location="cpu", weights_only=True)
+    for field in sorted(fields):
+        state = copy.deepcopy(base)
+        dotted = _evaluated_payload(state, form.replace("dictconfig", "dict"), field, "print(1)")
+        with pytest.raises(UnsafeCheckpointError) as e:
+            if form == "args":
+                rebuild_args(state["args"], "f.pt")
+            elif form == "dictconfig":
+                rebuild_config(
+                    OmegaConf.create(state["cfg"], flags={"allow_objects": True}), "f.pt"
+                )
+            else:
+                rebuild_config(state["cfg"], "f.pt")
+        assert f"f.pt: {dotted} is 'print(1)': fairseq evaluates this field" in str(e.value), field
 
 
 @pytest.mark.parametrize(

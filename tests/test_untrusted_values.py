@@ -174,6 +174,121 @@ def test_a_safe_hub_archive_is_extracted_and_kept(tmp_path):
     assert not str(out).startswith(str(tmp_path))  # extracted elsewhere: nothing beside it changed
 
 
+def _sparse_tar(path: Path, size: int) -> Path:
+    """A .tar.gz of a few hundred bytes whose ``model/model.pt`` is a sparse member declaring
+    ``size`` bytes (GNU sparse 0.1 in pax headers, which tarfile reads and would write out)."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("model/dict.txt")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"a 1\n"))
+        info = tarfile.TarInfo("model/model.pt")
+        info.size = 512
+        info.pax_headers = {
+            "GNU.sparse.major": "0",
+            "GNU.sparse.minor": "1",
+            "GNU.sparse.name": "model/model.pt",
+            "GNU.sparse.size": str(size),
+            "GNU.sparse.map": "0,512",
+        }
+        tar.addfile(info, io.BytesIO(bytes(512)))
+    return path
+
+
+@pytest.fixture
+def hub_tmp(tmp_path, monkeypatch):
+    """The directory the hub's temporary extraction directories are made in, for this test."""
+    import tempfile
+
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def test_an_archive_declaring_a_huge_member_is_refused_before_writing_it(tmp_path, hub_tmp):
+    from fairseq import file_utils
+
+    import truneg_fairseq  # noqa: F401
+    from truneg_fairseq.compat import UnsafeArchiveError
+
+    archive = _sparse_tar(tmp_path / "m.tar.gz", 1 << 40)
+    assert archive.stat().st_size < 1000
+    with pytest.raises(
+        UnsafeArchiveError,
+        match=r"m\.tar\.gz: its members declare \d+ bytes.*"
+        r"'model/model\.pt'.*TRUNEG_HUB_ARCHIVE_MAX_RATIO",
+    ):
+        file_utils.load_archive_file(str(archive))
+    assert list(hub_tmp.iterdir()) == []  # nothing written, the temporary directory is gone
+
+
+def test_an_archive_expanding_past_its_ratio_or_the_byte_limit_is_refused(
+    tmp_path, hub_tmp, monkeypatch
+):
+    """A plain gzip bomb (80 MiB of zeros in ~80 KB) is refused by the ratio; a limit set in the
+    environment refuses a normal archive larger than it, and a bad value is named."""
+    from fairseq import file_utils
+
+    import truneg_fairseq  # noqa: F401
+    from truneg_fairseq.compat import UnsafeArchiveError
+
+    bomb = _tar(tmp_path / "bomb.tar.gz", {"model/model.pt": bytes(80 << 20)})
+    assert bomb.stat().st_size < (1 << 20)
+    with pytest.raises(UnsafeArchiveError, match="TRUNEG_HUB_ARCHIVE_MAX_RATIO"):
+        file_utils.load_archive_file(str(bomb))
+    small = _tar(tmp_path / "s.tar.gz", {"model/dict.txt": b"a 1\n", "model/model.pt": b"x" * 100})
+    monkeypatch.setenv("TRUNEG_HUB_ARCHIVE_MAX_BYTES", "50")
+    with pytest.raises(
+        UnsafeArchiveError, match=r"more than 50 bytes \(TRUNEG_HUB_ARCHIVE_MAX_BYTES"
+    ):
+        file_utils.load_archive_file(str(small))
+    monkeypatch.setenv("TRUNEG_HUB_ARCHIVE_MAX_BYTES", "lots")
+    with pytest.raises(UnsafeArchiveError, match="TRUNEG_HUB_ARCHIVE_MAX_BYTES='lots' is not"):
+        file_utils.load_archive_file(str(small))
+    assert list(hub_tmp.iterdir()) == []
+    monkeypatch.setenv("TRUNEG_HUB_ARCHIVE_MAX_BYTES", "104")
+    out = Path(file_utils.load_archive_file(str(small)))
+    assert (out / "model.pt").read_bytes() == b"x" * 100
+
+
+def test_an_archive_with_too_many_members_is_refused(tmp_path, hub_tmp, monkeypatch):
+    from fairseq import file_utils
+
+    import truneg_fairseq  # noqa: F401
+    from truneg_fairseq.compat import UnsafeArchiveError
+    from truneg_fairseq.compat.hub_archives import DEFAULT_MAX_MEMBERS
+
+    many = {f"model/f{i}.txt": b"" for i in range(DEFAULT_MAX_MEMBERS + 1)}
+    with pytest.raises(UnsafeArchiveError, match=f"more than {DEFAULT_MAX_MEMBERS} members"):
+        file_utils.load_archive_file(str(_tar(tmp_path / "many.tar.gz", many)))
+    few = _tar(tmp_path / "few.tar.gz", {f"model/f{i}.txt": b"" for i in range(6)})
+    monkeypatch.setenv("TRUNEG_HUB_ARCHIVE_MAX_MEMBERS", "5")
+    with pytest.raises(UnsafeArchiveError, match="TRUNEG_HUB_ARCHIVE_MAX_MEMBERS"):
+        file_utils.load_archive_file(str(few))
+    assert list(hub_tmp.iterdir()) == []
+    monkeypatch.setenv("TRUNEG_HUB_ARCHIVE_MAX_MEMBERS", "6")
+    out = Path(file_utils.load_archive_file(str(few)))
+    assert len([p for p in out.rglob("*") if p.is_file()]) == 6
+
+
+def test_a_failed_extraction_removes_what_it_wrote(tmp_path, hub_tmp):
+    """The second member cannot be written (its parent is the first, a file): the first, already
+    written, goes with the temporary directory."""
+    import tarfile
+
+    from fairseq import file_utils
+
+    import truneg_fairseq  # noqa: F401
+
+    archive = _tar(tmp_path / "m.tar.gz", {"model/a": b"x" * 1000, "model/a/b": b"y"})
+    with pytest.raises((OSError, tarfile.TarError)):
+        file_utils.load_archive_file(str(archive))
+    assert list(hub_tmp.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "bpe",
     [

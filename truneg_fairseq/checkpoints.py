@@ -130,10 +130,11 @@ def build_model(cfg, task):
 def read_checkpoint(checkpoint, data: Optional[str] = None) -> dict:
     """The saved state of fairseq checkpoint ``checkpoint`` (model weights, ``cfg``), read with
     the plugin's checks: its model must be of a family the plugin trains and converts (RoBERTa,
-    BERT, ELECTRA, CLINE) and its config holds no evaluated values
-    (:mod:`truneg_fairseq.compat`). A missing file, a file that is not a fairseq checkpoint, a
-    truncated one or one that fails those checks is one :class:`CheckpointError` naming it
-    (``data``: the data directory it is to be evaluated on, for the messages)."""
+    BERT, ELECTRA, CLINE) and its config is the one rebuilt from fairseq's schema (known fields
+    of their types, no code where fairseq evaluates a value, at any depth:
+    :mod:`truneg_fairseq.compat.config_rebuild`). A missing file, a file that is not a fairseq
+    checkpoint, a truncated one or one that fails those checks is one :class:`CheckpointError`
+    naming it (``data``: the data directory it is to be evaluated on, for the messages)."""
     from fairseq import checkpoint_utils
 
     # the plugin's names are registered and the loading shims installed before fairseq reads the
@@ -179,7 +180,7 @@ def load_for_inference(
     (scripts, evaluation, HuggingFace export), so that every reader gets the same checks and the
     same errors: the checkpoint must be of a family the plugin trains and converts (RoBERTa, BERT,
     ELECTRA, CLINE: :func:`~truneg_fairseq.compat.check_architecture`, before anything is built)
-    and its config is checked for evaluated values (:func:`read_checkpoint`), the data
+    and its config rebuilt from fairseq's schema (:func:`read_checkpoint`), the data
     directory resolved by :func:`data_dir_for`, an
     ELECTRA discriminator saved alone built by :func:`build_model` (fairseq's loader would hand
     it to ``--task electra``, which refuses it), the models returned in eval mode (dropout off:

@@ -15,9 +15,11 @@ longer needs it where it can tell. They are installed in this order:
 3. ``worker_broadcast``: with several workers, ranks other than 0 receive the checkpoint through
    ``torch.load`` and die on its ``DictConfig`` under weights-only loading; objects rank 0 of the
    same job pickled are sent with torch's own object broadcast.
-4. ``checkpoint_configs``: fairseq ``eval``\\ s some config fields when it builds a model or an
-   optimizer; every checkpoint config fairseq reads is checked to hold plain data there, and the
-   plugin's own loaders also allow only the model families the plugin trains and converts.
+4. ``checkpoint_configs``: fairseq ``eval``\\ s some config fields, at any depth, when it builds
+   a model or an optimizer; every checkpoint config fairseq reads is rebuilt from fairseq's schema
+   (``config_schema``: known fields only, each of its type, plain data where fairseq evaluates),
+   and the plugin's own loaders also allow only the model families the plugin trains and
+   converts.
 5. ``numpy_long``: ``numpy.compat.long`` (fairseq's eos-mode ``TokenBlockDataset``) under NumPy 2.
 6. ``prefetch_threads``: fairseq's prefetching threads are stopped at interpreter exit, which one
    still filling its queue aborted (exit status 134).
@@ -33,8 +35,10 @@ longer needs it where it can tell. They are installed in this order:
     (the synonym table's fingerprint, a ``sentence_prediction`` run's labels and GLUE task), and a
     resume is checked against it.
 11. ``hub_archives``: fairseq's hub extracts a ``.tar.gz`` with no filter (a member ``../x``
-    is written outside the target) and replaces the user's archive with the directory; members
-    are checked first and extracted with tarfile's ``data`` filter, and the archive is kept.
+    is written outside the target), with no bound on what it expands to, and replaces the
+    user's archive with the directory; members, their count and declared sizes are checked
+    first, they are extracted with tarfile's ``data`` filter, a failed extraction removes what
+    it wrote, and the archive is kept.
 12. ``data_index``: fairseq trusts a data-bin's ``.idx`` (a 2**31-token sentence runs for a
     minute and takes gigabytes); its sizes are checked against the ``.bin``'s bytes first, and
     against the bytes it holds on disk (a sparse file's size is not data); a sample longer
@@ -57,7 +61,10 @@ The plugin's training engine (the fast and compiled update, the statistics summe
 is not a mend either: it is :mod:`truneg_fairseq.training`, installed after these.
 
 ``model_values`` is not a mend: the schema of the model config values a checkpoint or
-an import may hold, which ``checkpoint_configs`` applies to the plugin's families.
+an import may hold, which ``checkpoint_configs`` applies to the plugin's families; nor are
+``evaluated_fields`` (the fields fairseq evaluates, and the literal check), ``config_schema``
+(fairseq's schema of a checkpoint config, from its registries) and ``config_rebuild`` (a whole
+checkpoint config rebuilt from that schema).
 
 ``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
 ``convert_namespace_to_omegaconf`` and rebind it where fairseq bound it by name.
@@ -85,9 +92,9 @@ from .checkpoint_configs import (  # noqa: F401
     checkpoint_architecture,
     loadable_architectures,
     plugin_families_only,
+    rebuild_checkpoint_configs,
     safe_checkpoint_configs,
     safe_literal,
-    sanitise_config,
 )
 from .checkpoint_copies import (  # noqa: F401
     atomic_checkpoint_copies,
@@ -98,6 +105,8 @@ from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
+from .config_rebuild import rebuild_args, rebuild_config  # noqa: F401
+from .config_schema import component_schema  # noqa: F401
 from .data_index import (  # noqa: F401
     DataIndexError,
     SampleTooLongError,

@@ -1,194 +1,56 @@
 """Checkpoint configs are data, not code (``safe_checkpoint_configs``): fairseq passes some
 config fields to Python's ``eval`` when it builds a model or an optimizer (e.g.
 ``encoder_xformers_att_config`` in every transformer layer, ``adam_betas``, adaptive-softmax
-cutoffs). A checkpoint of plain data passes the weights-only load and would then run whatever
-such a field holds. Every config fairseq reads from a checkpoint file
+cutoffs), at any depth (a RoBERTa checkpoint keeps ``cfg.model`` as an argument namespace, and
+fairseq's ``TransformerConfig`` reads a dict under ``cfg.model.encoder`` as a nested group). A
+checkpoint of plain data passes the weights-only load and would then run whatever such a field
+holds. So every config fairseq reads from a checkpoint file
 (``checkpoint_utils.load_checkpoint_to_cpu``: fairseq-train's resume and ``--restore-file``,
-``load_model_ensemble_and_task``, the hub, every script of the plugin) is checked first: each
-of those fields must be empty or plain data (a literal, or lists joined by ``+`` and repeated
-by ``*`` an integer, as fairseq's fconv and wav2vec defaults are written); anything else
-refuses the file with one error naming the field. The field set covers every field fairseq
-evaluates anywhere (a test derives it from fairseq's source), since fairseq builds whatever
-model a file names. The plugin's own loaders (``checkpoints.load_for_inference``: its scripts,
-evaluation and HuggingFace export) go further and are an allow-list: a checkpoint must be of
-the families the plugin trains and converts (fairseq's ``RobertaModel`` and the plugin's
-models, read from fairseq's registries) and any other architecture (``cfg.model._name``, or
-``args.arch`` of an old-style checkpoint) is refused before anything is built. fairseq's own
-commands under the plugin (``fairseq-train`` resume, ``--restore-file``) keep loading other
-models, a user's own runs, with the field check alone.
+``load_model_ensemble_and_task`` and fairseq-validate, the hub, every script of the plugin) is
+not filtered but rebuilt (:func:`rebuild_checkpoint_configs`, :mod:`.config_rebuild`): a new
+config made from fairseq's schema, each known field checked for its type and copied, a field
+fairseq evaluates (:data:`EVALUATED_FIELDS`; a test derives the set from fairseq's source) holding
+plain data wherever it sits (a literal, or lists joined by ``+`` and repeated by ``*`` an integer,
+as fairseq's fconv and wav2vec defaults are written). What fairseq's constructors receive is that
+rebuilt config; an unknown field, a value of the wrong type or code refuses the file with one
+error naming the field's dotted path. The plugin's own loaders (``checkpoints.load_for_inference``:
+its scripts, evaluation and HuggingFace export) go further and are an allow-list: a checkpoint
+must be of the families the plugin trains and converts (fairseq's ``RobertaModel`` and the
+plugin's models, read from fairseq's registries) and any other architecture (``cfg.model._name``,
+or ``args.arch`` of an old-style checkpoint) is refused before anything is built. fairseq's own
+commands under the plugin (``fairseq-train`` resume, ``--restore-file``, fairseq-validate) keep
+loading other models, a user's own runs, through the rebuild alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import contextvars
 
-# config fields (any group, any prefix such as encoder_/decoder_) whose string value fairseq 0.12
-# evaluates with eval(), utils.eval_str_dict / eval_str_list / eval_bool anywhere in its source
-# (models of every family, optimizers, tasks, criterions, examples). tests/test_untrusted_files.py
-# derives the set from the installed fairseq and fails when a call site reads a field missing here:
-# a deny-list kept by hand missed fconv's decoder_layers and wav2vec's conv_feature_layers.
-EVALUATED_FIELDS = (
-    "xformers_att_config",
-    "adaptive_softmax_cutoff",
-    "adaptive_input_cutoff",
-    "kernel_size_list",
-    "left_pad_source",
-    "left_pad_target",
-    "pipeline_balance",
-    "pipeline_devices",
-    "decoder_attention",
-    "adam_betas",
-    "adamax_betas",
-    "lamb_betas",
-    "adafactor_eps",
-    "wer_args",
-    # fconv, fconv_lm, fconv_self_att
-    "encoder_layers",
-    "decoder_layers",
-    "encoder_attention",
-    "self_attention",
-    "project_input",
-    "gated_attention",
-    "downsample",
-    "pretrained",
-    # transformer_lm, lightconv_lm; wav2vec, wav2vec2, hubert, speech_to_text, data2vec
-    "character_filters",
-    "conv_feature_layers",
-    "conv_aggregator_layers",
-    "feature_encoder_spec",
-    # pipeline-parallel transformer; examples (laser, speech_recognition, scripts)
-    "pipeline_encoder_balance",
-    "pipeline_encoder_devices",
-    "pipeline_decoder_balance",
-    "pipeline_decoder_devices",
-    "decoder_zero_init",
-    "conv_enc_config",
-    "conv_dec_config",
-    "vggblock_enc_config",
-    "transformer_enc_config",
-    "transformer_dec_config",
-    "transformer_context",
-    "transformer_sampling",
-    "model_overrides",
+from .config_rebuild import rebuild_args, rebuild_config
+from .evaluated_fields import (  # noqa: F401  (the names compat exports)
+    EVALUATED_FIELDS,
+    UnsafeCheckpointError,
+    _evaluated,
+    safe_literal,
 )
-
-
-class UnsafeCheckpointError(ValueError):
-    """A checkpoint's config holds code where fairseq expects a value."""
 
 
 class UnknownArchitectureError(UnsafeCheckpointError):
     """A checkpoint of a model family the plugin does not load."""
 
 
-def _evaluated(key: str) -> bool:
-    return key.endswith(
-        EVALUATED_FIELDS
-    )  # the field itself or a prefixed one (encoder_..., decoder_...)
-
-
-_MAX_ITEMS = 100_000  # a value fairseq evaluates is a short layer list, never this long
-
-
-def _data_value(node):
-    """The value of expression ``node`` when it is plain data: a literal (``ast.literal_eval``'s
-    grammar) or lists/tuples/strings/numbers joined by ``+`` and repeated by ``*`` an integer,
-    the form fairseq's own defaults take (``"[(512, 3)] * 20"`` in fconv,
-    ``"[(512, 10, 5)] + [(512, 3, 2)] * 4"`` in wav2vec2). Anything else (a name, a call, an
-    attribute, a comprehension) raises ValueError: it is code. Sizes are bounded, so a
-    repetition cannot exhaust memory here."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
-        left, right = _data_value(node.left), _data_value(node.right)
-        if isinstance(node.op, ast.Mult):
-            count = right if isinstance(right, int) and not isinstance(right, bool) else left
-            other = left if count is right else right
-            if (
-                isinstance(other, (list, tuple, str))
-                and isinstance(count, int)
-                and not isinstance(count, bool)
-            ):
-                if len(other) * max(count, 0) > _MAX_ITEMS:
-                    raise ValueError("too long")
-            elif not (isinstance(left, (int, float)) and isinstance(right, (int, float))):
-                raise ValueError("not data")
-        elif not (
-            type(left) is type(right)
-            and isinstance(left, (list, tuple, str))
-            or isinstance(left, (int, float, complex))
-            and isinstance(right, (int, float, complex))
-        ):
-            raise ValueError("not data")
-        value = left * right if isinstance(node.op, ast.Mult) else left + right
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > 1e18:
-            raise ValueError("too large")
-        return value
-    if isinstance(node, (ast.List, ast.Tuple)):
-        items = [_data_value(e) for e in node.elts]
-        return items if isinstance(node, ast.List) else tuple(items)
-    return ast.literal_eval(node)
-
-
-def safe_literal(value, where: str):
-    """``value`` itself when it is not a string; a string fairseq would ``eval``: the same text
-    without surrounding blanks (evaluating it builds the plain value :func:`_data_value` reads,
-    and a field fairseq also splits, ``encoder_layers_to_keep``, keeps its form), or
-    :class:`UnsafeCheckpointError` when it is anything but plain data."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    try:
-        if text:
-            _data_value(ast.parse(text, mode="eval").body)
-        return text
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, OverflowError):
-        raise UnsafeCheckpointError(
-            f"{where} is {value[:80]!r}: fairseq evaluates this field as Python, and it is not a plain "
-            "value (numbers, strings, lists, dicts) but code. The checkpoint was not loaded; if you made "
-            "it yourself, set the field to null (or a literal) and save it again"
-        ) from None
-
-
-def sanitise_config(cfg, path: str) -> None:
-    """Check (in place) every field of ``cfg`` (an omegaconf config or an argparse namespace from
-    checkpoint ``path``) that fairseq evaluates; see :func:`safe_literal`."""
-    from omegaconf import DictConfig, OmegaConf, open_dict
-
-    if isinstance(cfg, argparse.Namespace):
-        for key, value in vars(cfg).items():
-            if _evaluated(key):
-                setattr(cfg, key, safe_literal(value, f"{path}: args.{key}"))
-        return
-    if not isinstance(cfg, DictConfig):
-        return
-
-    def walk(node, prefix):
-        for key in list(node.keys()):
-            child = node._get_node(key)
-            if isinstance(child, DictConfig):
-                walk(child, f"{prefix}{key}.")
-                continue
-            raw = child._value()
-            if isinstance(
-                raw, argparse.Namespace
-            ):  # fairseq keeps a legacy model's args as an object
-                for name, value in vars(raw).items():
-                    if _evaluated(name):
-                        setattr(raw, name, safe_literal(value, f"{path}: cfg.{prefix}{key}.{name}"))
-                continue
-            if not _evaluated(str(key)) or OmegaConf.is_missing(node, key):
-                continue
-            try:
-                value = node[key]  # an interpolation is checked for what it resolves to
-            except Exception:  # unresolvable here: fairseq cannot use it either
-                continue
-            if isinstance(value, str):
-                with open_dict(node):
-                    node[key] = safe_literal(value, f"{path}: cfg.{prefix}{key}")
-
-    walk(cfg, "")
+def rebuild_checkpoint_configs(state: dict, path: str, overrides=None) -> None:
+    """Replace (in ``state``, a checkpoint's saved state read from ``path``) the ``args`` of an
+    old-style checkpoint and the ``cfg`` with configs rebuilt from fairseq's schema
+    (:mod:`.config_rebuild`): every field known, of its type, plain data where fairseq evaluates
+    it, at every depth; else :class:`UnsafeCheckpointError` naming the field. ``overrides``: the
+    loader's ``arg_overrides``, kept."""
+    if state.get("args") is not None:
+        state["args"] = rebuild_args(state["args"], path, overrides)
+    if state.get("cfg") is not None:
+        state["cfg"] = rebuild_config(state["cfg"], path, overrides)
 
 
 def loadable_architectures() -> dict:
@@ -278,7 +140,8 @@ def _explain_failed_upgrade(path: str) -> None:
     """fairseq failed while reading or upgrading ``path`` (an old-style ``args`` checkpoint is
     converted to a config before any check can see it, and that conversion fails for some other
     architectures): when the stored file itself is of another family (where only the plugin's are
-    loaded) or holds code in an evaluated field, raise that error instead of fairseq's."""
+    loaded) or its config does not rebuild (code, an unknown field), raise that error instead of
+    fairseq's."""
     import torch
 
     try:
@@ -289,9 +152,7 @@ def _explain_failed_upgrade(path: str) -> None:
         return  # no config to judge: fairseq's own error stands
     if _FAMILIES_ONLY.get():
         check_architecture(raw, path)
-    for key in ("cfg", "args"):
-        if raw.get(key) is not None:
-            sanitise_config(raw[key], path)
+    rebuild_checkpoint_configs(raw, path)
     check_plugin_model_values(raw, path)
 
 
@@ -316,13 +177,14 @@ def check_plugin_model_values(state: dict, path: str) -> None:
 
 
 def safe_checkpoint_configs() -> None:
-    """Check the config of every checkpoint fairseq loads (see the module docstring): the
-    architecture first where :func:`plugin_families_only` asks for it, then every evaluated field.
+    """Rebuild the config of every checkpoint fairseq loads (see the module docstring): the
+    architecture is checked first where :func:`plugin_families_only` asks for it, then ``args``
+    and ``cfg`` are replaced by configs rebuilt from fairseq's schema.
 
     The architecture allow-list is not applied to fairseq's own commands run with the plugin
     loaded (``fairseq-train`` resume and ``--restore-file``, ``fairseq-validate``): a user's own
     run of another fairseq model keeps resuming as it did, and what such a file could run is
-    closed by the field check, which covers every field fairseq evaluates."""
+    closed by the rebuild, which knows every field and every field fairseq evaluates."""
     from fairseq import checkpoint_utils
 
     original = checkpoint_utils.load_checkpoint_to_cpu
@@ -337,9 +199,7 @@ def safe_checkpoint_configs() -> None:
             raise
         if _FAMILIES_ONLY.get():
             check_architecture(state, str(path))
-        for key in ("cfg", "args"):
-            if state.get(key) is not None:
-                sanitise_config(state[key], str(path))
+        rebuild_checkpoint_configs(state, str(path), arg_overrides)
         check_plugin_model_values(state, str(path))
         return state
 

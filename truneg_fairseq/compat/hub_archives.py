@@ -9,8 +9,14 @@ on import), and then deletes the user's archive and puts the extracted directory
 With the plugin imported, ``load_archive_file`` checks every member first: one whose name is
 absolute or climbs out with ``..``, a link, or anything that is not a plain file or directory
 refuses the whole archive (:class:`UnsafeArchiveError` naming the archive and the member) before
-anything is written. A safe archive is extracted with tarfile's ``data`` filter into a new
-temporary directory, and the archive stays where it was. A directory is used as it is.
+anything is written. So does an archive that would expand to too much (:func:`check_size`: more
+than ``TRUNEG_HUB_ARCHIVE_MAX_MEMBERS`` members, 10,000 by default; member sizes adding up to more
+than ``TRUNEG_HUB_ARCHIVE_MAX_BYTES``, 64 GiB by default, or, past 64 MiB, to more than
+``TRUNEG_HUB_ARCHIVE_MAX_RATIO`` times the archive's own size, 100 by default), judged from the
+sizes the headers declare before anything is written. A safe archive is extracted with tarfile's
+``data`` filter into a new temporary directory, and the archive stays where it was; a failed
+extraction (a damaged archive, a full disk, an interrupt) removes that directory and all it
+wrote. A directory is used as it is.
 
 fairseq's own hub without ``import truneg_fairseq`` first (``fairseq.hub_utils.from_pretrained``,
 ``torch.hub.load("pytorch/fairseq", ...)``) keeps fairseq's extraction (docs/demo-and-study.md).
@@ -28,7 +34,8 @@ logger = logging.getLogger(__name__)
 
 
 class UnsafeArchiveError(ValueError):
-    """An archive with a member that would be written outside its extraction directory."""
+    """An archive with a member that would be written outside its extraction directory, or
+    that would expand to more than its bounds (:func:`check_size`)."""
 
 
 def check_members(archive: tarfile.TarFile, path: str) -> None:
@@ -52,18 +59,86 @@ def check_members(archive: tarfile.TarFile, path: str) -> None:
             )
 
 
+# the bounds on what an archive may expand to (environment variables, docs/demo-and-study.md)
+MAX_BYTES_ENV, MAX_RATIO_ENV, MAX_MEMBERS_ENV = (
+    "TRUNEG_HUB_ARCHIVE_MAX_BYTES",
+    "TRUNEG_HUB_ARCHIVE_MAX_RATIO",
+    "TRUNEG_HUB_ARCHIVE_MAX_MEMBERS",
+)
+DEFAULT_MAX_BYTES = 64 << 30  # larger than fairseq's largest published model archive
+DEFAULT_MAX_RATIO = 100  # weights barely compress: a real archive expands 1-3 times
+DEFAULT_MAX_MEMBERS = 10_000  # fairseq's archives hold a handful of files
+RATIO_FLOOR = (
+    64 << 20
+)  # below this total the ratio is not checked (a small dict.txt compresses well)
+
+
+def _limit(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise UnsafeArchiveError(
+            f"{name}={text!r} is not a positive whole number; set it to one (or unset it: "
+            f"{default} by default)"
+        )
+    return value
+
+
+def check_size(archive: tarfile.TarFile, path: str) -> list:
+    """The members of ``archive`` (read from ``path``), read one header at a time, with
+    :class:`UnsafeArchiveError` as soon as they are more than ``TRUNEG_HUB_ARCHIVE_MAX_MEMBERS``
+    or their sizes add up to more than ``TRUNEG_HUB_ARCHIVE_MAX_BYTES``, or (above 64 MiB) to
+    more than ``TRUNEG_HUB_ARCHIVE_MAX_RATIO`` times the archive's own size: a member's size is
+    what its header declares (a sparse member's whole size), so nothing is written before."""
+    max_bytes = _limit(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)
+    max_ratio = _limit(MAX_RATIO_ENV, DEFAULT_MAX_RATIO)
+    max_members = _limit(MAX_MEMBERS_ENV, DEFAULT_MAX_MEMBERS)
+    packed = max(os.path.getsize(path), 1)
+    allowed = min(max_bytes, max(RATIO_FLOOR, max_ratio * packed))
+    members, total = [], 0
+    while True:
+        member = archive.next()
+        if member is None:
+            return members
+        members.append(member)
+        if len(members) > max_members:
+            raise UnsafeArchiveError(
+                f"{path} holds more than {max_members} members; nothing was extracted. A model "
+                f"archive holds a few files: extract one you trust yourself, or raise "
+                f"{MAX_MEMBERS_ENV}"
+            )
+        total += max(member.size, 0)
+        if total > allowed:
+            why = (
+                f"more than {max_bytes} bytes ({MAX_BYTES_ENV})"
+                if allowed == max_bytes
+                else f"more than {max_ratio} times its own {packed} bytes ({MAX_RATIO_ENV})"
+            )
+            raise UnsafeArchiveError(
+                f"{path}: its members declare {total} bytes or more (member {member.name[:120]!r}: "
+                f"{member.size} bytes), {why}; nothing was extracted. Extract an archive you "
+                "trust yourself and give the directory, or raise the limit"
+            )
+
+
 def extract(path: str) -> str:
-    """The directory of archive ``path`` after a checked extraction (see the module docstring)."""
-    mode = "r:*"
+    """The directory of archive ``path`` after a checked extraction (see the module docstring).
+    Whatever a failed extraction wrote is removed with its temporary directory."""
+    import shutil
+
     target = tempfile.mkdtemp(prefix="truneg-hub-")
     try:
-        with tarfile.open(path, mode) as archive:
+        with tarfile.open(path, "r:*") as archive:
+            members = check_size(archive, path)
             check_members(archive, path)
-            names = archive.getnames()
-            archive.extractall(target, filter="data")
-    except (tarfile.TarError, UnsafeArchiveError):
-        import shutil
-
+            names = [m.name for m in members]
+            archive.extractall(target, members=members, filter="data")
+    except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
     top = os.path.commonprefix(names) if names else ""
