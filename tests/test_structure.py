@@ -311,3 +311,27 @@ def test_the_path_checks_find_planted_cases(tmp_path):
         "bad.py:4: 'scripts/demo.py'",
         "bad.py:4: run_path",
     ]  # the message naming a script for the user passes
+
+
+# ---- errors --------------------------------------------------------------------------------------
+def error_classes(paths) -> List[str]:
+    """``file: Class`` for every exception class the files define (a base ending in Error)."""
+    out = []
+    for path in paths:
+        for node in parse(path).body:
+            if isinstance(node, ast.ClassDef) and any(
+                getattr(b, "id", getattr(b, "attr", "")).endswith(("Error", "Exception"))
+                for b in node.bases
+            ):
+                out.append(f"{relative(path)}: {node.name}")
+    return out
+
+
+def test_every_error_type_is_defined_in_errors_py():
+    """One place for the package's errors (the standard-library outputs package keeps its own,
+    re-exported by errors.py)."""
+    allowed = ("truneg_fairseq/errors.py", "truneg_fairseq/outputs/")
+    found = error_classes(package_modules().values())
+    assert len([f for f in found if f.startswith("truneg_fairseq/errors.py")]) > 20
+    bad = [f for f in found if not f.startswith(allowed)]
+    assert not bad, "error types outside truneg_fairseq/errors.py:\n" + "\n".join(bad)

@@ -1,8 +1,11 @@
-"""Errors of the data side and of a run's flags that the scripts, and fairseq's commands
-(``compat/refusals.py``), turn into one-line messages (a leaf: it imports nothing of the package
-but the standard-library ``outputs`` package's own error, so every module may raise them)."""
+"""Every error type of the package, in one place: the scripts, and fairseq's commands
+(``compat/refusals.py``), turn them into one-line messages naming the file or flag and the fix.
+A leaf: it imports nothing of the package but the standard-library ``outputs`` package's own
+errors (re-exported here), so every module may raise them; each module that raises one also
+imports it under its own name."""
 
-from truneg_fairseq.outputs.errors import OutputDirError  # noqa: F401  (one place for all errors)
+from truneg_fairseq.outputs.errors import OutputDirError  # noqa: F401  (re-exported)
+from truneg_fairseq.outputs.inputs import InputAsOutputError  # noqa: F401  (re-exported)
 
 
 class CorpusError(ValueError):
@@ -33,3 +36,79 @@ class HFTrainError(ValueError):
 class LineTooLongError(CorpusError):
     """A line of an input text file longer than any command uses
     (:mod:`truneg_fairseq.text.lines`); the message names the file, the line and the limit."""
+
+
+# ---- the errors of each part of the package (their modules import them from here) ------------
+
+
+class TokenizerError(CorpusError):
+    """A tokenizer that cannot be built or does not fit its data; the message says what to do."""
+
+
+class LogReadError(CorpusError):
+    """A training log or events folder that holds no statistics."""
+
+
+class WordNetNotFoundError(RuntimeError):
+    pass
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint's config holds code where fairseq expects a value, an unknown field, or a
+    value of the wrong type."""
+
+
+class UnknownArchitectureError(UnsafeCheckpointError):
+    """A checkpoint of a model family the plugin does not load."""
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint or its data directory cannot be used: the message names the file and the fix."""
+
+
+class ModelValueError(ValueError):
+    """A model config value of the wrong type, outside its range, or larger than the weights
+    (the plugin's loaders report it as they report an unsafe checkpoint)."""
+
+
+class DataIndexError(ValueError):
+    """A ``.idx`` whose sizes do not describe its ``.bin``."""
+
+
+class SampleTooLongError(ValueError):
+    """A sample (a sentence, with ``--sample-break-mode eos``) longer than the model's positions,
+    where the run may not leave it out."""
+
+
+class UnsafeArchiveError(ValueError):
+    """An archive with a member that would be written outside its extraction directory, or
+    that would expand to more than its bounds (:func:`check_size`)."""
+
+
+class PrecisionFlagError(ValueError):
+    """Two mixed-precision modes asked for at once."""
+
+
+class SyncDebugSettingError(ValueError):
+    """``TRUNEG_SYNC_DEBUG`` set to something other than warn or error."""
+
+
+class ImportSizesError(ValueError):
+    pass
+
+
+class GlueFinetuneError(ValueError):
+    """A checkpoint, data folder or path the fine-tuning config cannot be written for; the
+    message names it and the fix."""
+
+
+class ConversionError(ValueError):
+    """A directory or checkpoint that cannot be converted; the message says what to do."""
+
+
+class TokenizerWithoutMaskError(ValueError):
+    """The tokenizer cannot serve masked-LM training (no mask or padding token)."""
+
+
+class ModelError(ValueError):
+    """A model that cannot be trained with the asked objective; the message names the fix."""

@@ -20,6 +20,10 @@ from __future__ import annotations
 import argparse
 import logging
 
+from truneg_fairseq.errors import (
+    PrecisionFlagError,  # noqa: F401  (defined in the one place of the errors)
+)
+
 from .namespace_conversion import rebind_conversion
 
 
@@ -27,10 +31,6 @@ def _xla_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("torch_xla") is not None
-
-
-class PrecisionFlagError(ValueError):
-    """Two mixed-precision modes asked for at once."""
 
 
 def bf16_means_autocast() -> None:

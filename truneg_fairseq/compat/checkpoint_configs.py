@@ -28,6 +28,10 @@ import argparse
 import contextlib
 import contextvars
 
+from truneg_fairseq.errors import (
+    UnknownArchitectureError,  # noqa: F401  (defined in the one place of the errors)
+)
+
 from .config_rebuild import rebuild_args, rebuild_config
 from .evaluated_fields import (  # noqa: F401  (the names compat exports)
     EVALUATED_FIELDS,
@@ -35,10 +39,6 @@ from .evaluated_fields import (  # noqa: F401  (the names compat exports)
     _evaluated,
     safe_literal,
 )
-
-
-class UnknownArchitectureError(UnsafeCheckpointError):
-    """A checkpoint of a model family the plugin does not load."""
 
 
 def rebuild_checkpoint_configs(state: dict, path: str, overrides=None) -> None:

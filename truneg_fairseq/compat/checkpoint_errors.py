@@ -15,6 +15,10 @@ import re
 import zipfile
 from typing import Optional
 
+from truneg_fairseq.errors import (
+    CheckpointError,  # noqa: F401  (defined in the one place of the errors)
+)
+
 from .checkpoint_configs import UnsafeCheckpointError
 
 _SHAPE = re.compile(
@@ -102,10 +106,6 @@ def describe_load_error(path, exc: BaseException, data: Optional[str] = None) ->
             "number of layers) differ from the training run"
         )
     return None
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint or its data directory cannot be used: the message names the file and the fix."""
 
 
 @contextlib.contextmanager

@@ -30,17 +30,13 @@ import re
 
 import numpy as np
 
+from truneg_fairseq.errors import (  # noqa: F401  (defined in the one place of the errors)
+    DataIndexError,
+    SampleTooLongError,
+)
+
 CHUNK = 1 << 22  # index entries checked at a time
 STORED_SLACK = 1 << 20  # bytes a sentence may claim beyond 4 x the file's bytes on disk
-
-
-class DataIndexError(ValueError):
-    """A ``.idx`` whose sizes do not describe its ``.bin``."""
-
-
-class SampleTooLongError(ValueError):
-    """A sample (a sentence, with ``--sample-break-mode eos``) longer than the model's positions,
-    where the run may not leave it out."""
 
 
 _INVALID_SIZE = re.compile(

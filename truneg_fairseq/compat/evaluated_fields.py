@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import ast
 
-
-class UnsafeCheckpointError(ValueError):
-    """A checkpoint's config holds code where fairseq expects a value, an unknown field, or a
-    value of the wrong type."""
-
+from truneg_fairseq.errors import (
+    UnsafeCheckpointError,  # noqa: F401  (defined in the one place of the errors)
+)
 
 # config fields (any group, any prefix such as encoder_/decoder_) whose string value fairseq 0.12
 # evaluates with eval(), utils.eval_str_dict / eval_str_list / eval_bool anywhere in its source

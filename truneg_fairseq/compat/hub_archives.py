@@ -30,12 +30,11 @@ import posixpath
 import tarfile
 import tempfile
 
+from truneg_fairseq.errors import (
+    UnsafeArchiveError,  # noqa: F401  (defined in the one place of the errors)
+)
+
 logger = logging.getLogger(__name__)
-
-
-class UnsafeArchiveError(ValueError):
-    """An archive with a member that would be written outside its extraction directory, or
-    that would expand to more than its bounds (:func:`check_size`)."""
 
 
 def check_members(archive: tarfile.TarFile, path: str) -> None:

@@ -22,6 +22,10 @@ import math
 import re
 from typing import Dict, Mapping, Optional
 
+from truneg_fairseq.errors import (
+    ModelValueError,  # noqa: F401  (defined in the one place of the errors)
+)
+
 LAYERS, WIDTH, HEADS, POSITIONS = (1, 1024), (1, 1 << 18), (1, 4096), (1, 1 << 20)
 _FRACTION = (0.0, 1.0)
 
@@ -92,11 +96,6 @@ DIM_FIELDS = tuple(
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _INT_LIST = re.compile(r"^\d{1,4}(,\d{1,4}){0,1023}$")
 _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
-
-
-class ModelValueError(ValueError):
-    """A model config value of the wrong type, outside its range, or larger than the weights
-    (the plugin's loaders report it as they report an unsafe checkpoint)."""
 
 
 def activations():

@@ -13,9 +13,9 @@ from typing import Dict
 import torch
 
 from truneg_fairseq.checkpoints import build_model
-from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.hf_dir import HFCheckpoint
 from truneg_fairseq.convert.keys import _hf_to_fairseq, _layer_table, _take
+from truneg_fairseq.errors import ConversionError
 
 logger = logging.getLogger(__name__)
 

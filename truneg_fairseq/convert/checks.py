@@ -11,7 +11,7 @@ from typing import Dict
 
 import torch
 
-from truneg_fairseq.convert.errors import ConversionError
+from truneg_fairseq.errors import ConversionError
 
 logger = logging.getLogger(__name__)
 

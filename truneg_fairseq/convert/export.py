@@ -16,7 +16,6 @@ import torch
 
 from truneg_fairseq.checkpoints import load_for_inference
 from truneg_fairseq.convert.checks import check_finite
-from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.keys import (
     BERT_MLM_HEAD,
     BERT_POOLER,
@@ -38,6 +37,7 @@ from truneg_fairseq.convert.vocab import (
     gpt2_vocab,
     roberta_tokenizer,
 )
+from truneg_fairseq.errors import ConversionError
 from truneg_fairseq.io_utils import atomic_dir
 
 logger = logging.getLogger(__name__)

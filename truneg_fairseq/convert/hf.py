@@ -13,7 +13,6 @@ and tests use, so that they import one place and the split stays free to change:
 * ``errors``: :class:`ConversionError`.
 """
 
-from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.export import export_hf
 from truneg_fairseq.convert.hf_dir import (
     BERT_ARCHS,
@@ -46,6 +45,7 @@ from truneg_fairseq.convert.keys import (
     KeyTable,
 )
 from truneg_fairseq.convert.vocab import MASK, SPECIALS, hf_vocab_from_dictionary
+from truneg_fairseq.errors import ConversionError
 
 __all__ = [
     "BERT_ARCHS",

@@ -12,8 +12,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from truneg_fairseq.convert.checks import check_finite, check_heads, check_sizes
-from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.keys import HF_TO_FAIRSEQ_ACT
+from truneg_fairseq.errors import ConversionError
 from truneg_fairseq.text import TokenizerError
 from truneg_fairseq.text import read_wordpiece_vocab as text_vocab
 

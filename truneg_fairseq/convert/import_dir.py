@@ -11,11 +11,11 @@ from pathlib import Path
 import torch
 
 from truneg_fairseq.convert.build import _save_checkpoint
-from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.hf_dir import BERT_ARCHS, ELECTRA_ARCHS, GENERATOR_ARCHS, read_hf_dir
 from truneg_fairseq.convert.import_bert import _bert_sizes, _import_bert, untied_decoder
 from truneg_fairseq.convert.import_electra import _electra_sizes, _import_electra
 from truneg_fairseq.convert.keys import BERT_MLM_HEAD, _has
+from truneg_fairseq.errors import ConversionError
 from truneg_fairseq.io_utils import atomic_dir
 from truneg_fairseq.text import dict_lines_of
 

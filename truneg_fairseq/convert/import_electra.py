@@ -16,7 +16,6 @@ from truneg_fairseq.convert.build import (
     _layers,
     _warn_untied,
 )
-from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.hf_dir import HFCheckpoint
 from truneg_fairseq.convert.keys import (
     DISCRIMINATOR_HEAD,
@@ -26,6 +25,7 @@ from truneg_fairseq.convert.keys import (
     _hf_to_fairseq,
     _take,
 )
+from truneg_fairseq.errors import ConversionError
 from truneg_fairseq.models.sizes import ELECTRA_SIZES, PUBLISHED_ELECTRA
 from truneg_fairseq.text import wordpiece_row_order
 

@@ -5,7 +5,7 @@ from typing import Dict, Tuple
 
 import torch
 
-from truneg_fairseq.convert.errors import ConversionError
+from truneg_fairseq.errors import ConversionError
 
 # HF hidden_act -> fairseq activation_fn (erf GELU is "gelu" in both)
 HF_TO_FAIRSEQ_ACT = {

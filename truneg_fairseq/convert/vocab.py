@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from truneg_fairseq.convert.errors import ConversionError
 from truneg_fairseq.convert.hf_dir import _read_json
+from truneg_fairseq.errors import ConversionError
 from truneg_fairseq.text import BERT_MASK, BERT_SPECIALS
 
 logger = logging.getLogger(__name__)

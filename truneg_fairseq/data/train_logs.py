@@ -17,11 +17,9 @@ import re
 import struct
 from typing import Dict, Iterable, List, NamedTuple
 
-from truneg_fairseq.errors import CorpusError
-
-
-class LogReadError(CorpusError):
-    """A training log or events folder that holds no statistics."""
+from truneg_fairseq.errors import (
+    LogReadError,  # noqa: F401  (defined in the one place of the errors)
+)
 
 
 class LogRecord(NamedTuple):

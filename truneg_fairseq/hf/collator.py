@@ -24,13 +24,12 @@ import torch
 
 from truneg_fairseq.core.masking import mask_rows
 from truneg_fairseq.core.selection import static_slot_count
+from truneg_fairseq.errors import (
+    TokenizerWithoutMaskError,  # noqa: F401  (defined in the one place of the errors)
+)
 from truneg_fairseq.hf.sharding import PADDING_ONLY, PADDING_ROW
 
 IGNORE = -100  # HF's label for "no target here" (what Trainer counts as not an item)
-
-
-class TokenizerWithoutMaskError(ValueError):
-    """The tokenizer cannot serve masked-LM training (no mask or padding token)."""
 
 
 def check_tokenizer(tokenizer, what: str = "the tokenizer") -> None:

@@ -17,9 +17,7 @@ from typing import Callable, Optional, Tuple
 import torch
 import torch.nn as nn
 
-
-class ModelError(ValueError):
-    """A model that cannot be trained with the asked objective; the message names the fix."""
+from truneg_fairseq.errors import ModelError  # noqa: F401  (defined in the one place of the errors)
 
 
 def _electra_head(m):

@@ -24,6 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import List, Optional
 
+from truneg_fairseq.errors import (
+    WordNetNotFoundError,  # noqa: F401  (defined in the one place of the errors)
+)
+
 # The 45 lexicographer files of WordNet 3.0, in file-number order (the ``lexnames`` file).
 _LEXNAMES = (
     "adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute "
@@ -55,10 +59,6 @@ def _use_system_dirs() -> bool:
         "no",
         "off",
     )
-
-
-class WordNetNotFoundError(RuntimeError):
-    pass
 
 
 def lexnames_text() -> str:

@@ -15,6 +15,10 @@ import json
 import os
 from typing import Dict
 
+from truneg_fairseq.errors import (
+    ImportSizesError,  # noqa: F401  (defined in the one place of the errors)
+)
+
 IMPORT_RECORD = "import.json"
 
 # field -> the type its recorded value must have (int values are also accepted for floats)
@@ -47,10 +51,6 @@ FIELD_TYPES = {
     "electra_layernorm_eps": float,
     "electra_discriminator_only": bool,
 }
-
-
-class ImportSizesError(ValueError):
-    pass
 
 
 def read_model_args(directory: str, flag: str) -> Dict[str, object]:

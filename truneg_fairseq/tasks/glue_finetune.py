@@ -24,6 +24,10 @@ import os
 import re
 from typing import Dict, List, Optional
 
+from truneg_fairseq.errors import (
+    GlueFinetuneError,  # noqa: F401  (defined in the one place of the errors)
+)
+
 # model fields that name files or switch on pre-training behaviour: never carried into fine-tuning
 NOT_CARRIED = {
     "bert_sizes_from": None,
@@ -36,11 +40,6 @@ NOT_CARRIED = {
 POSITION_FIELDS = ("electra_max_positions", "max_positions")
 # a number (1e-05, -1), an activation or an arch name: one word that is no flag
 _PLAIN = re.compile(r"^(-?[0-9][0-9.eE+-]*|[A-Za-z0-9_][A-Za-z0-9_.+-]*)$")
-
-
-class GlueFinetuneError(ValueError):
-    """A checkpoint, data folder or path the fine-tuning config cannot be written for; the
-    message names it and the fix."""
 
 
 def model_fields(arch: str):

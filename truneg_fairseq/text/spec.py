@@ -7,7 +7,9 @@ import os
 from dataclasses import dataclass, field, make_dataclass
 from typing import Dict, Optional, Sequence
 
-from truneg_fairseq.errors import CorpusError
+from truneg_fairseq.errors import (
+    TokenizerError,  # noqa: F401  (defined in the one place of the errors)
+)
 
 KINDS = ("sentencepiece", "gpt2", "wordpiece", "whitespace")
 SP_SPACE = "\u2581"  # sentencepiece word-start mark
@@ -41,10 +43,6 @@ VIEW_FILES = {
     "wordpiece": ("vocab",),
     "whitespace": (),
 }
-
-
-class TokenizerError(CorpusError):
-    """A tokenizer that cannot be built or does not fit its data; the message says what to do."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,11 +15,11 @@ from typing import Optional
 
 import torch
 
+from truneg_fairseq.errors import (
+    SyncDebugSettingError,  # noqa: F401  (defined in the one place of the errors)
+)
+
 logger = logging.getLogger("truneg_fairseq.fast_update")
-
-
-class SyncDebugSettingError(ValueError):
-    """``TRUNEG_SYNC_DEBUG`` set to something other than warn or error."""
 
 
 def sync_debug_setting() -> Optional[str]:
