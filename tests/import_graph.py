@@ -18,7 +18,19 @@ PACKAGE = REPO / "truneg_fairseq"
 # fairseq mends, the training engine, checkpoint reading, precision) are below everything; the
 # package root (which registers the plugin) is above everything.
 LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("side", ("errors", "outputs", "io_utils", "compat", "training", "precision", "checkpoints")),
+    (
+        "side",
+        (
+            "errors",
+            "outputs",
+            "io_utils",
+            "checkpoint_schema",
+            "compat",
+            "training",
+            "precision",
+            "checkpoints",
+        ),
+    ),
     ("core", ("core",)),
     ("text", ("text",)),
     ("lexicon", ("lexicon",)),

@@ -112,7 +112,7 @@ def test_the_checkpoint_read_finder_sees_a_call(tmp_path):
 def test_compat_and_the_checkpoint_loader_import_one_way():
     """The loader uses the mends (and the errors they raise); no mend imports the loader."""
     graph = package_graph()
-    assert "truneg_fairseq.compat.checkpoint_errors" in graph["truneg_fairseq.checkpoints"]
+    assert "truneg_fairseq.checkpoint_schema.load_errors" in graph["truneg_fairseq.checkpoints"]
     back = sorted(
         m
         for m, deps in graph.items()

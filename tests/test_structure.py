@@ -335,3 +335,16 @@ def test_every_error_type_is_defined_in_errors_py():
     assert len([f for f in found if f.startswith("truneg_fairseq/errors.py")]) > 20
     bad = [f for f in found if not f.startswith(allowed)]
     assert not bad, "error types outside truneg_fairseq/errors.py:\n" + "\n".join(bad)
+
+
+def test_every_mend_names_its_upstream_defect():
+    """compat/ holds mends only, each docstring naming the upstream defect (issue number where
+    there is one) in an ``Upstream:`` paragraph."""
+    compat = PACKAGE / "compat"
+    helpers = {"__init__.py", "namespace_conversion.py"}  # the installer, a helper of two mends
+    missing = [
+        p.name
+        for p in sorted(compat.glob("*.py"))
+        if p.name not in helpers and "\nUpstream: " not in (ast.get_docstring(parse(p)) or "")
+    ]
+    assert not missing, f"compat modules without an Upstream: paragraph: {missing}"

@@ -1,6 +1,6 @@
 """Values read from files are data of a known type and size before they reach a command line, a
 constructor or an allocation: a checkpoint's model config (the schema of
-truneg_fairseq/compat/model_values.py, bounded by the weights in the file), its tokenizer config
+truneg_fairseq/checkpoint_schema/model_values.py, bounded by the weights in the file), its tokenizer config
 (local paths only), a synonym table's arrays (bounded by the dictionary before they are
 decompressed), a data-bin's index (its sizes against the .bin file) and archives given to the hub
 (no member outside the target)."""
@@ -104,8 +104,8 @@ def test_every_field_of_the_plugins_families_has_a_schema_entry():
     """Derived from fairseq's registries: a field added to a model must say its type and range."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
+    from truneg_fairseq.checkpoint_schema.model_values import SCHEMA
     from truneg_fairseq.compat import loadable_architectures
-    from truneg_fairseq.compat.model_values import SCHEMA
     from truneg_fairseq.tasks.glue_finetune import model_fields
 
     missing = {

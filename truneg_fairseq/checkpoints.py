@@ -6,7 +6,7 @@ import os
 from typing import Optional
 
 # the errors live with the mends that raise them too (compat imports nothing of this module)
-from truneg_fairseq.compat.checkpoint_errors import (  # noqa: F401
+from truneg_fairseq.checkpoint_schema.load_errors import (  # noqa: F401
     CheckpointError,
     checkpoint_write_errors,
     describe_load_error,
@@ -132,10 +132,12 @@ def read_checkpoint(checkpoint, data: Optional[str] = None) -> dict:
     the plugin's checks: its model must be of a family the plugin trains and converts (RoBERTa,
     BERT, ELECTRA, CLINE) and its config is the one rebuilt from fairseq's schema (known fields
     of their types, no code where fairseq evaluates a value, at any depth:
-    :mod:`truneg_fairseq.compat.config_rebuild`). A missing file, a file that is not a fairseq
+    :mod:`truneg_fairseq.checkpoint_schema.config_rebuild`). A missing file, a file that is not a fairseq
     checkpoint, a truncated one or one that fails those checks is one :class:`CheckpointError`
     naming it (``data``: the data directory it is to be evaluated on, for the messages)."""
     from fairseq import checkpoint_utils
+
+    from truneg_fairseq.checkpoint_schema.model_values import ModelValueError
 
     # the plugin's names are registered and the loading shims installed before fairseq reads the
     # checkpoint: by the package root where it was imported, by a command once its line is parsed
@@ -144,7 +146,6 @@ def read_checkpoint(checkpoint, data: Optional[str] = None) -> dict:
         UnsafeCheckpointError,
         plugin_families_only,
     )
-    from truneg_fairseq.compat.model_values import ModelValueError
 
     if not os.path.isfile(str(checkpoint)):
         raise CheckpointError(f"checkpoint {checkpoint} not found")

@@ -60,11 +60,10 @@ longer needs it where it can tell. They are installed in this order:
 The plugin's training engine (the fast and compiled update, the statistics summed on the device)
 is not a mend either: it is :mod:`truneg_fairseq.training`, installed after these.
 
-``model_values`` is not a mend: the schema of the model config values a checkpoint or
-an import may hold, which ``checkpoint_configs`` applies to the plugin's families; nor are
-``evaluated_fields`` (the fields fairseq evaluates, and the literal check), ``config_schema``
-(fairseq's schema of a checkpoint config, from its registries) and ``config_rebuild`` (a whole
-checkpoint config rebuilt from that schema).
+What a checkpoint config may hold (fairseq's schema, the rebuild from it, the evaluated
+fields, the plugin's model values, load errors in words) is not a mend: it is
+:mod:`truneg_fairseq.checkpoint_schema`, beside the checkpoint reader; ``checkpoint_configs``
+applies it to everything fairseq loads.
 
 ``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
 ``convert_namespace_to_omegaconf`` and rebind it where fairseq bound it by name.
@@ -80,6 +79,12 @@ The names other modules and the tests use are importable from ``truneg_fairseq.c
 """
 
 from __future__ import annotations
+
+from truneg_fairseq.checkpoint_schema.config_rebuild import (  # noqa: F401
+    rebuild_args,
+    rebuild_config,
+)
+from truneg_fairseq.checkpoint_schema.config_schema import component_schema  # noqa: F401
 
 from .amp_unscale import _amp_update_is_short, amp_unscales_once  # noqa: F401
 from .bf16_autocast import PrecisionFlagError, bf16_means_autocast  # noqa: F401
@@ -105,8 +110,6 @@ from .checkpoint_globals import (  # noqa: F401
     allow_fairseq_checkpoints,
     fairseq_checkpoint_globals,
 )
-from .config_rebuild import rebuild_args, rebuild_config  # noqa: F401
-from .config_schema import component_schema  # noqa: F401
 from .data_index import (  # noqa: F401
     DataIndexError,
     SampleTooLongError,

@@ -10,6 +10,9 @@ of that unscale (an overflowing step is skipped and the scale backs off) and ``s
 anything an optimizer does in it) is fairseq's own. It is installed only when a one-parameter
 probe of the installed ``AMPOptimizer`` shows the short update, so a fairseq that has fixed it
 is left alone.
+
+Upstream: fairseq 0.12.2 ``fairseq/optim/amp_optimizer.py`` (the scaler unscales through the inner
+optimizer, then steps through the outer one); no issue filed that we know of.
 """
 
 from __future__ import annotations

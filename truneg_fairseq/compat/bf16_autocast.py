@@ -13,6 +13,8 @@ call the criterion under bf16 autocast on a task so marked. ``--bf16`` with ``--
 ``--amp`` is refused with one error. The saved config records ``bf16: false``: weights in the
 checkpoint are fp32 and load as any fp32 checkpoint; a resumed run is bf16 when ``--bf16`` is
 given again.
+
+Upstream: fairseq issue #4696 (``--bf16`` without ``--tpu`` asks torch_xla for its device); open.
 """
 
 from __future__ import annotations

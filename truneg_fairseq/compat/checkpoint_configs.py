@@ -20,6 +20,9 @@ plugin's models, read from fairseq's registries) and any other architecture (``c
 or ``args.arch`` of an old-style checkpoint) is refused before anything is built. fairseq's own
 commands under the plugin (``fairseq-train`` resume, ``--restore-file``, fairseq-validate) keep
 loading other models, a user's own runs, through the rebuild alone.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations
@@ -28,16 +31,15 @@ import argparse
 import contextlib
 import contextvars
 
-from truneg_fairseq.errors import (
-    UnknownArchitectureError,  # noqa: F401  (defined in the one place of the errors)
-)
-
-from .config_rebuild import rebuild_args, rebuild_config
-from .evaluated_fields import (  # noqa: F401  (the names compat exports)
+from truneg_fairseq.checkpoint_schema.config_rebuild import rebuild_args, rebuild_config
+from truneg_fairseq.checkpoint_schema.evaluated_fields import (  # noqa: F401  (the names compat exports)
     EVALUATED_FIELDS,
     UnsafeCheckpointError,
     _evaluated,
     safe_literal,
+)
+from truneg_fairseq.errors import (
+    UnknownArchitectureError,  # noqa: F401  (defined in the one place of the errors)
 )
 
 
@@ -160,7 +162,7 @@ def check_plugin_model_values(state: dict, path: str) -> None:
     """A checkpoint of the plugin's families: its model config's values against the schema of
     :mod:`.model_values` and the weights saved with it (other families' fields mean other things:
     fconv's ``encoder_layers`` is a string fairseq evaluates, checked above)."""
-    from .model_values import check_model_values
+    from truneg_fairseq.checkpoint_schema.model_values import check_model_values
 
     if checkpoint_architecture(state) not in loadable_architectures():
         return

@@ -8,6 +8,9 @@ copies atomic: copy to a temporary file of this copy's own in the same directory
 (``.<dst>.PID-RANDOM.tmp``: two runs copying to the same file never share it), fsync,
 ``os.replace``, so ``checkpoint_last.pt`` is always one whole checkpoint; a copy that fills the
 disk is one error and leaves no temporary file. Remote (iopath) paths keep fairseq's copy.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from .checkpoint_errors import checkpoint_write_errors
+from truneg_fairseq.checkpoint_schema.load_errors import checkpoint_write_errors
 
 
 def atomic_copy_file(src: str, dst: str) -> None:
@@ -24,8 +27,8 @@ def atomic_copy_file(src: str, dst: str) -> None:
     (:func:`~truneg_fairseq.outputs.temp_beside`), are fsynced, then renamed over ``dst``; any
     failure removes the temporary file. A copy that fails for lack of space or permission (a
     full disk, a file-size limit) is one
-    :class:`~.checkpoint_errors.CheckpointError` naming ``dst``
-    (:func:`~.checkpoint_errors.checkpoint_write_errors`); ``dst`` stays as it was."""
+    :class:`~truneg_fairseq.errors.CheckpointError` naming ``dst``
+    (:func:`~truneg_fairseq.checkpoint_schema.load_errors.checkpoint_write_errors`); ``dst`` stays as it was."""
     from truneg_fairseq.outputs import temp_beside
 
     tmp = temp_beside(dst)
@@ -78,7 +81,7 @@ def atomic_checkpoint_saves() -> None:
     then renames it: two runs saving the same file share that name and one can rename the
     other's half-written file into place. Local saves here write a temporary file of their own
     (:func:`~truneg_fairseq.outputs.temp_beside`), removed on any failure; a save that fails for
-    lack of space is one :class:`~.checkpoint_errors.CheckpointError` (fairseq writes
+    lack of space is one :class:`~truneg_fairseq.errors.CheckpointError` (fairseq writes
     again into the same, partly written file twice, 2.5 s apart, first). Asynchronous and
     remote (iopath) saves keep fairseq's way."""
     import torch

@@ -5,6 +5,9 @@ resuming ``fairseq-train`` or ``--restore-file`` fails with ``Unsupported global
 argparse.Namespace``. The plugin allow-lists exactly the plain-data globals fairseq
 checkpoints hold, instead of turning the weights-only protection off
 (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``).
+
+Upstream: fairseq issue #5610 (checkpoints fail to load under torch >= 2.6's weights-only default);
+open, no release since 0.12.2.
 """
 
 from __future__ import annotations

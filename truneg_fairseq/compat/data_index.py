@@ -21,6 +21,9 @@ has the size an index claims and no data on disk, and a sentence it claims is re
 sentence of more bytes than four times the bytes the file has on disk (``st_blocks`` x 512; a
 compressing file system may store a file in fewer blocks than its size, not that much fewer),
 plus 1 MiB, is a :class:`DataIndexError` naming the file and the sentence.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations

@@ -10,9 +10,12 @@ of the symbols, one per line: the fingerprint a synonym table records of its dic
 a checkpoint is loaded with a data directory (evaluation, export, the hub, resuming
 ``fairseq-train``), that directory's dictionary must list the recorded symbols in the same order
 (those the task adds at the end, ``<mask>``, excepted): a mismatch is one
-:class:`~.checkpoint_errors.CheckpointError` naming the file and the first entry that differs. A
+:class:`~truneg_fairseq.errors.CheckpointError` naming the file and the first entry that differs. A
 checkpoint without the record (saved before it existed, by fairseq alone, or an import) is
 checked as before.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import hashlib
 import os
 from typing import Optional, Sequence
 
-from .checkpoint_errors import CheckpointError
+from truneg_fairseq.checkpoint_schema.load_errors import CheckpointError
 
 KEY = "dictionary"
 

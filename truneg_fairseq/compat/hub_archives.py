@@ -20,6 +20,9 @@ wrote. A directory is used as it is.
 
 fairseq's own hub without ``import truneg_fairseq`` first (``fairseq.hub_utils.from_pretrained``,
 ``torch.hub.load("pytorch/fairseq", ...)``) keeps fairseq's extraction (docs/demo-and-study.md).
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations

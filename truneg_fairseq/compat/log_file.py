@@ -6,6 +6,9 @@ for training and once per validation: epoch N's lines reach the file N times (a 
 run wrote 55 "valid on" lines). The mend passes ``log_file`` on only while that logger has no
 handler for the file yet, so each line is written once; the file, its format and every other
 handler stay as fairseq makes them.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations

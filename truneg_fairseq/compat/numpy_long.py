@@ -1,5 +1,8 @@
 """``numpy.compat.long`` under NumPy 2 (``numpy_compat_long``): fairseq's ``TokenBlockDataset``
 with ``--sample-break-mode eos`` names it, and NumPy 2 removed ``numpy.compat``.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ exit status; it is said as the package's own commands say it, one line on stderr
 ``call_main`` of the command, each spawned worker (quietly: the parent says it), and the
 excepthook of a fairseq command's process. Checkpoints are written atomically with the plugin, so
 an interrupted save leaves no partial file.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations

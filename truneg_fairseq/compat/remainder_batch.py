@@ -7,6 +7,9 @@ never trained on in an epoch (the same function batches ``--train-subset``). The
 those sequences their own final, smaller batch, for every split: the batch fairseq's batching
 had already built within ``--max-tokens``/``--batch-size`` before dropping it. Fixed-shape
 batching (TPU) is left as it is.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ dictionary in the order the classification head's outputs are named by, the regr
 the GLUE task of the data directory (its ``meta.json``), so that predictions can be checked
 against the data they are made on. On resume, the criterion and task that declare
 ``check_checkpoint_record(record, checkpoint, resumed)`` are asked to check the record.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import json
 import os
 import re
 
-from .checkpoint_errors import CheckpointError, describe_load_error
+from truneg_fairseq.checkpoint_schema.load_errors import CheckpointError, describe_load_error
+
 from .dictionary_record import KEY as DICTIONARY
 from .dictionary_record import dictionary_record, difference
 from .refusals import is_refusal

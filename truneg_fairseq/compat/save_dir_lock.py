@@ -11,6 +11,9 @@ stops there with one line naming the directory and the run holding it (a refusal
 :mod:`.refusals`). The lock is released when the run's ``call_main`` returns or fails (also when
 a test runs several trainings in one process) and, for a worker fairseq spawned, at its exit; a
 lock left by a killed run is taken over by the next run, with a log line.
+
+Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
+more releases.
 """
 
 from __future__ import annotations

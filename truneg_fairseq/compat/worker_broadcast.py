@@ -7,6 +7,9 @@ loading), so every rank but 0 dies on resume and on ``--restore-file``. These by
 file from outside: rank 0 of the same job pickled them from objects it holds, so the shim sends
 them with ``torch.distributed.broadcast_object_list`` (plain pickle both ways). Files on disk
 keep the weights-only load and its allow-list.
+
+Upstream: the same weights-only default as fairseq issue #5610, met in
+``distributed_utils.broadcast_object``; no fix released.
 """
 
 from __future__ import annotations

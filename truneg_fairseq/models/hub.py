@@ -142,7 +142,7 @@ def _wordpiece_bpe(vocab: Path, lowercase: Optional[bool]):
 def _local_tokenizer_files(cfg, checkpoint: Path, given: bool) -> None:
     """The tokenizer config the hub builds (the checkpoint's ``bpe``/``tokenizer``, or ``bpe=``)
     must name local files: a URL (``https://``, ``s3://``, ...) is refused, never downloaded."""
-    from truneg_fairseq.compat.model_values import ModelValueError, check_local_paths
+    from truneg_fairseq.checkpoint_schema.model_values import ModelValueError, check_local_paths
 
     for what in ("bpe", "tokenizer"):
         section = cfg.get(what, None) if hasattr(cfg, "get") else getattr(cfg, what, None)

@@ -8,7 +8,7 @@ An arch function calls :func:`apply` before its own defaults: every field the co
 the hydra config) left unset takes the recorded value, then the directory is dropped from the
 config, so checkpoints carry the sizes themselves and never point at the import directory.
 Values are checked against the one schema of model fields
-(:mod:`truneg_fairseq.compat.model_values`): nothing read from the file is evaluated.
+(:mod:`truneg_fairseq.checkpoint_schema.model_values`): nothing read from the file is evaluated.
 """
 
 import json
@@ -75,7 +75,7 @@ def read_model_args(directory: str, flag: str) -> Dict[str, object]:
             f'{flag} {directory}: {path} records no model sizes ("model_args"): it was written '
             "by an older import; import the model again with scripts/convert_hf.py import"
         )
-    from truneg_fairseq.compat.model_values import ModelValueError, check_value
+    from truneg_fairseq.checkpoint_schema.model_values import ModelValueError, check_value
 
     fix = "import the model again with scripts/convert_hf.py import"
     out = {}

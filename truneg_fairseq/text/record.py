@@ -127,7 +127,7 @@ def read_record(data_dir) -> Optional[dict]:
             f"{path} is not a tokenizer record written by prepare_corpus.py; delete it or "
             "prepare the data again"
         )
-    from truneg_fairseq.compat.model_values import is_url
+    from truneg_fairseq.checkpoint_schema.model_values import is_url
 
     for key, f in rec["files"].items():  # the files a tokenizer is built from: local ones only
         if not isinstance(f["path"], str) or is_url(f["path"]) or "\n" in f["path"]:

@@ -17,9 +17,8 @@ from typing import Optional
 
 from truneg_fairseq.errors import (
     CheckpointError,  # noqa: F401  (defined in the one place of the errors)
+    UnsafeCheckpointError,
 )
-
-from .checkpoint_configs import UnsafeCheckpointError
 
 _SHAPE = re.compile(
     r"size mismatch for (\S+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from checkpoint, "
