@@ -35,7 +35,7 @@ checkpoint_size_flags() {
   local out
   out=$(PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python}" - "$1" <<'EOF'
 import sys
-from truneg_fairseq.tasks.glue_finetune import GlueFinetuneError, checkpoint_model, positions, size_flags
+from truneg_fairseq.pipelines.glue_run_config import GlueFinetuneError, checkpoint_model, positions, size_flags
 try:
     print(positions(checkpoint_model(sys.argv[1])))
     print("\n".join(size_flags(sys.argv[1])))

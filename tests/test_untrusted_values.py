@@ -63,7 +63,7 @@ def test_checkpoint_size_flags_refuses_a_flag_hidden_in_a_value(plain_checkpoint
 def test_size_flags_of_a_plain_checkpoint(plain_checkpoint):
     """What the recipes get from a checkpoint saved by fairseq-train (the recipe tests run the
     bash function on such checkpoints end to end)."""
-    from truneg_fairseq.tasks.glue_finetune import size_flags
+    from truneg_fairseq.pipelines.glue_run_config import size_flags
 
     flags = size_flags(str(plain_checkpoint))
     assert flags[:2] == ["--arch", "roberta_base"]
@@ -88,7 +88,7 @@ def test_every_loader_refuses_a_value_outside_its_field(
     plain_checkpoint, data_bin, tmp_path, field, value, said
 ):
     from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
-    from truneg_fairseq.tasks.glue_finetune import GlueFinetuneError, size_flags
+    from truneg_fairseq.pipelines.glue_run_config import GlueFinetuneError, size_flags
 
     evil = _crafted(plain_checkpoint, tmp_path / "evil.pt", **{field: value})
     start = time.time()
@@ -106,7 +106,7 @@ def test_every_field_of_the_plugins_families_has_a_schema_entry():
 
     from truneg_fairseq.checkpoint_schema.model_values import SCHEMA
     from truneg_fairseq.compat import loadable_architectures
-    from truneg_fairseq.tasks.glue_finetune import model_fields
+    from truneg_fairseq.pipelines.glue_run_config import model_fields
 
     missing = {
         f"{arch}.{f}"

@@ -8,7 +8,7 @@ Where things are (docs/architecture.md has every module):
   ``tasks/``, ``optim/``; the engine inside fairseq-train: ``training/``; fairseq mends: ``compat/``;
 * the HuggingFace front end (``truneg-hf-train``, no fairseq needed): ``hf/``;
 * ELECTRA: ``models/electra*.py``, ``tasks/electra.py``; CLINE: ``*/cline*.py`` (docs/cline.md);
-  GLUE: ``data/glue*.py``, ``tasks/glue_finetune.py``, ``pipelines/glue.py``; SQuAD:
+  GLUE: ``data/glue*.py``, ``pipelines/glue_run_config.py``, ``pipelines/glue.py``; SQuAD:
   ``*/squad*.py``;
 * WordNet and synonym tables: ``lexicon/``; tokenizers: ``text/``; corpora and data sets:
   ``data/``; scores of trained models: ``evaluation/``; HF conversion: ``convert/``;

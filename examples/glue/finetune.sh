@@ -48,7 +48,7 @@ PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$REPO" "$CONFIG" "$CK
   "$SAVE_DIR" "$LR" "${BSZ:-32}" "$PRECISION" "${ARCH:-}" <<'EOF'
 import os, sys
 repo, config, ckpt, data, save_dir, lr, bsz, precision, arch = sys.argv[1:]
-from truneg_fairseq.tasks.glue_finetune import GlueFinetuneError, write_run_config
+from truneg_fairseq.pipelines.glue_run_config import GlueFinetuneError, write_run_config
 try:
     run = write_run_config(
         os.path.join(repo, "examples", "glue", "config", config + ".yaml"),
