@@ -62,7 +62,7 @@ def main():
     )  # looked up at call time: the plugin's quiet version
 
     import truneg_fairseq  # noqa: F401
-    from truneg_fairseq.data import squad
+    from truneg_fairseq.data import squad_windows as squad
 
     data_bin = ensure_corpus(args.workdir, 8000)
     with open(os.path.join(args.workdir, "raw", "train.txt"), encoding="utf-8") as f:

@@ -154,7 +154,7 @@ def test_electra(data_bin, synonym_table, tmp_path):
 
 
 def test_cline(corpus_dir, data_bin, wn, tmp_path):
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
 
     settings = cline.Settings(
         seed=1, tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model"))

@@ -28,7 +28,7 @@ def lex(wn):
 def cline_dir(corpus_dir, tmp_path_factory, wn):
     """CLINE triples of the tiny corpus (plus sentences without an eligible word), binarized
     with the corpus's own dictionary."""
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
 
     work = tmp_path_factory.mktemp("cline")
     train = (corpus_dir / "raw" / "train.txt").read_text().splitlines()[:400] + NO_ELIGIBLE
@@ -51,7 +51,7 @@ def cline_dir(corpus_dir, tmp_path_factory, wn):
 
 
 def test_replacements_are_wordnet_words_of_the_same_part_of_speech(lex, wn):
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
 
     lines = tiny_corpus_lines(300, seed=3)
     vocab = cline.collect_vocabulary(lines, lex)
@@ -110,7 +110,7 @@ def test_part_of_speech_and_candidates_from_wordnet(lex):
 def test_labels_mark_exactly_the_replaced_pieces(corpus_dir, lex):
     import sentencepiece as spm
 
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
 
     enc = cline.PieceEncoder(TokenizerSpec("sentencepiece", spm_model=corpus_dir / "spm.model"))
     sp = spm.SentencePieceProcessor(model_file=str(corpus_dir / "spm.model"))
@@ -143,7 +143,7 @@ def test_gpt2_pieces_and_labels(tmp_path, lex):
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
     from utils import write_toy_gpt2_bpe
 
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
 
     d = write_toy_gpt2_bpe(tmp_path)
     enc = cline.PieceEncoder(
@@ -166,7 +166,7 @@ def test_wordpiece_pieces_and_labels(tmp_path, lex):
     from test_tokenizer import VOCAB, write_vocab
     from tokenizers import BertWordPieceTokenizer
 
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
 
     vocab = write_vocab(tmp_path / "vocab.txt", VOCAB)
     enc = cline.PieceEncoder(TokenizerSpec("wordpiece", vocab=str(vocab)))
@@ -181,7 +181,7 @@ def test_wordpiece_pieces_and_labels(tmp_path, lex):
 def test_data_bin_summary_and_determinism(cline_dir, corpus_dir, wn, tmp_path):
     from fairseq.data import Dictionary, data_utils
 
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
 
     work, summary = cline_dir
     out = work / "out"
@@ -495,7 +495,7 @@ def test_checkpoint_with_another_dictionary_is_refused(components):
 
 
 def test_similarities_and_hits_on_known_triplets(components, corpus_dir, lex):
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
     from truneg_fairseq.evaluation import hits as hits_eval
 
     task, model, _ = components
@@ -582,7 +582,7 @@ def test_cline_on_the_plugin_electra(cline_dir, corpus_dir):
     the discriminator reading x_ori unmasked; every parameter trained; exact under sharding; a
     plain ELECTRA checkpoint continues (log-variances fresh), another vocabulary is refused, a
     discriminator-only build drops the generator and the log-variances; Hits reads its layers."""
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
     from truneg_fairseq.evaluation import hits as hits_eval
     from truneg_fairseq.models.cline import ClineElectraModel
     from truneg_fairseq.models.electra import ElectraModel

@@ -18,7 +18,7 @@ assert TINY_ROBERTA[-2] == "--tokens-per-sample"
 @pytest.fixture(scope="module")
 def cline_valid_data(corpus_dir, data_bin, wn, tmp_path_factory):
     """CLINE data of the corpus's valid lines (as train and valid split), read by the recipes."""
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
 
     work = tmp_path_factory.mktemp("cline_valid")
     settings = cline.Settings(
@@ -36,7 +36,7 @@ def cline_valid_data(corpus_dir, data_bin, wn, tmp_path_factory):
 
 @pytest.mark.slow
 def test_continue_resume_finetune_and_hits(corpus_dir, data_bin, tmp_path, wn):
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
 
     work = tmp_path / "cline"
     settings = cline.Settings(

@@ -294,7 +294,7 @@ def test_squad_unknown_warning_tells_casing_from_a_vocabulary_mismatch(corpus_di
     """--task squad's twin: the same causes, measured on the questions and contexts."""
     from fairseq.data import Dictionary
 
-    from truneg_fairseq.data.squad import Feature
+    from truneg_fairseq.data.squad_windows import Feature
     from truneg_fairseq.tasks.squad import _report_unknown
     from truneg_fairseq.text import build_tokenizer
 

@@ -121,7 +121,7 @@ def test_cline_checkpoint_fine_tunes_as_its_backbone(corpus_dir, data_bin, spm_r
     """The documented hand-off: a CLINE checkpoint (cline_roberta_tiny with its RTD head and
     task weights, two updates) fine-tuned by examples/glue/finetune.sh: the arch is read from
     the checkpoint, the CLINE-only tensors are dropped, the RoBERTa encoder continues."""
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
     from truneg_fairseq.text import TokenizerSpec
 
     raw = tmp_path / "lines.txt"

@@ -107,7 +107,7 @@ def test_cline_recipe_on_an_imported_bert_of_40_positions(corpus_dir, wn, tmp_pa
     from transformers import BertForMaskedLM
 
     from truneg_fairseq.convert import hf as hf_convert
-    from truneg_fairseq.data import cline
+    from truneg_fairseq.data import cline_data as cline
     from truneg_fairseq.text import TokenizerSpec
 
     vocab = wordpiece_vocab()

@@ -9,7 +9,7 @@ from fairseq.data import Dictionary
 from squad_fixtures import CONTEXTS, QA, squad_json, write_squad_dir
 from utils import TINY_ELECTRA, TINY_ELECTRA_MODEL, fairseq_train, run_script, squad_span_text
 
-from truneg_fairseq.data import squad
+from truneg_fairseq.data import squad_windows as squad
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ def test_squad_preparation_of_a_long_input_logs_progress(
     from fairseq.data import Dictionary
     from squad_fixtures import squad_json
 
-    import truneg_fairseq.data.squad as squad
+    import truneg_fairseq.data.squad_windows as squad
 
     path = tmp_path / "train.json"
     path.write_text(json.dumps(squad_json(n_copies=6)))
@@ -23,7 +23,7 @@ def test_squad_preparation_of_a_long_input_logs_progress(
         "sentencepiece",
         spm_model=str(corpus_dir / "spm.model"),
     )
-    with caplog.at_level("INFO", logger="truneg_fairseq.data.squad"):
+    with caplog.at_level("INFO", logger="truneg_fairseq.data.squad_windows"):
         examples = squad.load_squad_json(path)
         data = squad.build_features(examples, wt, train=True)
     assert "train.json: 2 of 6 articles read" in caplog.text

@@ -12,7 +12,7 @@ from squad_fixtures import squad_json
 from utils import build_components, run_script, squad_span_text, tiny_corpus_lines, valid_batch
 
 from truneg_fairseq import text as T
-from truneg_fairseq.data import squad
+from truneg_fairseq.data import squad_windows as squad
 from truneg_fairseq.lexicon import SynonymTable, build_table, vocab_view
 
 SPECIALS = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -1194,7 +1194,7 @@ def test_a_full_disk_during_conversion_is_one_error_and_replaces_nothing(
 def test_squad_windows_report_their_unknown_rate(caplog):
     import logging
 
-    from truneg_fairseq.data.squad import Feature
+    from truneg_fairseq.data.squad_windows import Feature
     from truneg_fairseq.tasks.squad import _report_unknown
 
     features = [Feature(0, [0, 5, 3, 2, 7, 3, 2], 4, []), Feature(1, [0, 5, 2, 7, 8, 9, 2], 3, [])]

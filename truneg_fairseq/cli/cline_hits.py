@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     refuse_inputs_as_outputs({"--save-triplets": args.save_triplets, "--json": args.json}, inputs)
     from truneg_fairseq.checkpoints import CheckpointError
     from truneg_fairseq.evaluation.hits import HITS_METHODS
-    from truneg_fairseq.pipelines.cline import HitsConfig, cline_hits
+    from truneg_fairseq.pipelines.cline_run import HitsConfig, cline_hits
 
     cfg = HitsConfig(
         checkpoints=list(args.checkpoints),

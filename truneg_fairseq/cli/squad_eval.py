@@ -25,7 +25,7 @@ def get_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     from truneg_fairseq.data.corpus import CorpusError
-    from truneg_fairseq.pipelines.squad import score_predictions_file
+    from truneg_fairseq.pipelines.squad_run import score_predictions_file
 
     try:
         res = score_predictions_file(args.dataset, args.predictions)

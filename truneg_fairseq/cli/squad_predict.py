@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     inputs += [("--data", p) for p in files_in(args.data, ["dict.txt", f"{args.subset}.json"])]
     refuse_inputs_as_outputs({"--output": args.output}, inputs)
     from truneg_fairseq.checkpoints import CheckpointError
-    from truneg_fairseq.pipelines.squad import SquadPredictConfig, predict_squad
+    from truneg_fairseq.pipelines.squad_run import SquadPredictConfig, predict_squad
 
     cfg = SquadPredictConfig(args.checkpoint, args.data, args.subset, args.batch_size)
     try:

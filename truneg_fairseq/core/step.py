@@ -19,8 +19,8 @@ The objectives (``objective``):
   H_p the encoding of the sentence with its masks filled by the predictions and H_s of the
   original sentence (``kl_h_p``, ``kl_h_s``).
 
-With a discriminator (ELECTRA: ``rtd_*`` keys and :class:`~truneg_fairseq.core.electra.RTDSettings`)
-the replaced-token-detection term is added (:mod:`truneg_fairseq.core.electra`). Every term is a
+With a discriminator (ELECTRA: ``rtd_*`` keys and :class:`~truneg_fairseq.core.replaced_tokens.RTDSettings`)
+the replaced-token-detection term is added (:mod:`truneg_fairseq.core.replaced_tokens`). Every term is a
 sum over the batch (``reduction="sum"``); the front end divides by the masked tokens of the whole
 update.
 """
@@ -34,7 +34,7 @@ import torch
 
 from truneg_fairseq.core import losses
 from truneg_fairseq.core import statistics as st
-from truneg_fairseq.core.electra import RTDSettings, add_rtd_terms
+from truneg_fairseq.core.replaced_tokens import RTDSettings, add_rtd_terms
 
 OBJECTIVES = ("mlm", "hard_correction", "soft_reg", "sent_kl")
 

@@ -20,7 +20,7 @@ place that defines them.
 
 When the model detects replaced tokens (ELECTRA), the MLM terms are weighted by
 ``--electra-gen-weight`` and the replaced-token-detection term is added with
-``--electra-disc-weight`` (:mod:`truneg_fairseq.core.electra`; its flags in
+``--electra-disc-weight`` (:mod:`truneg_fairseq.core.replaced_tokens`; its flags in
 :mod:`truneg_fairseq.criterions.rtd`).
 """
 
@@ -36,8 +36,8 @@ from fairseq.models.roberta import RobertaModel
 from omegaconf import II
 
 from truneg_fairseq.core import statistics as st
-from truneg_fairseq.core.electra import RTDSettings
 from truneg_fairseq.core.lookup import SynonymLookup
+from truneg_fairseq.core.replaced_tokens import RTDSettings
 from truneg_fairseq.core.selection import MaskSelection, SlotSelection, static_slot_count
 from truneg_fairseq.core.step import MaskedLMStep, masked_lm_step
 from truneg_fairseq.criterions import logs, rtd

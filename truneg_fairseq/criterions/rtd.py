@@ -4,7 +4,7 @@ Any masked-LM criterion of the plugin adds this term when the model's class dete
 tokens (:class:`truneg_fairseq.models.objectives.ReplacedTokenDetection`). The model's forward
 samples the replacements from the generator, builds the corrupted input and runs the
 discriminator (keys ``rtd_sampled``, ``rtd_corrupted``, ``rtd_logits``); the step
-(:mod:`truneg_fairseq.core.electra`) labels every token replaced/original, sums the per-token
+(:mod:`truneg_fairseq.core.replaced_tokens`) labels every token replaced/original, sums the per-token
 BCE and combines it as
 
     loss = electra_gen_weight * L_mlm + electra_disc_weight * mask_prob * sum_t BCE_t
@@ -20,7 +20,7 @@ from typing import Optional
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
-from truneg_fairseq.core import electra
+from truneg_fairseq.core import replaced_tokens as electra
 
 RTD_POLICIES = ChoiceEnum(list(electra.RTD_POLICIES))
 

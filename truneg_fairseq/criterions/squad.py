@@ -8,7 +8,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
 from truneg_fairseq.criterions import logs
-from truneg_fairseq.data import squad
+from truneg_fairseq.data import squad_windows as squad
 from truneg_fairseq.evaluation import squad_metrics
 
 

@@ -1,10 +1,10 @@
 """CLINE's perturbed versions of one sentence (Wang et al., ACL 2021): x_syn and x_ant built
 from WordNet (:func:`build_triple`), the training text's vocabulary they draw from
 (:func:`collect_vocabulary`), and the Hits triplets (:func:`make_hits_triplets`). Kept apart
-from the dataset builder (:mod:`truneg_fairseq.data.cline`) because it is pure word-level logic:
+from the dataset builder (:mod:`truneg_fairseq.data.cline_data`) because it is pure word-level logic:
 no tokenizer, no files, one seeded ``random.Random`` per sentence.
 
-See :mod:`truneg_fairseq.data.cline` for the rules (which words are eligible, how many are
+See :mod:`truneg_fairseq.data.cline_data` for the rules (which words are eligible, how many are
 replaced, by what).
 """
 

@@ -22,7 +22,7 @@ from truneg_fairseq.hf.collator import (
     check_tokenizer,
     tokenize_lines,
 )
-from truneg_fairseq.hf.electra import ElectraPretraining
+from truneg_fairseq.hf.electra_pair import ElectraPretraining
 from truneg_fairseq.hf.heads import ModelError, check_masked_lm
 from truneg_fairseq.hf.objective import OBJECTIVES, TrueNegativeMLM
 from truneg_fairseq.hf.stats import StatSums

@@ -187,7 +187,7 @@ class TrueNegativeMLM(nn.Module):
         return {"loss": loss, "sample_size": sample_size, "logging": logging}
 
     def rtd_settings(self):
-        """The discriminator term's settings (:class:`truneg_fairseq.core.electra.RTDSettings`);
+        """The discriminator term's settings (:class:`truneg_fairseq.core.replaced_tokens.RTDSettings`);
         None without a discriminator."""
         return None
 

@@ -30,7 +30,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.models.roberta.model import RobertaClassificationHead
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 
-from truneg_fairseq.core.electra import sample_replacements
+from truneg_fairseq.core.replaced_tokens import sample_replacements
 from truneg_fairseq.errors import FlagError
 from truneg_fairseq.models import electra_checkpoint, embed_init
 from truneg_fairseq.models.electra_compile import COMPILE_RECOMPILE_LIMIT, compile_stacks

@@ -49,7 +49,7 @@ from typing import Dict, Optional, Sequence
 
 import torch
 
-from truneg_fairseq.core.electra import corrupt
+from truneg_fairseq.core.replaced_tokens import corrupt
 from truneg_fairseq.core.selection import from_forward_kwargs
 from truneg_fairseq.core.step import sentence_kl_pass
 

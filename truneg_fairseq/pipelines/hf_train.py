@@ -173,7 +173,7 @@ def check_inputs(cfg: HFTrainConfig) -> None:
 
 # ---- the run ----------------------------------------------------------------------------------
 def build_objective(cfg: HFTrainConfig, tok, mlm, disc, table):
-    from truneg_fairseq.hf.electra import ElectraPretraining
+    from truneg_fairseq.hf.electra_pair import ElectraPretraining
     from truneg_fairseq.hf.heads import ModelError
     from truneg_fairseq.hf.objective import TrueNegativeMLM
 

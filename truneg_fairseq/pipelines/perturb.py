@@ -46,7 +46,7 @@ def perturb_squad_file(cfg: PerturbConfig, wn=None) -> dict:
     """The perturbed SQuAD file (validated and repaired as the SQuAD task reads it: skips counted
     and logged); returns the counts of changed contexts."""
     from truneg_fairseq.data import perturb
-    from truneg_fairseq.data.squad import read_squad_file
+    from truneg_fairseq.data.squad_windows import read_squad_file
     from truneg_fairseq.io_utils import atomic_open
     from truneg_fairseq.lexicon import load_wordnet
 

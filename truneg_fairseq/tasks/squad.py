@@ -1,7 +1,7 @@
 """``--task squad``: SQuAD v1.1 extractive QA on an ELECTRA discriminator or a RoBERTa encoder.
 
 DATA holds ``dict.txt`` (the pre-training dictionary) and ``train.json`` / ``valid.json`` in the
-SQuAD v1.1 format. Windows are built at load time (see :mod:`truneg_fairseq.data.squad`); a span head
+SQuAD v1.1 format. Windows are built at load time (see :mod:`truneg_fairseq.data.squad_windows`); a span head
 (``classification_heads.squad_span``: dense + out_proj to start/end logits per token) is added to
 the model, so ``--restore-file`` from a pre-training checkpoint starts it fresh. Validation
 batches hold whole questions (all of their windows), so EM/F1 are computed per question.
@@ -18,7 +18,7 @@ from fairseq import utils
 from fairseq.data import Dictionary, FairseqDataset, data_utils
 from fairseq.tasks import FairseqTask, register_task
 
-from truneg_fairseq.data import squad
+from truneg_fairseq.data import squad_windows as squad
 from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.text import TokenizerSpec, build_tokenizer, tokenizer_fields
 

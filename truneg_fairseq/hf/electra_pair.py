@@ -4,12 +4,12 @@ replaced-token labels of the fairseq plugin (``--task electra --criterion electr
 :class:`ElectraPretraining` is one ``nn.Module`` whose ``forward`` runs both models: the
 generator's masked-LM pass at the prediction slots (with any objective of
 :class:`~truneg_fairseq.hf.objective.TrueNegativeMLM`), a replacement sampled from the generator
-softmax at each slot (:func:`truneg_fairseq.core.electra.sample_replacements`), the
+softmax at each slot (:func:`truneg_fairseq.core.replaced_tokens.sample_replacements`), the
 corrupted input, the discriminator's logits and the loss
 
     loss = gen_weight * L_mlm(objective) + disc_weight * mask_prob * sum_t BCE_t
 
-(:mod:`truneg_fairseq.core.electra`, as the fairseq criterions: per-token BCE over the non-pad tokens; a sample
+(:mod:`truneg_fairseq.core.replaced_tokens`, as the fairseq criterions: per-token BCE over the non-pad tokens; a sample
 equal to the original counts as original; ``rtd_synonym_policy`` labels a sampled synonym of the
 original word ``replaced`` as ELECTRA does, ``original``, or ``ignore``). DDP wraps this module
 and synchronises the one forward.
@@ -24,7 +24,12 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from truneg_fairseq.core.electra import RTD_POLICIES, RTDSettings, corrupt, sample_replacements
+from truneg_fairseq.core.replaced_tokens import (
+    RTD_POLICIES,
+    RTDSettings,
+    corrupt,
+    sample_replacements,
+)
 from truneg_fairseq.hf.heads import ModelError, describe
 from truneg_fairseq.hf.objective import TrueNegativeMLM
 

@@ -88,7 +88,8 @@ def check_inputs_kept(cfg: ClineDataConfig, splits: Sequence[str]) -> None:
 def build_cline_data(cfg: ClineDataConfig) -> dict:
     """Split the sentences when asked, then build the aligned (x_ori, x_syn, x_ant) triples and
     their data-bin under ``cfg.output_dir``; returns the summary per split."""
-    from truneg_fairseq.data import cline, corpus
+    from truneg_fairseq.data import cline_data as cline
+    from truneg_fairseq.data import corpus
 
     if cfg.valid and not cfg.train:
         raise ClineDataError(
@@ -177,7 +178,7 @@ def hits_triplets(cfg: HitsConfig) -> List[Tuple[str, str, str]]:
     if cfg.triplets:
         triplets = read_triplets(cfg.triplets)
     else:
-        from truneg_fairseq.data import cline
+        from truneg_fairseq.data import cline_data as cline
         from truneg_fairseq.io_utils import atomic_open, write_errors
         from truneg_fairseq.lexicon import load_wordnet
         from truneg_fairseq.lexicon.replace import Lexicon

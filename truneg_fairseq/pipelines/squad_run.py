@@ -29,7 +29,7 @@ def predict_squad(cfg: SquadPredictConfig) -> Dict[str, str]:
 
     import truneg_fairseq
     from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
-    from truneg_fairseq.data import squad
+    from truneg_fairseq.data import squad_windows as squad
 
     truneg_fairseq.register()
     models, ck_cfg, task = load_for_inference(cfg.checkpoint, cfg.data)
@@ -76,7 +76,7 @@ def read_predictions(path: str) -> Dict[str, str]:
 def score_predictions_file(dataset: str, predictions: str) -> dict:
     """EM/F1 (official normalisation) of a predictions file against a SQuAD v1.1 JSON; the
     answers are scored by text: their offsets are not checked here."""
-    from truneg_fairseq.data.squad import read_squad_file
+    from truneg_fairseq.data.squad_windows import read_squad_file
     from truneg_fairseq.evaluation.squad_metrics import evaluate
 
     data = read_squad_file(dataset, check_answers=False)[0]["data"]
