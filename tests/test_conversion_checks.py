@@ -123,7 +123,7 @@ def test_export_with_another_dictionary_of_the_same_size_is_refused(imported_ber
     assert not (tmp_path / "hf").exists()
 
 
-def test_a_data_directory_whose_dict_is_no_fairseq_dictionary_isone_fairseq_error(
+def test_a_data_directory_whose_dict_is_no_fairseq_dictionary_is_one_error(
     imported_bert, hf_bert_dir, tmp_path
 ):
     """The checkpoint's recorded directory moved away, and --data names the HF directory (its

@@ -85,9 +85,7 @@ def test_a_full_disk_while_writing_predictions_is_one_error_and_no_file(
 
 
 @pytest.mark.parametrize("task", ["RTE", "MNLI", "STS-B"])
-def test_a_checkpoint_on_another_tasks_data_isone_fairseq_error(
-    sst2_checkpoint, glue_bin, tmp_path, task
-):
+def test_a_checkpoint_on_another_tasks_data_is_one_error(sst2_checkpoint, glue_bin, tmp_path, task):
     proc = _predict(sst2_checkpoint, glue_bin / task, tmp_path / "pred.txt")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert (
@@ -98,7 +96,7 @@ def test_a_checkpoint_on_another_tasks_data_isone_fairseq_error(
     assert not (tmp_path / "pred.txt").exists()
 
 
-def test_a_reordered_label_dictionary_isone_fairseq_error(sst2_checkpoint, glue_bin, tmp_path):
+def test_a_reordered_label_dictionary_is_one_error(sst2_checkpoint, glue_bin, tmp_path):
     data = tmp_path / "SST-2"
     shutil.copytree(glue_bin / "SST-2", data)
     lines = (data / "label" / "dict.txt").read_text().splitlines(keepends=True)

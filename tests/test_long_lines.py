@@ -85,7 +85,9 @@ def test_hf_train_says_an_over_long_line_in_one_line(bert, tmp_path, monkeypatch
     monkeypatch.setenv("TRUNEG_MAX_LINE_BYTES", str(1 << 20))
     argv = [str(bert[0]), "--train", str(text), "--output-dir", str(tmp_path / "out")]
     with pytest.raises(SystemExit) as e:
-        hf_train.main([*argv, "--cpu", "--report-to", "none", "--max-steps", "1"])
+        hf_train.main(
+            [*argv, "--cpu", "--report-to", "none", "--max-steps", "1", "--seq-len", "32"]
+        )
     err = capsys.readouterr().err
     assert e.value.code == 2 and "Traceback" not in err, err
     assert f"{text}, line 6 is longer than 1,048,576 bytes" in err.strip().splitlines()[-1]

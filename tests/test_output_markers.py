@@ -19,7 +19,7 @@ def test_a_lock_file_that_cannot_be_removed_is_one_error_naming_it(tmp_path, kin
     assert not (tmp_path / "out").exists()
 
 
-def test_a_marker_nested_past_the_json_parser_isone_fairseq_error(tmp_path):
+def test_a_marker_nested_past_the_json_parser_is_one_error(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / MARKER).write_text("[" * 100_000 + "]" * 100_000)
@@ -31,9 +31,7 @@ def test_a_marker_nested_past_the_json_parser_isone_fairseq_error(tmp_path):
 
 
 @pytest.mark.parametrize("marker", ["[1, 2]", '"text"', "null", '{"files": 3}'])
-def test_a_staged_marker_that_is_no_object_stops_the_recovery_withone_fairseq_error(
-    tmp_path, marker
-):
+def test_a_staged_marker_that_is_no_object_stops_the_recovery_with_one_error(tmp_path, marker):
     out = tmp_path / "out"
     with atomic_dir(out, "a command") as stage:
         (stage / "a.txt").write_text("old")

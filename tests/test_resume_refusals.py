@@ -38,7 +38,7 @@ def test_every_checkpoint_records_its_synonym_table(hc_run, synonym_table):
     assert record["pairs"] == len(table) > 0 and record["path"] == str(synonym_table)
 
 
-def test_resuming_from_a_truncated_checkpoint_last_isone_fairseq_error(hc_run, data_bin, tmp_path):
+def test_resuming_from_a_truncated_checkpoint_last_is_one_error(hc_run, data_bin, tmp_path):
     run = _copy(hc_run, tmp_path)
     last = run / "checkpoint_last.pt"
     last.write_bytes(last.read_bytes()[: last.stat().st_size // 3])
@@ -59,7 +59,7 @@ def test_resuming_with_other_sizes_is_one_error_naming_the_flag(hc_run, data_bin
         )
 
 
-def test_resuming_on_data_of_another_dictionary_isone_fairseq_error(hc_run, tmp_path):
+def test_resuming_on_data_of_another_dictionary_is_one_error(hc_run, tmp_path):
     from utils import make_corpus, tiny_corpus_lines
 
     run = _copy(hc_run, tmp_path)
@@ -73,7 +73,7 @@ def test_resuming_on_data_of_another_dictionary_isone_fairseq_error(hc_run, tmp_
     )
 
 
-def test_resuming_with_another_criterion_isone_fairseq_error(hc_run, data_bin, tmp_path):
+def test_resuming_with_another_criterion_is_one_error(hc_run, data_bin, tmp_path):
     run = _copy(hc_run, tmp_path)
     args = [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "2"]
     proc = fairseq_train(data_bin, run, args, check=False)

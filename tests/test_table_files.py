@@ -50,7 +50,7 @@ FP = "ab" * 32
         ({"format_version": "1", "num_symbols": 10, "fingerprint": FP}, "table format '1'"),
     ],
 )
-def test_a_synonym_table_meta_record_of_wrong_types_isone_fairseq_error(tmp_path, meta, match):
+def test_a_synonym_table_meta_record_of_wrong_types_is_one_error(tmp_path, meta, match):
     from truneg_fairseq.lexicon import SynonymTable
 
     path = tmp_path / "t.npz"
@@ -67,7 +67,7 @@ def test_a_synonym_table_meta_record_of_wrong_types_isone_fairseq_error(tmp_path
         ({"continuation_ids": np.array([-1])}, "continuation_ids hold ids outside"),
     ],
 )
-def test_synonym_table_arrays_of_wrong_types_or_ids_areone_fairseq_error(tmp_path, arrays, match):
+def test_synonym_table_arrays_of_wrong_types_or_ids_are_one_error(tmp_path, arrays, match):
     from truneg_fairseq.lexicon import SynonymTable
 
     path = tmp_path / "t.npz"

@@ -45,8 +45,12 @@ def data_dir_for(
         path = os.path.join(found, needs)
         if data:
             named = f"{flag} {data}: its {needs}"
+            recorded_ok = first and os.path.isfile(os.path.join(first, needs))
             fix = (
-                f"Give {flag} the data directory it was trained on (or one with that same {needs})"
+                f"Leave {flag} out (the data directory it records, {first}, is in place), or give "
+                f"{flag} a directory with that same {needs}"
+                if recorded_ok
+                else f"Give {flag} the data directory it was trained on (or one with that same {needs})"
             )
         else:
             where = "recorded in" if found == first else "beside"

@@ -75,7 +75,12 @@ def _written(args) -> list:
     tokenizer and arguments, and the synonym table it builds when none is given)."""
     import os
 
-    names = [*HF_FILES, "training_args.bin"] + ([] if args.synonym_table else ["synonyms.npz"])
+    # the table is built and kept when none is given and no earlier run kept one (which is then
+    # read back, not written)
+    kept = os.path.isfile(os.path.join(args.output_dir, "synonyms.npz"))
+    names = [*HF_FILES, "training_args.bin"] + (
+        [] if args.synonym_table or kept else ["synonyms.npz"]
+    )
     return [("--output-dir", os.path.join(args.output_dir, n)) for n in names]
 
 

@@ -246,7 +246,8 @@ def _train(cfg: HFTrainConfig) -> str:
     from transformers import PrinterCallback, TrainerCallback
 
     if not is_main_process():  # under torchrun the start-up lines come from rank 0 alone
-        logger.setLevel(logging.WARNING)
+        for name in (__name__, "truneg_fairseq.hf"):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
     from truneg_fairseq.hf import output_dir as outdir
     from truneg_fairseq.hf.collator import MaskedLMCollator
