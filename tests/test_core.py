@@ -14,7 +14,7 @@ from utils import REPO
 CORE = REPO / "truneg_fairseq" / "core"
 # what the core may import besides the standard library
 ALLOWED = {"torch", "numpy"}
-ALLOWED_PACKAGE = ("truneg_fairseq.core", "truneg_fairseq.errors", "truneg_fairseq.outputs.errors")
+ALLOWED_PACKAGE = ("truneg_fairseq.core", "truneg_fairseq.errors", "truneg_fairseq.outputs")
 
 
 def imported_modules(path):
