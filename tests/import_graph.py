@@ -22,6 +22,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
         "side",
         (
             "errors",
+            "fingerprints",
             "outputs",
             "io_utils",
             "checkpoint_schema",

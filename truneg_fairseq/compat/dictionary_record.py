@@ -20,22 +20,16 @@ more releases.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Optional, Sequence
 
 from truneg_fairseq.checkpoint_schema.load_errors import CheckpointError
+from truneg_fairseq.fingerprints import dictionary_fingerprint
 
 KEY = "dictionary"
 
 
-def fingerprint(symbols: Sequence[str]) -> str:
-    """sha256 of ``symbols`` in id order, one per line."""
-    h = hashlib.sha256()
-    for s in symbols:
-        h.update(s.encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()
+fingerprint = dictionary_fingerprint  # the synonym tables' fingerprint of a dictionary
 
 
 def dictionary_record(task) -> Optional[dict]:

@@ -31,6 +31,7 @@ import numpy as np
 
 from truneg_fairseq.core.pairs import KEY_SHIFT
 from truneg_fairseq.errors import SynonymTableError
+from truneg_fairseq.fingerprints import dictionary_fingerprint  # noqa: F401  (re-exported)
 from truneg_fairseq.lexicon.table_file import FORMAT_VERSION, load_arrays, save_arrays
 from truneg_fairseq.text import (
     KINDS,
@@ -49,15 +50,6 @@ PROGRESS_SECONDS = 5.0  # a progress line at most this often while a table is bu
 
 TOKENIZERS = KINDS
 SOURCES = ("wordnet", "embedding")
-
-
-def dictionary_fingerprint(symbols: Sequence[str]) -> str:
-    """sha256 of the symbols in id order (ids are what the table stores)."""
-    h = hashlib.sha256()
-    for s in symbols:
-        h.update(s.encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()
 
 
 def stopwords() -> frozenset:
