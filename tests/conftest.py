@@ -60,3 +60,27 @@ def imported_bert(hf_bert_dir, tmp_path_factory):
     from truneg_fairseq.convert.hf import import_hf
 
     return import_hf(hf_bert_dir, tmp_path_factory.mktemp("imp") / "imported")
+
+
+@pytest.fixture(scope="session")
+def plain_checkpoint(data_bin, tmp_path_factory):
+    """A RoBERTa checkpoint of one update, fairseq's masked_lm (plain data, as fairseq saves it)."""
+    from utils import TINY_ROBERTA, fairseq_train
+
+    save = tmp_path_factory.mktemp("plain") / "run"
+    fairseq_train(data_bin, save, [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"])
+    return save / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="session")
+def imported_wordpiece(tmp_path_factory):
+    """A tiny WordPiece BERT saved with transformers (``hf/``) and imported by
+    ``convert_hf.py import`` (``out/``): their common root."""
+    from hf_fixtures import save_bert, wordpiece_vocab
+    from utils import run_script
+
+    root = tmp_path_factory.mktemp("imp")
+    save_bert(root / "hf", vocab=wordpiece_vocab())
+    proc = run_script("convert_hf.py", ["import", str(root / "hf"), str(root / "out")])
+    assert proc.returncode == 0, proc.stderr
+    return root

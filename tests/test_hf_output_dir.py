@@ -16,7 +16,7 @@ import pytest
 import torch
 from hf_fixtures import tiny_bert_and_texts
 from test_hf_trainer import base_args, expect_error
-from utils import REPO
+from utils import REPO, snapshot
 
 from truneg_fairseq.cli import hf_train
 from truneg_fairseq.outputs import MARKER
@@ -34,10 +34,6 @@ def run_ok(argv, capsys):
 
 def listed(out):
     return json.loads((out / MARKER).read_text())["checkpoints"]
-
-
-def snapshot(root):
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
 def test_a_directory_of_the_users_is_refused_and_left_as_it_was(tiny, tmp_path, capsys):

@@ -9,17 +9,9 @@ import sys
 
 import pytest
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import run_script, tiny_corpus_lines
+from utils import run_script, snapshot, tiny_corpus_lines
 
 from truneg_fairseq.io_utils import MARKER, OutputDirError, atomic_dir, staged_entries
-
-
-def _snapshot(root):
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 @pytest.fixture(scope="module")
@@ -52,14 +44,14 @@ def test_prepare_corpus_rerun_keeps_the_spm_model_it_was_given_and_a_synonym_tab
     table = (out / "data-bin" / "synonyms.npz").read_bytes()
     train = (out / "raw" / "train.txt").read_bytes()
     (out / "raw" / "train.txt").write_text("stale\n")  # an output of ours, changed since: refused
-    before = _snapshot(out)
+    before = snapshot(out)
     proc = run_script("prepare_corpus.py", [*args, "--spm-model", str(out / "spm.model")])
     assert (
         proc.returncode == 2
         and "raw/train.txt" in proc.stderr
         and "Move that directory away" in proc.stderr
     )
-    assert _snapshot(out) == before
+    assert snapshot(out) == before
     (out / "raw" / "train.txt").write_bytes(train)  # as the earlier run left it
     proc = run_script(
         "prepare_corpus.py", [*args, "--spm-model", str(out / "spm.model"), "--seed", "2"]
@@ -90,7 +82,7 @@ def test_prepare_corpus_refuses_an_input_it_would_overwrite(tmp_path, text):
     out = tmp_path / "work"
     args = ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
     assert run_script("prepare_corpus.py", args).returncode == 0
-    before = _snapshot(out)
+    before = snapshot(out)
     proc = run_script(
         "prepare_corpus.py",
         [
@@ -105,7 +97,7 @@ def test_prepare_corpus_refuses_an_input_it_would_overwrite(tmp_path, text):
     assert (
         proc.returncode == 2 and "--input" in proc.stderr and "would be overwritten" in proc.stderr
     )
-    assert _snapshot(out) == before
+    assert snapshot(out) == before
 
 
 def test_convert_hf_import_rerun_keeps_a_users_file(tmp_path):
@@ -127,12 +119,12 @@ def test_convert_hf_import_rerun_keeps_a_users_file(tmp_path):
     # importing from the output itself (the HF files copied there) would overwrite the source
     for name in ("config.json", "model.safetensors"):
         shutil.copyfile(hf / name, out / name)
-    before = _snapshot(out)
+    before = snapshot(out)
     proc = run_script("convert_hf.py", ["import", str(out), str(out)])
     assert (
         proc.returncode == 2 and "HF_DIR" in proc.stderr and "would be overwritten" in proc.stderr
     )
-    assert _snapshot(out) == before
+    assert snapshot(out) == before
 
 
 def test_build_synonym_table_refuses_output_equal_to_dict(corpus_dir, tmp_path):
@@ -176,7 +168,7 @@ def test_a_forged_or_copied_marker_is_refused_and_nothing_is_deleted(tmp_path, f
         "not_json": '{"command": ',
     }[forgery]
     (out / MARKER).write_text(text)
-    before = _snapshot(out)
+    before = snapshot(out)
     with pytest.raises(OutputDirError) as e:
         with atomic_dir(out, "a command") as work:
             (work / "a.txt").write_text("new")
@@ -186,11 +178,11 @@ def test_a_forged_or_copied_marker_is_refused_and_nothing_is_deleted(tmp_path, f
         and "Move that directory away" in str(e.value)
     )
     assert str(e.value).count("\n") == 0
-    assert _snapshot(out) == before and _snapshot(mine)["a.txt"] == b"written by a command"
+    assert snapshot(out) == before and snapshot(mine)["a.txt"] == b"written by a command"
     with pytest.raises(OutputDirError, match="Move that directory away"):
         with staged_entries(out, "a command", ["a.txt"]) as stage:
             (stage / "a.txt").write_text("new")
-    assert _snapshot(out) == before
+    assert snapshot(out) == before
 
 
 _CRASHER = """
@@ -250,7 +242,7 @@ def test_a_crash_at_any_rename_of_the_swap_leaves_one_whole_set_after_recovery(t
     with getattr(sys.modules[atomic_dir.__module__], kind)(
         out, "a command", *eval(extra), log=messages.append
     ):
-        got = {k: v for k, v in _snapshot(out).items() if k != MARKER}
+        got = {k: v for k, v in snapshot(out).items() if k != MARKER}
     new = {f"d/n{i}.txt": b"new" for i in range(6)}
     assert got in (
         {**_old_set(out), "d/users.txt": b"the user's"},

@@ -569,3 +569,14 @@ def assert_trained_alike(a: dict, b: dict, bf16: bool) -> None:
 def updates(log: str) -> int:
     """The last update number a fairseq-train log names (``num_updates``)."""
     return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
+
+
+def snapshot(root) -> dict:
+    """{path relative to ``root`` (posix): bytes} of every file below ``root``: what a test
+    compares before and after a command that must leave them alone."""
+    root = Path(root)
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }

@@ -12,7 +12,7 @@ from truneg_fairseq.errors import (
 
 # config fields (any group, any prefix such as encoder_/decoder_) whose string value fairseq 0.12
 # evaluates with eval(), utils.eval_str_dict / eval_str_list / eval_bool anywhere in its source
-# (models of every family, optimizers, tasks, criterions, examples). tests/test_untrusted_files.py
+# (models of every family, optimizers, tasks, criterions, examples). tests/test_checkpoint_code.py
 # derives the set from the installed fairseq and fails when a call site reads a field missing here:
 # a deny-list kept by hand missed fconv's decoder_layers and wav2vec's conv_feature_layers.
 EVALUATED_FIELDS = (
