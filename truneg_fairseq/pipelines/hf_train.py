@@ -239,7 +239,20 @@ def run(cfg: HFTrainConfig) -> str:
     check_inputs(cfg)
     with output_lock(cfg.output_dir) if is_main_process() else contextlib.nullcontext():
         outdir.claim(cfg.output_dir, outdir.run_inputs(cfg), cfg.resume)
-        return _train(cfg)
+        out = _train(cfg)
+    close_process_group()
+    return out
+
+
+def close_process_group() -> None:
+    """End the processes' group (torchrun) once the run is over: a gloo or NCCL group left to the
+    interpreter's exit can abort a process after its work is done (``terminate called without an
+    active exception``, exit -6), which torchrun reports as a failed job."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()  # every process has saved and logged
+        dist.destroy_process_group()
 
 
 def _train(cfg: HFTrainConfig) -> str:
