@@ -5,6 +5,7 @@ import contextlib
 import re
 import resource
 import shutil
+import signal
 import subprocess
 
 import pytest
@@ -62,3 +63,28 @@ def full_disk_run(script, argv, out, limit):
     assert re.search(re.escape(f"{out}: writing failed (") + r"[^)]+\): free space", proc.stderr)
     assert not [p.name for p in out.parent.iterdir()]
     return proc
+
+
+def interrupted(argv, markers, **popen) -> tuple:
+    """Run ``argv``, send it Ctrl-C (SIGINT) once a line of its standard output holds one of
+    ``markers`` (or it ends), and return (exit status, standard error). Started as from a terminal: a test run
+    in the background ignores SIGINT, and an ignored signal stays ignored in the processes it
+    starts."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        **popen,
+    )
+    try:
+        for line in proc.stdout:
+            if any(m in line for m in markers):
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err

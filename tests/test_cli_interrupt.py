@@ -3,9 +3,9 @@ for every command (each ``main`` goes through :func:`truneg_fairseq.cli.common.i
 
 import os
 import signal
-import subprocess
 import sys
 
+from failures import interrupted
 from utils import REPO
 
 
@@ -24,26 +24,12 @@ def test_every_command_main_says_an_interrupt_in_one_line():
 
 
 def test_ctrl_c_during_a_run_exits_130_with_one_line(tmp_path):
-    proc = subprocess.Popen(
+    code, err = interrupted(
         [sys.executable, str(REPO / "scripts" / "demo.py"), "--workdir", str(tmp_path / "d")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        ("[1/5] corpus",),  # the demo is building its corpus from WordNet
         env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        # as from a terminal: a test run started in the background ignores SIGINT, and an
-        # ignored signal stays ignored in the processes it starts
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    try:
-        for line in proc.stdout:  # the demo is building its corpus from WordNet
-            if "[1/5] corpus" in line:
-                break
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err[-2000:]
+    assert code == 130, err[-2000:]
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "interrupted (Ctrl-C): nothing partial was written"
 

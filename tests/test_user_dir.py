@@ -5,10 +5,10 @@ as the package's own commands say it."""
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 
+from failures import interrupted
 from utils import REPO, TINY_ROBERTA, USER_DIR, _train_argv, fairseq_train
 
 ONE_UPDATE = [*TINY_ROBERTA, "--criterion", "mlm_hard_correction", "--max-update", "1"]
@@ -51,25 +51,12 @@ def test_a_copy_of_another_name_is_the_package_too(tmp_path):
 def test_ctrl_c_in_fairseq_train_is_one_line_and_status_130(data_bin, synonym_table, tmp_path):
     argv = _train_argv(data_bin, tmp_path / "run", [*ONE_UPDATE[:-1], "100000"])
     argv += ["--synonym-table", str(synonym_table), "--disable-validation"]
-    proc = subprocess.Popen(
+    code, err = interrupted(
         [sys.executable, "-m", "fairseq_cli.train", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        ("| train_inner |", "num_updates"),  # updates are being made
         cwd=str(tmp_path),
         env=dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", PYTHONPATH=str(REPO)),
-        # as from a terminal: a test run started in the background ignores SIGINT
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    try:
-        for line in proc.stdout:  # updates are being made
-            if "| train_inner |" in line or "num_updates" in line:
-                break
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err[-3000:]
+    assert code == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == "interrupted (Ctrl-C): nothing partial was written"
