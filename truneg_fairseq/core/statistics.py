@@ -84,7 +84,7 @@ class Counts:
         loss term ``mlm_loss`` and ``sample_size`` of the criterion)."""
         logs_ = list(logging_outputs)
         total = lambda key: float(sum(float(log.get(key, 0)) for log in logs_))  # noqa: E731
-        c = cls(**{name: int(total(f"fn_{name}")) for name in _SUMMED})
+        c = cls(**{name: int(total(f"fn_{name}")) for name in SUMMED})
         c.loss_positions = int(total("sample_size"))
         c.loss_nll = total("mlm_loss")
         c.with_synonyms = any("fn_synonym" in log for log in logs_)
@@ -92,7 +92,7 @@ class Counts:
         return c
 
 
-_SUMMED = (
+SUMMED = (
     "sequences",
     "masked_sequences",
     "synonym_sequences",
@@ -298,7 +298,7 @@ def perplexity(bits: float) -> float:
 
 def counts_of(summed: Dict[str, float]) -> Counts:
     """The :class:`Counts` in summed logging outputs (their ``fn_*`` keys)."""
-    c = Counts(**{n: summed[f"fn_{n}"] for n in _SUMMED if f"fn_{n}" in summed})
+    c = Counts(**{n: summed[f"fn_{n}"] for n in SUMMED if f"fn_{n}" in summed})
     c.with_synonyms, c.with_content = "fn_synonym" in summed, "fn_content" in summed
     return c
 

@@ -42,7 +42,7 @@ def log_false_negatives(logging_outputs: Sequence[dict]) -> None:
     if not any("fn_masked" in log for log in logging_outputs):
         return
     present = {k for log in logging_outputs for k in log if k.startswith("fn_")}
-    for name in st._SUMMED:
+    for name in st.SUMMED:
         key = f"fn_{name}"
         if key in present:
             metrics.log_scalar_sum(
@@ -57,7 +57,7 @@ def log_false_negatives(logging_outputs: Sequence[dict]) -> None:
     with_syn, with_content = "fn_synonym" in present, "fn_content" in present
 
     def report(meters) -> st.Report:
-        c = st.Counts(**{n: meters[f"_fn_{n}"].sum for n in st._SUMMED if f"_fn_{n}" in meters})
+        c = st.Counts(**{n: meters[f"_fn_{n}"].sum for n in st.SUMMED if f"_fn_{n}" in meters})
         c.with_synonyms, c.with_content = with_syn, with_content
         return st.derive(c)
 

@@ -23,8 +23,8 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from truneg_fairseq.core.statistics import (  # noqa: F401  (the evaluation's vocabulary)
-    _SUMMED,
     LOGGED,
+    SUMMED,
     Counts,
     Report,
     derive,
