@@ -76,22 +76,22 @@ def build_corpus(work: str, quick: bool) -> dict:
             note = f"WordNet-gloss corpus not built ({type(exc).__name__}); "
     else:
         note = ""
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
     gen = os.path.join(work, "generated")
-    train, valid, _, _ = corpus.write_split_corpus(
+    train, valid, _, _ = corpus_steps.write_split_corpus(
         generated_lines(3000 if quick else 20000),
         os.path.join(gen, "raw"),
         valid_fraction=0.02,
         seed=1,
     )
-    model = corpus.train_sentencepiece(
+    model = corpus_steps.train_sentencepiece(
         train, os.path.join(gen, "spm"), vocab_size=300 if quick else 4000, model_type="bpe"
     )
     for split, path in (("train", train), ("valid", valid)):
-        corpus.encode_file(model, path, os.path.join(gen, "tok", f"{split}.txt"))
+        corpus_steps.encode_file(model, path, os.path.join(gen, "tok", f"{split}.txt"))
     data_bin = str(
-        corpus.binarize(
+        corpus_steps.binarize(
             os.path.join(gen, "tok", "train.txt"),
             os.path.join(gen, "tok", "valid.txt"),
             os.path.join(gen, "data-bin"),

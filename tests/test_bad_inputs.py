@@ -9,8 +9,8 @@ import pytest
 from glue_fixtures import write_glue
 from utils import run_script
 
-from truneg_fairseq.data.corpus import CorpusError
-from truneg_fairseq.data.glue import TASKS, read_split_counted
+from truneg_fairseq.data.corpus_steps import CorpusError
+from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted
 
 # --- GLUE rows ------------------------------------------------------------------------------
 

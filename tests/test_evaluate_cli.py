@@ -79,16 +79,16 @@ def words(tmp_path_factory, wn):
 def imported(tmp_path_factory):
     """A tiny random BERT saved by transformers and imported by the real convert_hf.py in a
     subprocess (its stderr kept), and a data-bin binarized with the import's dict.txt."""
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
     root = tmp_path_factory.mktemp("eval_import")
     save_bert(root / "hf", vocab=wordpiece_vocab())
     proc = run_script("convert_hf.py", ["import", str(root / "hf"), str(root / "imp")])
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = tiny_corpus_lines(120, seed=4)
-    corpus.atomic_write_lines(root / "train.txt", lines[:100])
-    corpus.atomic_write_lines(root / "valid.txt", lines[100:])
-    data = corpus.binarize(
+    corpus_steps.atomic_write_lines(root / "train.txt", lines[:100])
+    corpus_steps.atomic_write_lines(root / "valid.txt", lines[100:])
+    data = corpus_steps.binarize(
         root / "train.txt", root / "valid.txt", root / "data-bin", srcdict=root / "imp" / "dict.txt"
     )
     return {

@@ -165,9 +165,9 @@ def test_a_sentencepiece_record_whose_model_is_gone_is_one_error(roberta, tmp_pa
         hf_convert.export_hf(roberta["ckpt"], tmp_path / "out", data=str(data))
     assert not (tmp_path / "out").exists()
     # a model other than the recorded one is refused; the recorded one, moved, gives it back
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
-    other = corpus.train_sentencepiece(
+    other = corpus_steps.train_sentencepiece(
         corpus_dir / "raw" / "train.txt", tmp_path / "other", vocab_size=120, model_type="bpe"
     )
     with pytest.raises(
@@ -203,7 +203,7 @@ def test_a_gpt2_roberta_exports_its_bpe_and_without_its_files_is_one_error(tmp_p
     from transformers import AutoTokenizer
     from utils import tiny_corpus_lines, write_toy_gpt2_bpe
 
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
     from truneg_fairseq.text import TokenizerSpec, build_tokenizer, write_record
 
     bpe = write_toy_gpt2_bpe(tmp_path / "bpe")
@@ -216,7 +216,7 @@ def test_a_gpt2_roberta_exports_its_bpe_and_without_its_files_is_one_error(tmp_p
     raw.mkdir()
     (raw / "train.txt").write_text("\n".join(plugin.encode_lines(lines[:100])) + "\n")
     (raw / "valid.txt").write_text("\n".join(plugin.encode_lines(lines[100:])) + "\n")
-    data = corpus.binarize(raw / "train.txt", raw / "valid.txt", tmp_path / "data-bin")
+    data = corpus_steps.binarize(raw / "train.txt", raw / "valid.txt", tmp_path / "data-bin")
     write_record(data, plugin)
     task, model, _ = build_components(data, ["--criterion", "masked_lm"], arch_args=TINY_ROBERTA)
     _save_checkpoint(tmp_path / "rob.pt", _cfg_of(data, TINY_ROBERTA), model)

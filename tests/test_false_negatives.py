@@ -169,7 +169,7 @@ def test_corpus_lines_leave_out_long_lines_and_unknown_words_with_counts(caplog)
 
 
 def test_dictionary_entries_start_with_their_synset_words():
-    from truneg_fairseq.data.corpus import wordnet_gloss_lines
+    from truneg_fairseq.data.corpus_steps import wordnet_gloss_lines
 
     entries = [
         line

@@ -10,8 +10,8 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import matthews_corrcoef
 from utils import run_script
 
-from truneg_fairseq.data.corpus import CorpusError
-from truneg_fairseq.data.glue import TASKS, read_split_counted
+from truneg_fairseq.data.corpus_steps import CorpusError
+from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 
 
 def test_a_bom_before_a_needed_glue_column_is_said_in_words(tmp_path):
-    from truneg_fairseq.data.glue import TASKS, read_split_counted
+    from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted
     from truneg_fairseq.errors import CorpusError
 
     path = tmp_path / "train.tsv"
@@ -27,8 +27,8 @@ def test_a_bom_before_a_needed_glue_column_is_said_in_words(tmp_path):
 
 
 def test_a_bom_before_a_needed_column_of_a_perturbed_or_contrast_file_is_said_in_words(tmp_path):
-    from truneg_fairseq.data.glue import TASKS
-    from truneg_fairseq.data.perturb import column_index
+    from truneg_fairseq.data.glue_tasks import TASKS
+    from truneg_fairseq.data.perturbations import column_index
     from truneg_fairseq.errors import CorpusError
     from truneg_fairseq.evaluation.contrast import read_contrast_tsv
 

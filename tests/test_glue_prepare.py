@@ -27,7 +27,7 @@ def _rte(root, train_labels, dev_labels, newline="\n"):
 def test_a_dev_label_never_seen_in_train_is_one_error_naming_file_and_label(
     tmp_path, spm_tokenizer, data_bin
 ):
-    from truneg_fairseq.data.glue import TASKS, prepare_task
+    from truneg_fairseq.data.glue_tasks import TASKS, prepare_task
     from truneg_fairseq.errors import CorpusError
 
     glue = _rte(tmp_path / "glue", ["entailment"] * 12, ["entailment", "not_entailment"] * 4)
@@ -37,11 +37,11 @@ def test_a_dev_label_never_seen_in_train_is_one_error_naming_file_and_label(
 
 
 def test_a_glue_folder_with_some_tasks_prepares_those_and_logs_the_rest(tmp_path, caplog):
-    from truneg_fairseq.data.glue import select_tasks
+    from truneg_fairseq.data.glue_tasks import select_tasks
     from truneg_fairseq.errors import CorpusError
 
     glue = _rte(tmp_path / "glue", ["entailment", "not_entailment"] * 6, ["entailment"] * 4)
-    with caplog.at_level("INFO", logger="truneg_fairseq.data.glue"):
+    with caplog.at_level("INFO", logger="truneg_fairseq.data.glue_tasks"):
         assert select_tasks(glue) == ["RTE"]
     assert "preparing RTE; skipped (no folder there): CoLA, SST-2" in caplog.text
     assert select_tasks(glue, ["RTE", "CoLA"]) == ["RTE", "CoLA"]  # asked for: never skipped
@@ -50,7 +50,7 @@ def test_a_glue_folder_with_some_tasks_prepares_those_and_logs_the_rest(tmp_path
 
 
 def test_an_explicitly_requested_missing_task_stays_an_error(tmp_path, spm_tokenizer, data_bin):
-    from truneg_fairseq.data.glue import TASKS, prepare_task
+    from truneg_fairseq.data.glue_tasks import TASKS, prepare_task
     from truneg_fairseq.errors import CorpusError
 
     glue = _rte(tmp_path / "glue", ["entailment", "not_entailment"] * 6, ["entailment"] * 4)
@@ -59,7 +59,7 @@ def test_an_explicitly_requested_missing_task_stays_an_error(tmp_path, spm_token
 
 
 def test_glue_files_with_cr_only_line_endings_are_read_as_lines(tmp_path):
-    from truneg_fairseq.data.glue import TASKS, read_split_counted
+    from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted
 
     glue = _rte(tmp_path, ["entailment", "not_entailment"] * 6, ["entailment"] * 4, newline="\r")
     exs, skipped = read_split_counted(TASKS["RTE"], glue / "RTE" / "train.tsv")
@@ -70,12 +70,12 @@ def test_glue_files_with_cr_only_line_endings_are_read_as_lines(tmp_path):
 def test_glue_output_under_a_comma_is_binarized_with_every_split(
     tmp_path, spm_tokenizer, data_bin, monkeypatch, caplog
 ):
-    import truneg_fairseq.data.glue as glue_mod
+    import truneg_fairseq.data.glue_tasks as glue_mod
 
     glue = _rte(tmp_path / "glue", ["entailment", "not_entailment"] * 6, ["entailment"] * 4)
     out = tmp_path / "runs,v2" / "glue-bin"
     monkeypatch.setattr(glue_mod, "PROGRESS_EVERY", 5)  # long input: progress lines
-    with caplog.at_level("INFO", logger="truneg_fairseq.data.glue"):
+    with caplog.at_level("INFO", logger="truneg_fairseq.data.glue_tasks"):
         glue_mod.prepare_task(
             glue_mod.TASKS["RTE"], glue, out, spm_tokenizer, data_bin / "dict.txt"
         )

@@ -35,7 +35,7 @@ def imported(tmp_path_factory, wn):
     """A tiny BERT whose MLM head favours "main", an ELECTRA pair, both imported; the tiny corpus
     tokenized with their WordPiece vocabulary and binarized with the imported dict.txt; a WordNet
     synonym table for that dictionary."""
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
     from truneg_fairseq.lexicon import build_table, vocab_view
 
     root = tmp_path_factory.mktemp("hf_train")
@@ -52,7 +52,7 @@ def imported(tmp_path_factory, wn):
     lines = tiny_corpus_lines(600, seed=3)
     train = wordpiece_tokenize(bert / "vocab.txt", lines[:540], root / "tok" / "train.txt")
     valid = wordpiece_tokenize(bert / "vocab.txt", lines[540:], root / "tok" / "valid.txt")
-    data_bin = corpus.binarize(train, valid, root / "data-bin", srcdict=bert / "dict.txt")
+    data_bin = corpus_steps.binarize(train, valid, root / "data-bin", srcdict=bert / "dict.txt")
     table, _ = build_table(vocab_view(data_bin / "dict.txt", "whitespace"), source="wordnet", wn=wn)
     table.save(data_bin / "synonyms.npz")
     (root / "valid.raw").write_text("\n".join(lines[540:]) + "\n")
@@ -125,7 +125,7 @@ def test_continue_imported_electra_pair_with_soft_reg_and_resume(imported, tmp_p
 
 @pytest.mark.slow
 def test_finetune_imported_electra_discriminator_with_sentence_prediction(imported, tmp_path):
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
     lines = tiny_corpus_lines(240, seed=7)
     labels = ["1" if (" stay " in line or " remain " in line) else "0" for line in lines]
@@ -133,15 +133,15 @@ def test_finetune_imported_electra_discriminator_with_sentence_prediction(import
     vocab_txt = imported["electra"] / "vocab.txt"
     for split, sl in (("train", slice(0, 200)), ("valid", slice(200, 240))):
         wordpiece_tokenize(vocab_txt, lines[sl], raw / f"{split}.tok")
-        corpus.atomic_write_lines(raw / f"{split}.label", labels[sl])
+        corpus_steps.atomic_write_lines(raw / f"{split}.label", labels[sl])
     data = tmp_path / "cls"
-    corpus.binarize(
+    corpus_steps.binarize(
         raw / "train.tok",
         raw / "valid.tok",
         data / "input0",
         srcdict=imported["electra"] / "dict.txt",
     )
-    corpus.binarize(raw / "train.label", raw / "valid.label", data / "label")
+    corpus_steps.binarize(raw / "train.label", raw / "valid.label", data / "label")
     out = fairseq_train(
         data,
         tmp_path / "ft",

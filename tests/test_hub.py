@@ -123,12 +123,12 @@ def test_a_new_interpreter_needs_no_plugin_import(imported):
 def test_fill_mask_serves_an_electra_generator(imported, tmp_path):
     """A tiny ELECTRA trained (1 real update) on text binarized with the import's dictionary:
     fill_mask asks its generator, the checkpoint and the dictionary in different places."""
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
     lines = tiny_corpus_lines(60, seed=5)
-    corpus.atomic_write_lines(tmp_path / "train.txt", lines[:50])
-    corpus.atomic_write_lines(tmp_path / "valid.txt", lines[50:])
-    data = corpus.binarize(
+    corpus_steps.atomic_write_lines(tmp_path / "train.txt", lines[:50])
+    corpus_steps.atomic_write_lines(tmp_path / "valid.txt", lines[50:])
+    data = corpus_steps.binarize(
         tmp_path / "train.txt",
         tmp_path / "valid.txt",
         tmp_path / "bin",
@@ -197,15 +197,15 @@ def test_a_trained_checkpoint_with_a_sentencepiece_config(corpus_dir, data_bin, 
 def test_fill_mask_on_a_whitespace_tokenized_checkpoint(tmp_path):
     """The demo's and the study's data: whitespace words, the tokenizer recorded by the data's
     preparation; fill_mask fills in one dictionary word, with no tokenizer given."""
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
     from truneg_fairseq.text import TokenizerSpec
     from truneg_fairseq.text.record import write_record
     from truneg_fairseq.text.tokenizers import build_tokenizer
 
     lines = tiny_corpus_lines(60, seed=3)
-    corpus.atomic_write_lines(tmp_path / "train.txt", lines[:50])
-    corpus.atomic_write_lines(tmp_path / "valid.txt", lines[50:])
-    data = corpus.binarize(tmp_path / "train.txt", tmp_path / "valid.txt", tmp_path / "bin")
+    corpus_steps.atomic_write_lines(tmp_path / "train.txt", lines[:50])
+    corpus_steps.atomic_write_lines(tmp_path / "valid.txt", lines[50:])
+    data = corpus_steps.binarize(tmp_path / "train.txt", tmp_path / "valid.txt", tmp_path / "bin")
     write_record(data, build_tokenizer(TokenizerSpec("whitespace")))
     fairseq_train(
         data,

@@ -222,11 +222,11 @@ def test_cli_bad_input(data_bin, tmp_path, args, message):
 
 
 def test_sentencepiece_model_mismatch(corpus_dir, data_bin, tmp_path):
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
     other_txt = tmp_path / "other.txt"
     other_txt.write_text("\n".join(f"zq{i} xv{i} wk{i}" for i in range(300)) + "\n")
-    other = corpus.train_sentencepiece(
+    other = corpus_steps.train_sentencepiece(
         other_txt, tmp_path / "other", vocab_size=60, model_type="bpe"
     )
     with pytest.raises(SynonymTableError, match="not produced by this sentencepiece model"):

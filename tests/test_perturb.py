@@ -7,32 +7,32 @@ from glue_fixtures import write_glue
 from squad_fixtures import squad_json
 from utils import run_script
 
-from truneg_fairseq.data import perturb
-from truneg_fairseq.data.glue import TASKS, read_split_counted
+from truneg_fairseq.data import perturbations
+from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted
 
 
 def test_swap_syn_wordnet_keeps_punctuation_case_and_protected_spans(wn):
     text = "The primary reason, surely, is to stay at home."
-    new, edits = perturb.swap_syn_wordnet(
+    new, edits = perturbations.swap_syn_wordnet(
         text, wn, random.Random(0), prob=1.0, max_swaps=10, protected=[(40, 47)]
     )
     assert new != text and new.endswith("home.")  # 'home' is protected
     assert new.startswith("The ") and "," in new
     assert len(edits) <= 10
     # at most max_swaps
-    new1, edits1 = perturb.swap_syn_wordnet(text, wn, random.Random(0), prob=1.0, max_swaps=1)
+    new1, edits1 = perturbations.swap_syn_wordnet(text, wn, random.Random(0), prob=1.0, max_swaps=1)
     assert len(edits1) == 1
     # seeded
     assert (
-        perturb.swap_syn_wordnet(text, wn, random.Random(3), prob=0.5)[0]
-        == perturb.swap_syn_wordnet(text, wn, random.Random(3), prob=0.5)[0]
+        perturbations.swap_syn_wordnet(text, wn, random.Random(3), prob=0.5)[0]
+        == perturbations.swap_syn_wordnet(text, wn, random.Random(3), prob=0.5)[0]
     )
 
 
 def test_squad_perturbations_keep_every_answer_span(wn):
     data = squad_json(3)
     for method in ("swap_syn_wordnet", "add_sentence_diverse"):
-        out, counts = perturb.perturb_squad(data, method, wn, seed=2, prob=0.5)
+        out, counts = perturbations.perturb_squad(data, method, wn, seed=2, prob=0.5)
         assert counts["changed"] > 0
         for art_o, art in zip(data["data"], out["data"]):
             for po, p in zip(art_o["paragraphs"], art["paragraphs"]):

@@ -58,7 +58,7 @@ def state(path):
 def published(tmp_path_factory, wn):
     from tokenizers import BertWordPieceTokenizer
 
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
     from truneg_fairseq.lexicon import build_table, vocab_view
 
     root = tmp_path_factory.mktemp("published")
@@ -76,7 +76,7 @@ def published(tmp_path_factory, wn):
                 " ".join(tok.encode(line, add_special_tokens=False).tokens) + "\n" for line in part
             )
         )
-    data_bin = corpus.binarize(
+    data_bin = corpus_steps.binarize(
         root / "tok" / "train.txt",
         root / "tok" / "valid.txt",
         root / "data-bin",

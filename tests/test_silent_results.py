@@ -78,7 +78,7 @@ def test_export_of_a_cased_vocabulary_without_tokenizer_config_stays_cased(tmp_p
 def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path):
     from utils import tiny_corpus_lines
 
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
     from truneg_fairseq.text import (
         TokenizerError,
         TokenizerSpec,
@@ -90,7 +90,7 @@ def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path)
     text = tmp_path / "text.txt"
     text.write_text("\n".join(tiny_corpus_lines(400)) + "\n")
     models = [
-        corpus.train_sentencepiece(text, tmp_path / f"run{i}" / "spm", 120, "unigram")
+        corpus_steps.train_sentencepiece(text, tmp_path / f"run{i}" / "spm", 120, "unigram")
         for i in (1, 2)
     ]
     assert (
@@ -101,7 +101,7 @@ def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path)
         for m in models
     ]
     assert prints[0] == prints[1]
-    other = corpus.train_sentencepiece(text, tmp_path / "run3" / "spm", 140, "unigram")
+    other = corpus_steps.train_sentencepiece(text, tmp_path / "run3" / "spm", 140, "unigram")
     assert (
         build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(other))).fingerprint()
         != prints[0]

@@ -10,7 +10,7 @@ from squad_fixtures import CONTEXTS, squad_json, write_squad_dir
 from utils import TINY_ROBERTA, build_components, run_script
 
 from truneg_fairseq.data import squad_windows as squad
-from truneg_fairseq.data.corpus import CorpusError
+from truneg_fairseq.data.corpus_steps import CorpusError
 from truneg_fairseq.evaluation import squad_metrics
 
 

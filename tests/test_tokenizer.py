@@ -397,7 +397,7 @@ def test_glue_preparation_with_wordpiece(wp, tmp_path):
     assert d.symbols == Dictionary.load(str(wp["data_bin"] / "dict.txt")).symbols
     ds = data_utils.load_indexed_dataset(str(out / "RTE" / "input0" / "train"), d)
     tok = T.build_tokenizer(T.TokenizerSpec("wordpiece", vocab=str(wp["vocab"])))
-    from truneg_fairseq.data.glue import TASKS, read_split_counted
+    from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted
 
     first = read_split_counted(TASKS["RTE"], glue / "RTE" / "train.tsv")[0][0].text1
     assert ds[0].tolist() == tok.encode_ids(first, d) + [d.eos()]

@@ -21,12 +21,12 @@ LINES = [
 
 @pytest.fixture(scope="module")
 def words(tmp_path_factory):
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
     work = tmp_path_factory.mktemp("vectors")
-    corpus.atomic_write_lines(work / "train.txt", LINES)
-    corpus.atomic_write_lines(work / "valid.txt", LINES[:8])
-    data_bin = corpus.binarize(work / "train.txt", work / "valid.txt", work / "data-bin")
+    corpus_steps.atomic_write_lines(work / "train.txt", LINES)
+    corpus_steps.atomic_write_lines(work / "valid.txt", LINES[:8])
+    data_bin = corpus_steps.binarize(work / "train.txt", work / "valid.txt", work / "data-bin")
     return work, data_bin
 
 

@@ -69,19 +69,19 @@ def tiny_corpus_lines(n: int = 1500, seed: int = 0) -> List[str]:
 
 def make_corpus(workdir: Path, lines: Sequence[str] = None, vocab_size: int = 200) -> Path:
     """raw text -> sentencepiece -> fairseq-preprocess; returns the data-bin directory."""
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
     workdir = Path(workdir)
     lines = list(lines) if lines is not None else tiny_corpus_lines()
-    train, valid, _, _ = corpus.write_split_corpus(
+    train, valid, _, _ = corpus_steps.write_split_corpus(
         lines, workdir / "raw", valid_fraction=0.1, seed=1
     )
-    model = corpus.train_sentencepiece(
+    model = corpus_steps.train_sentencepiece(
         train, workdir / "spm", vocab_size=vocab_size, model_type="bpe"
     )
     for split, path in (("train", train), ("valid", valid)):
-        corpus.encode_file(model, path, workdir / "tok" / f"{split}.txt")
-    return corpus.binarize(
+        corpus_steps.encode_file(model, path, workdir / "tok" / f"{split}.txt")
+    return corpus_steps.binarize(
         workdir / "tok" / "train.txt", workdir / "tok" / "valid.txt", workdir / "data-bin"
     )
 
@@ -373,23 +373,25 @@ TINY_ELECTRA = [*TINY_ELECTRA_MODEL, "--tokens-per-sample", "64"]
 def make_classification_data(corpus_dir: Path, out_dir: Path) -> Path:
     """A two-class sentence_prediction data set (input0/, label/) binarized with the
     pre-training dictionary: label 1 for sentences about staying/remaining."""
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
     corpus_dir, out_dir = Path(corpus_dir), Path(out_dir)
     lines = tiny_corpus_lines(240, seed=7)
     labels = ["1" if (" stay " in line or " remain " in line) else "0" for line in lines]
     raw = out_dir / "raw"
     for split, sl in (("train", slice(0, 200)), ("valid", slice(200, 240))):
-        corpus.atomic_write_lines(raw / f"{split}.txt", lines[sl])
-        corpus.atomic_write_lines(raw / f"{split}.label", labels[sl])
-        corpus.encode_file(corpus_dir / "spm.model", raw / f"{split}.txt", raw / f"{split}.tok")
-    corpus.binarize(
+        corpus_steps.atomic_write_lines(raw / f"{split}.txt", lines[sl])
+        corpus_steps.atomic_write_lines(raw / f"{split}.label", labels[sl])
+        corpus_steps.encode_file(
+            corpus_dir / "spm.model", raw / f"{split}.txt", raw / f"{split}.tok"
+        )
+    corpus_steps.binarize(
         raw / "train.tok",
         raw / "valid.tok",
         out_dir / "input0",
         srcdict=corpus_dir / "data-bin" / "dict.txt",
     )
-    corpus.binarize(raw / "train.label", raw / "valid.label", out_dir / "label")
+    corpus_steps.binarize(raw / "train.label", raw / "valid.label", out_dir / "label")
     return out_dir
 
 
@@ -457,12 +459,12 @@ def write_toy_gpt2_bpe(
 def word_level_data(work: Path, train: Sequence[str], valid: Sequence[str], wn) -> Path:
     """A whitespace-word data-bin of ``train``/``valid`` lines, with the WordNet synonym table of
     its dictionary saved inside (``synonyms.npz``)."""
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
     from truneg_fairseq.lexicon import build_table, vocab_view
 
-    corpus.atomic_write_lines(work / "train.txt", train)
-    corpus.atomic_write_lines(work / "valid.txt", valid)
-    data_bin = corpus.binarize(work / "train.txt", work / "valid.txt", work / "data-bin")
+    corpus_steps.atomic_write_lines(work / "train.txt", train)
+    corpus_steps.atomic_write_lines(work / "valid.txt", valid)
+    data_bin = corpus_steps.binarize(work / "train.txt", work / "valid.txt", work / "data-bin")
     table, _ = build_table(vocab_view(data_bin / "dict.txt", "whitespace"), source="wordnet", wn=wn)
     table.save(data_bin / "synonyms.npz")
     return data_bin

@@ -4,8 +4,10 @@ A leaf: it imports nothing of the package but the standard-library ``outputs`` p
 errors (re-exported here), so every module may raise them; each module that raises one also
 imports it under its own name."""
 
-from truneg_fairseq.outputs.errors import OutputDirError  # noqa: F401  (re-exported)
-from truneg_fairseq.outputs.inputs import InputAsOutputError  # noqa: F401  (re-exported)
+from truneg_fairseq.outputs.output_errors import (  # noqa: F401  (re-exported)
+    InputAsOutputError,
+    OutputDirError,
+)
 
 
 class CorpusError(ValueError):

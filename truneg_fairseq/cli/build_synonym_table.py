@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     check_required_dict(parser, args)
     log = setup_logging("truneg_fairseq.build_synonym_table")
     from truneg_fairseq.lexicon import SynonymTableError, WordNetNotFoundError
-    from truneg_fairseq.pipelines.synonyms import SynonymTableConfig, build_synonym_table
+    from truneg_fairseq.pipelines.build_synonym_table import SynonymTableConfig, build_synonym_table
     from truneg_fairseq.text import TokenizerError
 
     cfg = SynonymTableConfig(

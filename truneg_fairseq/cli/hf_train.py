@@ -197,7 +197,7 @@ def main(argv=None) -> int:
         refuse_inputs_as_outputs(_written(args), _read(args))
     try:
         if args.build_synonyms:
-            from truneg_fairseq.hf.vocab import build_synonym_table
+            from truneg_fairseq.hf.tokenizer_tables import build_synonym_table
 
             cfg = HFTrainConfig(args.model_dir, "", "", allow_fresh_head=True)
             tok, _, _ = load_models(cfg)

@@ -18,7 +18,7 @@ from truneg_fairseq.cli.common import fail, interruptible, setup_logging
 
 
 def get_parser() -> argparse.ArgumentParser:
-    from truneg_fairseq.data.glue import TASKS
+    from truneg_fairseq.data.glue_tasks import TASKS
 
     p = command_parser(__doc__)
     sub = p.add_subparsers(dest="kind", required=True)
@@ -40,7 +40,7 @@ def get_parser() -> argparse.ArgumentParser:
 @interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
-    setup_logging("truneg_fairseq.data.perturb")
+    setup_logging("truneg_fairseq.data.perturbations")
     from truneg_fairseq.errors import CorpusError
     from truneg_fairseq.io_utils import OutputDirError
     from truneg_fairseq.lexicon import WordNetNotFoundError, load_wordnet

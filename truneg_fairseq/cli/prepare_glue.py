@@ -24,7 +24,7 @@ from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
 
 def get_parser() -> argparse.ArgumentParser:
-    from truneg_fairseq.data.glue import MAX_SKIP_FLOOR, MAX_SKIP_FRACTION, TASKS
+    from truneg_fairseq.data.glue_tasks import MAX_SKIP_FLOOR, MAX_SKIP_FRACTION, TASKS
 
     p = command_parser(__doc__)
     p.add_argument("--glue-dir", required=True, help="folder holding the GLUE task folders")

@@ -24,7 +24,7 @@ def get_parser() -> argparse.ArgumentParser:
 @interruptible
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
-    from truneg_fairseq.data.corpus import CorpusError
+    from truneg_fairseq.data.corpus_steps import CorpusError
     from truneg_fairseq.pipelines.squad_run import score_predictions_file
 
     try:

@@ -49,14 +49,14 @@ def get_parser() -> argparse.ArgumentParser:
 @interruptible
 def main(argv=None) -> int:
     args = parse_with_dict(get_parser(), argv)
-    setup_logging("truneg_fairseq.data.word_vectors")
+    setup_logging("truneg_fairseq.data.ppmi_vectors")
     for flag, path in (("--dict", args.dict), ("--text", args.text)):
         if not os.path.isfile(path):
             fail(f"{flag} {path} not found")
     if args.dim < 1 or args.window < 1:
         fail("--dim and --window must be >= 1")
     refuse_inputs_as_outputs({"--output": args.output}, flag_inputs(args, ("--dict", "--text")))
-    from truneg_fairseq.data.word_vectors import write_vectors
+    from truneg_fairseq.data.ppmi_vectors import write_vectors
     from truneg_fairseq.outputs import OutputDirError
 
     try:

@@ -1,4 +1,5 @@
-"""Data sets built from text: pre-training corpora (``corpus.py``), count-based word vectors
-(``word_vectors.py``), CLINE's aligned triples (``cline.py``), GLUE and SQuAD (``glue.py``,
-``squad.py``) and the robustness perturbations (``perturb.py``). Imports ``text/``, ``lexicon/``
+"""Data sets built from text: the steps of pre-training corpora (``corpus_steps.py``), count-based
+word vectors (``ppmi_vectors.py``), CLINE's aligned triples (``cline_data.py``,
+``cline_triples.py``), GLUE and SQuAD (``glue_tasks.py``, ``squad_windows.py``) and the
+robustness perturbations (``perturbations.py``). Imports ``text/``, ``lexicon/``
 and the leaf modules only."""

@@ -61,7 +61,7 @@ from truneg_fairseq.data.cline_triples import (  # noqa: F401  (the module's pub
     collect_vocabulary,
     make_hits_triplets,
 )
-from truneg_fairseq.data.corpus import read_text_lines
+from truneg_fairseq.data.corpus_steps import read_text_lines
 from truneg_fairseq.errors import ClineDataError, CorpusError
 from truneg_fairseq.io_utils import atomic_dir, atomic_open
 from truneg_fairseq.lexicon.replace import Lexicon

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from truneg_fairseq.data.corpus import CorpusError
+from truneg_fairseq.data.corpus_steps import CorpusError
 from truneg_fairseq.text import Tokenizer, TokenizerSpec, build_tokenizer
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Optional, Tuple
 
-logger = logging.getLogger("truneg_fairseq.data.corpus")
+logger = logging.getLogger("truneg_fairseq.data.corpus_steps")
 
 
 UNKNOWN_WARNING = (

@@ -26,7 +26,7 @@ from truneg_fairseq.hf.electra_pair import ElectraPretraining
 from truneg_fairseq.hf.heads import ModelError, check_masked_lm
 from truneg_fairseq.hf.objective import OBJECTIVES, TrueNegativeMLM
 from truneg_fairseq.hf.stats import StatSums
-from truneg_fairseq.hf.vocab import (
+from truneg_fairseq.hf.tokenizer_tables import (
     build_synonym_table,
     hf_vocab_view,
     load_synonym_table,

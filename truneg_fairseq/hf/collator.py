@@ -99,7 +99,7 @@ class MaskedLMCollator:
         self.replacement_cdf = np.cumsum(weights) / weights.sum()
         self.word_begins = None
         if whole_words:
-            from truneg_fairseq.hf.vocab import hf_vocab_view
+            from truneg_fairseq.hf.tokenizer_tables import hf_vocab_view
 
             view = hf_vocab_view(tokenizer)
             self.word_begins = ~np.asarray(view.continuation, dtype=bool)

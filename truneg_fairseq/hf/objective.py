@@ -37,7 +37,7 @@ from truneg_fairseq.core.step import (
 )
 from truneg_fairseq.hf.collator import IGNORE, check_tokenizer
 from truneg_fairseq.hf.heads import MaskedLMParts, ModelError, describe
-from truneg_fairseq.hf.vocab import synonym_lookup
+from truneg_fairseq.hf.tokenizer_tables import synonym_lookup
 
 # the fairseq criterion each objective gives the numbers of
 CRITERIONS = {

@@ -9,7 +9,8 @@ the package loads on its own, without torch or fairseq):
 * ``dirs``: whole output directories (:func:`atomic_dir`, :func:`staged_entries`);
 * ``inputs``: an output that is one of the run's inputs refused (:func:`refuse_inputs_as_outputs`,
   and for the files found as the run reads them, :func:`reading`);
-* ``errors``: :class:`OutputDirError`.
+* ``output_errors``: :class:`OutputDirError` and :class:`InputAsOutputError` (re-exported by
+  :mod:`truneg_fairseq.errors`).
 
 ``truneg_fairseq.io_utils`` re-exports these names for older callers."""
 
@@ -22,7 +23,6 @@ from .atomic import (
     write_failure_message,
 )
 from .dirs import atomic_dir, check_dir, check_entries, staged_entries
-from .errors import OutputDirError
 from .inputs import (
     InputAsOutputError,
     begin_run,
@@ -37,6 +37,7 @@ from .inputs import (
 )
 from .locks import lock_path, output_lock
 from .marker import MARKER, read_marker
+from .output_errors import OutputDirError
 
 __all__ = [
     "InputAsOutputError",

@@ -9,7 +9,7 @@ import secrets
 import tempfile
 from pathlib import Path
 
-from .errors import OutputDirError
+from .output_errors import OutputDirError
 
 
 def _umask() -> int:

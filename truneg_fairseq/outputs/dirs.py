@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 from .atomic import _umask, write_errors
-from .errors import OutputDirError
 from .locks import _lock, release, writable_parent
 from .marker import MARKER, _owned_files
+from .output_errors import OutputDirError
 from .swap import _finish_stage, _plan, _recover_all, _swap
 
 

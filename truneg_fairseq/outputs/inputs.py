@@ -15,7 +15,7 @@ every file it has read (:func:`refuse_read_outputs`) as well."""
 import os
 from typing import Iterable, Mapping, Tuple, Union
 
-from .errors import OutputDirError
+from .output_errors import InputAsOutputError, OutputDirError
 
 Named = Union[Mapping[str, object], Iterable[Tuple[str, object]]]
 
@@ -77,10 +77,6 @@ def refuse_inputs_as_outputs(outputs: Named, inputs: Named, error=OutputDirError
                     f"{flag} {out} is also the {other} output {path}: give each output its own "
                     "file; nothing was written"
                 )
-
-
-class InputAsOutputError(OutputDirError):
-    """An output of the command that is a file it reads (see the module docstring)."""
 
 
 # the command running in this process: its declared outputs, the files it read (a command run

@@ -26,7 +26,7 @@ import socket
 import time
 from pathlib import Path
 
-from .errors import OutputDirError
+from .output_errors import OutputDirError
 
 _HELD = {}  # lock file -> the record this process wrote into it
 

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from .errors import OutputDirError
+from .output_errors import OutputDirError
 
 MARKER = ".truneg-output.json"
 HASHED_UP_TO = 1 << 20  # files up to 1 MiB are recorded with their sha256, larger ones by size

@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 from .atomic import _umask, atomic_open
-from .errors import OutputDirError
 from .inputs import same_file
 from .marker import MARKER, _describe, _files_under, read_marker
+from .output_errors import OutputDirError
 
 
 def _inside(path: Path, top: Path) -> bool:

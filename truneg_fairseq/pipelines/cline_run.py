@@ -89,7 +89,7 @@ def build_cline_data(cfg: ClineDataConfig) -> dict:
     """Split the sentences when asked, then build the aligned (x_ori, x_syn, x_ant) triples and
     their data-bin under ``cfg.output_dir``; returns the summary per split."""
     from truneg_fairseq.data import cline_data as cline
-    from truneg_fairseq.data import corpus
+    from truneg_fairseq.data import corpus_steps
 
     if cfg.valid and not cfg.train:
         raise ClineDataError(
@@ -103,11 +103,11 @@ def build_cline_data(cfg: ClineDataConfig) -> dict:
         paths = {"train": cfg.train, **({"valid": cfg.valid} if cfg.valid else {})}
     else:
         if cfg.wordnet_glosses:
-            lines = list(corpus.wordnet_gloss_lines())
+            lines = list(corpus_steps.wordnet_gloss_lines())
         else:
             lines = []
             for path in cfg.input:
-                lines += [" ".join(line.split()) for line in corpus.read_text_lines(path)]
+                lines += [" ".join(line.split()) for line in corpus_steps.read_text_lines(path)]
         if cfg.max_lines:
             lines = lines[: cfg.max_lines]
         if not any(lines):
@@ -116,7 +116,9 @@ def build_cline_data(cfg: ClineDataConfig) -> dict:
                 "per line"
             )
         raw = os.path.join(cfg.output_dir, "raw")
-        _, _, n_train, n_valid = corpus.write_split_corpus(lines, raw, cfg.valid_fraction, cfg.seed)
+        _, _, n_train, n_valid = corpus_steps.write_split_corpus(
+            lines, raw, cfg.valid_fraction, cfg.seed
+        )
         logger.info(f"split: {n_train} train, {n_valid} valid sentences")
         paths = {s: os.path.join(raw, f"{s}.txt") for s in ("train", "valid")}
     settings = cline.Settings(

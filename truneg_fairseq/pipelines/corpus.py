@@ -192,11 +192,11 @@ class _Run:
         return inputs
 
     def read_lines(self) -> List[str]:
-        from truneg_fairseq.data import corpus
+        from truneg_fairseq.data import corpus_steps
 
         cfg, log = self.cfg, self.log
         if cfg.wordnet_glosses:
-            lines = list(corpus.wordnet_gloss_lines(headwords=cfg.wordnet_headwords))
+            lines = list(corpus_steps.wordnet_gloss_lines(headwords=cfg.wordnet_headwords))
             heads = " with their headwords" if cfg.wordnet_headwords else ""
             log.info(f"WordNet glosses{heads}: {len(lines)} lines")
             return lines[: cfg.max_lines] if cfg.max_lines else lines
@@ -204,7 +204,7 @@ class _Run:
         empty = 0
         with par.Progress(log, cfg.progress_every, lambda: f"read: {len(lines):,} lines"):
             for path in cfg.inputs:  # checked before anything is written
-                for raw in corpus.read_text_lines(path):
+                for raw in corpus_steps.read_text_lines(path):
                     line = " ".join(raw.split())
                     if line:
                         lines.append(line)
@@ -224,12 +224,12 @@ class _Run:
 
     def build(self, stage: Path, lines: List[str], tokenizer, lines_wp) -> None:
         """raw/, spm.*, tok/ and data-bin/ under ``stage``."""
-        from truneg_fairseq.data import corpus
+        from truneg_fairseq.data import corpus_steps
         from truneg_fairseq.text import build_tokenizer, write_record
 
         cfg, log = self.cfg, self.log
         with self.stage("split"):
-            train, valid, n_train, n_valid = corpus.write_split_corpus(
+            train, valid, n_train, n_valid = corpus_steps.write_split_corpus(
                 lines, stage / "raw", cfg.valid_fraction, cfg.seed
             )
             n_lines = len(lines)
@@ -242,7 +242,7 @@ class _Run:
         if tokenizer is None:
             with self.stage("train-sentencepiece"):
                 with par.heartbeat(log, cfg.progress_every, "train sentencepiece"):
-                    model = corpus.train_sentencepiece(
+                    model = corpus_steps.train_sentencepiece(
                         train,
                         stage / "spm",
                         cfg.vocab_size or 8000,
@@ -265,7 +265,7 @@ class _Run:
         srcdict = cfg.dict
         if lines_wp and not srcdict:
             srcdict = stage / "tok" / "dict.txt"
-            corpus.atomic_write_lines(srcdict, lines_wp)
+            corpus_steps.atomic_write_lines(srcdict, lines_wp)
         nwords = cfg.vocab_size if spec.kind == "whitespace" and cfg.vocab_size else -1
         shown = Path(cfg.output_dir) / "data-bin"
         with self.stage("binarize"):
@@ -275,7 +275,7 @@ class _Run:
                 dest = self.binarize_fairseq(stage, enc, srcdict, nwords)
         write_record(dest, tokenizer, moved_from=stage, moved_to=cfg.output_dir)
         _log_unknown_rates(dest, log, stage, cfg.output_dir)
-        corpus.report_unknown_rates(
+        corpus_steps.report_unknown_rates(
             dest, shown, tokenizer=tokenizer, texts={"train": train, "valid": valid}
         )
         log.info(f"{spec.kind} tokenizer fingerprint {tokenizer.fingerprint()[:12]}")
@@ -325,7 +325,7 @@ class _Run:
 
     def binarize_fairseq(self, stage: Path, enc: dict, srcdict, nwords: int) -> Path:
         """fairseq-preprocess itself, in this process with ``workers`` (its pools end with us)."""
-        from truneg_fairseq.data import corpus
+        from truneg_fairseq.data import corpus_steps
 
         cfg = self.cfg
         total = sum(e.lines + e.symbols for e in enc.values())
@@ -338,9 +338,9 @@ class _Run:
         tok = stage / "tok"
         with (
             par.Progress(self.log, cfg.progress_every, message),
-            corpus.without_commas(tok / "train.txt", tok / "valid.txt") as (train, valid),
+            corpus_steps.without_commas(tok / "train.txt", tok / "valid.txt") as (train, valid),
         ):
-            return corpus.binarize(
+            return corpus_steps.binarize(
                 train,
                 valid,
                 stage / "data-bin",

@@ -40,11 +40,11 @@ class PrepareGlueConfig:
 
 def prepare_glue(cfg: PrepareGlueConfig) -> Dict[str, Dict[str, int]]:
     """Tokenize and binarize each task (``cfg.tasks``, or every task whose folder
-    ``cfg.glue_dir`` holds: :func:`~truneg_fairseq.data.glue.select_tasks`) into
+    ``cfg.glue_dir`` holds: :func:`~truneg_fairseq.data.glue_tasks.select_tasks`) into
     ``cfg.output_dir/TASK`` (one atomic output per task; the run's inputs are never
     replaced); returns the skipped-row counts per task and split. Raises :class:`~truneg_fairseq.errors.CorpusError` (files, rows, tokenizer) and
     :class:`~truneg_fairseq.io_utils.OutputDirError` (output directories)."""
-    from truneg_fairseq.data.glue import (
+    from truneg_fairseq.data.glue_tasks import (
         MAX_SKIP_FRACTION,
         TASKS,
         prepare_task,
@@ -119,7 +119,7 @@ def glue_row(runs: str) -> Tuple[List[str], List[str], List[str]]:
     """(column names, cells, warnings) of RUNS/TASK/train.log for every task present, then "Avg"
     (over the tasks' main scores, MNLI-m for MNLI); no columns when no log has validation
     results. A log without its task's metric is left out with a warning."""
-    from truneg_fairseq.data.glue import parse_validation_log
+    from truneg_fairseq.data.glue_tasks import parse_validation_log
 
     cols, vals, scores, warnings = [], [], [], []
     for task in REPORT:

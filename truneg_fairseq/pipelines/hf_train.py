@@ -100,7 +100,7 @@ def synonym_table(cfg: HFTrainConfig, tok):
     ``output_dir``, or one built from WordNet (:func:`keep_table` keeps it; None, logged, when
     WordNet is missing and the objective can do without)."""
     from truneg_fairseq.errors import SynonymTableError
-    from truneg_fairseq.hf.vocab import build_synonym_table, load_synonym_table
+    from truneg_fairseq.hf.tokenizer_tables import build_synonym_table, load_synonym_table
     from truneg_fairseq.lexicon import WordNetNotFoundError
 
     path = cfg.synonym_table or os.path.join(cfg.output_dir, TABLE_NAME)

@@ -45,7 +45,7 @@ def _check_not_input(cfg: PerturbConfig) -> None:
 def perturb_squad_file(cfg: PerturbConfig, wn=None) -> dict:
     """The perturbed SQuAD file (validated and repaired as the SQuAD task reads it: skips counted
     and logged); returns the counts of changed contexts."""
-    from truneg_fairseq.data import perturb
+    from truneg_fairseq.data import perturbations
     from truneg_fairseq.data.squad_windows import read_squad_file
     from truneg_fairseq.io_utils import atomic_open
     from truneg_fairseq.lexicon import load_wordnet
@@ -55,7 +55,9 @@ def perturb_squad_file(cfg: PerturbConfig, wn=None) -> dict:
     data, skipped = read_squad_file(cfg.input)
     if any(skipped.values()):
         logger.info(f"{cfg.input}: {skipped}")
-    out, counts = perturb.perturb_squad(data, cfg.method, wn, cfg.seed, cfg.prob, cfg.max_swaps)
+    out, counts = perturbations.perturb_squad(
+        data, cfg.method, wn, cfg.seed, cfg.prob, cfg.max_swaps
+    )
     with atomic_open(cfg.output, encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False)
     logger.info(
@@ -69,8 +71,8 @@ def perturb_glue_folder(cfg: PerturbConfig, task_name: str, wn=None) -> dict:
     """The perturbed copy of a GLUE task folder (train copied, the evaluation splits' text
     columns swapped); returns the texts changed per file. The input folder is passed to the
     output writer: a file of it is never replaced or removed."""
-    from truneg_fairseq.data import perturb
-    from truneg_fairseq.data.glue import TASKS
+    from truneg_fairseq.data import perturbations
+    from truneg_fairseq.data.glue_tasks import TASKS
     from truneg_fairseq.io_utils import atomic_dir
     from truneg_fairseq.lexicon import load_wordnet
     from truneg_fairseq.text import read_lines
@@ -93,11 +95,11 @@ def perturb_glue_folder(cfg: PerturbConfig, task_name: str, wn=None) -> dict:
             lines = list(read_lines(src))  # any line ending; an over-long line refused
             header = lines[0] if task.header else None
             cols = [
-                perturb.column_index(header, k, src, task)
+                perturbations.column_index(header, k, src, task)
                 for k in (task.sentence1, task.sentence2)
                 if k is not None
             ]
-            new, changed[fname] = perturb.perturb_glue_tsv(
+            new, changed[fname] = perturbations.perturb_glue_tsv(
                 lines, cols, wn, cfg.seed, cfg.prob, cfg.max_swaps, task.header
             )
             with open(os.path.join(tmp, fname), "w", encoding="utf-8", newline="\n") as f:

@@ -28,7 +28,7 @@ def squad_scores(dev: str, pred: str) -> Dict[str, float]:
 
 def glue_scores(log: str) -> Dict[str, float]:
     """The best validation accuracy in a fairseq log."""
-    from truneg_fairseq.data.glue import parse_validation_log
+    from truneg_fairseq.data.glue_tasks import parse_validation_log
 
     if not os.path.isfile(log):
         raise CorpusError(f"{log} not found")

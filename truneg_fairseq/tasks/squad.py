@@ -28,9 +28,9 @@ HEAD = squad.SPAN_HEAD
 
 def _report_unknown(features, unk: int, where: str, dictionary=None, tokenizer=None, texts=()):
     """Log the share of ``<unk>`` among the windows' tokens, as a warning above
-    :data:`truneg_fairseq.data.corpus.UNKNOWN_WARNING` % naming the cause (casing or a
-    vocabulary mismatch, :func:`truneg_fairseq.data.corpus.unknown_cause` on ``texts``)."""
-    from truneg_fairseq.data.corpus import UNKNOWN_WARNING, unknown_cause
+    :data:`truneg_fairseq.data.corpus_steps.UNKNOWN_WARNING` % naming the cause (casing or a
+    vocabulary mismatch, :func:`truneg_fairseq.data.corpus_steps.unknown_cause` on ``texts``)."""
+    from truneg_fairseq.data.corpus_steps import UNKNOWN_WARNING, unknown_cause
 
     n = sum(len(f.tokens) for f in features)
     n_unk = sum(f.tokens.count(unk) for f in features)  # once per split, at load time

@@ -37,13 +37,6 @@ runner of commands), :mod:`.corpus` (corpus lines, data-bin, synonym table), :mo
 
 from dataclasses import asdict
 
-from truneg_fairseq.pipelines.study.corpus import (
-    build_synonym_table,
-    corpus_lines,
-    prepare_data,
-    unknown_rates,
-    word_tokenize,
-)
 from truneg_fairseq.pipelines.study.report import (
     COLUMNS,
     format_rows,
@@ -58,6 +51,13 @@ from truneg_fairseq.pipelines.study.report import (
 from truneg_fairseq.pipelines.study.run import Runner, default_jobs, thread_env, usable_cpus
 from truneg_fairseq.pipelines.study.score import Scores, score_all
 from truneg_fairseq.pipelines.study.setting import REPO, USER_DIR, Family, Setting, run_id
+from truneg_fairseq.pipelines.study.study_data import (
+    build_synonym_table,
+    corpus_lines,
+    prepare_data,
+    unknown_rates,
+    word_tokenize,
+)
 from truneg_fairseq.pipelines.study.train import (
     embed_init_flag,
     train_all,

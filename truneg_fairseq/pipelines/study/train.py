@@ -147,7 +147,7 @@ def write_word_vectors(setting: Setting, work: str, data_bin: str, run: Runner) 
         if os.path.isfile(out):
             run.commands.append(f"# reused {out} (truneg-word-vectors)")
             continue
-        from truneg_fairseq.data.word_vectors import write_vectors
+        from truneg_fairseq.data.ppmi_vectors import write_vectors
 
         dict_txt, text = os.path.join(data_bin, "dict.txt"), os.path.join(work, "raw", "train.txt")
         run.here(  # the library function truneg-word-vectors calls, recorded as that command

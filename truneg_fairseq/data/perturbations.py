@@ -133,7 +133,7 @@ def column_index(header_line: Optional[str], key, path="<tsv>", task=None) -> in
         return key
     cols = header_line.split("\t")
     if key not in cols:
-        from truneg_fairseq.data.glue import missing_column
+        from truneg_fairseq.data.glue_tasks import missing_column
         from truneg_fairseq.errors import CorpusError
 
         raise CorpusError(missing_column(task, path, key, cols))

@@ -32,7 +32,7 @@ def prepare_data(
     text = os.path.join(work, "corpus.txt")
     if not os.path.isfile(os.path.join(data_bin, "dict.txt")):
         if not os.path.isfile(text):
-            from truneg_fairseq.data.corpus import read_text_lines, wordnet_gloss_lines
+            from truneg_fairseq.data.corpus_steps import read_text_lines, wordnet_gloss_lines
 
             raw = (
                 (line for p in inputs for line in read_text_lines(p))
@@ -68,7 +68,7 @@ def prepare_data(
             f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)"
         )
     if not os.path.isfile(table):
-        from truneg_fairseq.pipelines.synonyms import command_line
+        from truneg_fairseq.pipelines.build_synonym_table import command_line
 
         cmd = command_line(_table_config(data_bin, table))
         run.here(lambda: build_synonym_table(data_bin, table, run.log), cmd, "synonym_table")
@@ -78,7 +78,7 @@ def prepare_data(
 
 
 def _table_config(data_bin: str, table: str):
-    from truneg_fairseq.pipelines.synonyms import SynonymTableConfig
+    from truneg_fairseq.pipelines.build_synonym_table import SynonymTableConfig
     from truneg_fairseq.text import TokenizerSpec
 
     dict_txt = os.path.join(data_bin, "dict.txt")
@@ -88,9 +88,9 @@ def _table_config(data_bin: str, table: str):
 def build_synonym_table(data_bin: str, table: str, log: logging.Logger) -> None:
     """The WordNet synonym table of the word-level dictionary (what ``truneg-build-synonyms
     --tokenizer whitespace`` writes), built by the command's library function."""
-    from truneg_fairseq.pipelines import synonyms
+    from truneg_fairseq.pipelines import build_synonym_table as command
 
-    report, view = synonyms.build_synonym_table(_table_config(data_bin, table))
+    report, view = command.build_synonym_table(_table_config(data_bin, table))
     log.info(f"{table}: {report.num_pairs} synonym pairs; {report.describe(len(view.symbols))}")
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from truneg_fairseq.data.corpus import CorpusError, atomic_write_lines, binarize
+from truneg_fairseq.data.corpus_steps import CorpusError, atomic_write_lines, binarize
 from truneg_fairseq.data.glue_logs import VALID_LINE, parse_validation_log  # noqa: F401
 from truneg_fairseq.io_utils import atomic_dir
 from truneg_fairseq.text import Tokenizer, read_lines

@@ -309,7 +309,9 @@ def binarize(
     ``name_as``: the path the log names (where a staged ``destdir`` will be moved); ``report``:
     log each split's share of ``<unk>`` (:func:`report_unknown_rates`)."""
     destdir = Path(destdir)
-    with atomic_dir(destdir, "fairseq-preprocess (truneg_fairseq.data.corpus.binarize)") as tmp:
+    with atomic_dir(
+        destdir, "fairseq-preprocess (truneg_fairseq.data.corpus_steps.binarize)"
+    ) as tmp:
         argv = [
             "--only-source",
             "--trainpref",
