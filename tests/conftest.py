@@ -1,7 +1,7 @@
 import os
 
 import pytest
-from utils import make_corpus
+from corpus_fixtures import make_corpus
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # one thread per worker (pytest-xdist runs one worker per core): torch in this process and
@@ -65,7 +65,7 @@ def imported_bert(hf_bert_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def plain_checkpoint(data_bin, tmp_path_factory):
     """A RoBERTa checkpoint of one update, fairseq's masked_lm (plain data, as fairseq saves it)."""
-    from utils import TINY_ROBERTA, fairseq_train
+    from fairseq_runs import TINY_ROBERTA, fairseq_train
 
     save = tmp_path_factory.mktemp("plain") / "run"
     fairseq_train(data_bin, save, [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"])
@@ -76,8 +76,8 @@ def plain_checkpoint(data_bin, tmp_path_factory):
 def imported_wordpiece(tmp_path_factory):
     """A tiny WordPiece BERT saved with transformers (``hf/``) and imported by
     ``convert_hf.py import`` (``out/``): their common root."""
+    from command_runs import run_script
     from hf_fixtures import save_bert, wordpiece_vocab
-    from utils import run_script
 
     root = tmp_path_factory.mktemp("imp")
     save_bert(root / "hf", vocab=wordpiece_vocab())

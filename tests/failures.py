@@ -54,7 +54,7 @@ def one_fairseq_error(proc, *wanted):
 def full_disk_run(script, argv, out, limit):
     """``script argv`` writing ``out`` on a disk that fills up after ``limit`` bytes: one error
     naming the flag and the file, no file (nor temporary file) left in its directory."""
-    from utils import run_script
+    from command_runs import run_script
 
     with file_size_limit(limit):
         proc = run_script(script, [str(a) for a in argv])

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import List
 
 import torch
-from utils import tiny_corpus_lines
+from corpus_fixtures import tiny_corpus_lines
 
 SPECIALS = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 

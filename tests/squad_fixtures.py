@@ -57,3 +57,11 @@ def write_squad_dir(root: Path, dict_txt: Path, n_copies=4) -> Path:
     (root / "train.json").write_text(json.dumps(squad_json(n_copies, broken=True)))
     (root / "valid.json").write_text(json.dumps(squad_json(1)))
     return root
+
+
+def squad_span_text(example, words, feature, start: int, end: int) -> str:
+    """The context text that window tokens ``start``..``end`` of ``feature`` cover (through the
+    word offsets ``words``): what a decoded span answers."""
+    w0 = feature.token_word[start - feature.ctx_offset]
+    w1 = feature.token_word[end - feature.ctx_offset]
+    return example.context[words[w0][0] : words[w1][1]]

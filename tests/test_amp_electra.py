@@ -14,8 +14,8 @@ import pytest
 import torch
 from fairseq import optim
 from fairseq.optim.amp_optimizer import AMPOptimizer
+from fairseq_runs import TINY_ELECTRA, build_components
 from omegaconf import OmegaConf
-from utils import TINY_ELECTRA, build_components
 
 AMP_INIT_SCALE = 2.0**7  # fairseq's --amp-init-scale default
 

@@ -3,7 +3,7 @@ may pick FlashAttention), with the same outputs, and keep the mask where a batch
 
 import pytest
 import torch
-from utils import TINY_ELECTRA, build_components
+from fairseq_runs import TINY_ELECTRA, build_components
 
 
 @pytest.fixture(scope="module")

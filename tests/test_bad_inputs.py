@@ -6,8 +6,8 @@ import os
 import stat
 
 import pytest
+from command_runs import run_script
 from glue_fixtures import write_glue
-from utils import run_script
 
 from truneg_fairseq.data.corpus_steps import CorpusError
 from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted
@@ -122,7 +122,7 @@ def test_atomic_dir_follows_umask(tmp_path):
 
 
 def _corpus_lines(n=300):
-    from utils import tiny_corpus_lines
+    from corpus_fixtures import tiny_corpus_lines
 
     return tiny_corpus_lines(n)
 
@@ -329,7 +329,8 @@ def test_synonym_table_of_junk_gets_no_pickle_advice(tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_mlm_names_truncated_checkpoint_and_other_dictionary(data_bin, tmp_path):
-    from utils import TINY_ROBERTA, fairseq_train, make_corpus, tiny_corpus_lines
+    from corpus_fixtures import make_corpus, tiny_corpus_lines
+    from fairseq_runs import TINY_ROBERTA, fairseq_train
 
     fairseq_train(
         data_bin, tmp_path / "run", [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"]

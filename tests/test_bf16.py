@@ -7,18 +7,18 @@ import re
 
 import pytest
 import torch
-from squad_fixtures import write_squad_dir
-from utils import (
+from corpus_fixtures import make_classification_data
+from fairseq_runs import (
     TINY_ELECTRA,
     TINY_ELECTRA_MODEL,
     TINY_ROBERTA,
     arch_for,
     build_components,
     fairseq_train,
-    make_classification_data,
     updates,
     valid_batch,
 )
+from squad_fixtures import write_squad_dir
 
 from truneg_fairseq.precision import AUTOCAST_ATTR
 from truneg_fairseq.text import TokenizerSpec

@@ -6,8 +6,8 @@ between updates."""
 import json
 
 import torch
+from fairseq_runs import TINY_ELECTRA, TINY_TN_ROBERTA, fairseq_train
 from torch import nn
-from utils import TINY_ELECTRA, TINY_TN_ROBERTA, fairseq_train
 
 from truneg_fairseq.training.bf16_weights import Bf16ComputeWeights
 from truneg_fairseq.training.fast_update import FastUpdate

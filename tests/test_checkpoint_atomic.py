@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from utils import USER_DIR, fairseq_train
+from fairseq_runs import fairseq_train
+from repo_paths import USER_DIR
 
 # wide FFNs: a ~40 MB checkpoint, so a save (write, then copies) lasts long enough to be hit
 MODEL = [

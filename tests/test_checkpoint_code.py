@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from command_runs import run_script
+from fairseq_runs import TINY_ROBERTA, fairseq_train
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import TINY_ROBERTA, fairseq_train, run_script
 
 
 def _payload(marker: Path) -> str:

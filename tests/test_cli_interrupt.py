@@ -6,7 +6,7 @@ import signal
 import sys
 
 from failures import interrupted
-from utils import REPO
+from repo_paths import REPO
 
 
 def test_every_command_main_says_an_interrupt_in_one_line():

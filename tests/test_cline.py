@@ -9,7 +9,9 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from utils import build_components, run_script, tiny_corpus_lines, valid_batch
+from command_runs import run_script
+from corpus_fixtures import tiny_corpus_lines
+from fairseq_runs import build_components, valid_batch
 
 from truneg_fairseq.text import TokenizerSpec
 
@@ -140,8 +142,8 @@ def test_labels_mark_exactly_the_replaced_pieces(corpus_dir, lex):
 
 
 def test_gpt2_pieces_and_labels(tmp_path, lex):
+    from corpus_fixtures import write_toy_gpt2_bpe
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
-    from utils import write_toy_gpt2_bpe
 
     from truneg_fairseq.data import cline_data as cline
 
@@ -440,7 +442,7 @@ def test_terms_and_weights(components, cline_dir):
 
 
 def test_criterion_with_another_task_and_task_with_another_model(data_bin, cline_dir):
-    from utils import TINY_ROBERTA
+    from fairseq_runs import TINY_ROBERTA
 
     with pytest.raises(ValueError, match="--criterion cline needs --task cline"):
         build_components(data_bin, ["--criterion", "cline"])

@@ -6,7 +6,9 @@ import re
 
 import pytest
 import torch
-from utils import TINY_ROBERTA, fairseq_train, make_classification_data, run_script, updates
+from command_runs import run_script
+from corpus_fixtures import make_classification_data
+from fairseq_runs import TINY_ROBERTA, fairseq_train, updates
 
 from truneg_fairseq.text import TokenizerSpec
 
@@ -177,7 +179,9 @@ def test_continue_resume_finetune_and_hits(corpus_dir, data_bin, tmp_path, wn):
 @pytest.mark.slow
 def test_recipes_run(data_bin, cline_valid_data, tmp_path):
     """The fairseq-hydra-train config and the shell recipe, shrunk to a tiny model on the CPU."""
-    from utils import REPO, hydra_train, run_recipe
+    from command_runs import run_recipe
+    from fairseq_runs import hydra_train
+    from repo_paths import REPO
 
     cdata = cline_valid_data
 
@@ -225,7 +229,9 @@ def test_cline_on_electra_end_to_end(corpus_dir, data_bin, cline_valid_data, tmp
     """An ELECTRA pre-training checkpoint continued with CLINE through the shell recipe and the
     ELECTRA-base hydra config (shrunk), fine-tuned as a plain ELECTRA discriminator, and Hits of
     the CLINE checkpoint's discriminator."""
-    from utils import REPO, TINY_ELECTRA, TINY_ELECTRA_MODEL, hydra_train, run_recipe
+    from command_runs import run_recipe
+    from fairseq_runs import TINY_ELECTRA, TINY_ELECTRA_MODEL, hydra_train
+    from repo_paths import REPO
 
     cdata = cline_valid_data
 

@@ -9,8 +9,9 @@ import inspect
 import logging
 
 import torch
+from fairseq_runs import TINY_ELECTRA, build_components
+from step_checks import cuda_graph_refusals, recording_aot_eager
 from torch._dynamo.utils import counters
-from utils import TINY_ELECTRA, build_components, cuda_graph_refusals, recording_aot_eager
 
 FLAGS = ["--criterion", "mlm_hard_correction", "--mlm-prediction-slots", "static"]
 
@@ -176,7 +177,7 @@ def test_fairseq_train_compiles_the_whole_model_and_logs_the_first_update(
 ):
     """The flag reaches the model through fairseq-train and the log says what the first update,
     compilation included, took (aot_eager here: no code generation on the CPU)."""
-    from utils import fairseq_train
+    from fairseq_runs import fairseq_train
 
     from truneg_fairseq.models import electra as electra_model
 

@@ -9,13 +9,8 @@ import json
 
 import pytest
 import torch
-from utils import (
-    TINY_ELECTRA,
-    assert_trained_alike,
-    cuda_graph_refusals,
-    fairseq_train,
-    recording_aot_eager,
-)
+from fairseq_runs import TINY_ELECTRA, fairseq_train
+from step_checks import assert_trained_alike, cuda_graph_refusals, recording_aot_eager
 
 from truneg_fairseq.training.compiled_update import CompiledUpdate
 
@@ -219,7 +214,7 @@ def test_its_statistics_are_summed_in_the_graph_and_a_non_finite_update_stops_th
 
 
 def test_the_cuda_graph_check_sees_what_would_record_a_graph_per_batch():
-    """The check the compiled graphs pass (tests/utils.py) flags an integer input, as a batch's
+    """The check the compiled graphs pass (tests/step_checks.py) flags an integer input, as a batch's
     token count would be once dynamo made it symbolic, and an input written in place that is
     not a static address; the same function without them passes."""
 

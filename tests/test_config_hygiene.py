@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from utils import REPO, USER_DIR
+from repo_paths import REPO, USER_DIR
 
 import truneg_fairseq  # noqa: F401  (registration)
 
@@ -163,7 +163,7 @@ def test_train_help_script_lists_plugin_flags():
 
 def test_criterion_reads_the_task_mask_prob_without_a_fallback(data_bin):
     """0 is a legitimate value and must arrive as 0 (an `or 0.15` fallback turned it into 0.15)."""
-    from utils import TINY_ELECTRA, build_components
+    from fairseq_runs import TINY_ELECTRA, build_components
 
     _, _, crit = build_components(
         data_bin,
@@ -182,7 +182,7 @@ def test_criterion_reads_the_task_mask_prob_without_a_fallback(data_bin):
 
 
 def test_electra_only_flags_refused_on_roberta(data_bin):
-    from utils import TINY_TN_ROBERTA, build_components
+    from fairseq_runs import TINY_TN_ROBERTA, build_components
 
     with pytest.raises(ValueError, match="--electra-disc-weight only applies to ELECTRA"):
         build_components(
@@ -195,7 +195,7 @@ def test_electra_only_flags_refused_on_roberta(data_bin):
 def test_criterion_model_mismatch_before_any_step(data_bin, tmp_path):
     """A translation transformer with a masked-LM criterion stops when the criterion is built:
     rc 1 and one message, no crash.pt, no traceback through a training step."""
-    from utils import fairseq_train
+    from fairseq_runs import fairseq_train
 
     out = fairseq_train(
         data_bin,
@@ -242,7 +242,7 @@ def test_what_fairseqs_roberta_cannot_serve_is_refused_when_the_criterion_is_bui
     """fairseq's RoBERTa forward gives the masked-LM logits only: objectives that need more are
     refused before any step, naming the plugin arch with the same weights; any DDP backend is
     accepted (every objective runs inside the model's forward)."""
-    from utils import TINY_TN_ROBERTA, build_components
+    from fairseq_runs import TINY_TN_ROBERTA, build_components
 
     with pytest.raises(
         ValueError,

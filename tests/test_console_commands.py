@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tomllib
-from utils import REPO
+from repo_paths import REPO
 
 BIN = Path(sys.executable).parent
 SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]

@@ -2,7 +2,9 @@
 from a real fine-tuned sentence_prediction checkpoint."""
 
 import pytest
-from utils import TINY_ROBERTA, fairseq_train, make_classification_data, run_script
+from command_runs import run_script
+from corpus_fixtures import make_classification_data
+from fairseq_runs import TINY_ROBERTA, fairseq_train
 
 from truneg_fairseq.evaluation.contrast import contrast_consistency
 

@@ -145,7 +145,7 @@ def test_a_data_directory_whose_dict_is_no_fairseq_dictionary_is_one_error(
 
 
 def test_convert_hf_export_of_a_truncated_checkpoint_is_one_line(imported_bert, tmp_path):
-    from utils import run_script
+    from command_runs import run_script
 
     ckpt = tmp_path / "model.pt"
     ckpt.write_bytes((imported_bert / "model.pt").read_bytes()[:5000])

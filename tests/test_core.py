@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from utils import REPO
+from repo_paths import REPO
 
 CORE = REPO / "truneg_fairseq" / "core"
 # what the core may import besides the standard library
@@ -87,8 +87,8 @@ def test_the_core_and_the_hf_front_end_import_without_fairseq():
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     import transformers
+    from corpus_fixtures import tiny_corpus_lines
     from hf_fixtures import bert_config, wordpiece_vocab, write_vocab
-    from utils import tiny_corpus_lines
 
     root = tmp_path_factory.mktemp("core_hf")
     vocab = wordpiece_vocab()

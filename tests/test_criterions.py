@@ -3,15 +3,12 @@
 import pytest
 import torch
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
-from utils import TINY_TN_ROBERTA, arch_for, build_components, valid_batch
+from fairseq_runs import TINY_TN_ROBERTA, arch_for, build_components, valid_batch
+from step_checks import grads
 
 from truneg_fairseq.lexicon import SynonymTable, SynonymTableError
 
 CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
-
-
-def grads(model):
-    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ synonym table, fairseq-train for stage 1 and stage 2, scoring on fixed masks) wi
 import re
 
 import pytest
-from utils import run_script
+from command_runs import run_script
 
 
 @pytest.mark.slow

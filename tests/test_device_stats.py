@@ -7,8 +7,8 @@ import traceback
 
 import pytest
 import torch
+from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, fairseq_train
 from torch.utils._python_dispatch import TorchDispatchMode
-from utils import TINY_ELECTRA, TINY_ROBERTA, fairseq_train
 
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss
 

@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 import torch
-from utils import TINY_ROBERTA, fairseq_train, run_script
+from command_runs import run_script
+from fairseq_runs import TINY_ROBERTA, fairseq_train
 
 from truneg_fairseq.compat import RECORDS
 from truneg_fairseq.compat.dictionary_record import fingerprint

@@ -28,7 +28,8 @@ from typing import List, NamedTuple
 
 import pytest
 import tomllib
-from utils import REPO, TINY_ROBERTA, fairseq_train
+from fairseq_runs import TINY_ROBERTA, fairseq_train
+from repo_paths import REPO
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 DOCS += sorted((REPO / "examples").glob("*/README.md"))
@@ -271,8 +272,8 @@ def trained(data_bin, synonym_table, tmp_path_factory):
 def imported(tmp_path_factory, wn):
     """A tiny BERT imported as the docs import one (model.pt, dict.txt, vocab.txt), its WordNet
     synonym table and a raw text file."""
+    from corpus_fixtures import tiny_corpus_lines
     from hf_fixtures import save_bert, wordpiece_vocab
-    from utils import tiny_corpus_lines
 
     from truneg_fairseq.convert import hf as hf_convert
     from truneg_fairseq.lexicon import build_table, vocab_view

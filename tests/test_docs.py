@@ -5,7 +5,7 @@ doc) cites a file of the repository that does not exist."""
 import re
 
 from import_graph import imports_table, modules_map
-from utils import REPO
+from repo_paths import REPO
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 

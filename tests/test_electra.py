@@ -4,7 +4,8 @@ import dataclasses
 
 import pytest
 import torch
-from utils import REPO, TINY_ELECTRA, build_components, valid_batch
+from fairseq_runs import TINY_ELECTRA, build_components, valid_batch
+from repo_paths import REPO
 
 from truneg_fairseq.core import losses
 

@@ -4,7 +4,7 @@ classification heads handled on load as fairseq's RoBERTa handles them."""
 import logging
 
 import torch
-from utils import TINY_ELECTRA, build_components
+from fairseq_runs import TINY_ELECTRA, build_components
 
 NEW_TO_OLD = {
     "discriminator_head.dense.": "discriminator_head.0.",

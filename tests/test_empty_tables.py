@@ -1,7 +1,7 @@
 """Synonym tables of 0 pairs: refused where pairs are needed, warned about where they only count."""
 
 import pytest
-from utils import TINY_ROBERTA
+from fairseq_runs import TINY_ROBERTA
 
 HC = [*TINY_ROBERTA, "--criterion", "mlm_hard_correction", "--synonym-table", "synonyms.npz"]
 
@@ -33,7 +33,7 @@ def _empty_table(data_bin, path):
 def test_a_table_of_no_pairs_is_refused_where_pairs_are_needed(
     data_bin, tmp_path, criterion, extra, needs
 ):
-    from utils import TINY_ELECTRA, build_components
+    from fairseq_runs import TINY_ELECTRA, build_components
 
     from truneg_fairseq.lexicon import SynonymTableError
 
@@ -56,7 +56,7 @@ def test_a_table_of_no_pairs_is_refused_where_pairs_are_needed(
 def test_a_table_of_no_pairs_is_warned_about_where_it_only_counts(
     data_bin, tmp_path, caplog, criterion
 ):
-    from utils import TINY_TN_ROBERTA, build_components
+    from fairseq_runs import TINY_TN_ROBERTA, build_components
 
     table = _empty_table(data_bin, tmp_path / "empty.npz")
     with caplog.at_level("WARNING"):

@@ -14,15 +14,10 @@ import re
 import shutil
 
 import pytest
+from command_runs import run_script
+from corpus_fixtures import tiny_corpus_lines, word_level_data
+from fairseq_runs import TINY_ROBERTA, fairseq_train, force_prediction
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import (
-    TINY_ROBERTA,
-    fairseq_train,
-    force_prediction,
-    run_script,
-    tiny_corpus_lines,
-    word_level_data,
-)
 
 SHORT = ["the big house is large .", "a small house .", "the large dog saw a big big cat ."]
 LONG = " ".join(["the big house near the lake"] * 12) + " ."  # 73 words: 75 ids with <s> and </s>
@@ -36,7 +31,7 @@ POSITIONS = 64  # TINY_ROBERTA's --max-positions and --tokens-per-sample
 
 @pytest.fixture()
 def run_main():
-    """Run a script's main() in this process (tests/utils.py's run_script): (exit code, stdout,
+    """Run a script's main() in this process (tests/command_runs.py's run_script): (exit code, stdout,
     stderr)."""
 
     def run(name, argv):

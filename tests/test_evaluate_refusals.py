@@ -3,7 +3,7 @@ error each."""
 
 import pytest
 import torch
-from utils import run_script
+from command_runs import run_script
 
 # ---- evaluate_mlm -------------------------------------------------------------------------
 

@@ -11,7 +11,9 @@ import json
 import re
 
 import pytest
-from utils import TINY_ROBERTA, fairseq_train, force_prediction, run_script, word_level_data
+from command_runs import run_script
+from corpus_fixtures import word_level_data
+from fairseq_runs import TINY_ROBERTA, fairseq_train, force_prediction
 
 SHORT = ["the big house is large .", "a small house .", "the large dog saw a big big cat ."]
 LONG = " ".join(["the big house near the lake"] * 5) + " ."  # 31 words: 33 ids, over 32

@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 import torch
-from utils import TINY_ROBERTA, build_components, run_script, valid_batch
+from command_runs import run_script
+from fairseq_runs import TINY_ROBERTA, build_components, valid_batch
 
 from truneg_fairseq.convert import hf as hf_convert
 from truneg_fairseq.convert.build import _save_checkpoint
@@ -200,8 +201,8 @@ def test_a_gpt2_roberta_exports_its_bpe_and_without_its_files_is_one_error(tmp_p
     """A RoBERTa on GPT-2 BPE ids (a toy byte-level BPE, the dictionary made from the text, so
     most byte pieces are missing from it): the export's vocab.json + merges.txt give the plugin's
     ids on every line; without the record the export asks for the BPE files."""
+    from corpus_fixtures import tiny_corpus_lines, write_toy_gpt2_bpe
     from transformers import AutoTokenizer
-    from utils import tiny_corpus_lines, write_toy_gpt2_bpe
 
     from truneg_fairseq.data import corpus_steps
     from truneg_fairseq.text import TokenizerSpec, build_tokenizer, write_record
@@ -243,7 +244,8 @@ def test_the_offline_recipe_of_the_docs_makes_a_directory_hf_train_continues(
     import re
     import runpy
 
-    from utils import REPO, tiny_corpus_lines
+    from corpus_fixtures import tiny_corpus_lines
+    from repo_paths import REPO
 
     from truneg_fairseq.cli import hf_train
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from utils import REPO, TINY_ROBERTA, fairseq_train, force_prediction, word_level_data
+from corpus_fixtures import word_level_data
+from fairseq_runs import TINY_ROBERTA, fairseq_train, force_prediction
+from repo_paths import REPO
 
 from truneg_fairseq.core.selection import MaskSelection
 from truneg_fairseq.evaluation.false_negatives import (

@@ -8,15 +8,8 @@ import pytest
 import torch
 from fairseq import utils as fs_utils
 from fairseq.optim.adam import FairseqAdam, FairseqAdamConfig
-from utils import (
-    TINY_ELECTRA,
-    build_components,
-    cuda_graph_refusals,
-    fairseq_train,
-    recording_aot_eager,
-    updates,
-    valid_batch,
-)
+from fairseq_runs import TINY_ELECTRA, build_components, fairseq_train, updates, valid_batch
+from step_checks import cuda_graph_refusals, recording_aot_eager
 
 from truneg_fairseq.optim.fused_adamw import FusedAdamW, FusedAdamWConfig
 
@@ -174,7 +167,7 @@ def test_compiled_encoders_equal_eager(data_bin):
 def load_benchmark(name: str):
     """The module of ``benchmarks/NAME.py``, loaded from its file (the benchmarks are scripts,
     not modules of the package)."""
-    from utils import REPO
+    from repo_paths import REPO
 
     spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -186,7 +179,7 @@ def test_gpu_benchmark_skips_cleanly_without_a_gpu_and_counts_flops(monkeypatch)
     import subprocess
     import sys
 
-    from utils import REPO
+    from repo_paths import REPO
 
     # gpu_step imports its neighbours by name, as it does when run as a script
     for neighbour in ("_common", "gpu_sizes", "gpu_setup"):

@@ -4,7 +4,7 @@ the configurations it does not cover keep fairseq's update and say why. (The sam
 and no sync inside an update: tests/test_device_stats.py.)"""
 
 import torch
-from utils import TINY_ELECTRA, fairseq_train
+from fairseq_runs import TINY_ELECTRA, fairseq_train
 
 from truneg_fairseq.optim.fused_adamw import FusedAdamW, FusedAdamWConfig
 

@@ -6,7 +6,7 @@ one constant: the update is the same, the fp16 gradient sums stay in range."""
 import pytest
 import torch
 from fairseq.optim.dynamic_loss_scaler import DynamicLossScaler
-from utils import TINY_ELECTRA, TINY_TN_ROBERTA, build_components
+from fairseq_runs import TINY_ELECTRA, TINY_TN_ROBERTA, build_components
 
 PAD = 1
 

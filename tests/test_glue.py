@@ -5,10 +5,10 @@ import re
 import shutil
 
 import pytest
+from command_runs import run_script
 from glue_fixtures import write_glue
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import matthews_corrcoef
-from utils import run_script
 
 from truneg_fairseq.data.corpus_steps import CorpusError
 from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted
@@ -196,7 +196,7 @@ class FineTunes:
     for the runs it reads, in any order, and a run already made is not made again."""
 
     def __init__(self, root, glue_dir, corpus_dir, data_bin):
-        from utils import TINY_ELECTRA, fairseq_train
+        from fairseq_runs import TINY_ELECTRA, fairseq_train
 
         self.root = root
         fairseq_train(
@@ -238,7 +238,7 @@ class FineTunes:
 
     def run(self, task):
         """SAVE_DIR of ``task``'s fine-tuning (its train.log, checkpoint_best.pt)."""
-        from utils import run_recipe
+        from command_runs import run_recipe
 
         if task not in self.done:
             r = run_recipe(
@@ -317,7 +317,7 @@ def test_glue_table_of_the_eight_runs(finetunes):
 
 
 def test_prepare_with_gpt2_bpe(glue_dir, tmp_path):
-    from utils import write_toy_gpt2_bpe
+    from corpus_fixtures import write_toy_gpt2_bpe
 
     bpe = write_toy_gpt2_bpe(tmp_path / "bpe")
     out = tmp_path / "glue-bin"

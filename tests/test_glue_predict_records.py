@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 import torch
+from command_runs import run_script
 from failures import full_disk_run
-from utils import TINY_ROBERTA, fairseq_train, run_script
+from fairseq_runs import TINY_ROBERTA, fairseq_train
 
 # ---- GLUE predictions on other data ---------------------------------------------------------
 

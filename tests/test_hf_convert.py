@@ -8,8 +8,9 @@ import shutil
 
 import pytest
 import torch
+from command_runs import run_script
+from fairseq_runs import model_state
 from hf_fixtures import padded_batch, save_bert, save_electra_pair, to_fairseq_ids, wordpiece_vocab
-from utils import run_script
 
 from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
 from truneg_fairseq.convert import hf as hf_convert
@@ -199,7 +200,7 @@ def test_electra_export_refuses_a_model_of_sentencepiece_data(tmp_path, electra_
 def test_electra_export_refuses_sentencepiece_pieces_without_a_record(tmp_path, data_bin):
     """No tokenizer record beside the data (data binarized by hand): the dictionary's
     sentencepiece word-start marks alone refuse the WordPiece export, nothing written."""
-    from utils import TINY_ELECTRA, fairseq_train
+    from fairseq_runs import TINY_ELECTRA, fairseq_train
 
     fairseq_train(
         data_bin,
@@ -272,10 +273,6 @@ def test_bert_export_loads_in_transformers(tmp_path, vocab, batch):
     assert cfg["layer_norm_eps"] == pytest.approx(1e-12) and cfg["pad_token_id"] == 0
 
 
-def _state(path):
-    return torch.load(path, map_location="cpu", weights_only=False)["model"]
-
-
 @pytest.mark.parametrize("kind", ["bert", "electra"])
 @pytest.mark.parametrize("with_vocab", [True, False])
 def test_import_of_export_leaves_every_tensor_equal(
@@ -295,7 +292,7 @@ def test_import_of_export_leaves_every_tensor_equal(
     hf_convert.export_hf(ckpt_dir / "model.pt", tmp_path / "hf_out", vocab_file=vocab_file)
     gen = tmp_path / "hf_out" / "generator" if kind == "electra" else None
     again = hf_convert.import_hf(tmp_path / "hf_out", tmp_path / "again", generator_dir=gen)
-    a, b = _state(src), _state(again / "model.pt")
+    a, b = model_state(src), model_state(again / "model.pt")
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
@@ -303,8 +300,8 @@ def test_import_of_export_leaves_every_tensor_equal(
 
 @pytest.mark.parametrize("untie", [False, True])
 def test_roberta_export_loads_in_transformers(tmp_path, data_bin, untie):
+    from fairseq_runs import TINY_ROBERTA, build_components, valid_batch
     from transformers import RobertaForMaskedLM
-    from utils import TINY_ROBERTA, build_components, valid_batch
 
     arch = [*TINY_ROBERTA, *(["--untie-weights-roberta"] if untie else [])]
     task, model, _ = build_components(data_bin, ["--criterion", "masked_lm"], arch_args=arch)

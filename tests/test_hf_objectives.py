@@ -10,8 +10,9 @@ lands on the same entries in both worlds."""
 
 import pytest
 import torch
+from corpus_fixtures import tiny_corpus_lines
 from hf_fixtures import _randomize, bert_config, wordpiece_vocab, write_vocab
-from utils import tiny_corpus_lines
+from step_checks import grads
 
 from truneg_fairseq.convert import hf as hf_convert
 from truneg_fairseq.convert.keys import (
@@ -137,10 +138,6 @@ def fairseq_criterion(name, world, task, arch, **fields):
         **fields,
     )
     return cls(cfg, task)
-
-
-def grads(model):
-    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
 def assert_same_logs(fs_log, hf_log):

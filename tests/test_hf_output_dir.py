@@ -14,9 +14,10 @@ import time
 
 import pytest
 import torch
+from command_runs import snapshot
 from hf_fixtures import tiny_bert_and_texts
+from repo_paths import REPO
 from test_hf_trainer import base_args, expect_error
-from utils import REPO, snapshot
 
 from truneg_fairseq.cli import hf_train
 from truneg_fairseq.outputs import MARKER

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 import torch
+from corpus_fixtures import tiny_corpus_lines
 from hf_fixtures import bert_config, wordpiece_vocab, write_vocab
 from torch.utils._python_dispatch import TorchDispatchMode
-from utils import tiny_corpus_lines
 
 # operators that make the host wait for the device (a value or a data-dependent shape read back)
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "item", "is_nonzero", "equal", "masked_select"}

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from command_runs import run_script
+from corpus_fixtures import tiny_corpus_lines
+from fairseq_runs import TINY_ELECTRA_MODEL, fairseq_train, updates
 from hf_fixtures import save_bert, save_electra_pair, wordpiece_vocab
-from utils import TINY_ELECTRA_MODEL, fairseq_train, run_script, tiny_corpus_lines, updates
 
 from truneg_fairseq.convert import hf as hf_convert
 
@@ -210,7 +212,7 @@ def test_evaluate_mlm_on_text_prints_ratios_and_cases(imported):
 
 @pytest.mark.slow
 def test_bert_recipe_script_continues_an_import(imported, tmp_path):
-    from utils import run_recipe
+    from command_runs import run_recipe
 
     # no size flags: the 2 x 32 model's sizes come from the import's import.json; its published
     # MLM head needs no warm-up

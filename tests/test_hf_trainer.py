@@ -12,8 +12,9 @@ import sys
 
 import pytest
 import torch
+from corpus_fixtures import tiny_corpus_lines
 from hf_fixtures import bert_config, save_bert, tiny_bert_and_texts, wordpiece_vocab, write_vocab
-from utils import REPO, tiny_corpus_lines
+from repo_paths import REPO
 
 from truneg_fairseq.cli import hf_train
 

@@ -12,15 +12,11 @@ import sys
 
 import pytest
 import torch
+from command_runs import run_script
+from corpus_fixtures import tiny_corpus_lines
+from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, fairseq_train
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import (
-    REPO,
-    TINY_ELECTRA,
-    TINY_ROBERTA,
-    fairseq_train,
-    run_script,
-    tiny_corpus_lines,
-)
+from repo_paths import REPO
 
 from truneg_fairseq.checkpoints import CheckpointError
 from truneg_fairseq.models.hub import fill_wordpiece, from_pretrained

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Dict, List, Set
 
 from import_graph import LAYERS, circles, import_graph, layer
-from utils import REPO
+from repo_paths import REPO
 
 
 def package_graph() -> Dict[str, Set[str]]:

@@ -11,8 +11,9 @@ import os
 import shutil
 
 import pytest
+from command_runs import run_script, snapshot
+from corpus_fixtures import tiny_corpus_lines
 from glue_fixtures import write_glue
-from utils import run_script, snapshot, tiny_corpus_lines
 
 
 def test_prepare_glue_refuses_a_dict_inside_its_output(tmp_path, corpus_dir, data_bin):
@@ -308,7 +309,7 @@ def test_evaluate_mlm_refuses_tables_over_what_a_checkpoint_leads_it_to_read(tmp
     """The data directory a checkpoint records (its dict.txt), read with --data OTHER, with and
     without the dictionary record, named as itself or through a hard or symbolic link."""
     import torch
-    from utils import TINY_ROBERTA, fairseq_train
+    from fairseq_runs import TINY_ROBERTA, fairseq_train
 
     from truneg_fairseq.compat import RECORDS
 

@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import tomllib
-from utils import REPO
+from repo_paths import REPO
 
 import truneg_fairseq
 from truneg_fairseq import started_as_command

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from utils import run_script
+from command_runs import run_script
 
 from truneg_fairseq.lexicon import SynonymTable, SynonymTableError, build_table, vocab_view
 from truneg_fairseq.lexicon.synonyms import stopwords, wordnet_synonyms

@@ -6,8 +6,9 @@ that read text (truneg-hf-train --train, truneg-evaluate --text, truneg-prepare-
 import io
 
 import pytest
+from command_runs import run_script
+from corpus_fixtures import tiny_corpus_lines
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import run_script, tiny_corpus_lines
 
 from truneg_fairseq.errors import CorpusError, LineTooLongError
 from truneg_fairseq.text import binary_lines, read_lines

@@ -10,16 +10,9 @@ import logging
 
 import pytest
 import torch
+from fairseq_runs import TINY_ROBERTA, TINY_TN_ROBERTA, build_components, fairseq_train
+from step_checks import assert_trained_alike, cuda_graph_refusals, recording_aot_eager
 from test_compiled_update import _run
-from utils import (
-    TINY_ROBERTA,
-    TINY_TN_ROBERTA,
-    assert_trained_alike,
-    build_components,
-    cuda_graph_refusals,
-    fairseq_train,
-    recording_aot_eager,
-)
 
 from truneg_fairseq.errors import FlagError
 from truneg_fairseq.tasks.batch_masked_lm import BatchMaskedLMTask

@@ -17,7 +17,6 @@ No dropout; ELECTRA samples at temperature ~0 (the argmax): the random draws of 
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,8 +25,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, free_port, train_in_process
+from repo_paths import REPO, USER_DIR
 from torch.utils._python_dispatch import TorchDispatchMode
-from utils import REPO, TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, USER_DIR, train_in_process
 
 WORKER = str(REPO / "tests" / "cpu_worker.py")
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0"]
@@ -55,12 +55,6 @@ CASES = {
     ),
     "electra": ("electra", ELECTRA, ["--criterion", "electra"]),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _train_cmd(data_bin, save_dir, task, arch, crit, updates, extra=()):

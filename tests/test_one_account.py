@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from utils import TINY_ELECTRA, TINY_ROBERTA, fairseq_train, word_level_data
+from corpus_fixtures import word_level_data
+from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, fairseq_train
 
 from truneg_fairseq.evaluation import false_negatives as fn
 
@@ -125,7 +126,7 @@ def test_fairseq_valid_log_and_evaluate_mlm_agree(kind, words, checkpoints):
 
 
 def test_evaluate_mlm_json_reports_every_value_and_the_counts(words, checkpoints, capsys):
-    from utils import run_script
+    from command_runs import run_script
 
     proc = run_script(
         "evaluate_mlm.py",

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 from fairseq.logging import metrics
-from utils import TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, build_components, valid_batch
+from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, build_components, valid_batch
 
 CASES = {
     "hc/fairseq_roberta": (TINY_ROBERTA, "masked_lm", ["--criterion", "mlm_hard_correction"]),

@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from utils import REPO
+from repo_paths import REPO
 
 from truneg_fairseq.errors import OutputDirError
 from truneg_fairseq.io_utils import atomic_dir, output_lock
@@ -231,12 +231,12 @@ def test_two_fairseq_train_runs_on_one_save_dir_one_refusal(data_bin, tmp_path):
     """With the plugin loaded, fairseq-train locks its --save-dir for the run: a second run is one
     refusal naming the directory and the holder; a killed run's lock is taken over; runs one
     after another in one process each take and release it."""
-    from utils import TINY_ROBERTA, _train_argv, fairseq_train
+    from fairseq_runs import TINY_ROBERTA, fairseq_train, train_argv
 
     save = tmp_path / "ckpt"
     lock = tmp_path / ".ckpt.lock"
     tiny = [*TINY_ROBERTA, "--criterion", "masked_lm"]
-    cmd = [sys.executable, "-m", "fairseq_cli.train", *_train_argv(data_bin, save, tiny)]
+    cmd = [sys.executable, "-m", "fairseq_cli.train", *train_argv(data_bin, save, tiny)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     first = subprocess.Popen(
         [*cmd, "--max-update", "100000"],

@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from command_runs import run_script, snapshot
+from corpus_fixtures import tiny_corpus_lines
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import run_script, snapshot, tiny_corpus_lines
 
 from truneg_fairseq.io_utils import MARKER, OutputDirError, atomic_dir, staged_entries
 

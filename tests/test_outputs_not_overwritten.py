@@ -3,7 +3,7 @@ current directory, their own source or an HF directory; perturbations into their
 and a concurrent run; a kill during the replacement."""
 
 import pytest
-from utils import run_script, snapshot
+from command_runs import run_script, snapshot
 
 # ---- no command deletes what it did not write ------------------------------------------------
 

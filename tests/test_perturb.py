@@ -3,9 +3,9 @@
 import json
 import random
 
+from command_runs import run_script
 from glue_fixtures import write_glue
 from squad_fixtures import squad_json
-from utils import run_script
 
 from truneg_fairseq.data import perturbations
 from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted

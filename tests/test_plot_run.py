@@ -7,7 +7,8 @@ import csv
 import sys
 
 import pytest
-from utils import TINY_ROBERTA, fairseq_train, run_script
+from command_runs import run_script
+from fairseq_runs import TINY_ROBERTA, fairseq_train
 
 RATIO = "pred-level %"
 

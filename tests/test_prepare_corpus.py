@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from utils import REPO, run_script, tiny_corpus_lines
+from command_runs import run_script
+from corpus_fixtures import tiny_corpus_lines
+from repo_paths import REPO
 
 from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.pipelines.children import descendants

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from command_runs import run_recipe, run_script
+from corpus_fixtures import tiny_corpus_lines
+from fairseq_runs import fairseq_train, model_state
 from hf_fixtures import _randomize, bert_config, wordpiece_vocab
-from utils import fairseq_train, run_recipe, run_script, tiny_corpus_lines
 
 from truneg_fairseq.convert import hf as hf_convert
 
@@ -48,10 +50,6 @@ def save_headless_bert(hf_dir: Path, vocab):
     (hf_dir / "vocab.txt").unlink()  # published sentence encoders often ship tokenizer.json alone
     assert not (hf_dir / "pytorch_model.bin").exists() and (hf_dir / "tokenizer.json").is_file()
     return model
-
-
-def state(path):
-    return torch.load(path, map_location="cpu", weights_only=False)["model"]
 
 
 @pytest.fixture(scope="module")
@@ -99,17 +97,19 @@ def test_import_records_sizes_seeds_the_head_and_keeps_the_pooler(published, tmp
         sizes["encoder_attention_heads"],
         sizes["max_positions"],
     ) == (3, 48, 80, 3, 40)
-    first = state(imported / "model.pt")
+    first = model_state(imported / "model.pt")
     assert torch.equal(first["bert_pooler_weight"], hf.pooler.dense.weight)
     assert torch.equal(first["bert_pooler_bias"], hf.pooler.dense.bias)
     # the fresh head: BertLMPredictionHead's initialisation, from the seed alone
     w = first["encoder.lm_head.dense.weight"]
     assert abs(w.std().item() - 0.02) < 0.004 and first["encoder.lm_head.bias"].abs().max() == 0
     assert torch.equal(first["encoder.lm_head.layer_norm.weight"], torch.ones(48))
-    again = state(hf_convert.import_hf(published["root"] / "hf", tmp_path / "again") / "model.pt")
+    again = model_state(
+        hf_convert.import_hf(published["root"] / "hf", tmp_path / "again") / "model.pt"
+    )
     for k in first:
         assert torch.equal(first[k], again[k]), k  # two imports: the same model, head included
-    other = state(
+    other = model_state(
         hf_convert.import_hf(published["root"] / "hf", tmp_path / "seed2", seed=2) / "model.pt"
     )
     assert not torch.equal(other["encoder.lm_head.dense.weight"], w)
@@ -171,7 +171,7 @@ def test_head_warmup_changes_only_the_head(published, tmp_path):
     )
     log = out.stdout + out.stderr
     assert "--bert-freeze-encoder" in log and "num_updates=4" in log
-    before, after = state(imported / "model.pt"), state(save / "checkpoint_last.pt")
+    before, after = model_state(imported / "model.pt"), model_state(save / "checkpoint_last.pt")
     head = ("encoder.lm_head.dense.", "encoder.lm_head.layer_norm.", "encoder.lm_head.bias")
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert changed and all(k.startswith(head) for k in changed), changed
@@ -315,7 +315,8 @@ def test_export_of_the_recipes_checkpoint_reloads_in_transformers(published, rec
 
 @pytest.mark.slow
 def test_hydra_configs_warm_up_and_continue_with_sizes_from_the_import(published, tmp_path):
-    from utils import REPO, hydra_train
+    from fairseq_runs import hydra_train
+    from repo_paths import REPO
 
     imported, data_bin = published["imported"], published["data_bin"]
     config = REPO / "examples" / "bert" / "config"
@@ -341,7 +342,10 @@ def test_hydra_configs_warm_up_and_continue_with_sizes_from_the_import(published
         tmp_path / "run1",
     )
     assert warm.returncode == 0, (warm.stdout + warm.stderr)[-3000:]
-    before, after = state(imported / "model.pt"), state(tmp_path / "head" / "checkpoint_last.pt")
+    before, after = (
+        model_state(imported / "model.pt"),
+        model_state(tmp_path / "head" / "checkpoint_last.pt"),
+    )
     assert torch.equal(
         before["encoder.sentence_encoder.layers.2.fc1.weight"],
         after["encoder.sentence_encoder.layers.2.fc1.weight"],
@@ -363,7 +367,7 @@ def test_hydra_configs_warm_up_and_continue_with_sizes_from_the_import(published
         tmp_path / "run2",
     )
     assert hc.returncode == 0, (hc.stdout + hc.stderr)[-3000:]
-    cont = state(tmp_path / "hc" / "checkpoint_last.pt")
+    cont = model_state(tmp_path / "hc" / "checkpoint_last.pt")
     assert not torch.equal(
         after["encoder.sentence_encoder.layers.2.fc1.weight"],
         cont["encoder.sentence_encoder.layers.2.fc1.weight"],
@@ -559,13 +563,16 @@ def test_electra_discriminator_alone_gets_a_warmed_up_generator(published, tmp_p
         log,
     )
     assert re.search(r"Loaded checkpoint .*gen_warm/checkpoint_1_3\.pt", log)
-    before, warm = state(imported / "model.pt"), state(tmp_path / "gen_warm" / "checkpoint_1_3.pt")
+    before, warm = (
+        model_state(imported / "model.pt"),
+        model_state(tmp_path / "gen_warm" / "checkpoint_1_3.pt"),
+    )
     shared = [k for k in before if not k.startswith(("generator", "layernorm_eps"))]
     assert shared and all(
         torch.equal(before[k], warm[k]) for k in shared
     )  # discriminator and embeddings kept
     assert {"generator_head.dense.weight", "generator_bias"} <= set(warm)
-    cont = state(tmp_path / "hc" / "checkpoint_last.pt")
+    cont = model_state(tmp_path / "hc" / "checkpoint_last.pt")
     assert not torch.equal(
         warm["discriminator.layers.0.fc1.weight"], cont["discriminator.layers.0.fc1.weight"]
     )
@@ -581,8 +588,9 @@ def test_electra_discriminator_alone_gets_a_warmed_up_generator(published, tmp_p
 @pytest.mark.slow
 def test_hydra_generator_warmup_keeps_the_discriminator(published, tmp_path):
     """examples/electra/config/generator_warmup.yaml on a discriminator imported alone."""
+    from fairseq_runs import hydra_train
     from hf_fixtures import save_electra_pair
-    from utils import REPO, hydra_train
+    from repo_paths import REPO
 
     save_electra_pair(tmp_path / "disc", tmp_path / "gen", vocab=published["vocab"])
     imported = hf_convert.import_hf(tmp_path / "disc", tmp_path / "electra-disc")
@@ -605,6 +613,9 @@ def test_hydra_generator_warmup_keeps_the_discriminator(published, tmp_path):
         tmp_path / "run",
     )
     assert warm.returncode == 0, (warm.stdout + warm.stderr)[-3000:]
-    before, after = state(imported / "model.pt"), state(tmp_path / "warm" / "checkpoint_last.pt")
+    before, after = (
+        model_state(imported / "model.pt"),
+        model_state(tmp_path / "warm" / "checkpoint_last.pt"),
+    )
     assert all(torch.equal(before[k], after[k]) for k in before if not k.startswith("generator"))
     assert "generator_head.dense.weight" in after

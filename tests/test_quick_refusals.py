@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from utils import REPO
+from repo_paths import REPO
 
 HEAVY = {"fairseq", "torch", "transformers"}
 

@@ -9,8 +9,9 @@ import shutil
 
 import pytest
 import torch
+from command_runs import run_recipe, run_script
+from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, fairseq_train
 from glue_fixtures import write_glue
-from utils import TINY_ELECTRA, TINY_ROBERTA, fairseq_train, run_recipe, run_script
 
 RUN = ["common.cpu=true", "dataset.num_workers=0", "common.log_interval=1"]
 ODD_NAME = "my runs, 'v1' \"quoted\" über"

@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 import torch
-from utils import TINY_ELECTRA, TINY_ROBERTA, fairseq_train, run_recipe, updates
+from command_runs import run_recipe
+from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, fairseq_train, updates
 
 ODD_NAME = "runs, 'v1' \"q\" über"
 SMALL = dict(MAX_UPDATE="2", MAX_SENTENCES="4", UPDATE_FREQ="1")

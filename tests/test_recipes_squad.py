@@ -4,8 +4,8 @@ sizes come from the checkpoint, the windows fit the positions)."""
 
 import pytest
 import torch
+from command_runs import run_recipe
 from squad_fixtures import write_squad_dir
-from utils import run_recipe
 
 
 @pytest.mark.slow

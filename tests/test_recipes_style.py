@@ -5,7 +5,7 @@ on a declared field) or ``++KEY=VALUE``."""
 import re
 
 import pytest
-from utils import REPO
+from repo_paths import REPO
 
 APPEND = re.compile(
     r"(?:^|[\s\"'`(\[])\+\+?(?:model|task|criterion|common|dataset|optimization|"

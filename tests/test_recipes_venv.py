@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from utils import REPO
+from repo_paths import REPO
 
 # a PATH without the virtualenv: the system's folders only
 BARE_PATH = os.pathsep.join(["/usr/local/bin", "/usr/bin", "/bin"])

@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 from failures import one_fairseq_error
-from utils import TINY_ROBERTA, fairseq_train
+from fairseq_runs import TINY_ROBERTA, fairseq_train
 
 HC = [*TINY_ROBERTA, "--criterion", "mlm_hard_correction", "--synonym-table", "synonyms.npz"]
 
@@ -60,7 +60,7 @@ def test_resuming_with_other_sizes_is_one_error_naming_the_flag(hc_run, data_bin
 
 
 def test_resuming_on_data_of_another_dictionary_is_one_error(hc_run, tmp_path):
-    from utils import make_corpus, tiny_corpus_lines
+    from corpus_fixtures import make_corpus, tiny_corpus_lines
 
     run = _copy(hc_run, tmp_path)
     other = make_corpus(tmp_path / "other", tiny_corpus_lines(300, seed=5), vocab_size=120)

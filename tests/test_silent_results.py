@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from command_runs import run_script, snapshot
 from hf_fixtures import save_bert, wordpiece_vocab
-from utils import run_script, snapshot
 
 # ---- wrong results in silence become one clear error ----------------------------------------
 
@@ -76,7 +76,7 @@ def test_export_of_a_cased_vocabulary_without_tokenizer_config_stays_cased(tmp_p
 
 
 def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path):
-    from utils import tiny_corpus_lines
+    from corpus_fixtures import tiny_corpus_lines
 
     from truneg_fairseq.data import corpus_steps
     from truneg_fairseq.text import (
@@ -139,7 +139,7 @@ def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path)
 @pytest.mark.parametrize("lowercase,warned", [("no", True), ("yes", False)])
 def test_unknown_token_rate_is_logged_and_a_high_one_is_a_warning(tmp_path, lowercase, warned):
     """An uncased vocabulary with --lowercase no turns every capitalised word into <unk>."""
-    from utils import tiny_corpus_lines
+    from corpus_fixtures import tiny_corpus_lines
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in wordpiece_vocab()))
@@ -167,7 +167,7 @@ def test_unknown_token_rate_is_logged_and_a_high_one_is_a_warning(tmp_path, lowe
 
 
 def test_a_second_prepare_corpus_on_the_same_output_is_refused_and_deletes_nothing(tmp_path):
-    from utils import tiny_corpus_lines
+    from corpus_fixtures import tiny_corpus_lines
 
     text = tmp_path / "text.txt"
     text.write_text("\n".join(tiny_corpus_lines(200)) + "\n")
@@ -196,7 +196,7 @@ def test_a_failed_prepare_corpus_rerun_leaves_the_earlier_outputs_whole(tmp_path
     """The second run fails while training sentencepiece (its model file cannot be written):
     raw/, spm.*, tok/ and data-bin/ of the first run stay as they were, no staging leftovers, and
     the error says what happened instead of blaming a --spm-model flag never given."""
-    from utils import tiny_corpus_lines
+    from corpus_fixtures import tiny_corpus_lines
 
     text = tmp_path / "text.txt"
     text.write_text("\n".join(tiny_corpus_lines(300)) + "\n")
@@ -229,7 +229,7 @@ def test_a_failed_prepare_corpus_rerun_leaves_the_earlier_outputs_whole(tmp_path
 
 
 def test_prepare_corpus_never_replaces_entries_it_did_not_write(tmp_path):
-    from utils import tiny_corpus_lines
+    from corpus_fixtures import tiny_corpus_lines
 
     text = tmp_path / "text.txt"
     text.write_text("\n".join(tiny_corpus_lines(200)) + "\n")

@@ -5,9 +5,10 @@ import re
 
 import pytest
 import torch
+from command_runs import run_script
 from fairseq.data import Dictionary
-from squad_fixtures import CONTEXTS, QA, squad_json, write_squad_dir
-from utils import TINY_ELECTRA, TINY_ELECTRA_MODEL, fairseq_train, run_script, squad_span_text
+from fairseq_runs import TINY_ELECTRA, TINY_ELECTRA_MODEL, fairseq_train
+from squad_fixtures import CONTEXTS, QA, squad_json, squad_span_text, write_squad_dir
 
 from truneg_fairseq.data import squad_windows as squad
 
@@ -114,7 +115,7 @@ def test_finetune_squad_logs_em_f1_then_predict_and_eval(
 
 @pytest.mark.slow
 def test_finetune_squad_on_roberta(data_bin, corpus_dir, tmp_path):
-    from utils import TINY_ROBERTA
+    from fairseq_runs import TINY_ROBERTA
 
     fairseq_train(
         data_bin, tmp_path / "pre", [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "2"]
@@ -157,7 +158,7 @@ def test_finetune_squad_on_roberta(data_bin, corpus_dir, tmp_path):
 
 @pytest.mark.slow
 def test_squad_shell_recipe(data_bin, corpus_dir, tmp_path):
-    from utils import run_recipe
+    from command_runs import run_recipe
 
     fairseq_train(
         data_bin,
@@ -193,7 +194,7 @@ def test_squad_shell_recipe(data_bin, corpus_dir, tmp_path):
 
 
 def test_gpt2_bpe_offsets(tmp_path, wn):
-    from utils import write_toy_gpt2_bpe
+    from corpus_fixtures import write_toy_gpt2_bpe
 
     bpe = write_toy_gpt2_bpe(tmp_path / "bpe")
     d = Dictionary.load(str(bpe / "dict.txt"))

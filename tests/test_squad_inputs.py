@@ -6,8 +6,9 @@ import json
 
 import pytest
 import torch
+from command_runs import run_script
+from fairseq_runs import TINY_ROBERTA, build_components
 from squad_fixtures import CONTEXTS, squad_json, write_squad_dir
-from utils import TINY_ROBERTA, build_components, run_script
 
 from truneg_fairseq.data import squad_windows as squad
 from truneg_fairseq.data.corpus_steps import CorpusError

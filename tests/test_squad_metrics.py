@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from utils import run_script
+from command_runs import run_script
 
 from truneg_fairseq.evaluation.squad_metrics import evaluate, exact_match, f1, normalize_answer
 

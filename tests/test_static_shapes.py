@@ -4,8 +4,8 @@ ELECTRA step (the property that lets the step be compiled and captured on a GPU)
 
 import pytest
 import torch
+from fairseq_runs import TINY_ELECTRA, TINY_TN_ROBERTA, build_components, valid_batch
 from torch.utils._python_dispatch import TorchDispatchMode
-from utils import TINY_ELECTRA, TINY_TN_ROBERTA, build_components, valid_batch
 
 from truneg_fairseq.core.selection import MaskSelection, SlotSelection, static_slot_count
 

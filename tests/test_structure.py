@@ -20,7 +20,7 @@ from import_graph import (  # noqa: F401  (LAYERS and layer: the one table of th
     parse,
     upward,
 )
-from utils import REPO
+from repo_paths import REPO
 
 MAX_LINES = 450
 MIN_BLOCK = 6
@@ -170,6 +170,42 @@ def test_the_copy_finder_finds_a_copy(tmp_path):
     )
     assert copied_blocks([fields], root=tmp_path) == []  # dataclass fields do not count
     assert found == ["one.py:7-13 = two.py:3-9"]
+
+
+def repeated_helpers(paths) -> List[str]:
+    """``a = b`` for each two module-level functions of ``paths`` (not tests) with the same
+    arguments and body, docstrings aside: one helper written twice."""
+    seen: Dict[str, str] = {}
+    out = []
+    for path in paths:
+        for node in parse(path).body:
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("test_"):
+                continue
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            key = ast.dump(node.args) + ast.dump(ast.Module(body=body, type_ignores=[]))
+            where = f"{path.name}:{node.name}"
+            if key in seen:
+                out.append(f"{seen[key]} = {where}")
+            else:
+                seen[key] = where
+    return out
+
+
+def test_no_test_helper_is_written_twice():
+    """A helper the tests share is in one of tests/'s helper modules (docs/testing.md)."""
+    tests = sorted((REPO / "tests").glob("*.py"))
+    assert len(tests) > 90
+    bad = repeated_helpers(tests)
+    assert not bad, "helpers written twice (move one into a tests/ helper module):\n" + "\n".join(
+        bad
+    )
+
+
+def test_the_helper_finder_finds_a_repeat(tmp_path):
+    one, two = tmp_path / "one.py", tmp_path / "two.py"
+    one.write_text('def port():\n    """Free."""\n    return bind(0)\n')
+    two.write_text("def _port():\n    return bind(0)\n\n\ndef test_port():\n    return bind(0)\n")
+    assert repeated_helpers([one, two]) == ["one.py:port = two.py:_port"]
 
 
 # ---- sys.path and scripts by path --------------------------------------------------------------

@@ -61,7 +61,7 @@ def test_a_value_the_user_set_is_kept():
 
 def test_a_command_says_it_once(tmp_path):
     """A real command (its checkpoint missing): the note once, before its own error."""
-    from utils import REPO
+    from repo_paths import REPO
 
     base = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     proc = subprocess.run(

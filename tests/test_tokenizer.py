@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from command_runs import run_script
+from corpus_fixtures import tiny_corpus_lines
 from fairseq.data import Dictionary, data_utils
-from squad_fixtures import squad_json
-from utils import build_components, run_script, squad_span_text, tiny_corpus_lines, valid_batch
+from fairseq_runs import build_components, valid_batch
+from squad_fixtures import squad_json, squad_span_text
 
 from truneg_fairseq import text as T
 from truneg_fairseq.data import squad_windows as squad
@@ -309,7 +311,7 @@ def test_whole_word_masking_masked_lm_from_the_record(wp):
 
 
 def test_whole_word_masking_electra_with_flags_and_without(wp, tmp_path):
-    from utils import TINY_ELECTRA
+    from fairseq_runs import TINY_ELECTRA
 
     flags = ["--electra-tokenizer", "wordpiece", "--electra-vocab", str(wp["vocab"])]
     task, _, _ = build_components(
@@ -422,7 +424,7 @@ def test_glue_preparation_with_wordpiece(wp, tmp_path):
 
 
 def test_word_starts_of_every_kind(tmp_path, corpus_dir):
-    from utils import write_toy_gpt2_bpe
+    from corpus_fixtures import write_toy_gpt2_bpe
 
     sp = T.build_tokenizer(
         T.TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model"))

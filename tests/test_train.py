@@ -3,13 +3,10 @@
 import re
 
 import pytest
-from utils import TINY_ROBERTA, TINY_TN_ROBERTA, arch_for, fairseq_train, run_script
+from command_runs import run_script
+from fairseq_runs import TINY_ROBERTA, TINY_TN_ROBERTA, arch_for, fairseq_train, updates
 
 CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
-
-
-def last_num_updates(log: str) -> int:
-    return max(int(m) for m in re.findall(r"num_updates[= ](\d+)", log))
 
 
 @pytest.mark.slow
@@ -35,14 +32,14 @@ def test_train_save_resume_restore(data_bin, synonym_table, tmp_path, criterion)
         assert "sr_loss=" in out
     if criterion == "mlm_sent_kl":
         assert "kl_loss=" in out
-    assert last_num_updates(out) == 6
+    assert updates(out) == 6
     assert list((tmp_path / "tb").rglob("events.out.tfevents.*"))
 
     # resume from checkpoint_last.pt (weights-only torch.load would refuse it without the plugin)
     second = fairseq_train(data_bin, save, [*args, "--max-update", "9"])
     out2 = second.stdout + second.stderr
     assert "Loaded checkpoint" in out2 and "@ 6 updates" in out2
-    assert last_num_updates(out2) == 9
+    assert updates(out2) == 9
 
     # --restore-file into a fresh directory, optimizer and counters reset
     third = fairseq_train(
@@ -62,7 +59,7 @@ def test_train_save_resume_restore(data_bin, synonym_table, tmp_path, criterion)
     )
     out3 = third.stdout + third.stderr
     assert "Loaded checkpoint" in out3
-    assert last_num_updates(out3) == 2
+    assert updates(out3) == 2
 
 
 @pytest.mark.slow
@@ -84,7 +81,7 @@ def test_one_sentence_per_sample_trains_under_numpy_2(data_bin, synonym_table, t
         ],
         cli=True,
     )
-    assert last_num_updates(proc.stdout + proc.stderr) == 2
+    assert updates(proc.stdout + proc.stderr) == 2
     assert (tmp_path / "eos" / "checkpoint_last.pt").is_file()
 
 
@@ -174,7 +171,7 @@ def test_prepare_corpus_wordnet_entries(tmp_path):
 
 
 def test_prepare_corpus_end_to_end(tmp_path):
-    from utils import tiny_corpus_lines
+    from corpus_fixtures import tiny_corpus_lines
 
     src = tmp_path / "corpus.txt"
     src.write_text("\n".join(tiny_corpus_lines(400)) + "\n\n")
@@ -207,7 +204,8 @@ def test_prepare_corpus_end_to_end(tmp_path):
 @pytest.mark.parametrize("criterion", ["mlm_hard_correction", "mlm_soft_reg"])
 def test_hydra_config_trains(data_bin, synonym_table, tmp_path, criterion):
     """examples/mlm/config/roberta_base_hc.yaml with fairseq-hydra-train, shrunk to a tiny model."""
-    from utils import REPO, hydra_train
+    from fairseq_runs import hydra_train
+    from repo_paths import REPO
 
     proc = hydra_train(
         REPO / "examples" / "mlm" / "config",
@@ -240,7 +238,7 @@ def test_hydra_config_trains(data_bin, synonym_table, tmp_path, criterion):
 
 @pytest.mark.slow
 def test_mlm_shell_recipe(data_bin, synonym_table, tmp_path):
-    from utils import run_recipe
+    from command_runs import run_recipe
 
     # the recipe's default arch (the plugin's RoBERTa), shrunk
     proc = run_recipe(

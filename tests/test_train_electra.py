@@ -4,14 +4,8 @@ and fine-tuning the discriminator with fairseq's sentence_prediction."""
 import re
 
 import pytest
-from utils import (
-    TINY_ELECTRA,
-    TINY_ELECTRA_MODEL,
-    TINY_ROBERTA,
-    fairseq_train,
-    make_classification_data,
-    updates,
-)
+from corpus_fixtures import make_classification_data
+from fairseq_runs import TINY_ELECTRA, TINY_ELECTRA_MODEL, TINY_ROBERTA, fairseq_train, updates
 
 CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
@@ -131,7 +125,8 @@ def test_finetune_from_non_electra_checkpoint_fails_clearly(data_bin, corpus_dir
 @pytest.mark.parametrize("config", ["small_scratch", "small_scratch_hc", "small_scratch_sentkl"])
 def test_electra_hydra_configs_train(data_bin, synonym_table, tmp_path, config):
     """examples/electra/config recipes with fairseq-hydra-train, shrunk to a tiny model."""
-    from utils import REPO, hydra_train
+    from fairseq_runs import hydra_train
+    from repo_paths import REPO
 
     overrides = [
         f"task.data={data_bin}",
@@ -167,7 +162,7 @@ def test_electra_hydra_configs_train(data_bin, synonym_table, tmp_path, config):
 @pytest.mark.slow
 def test_shell_recipes_pretrain_then_finetune(data_bin, synonym_table, corpus_dir, tmp_path):
     """examples/electra/pretrain.sh (small, ELECTRA^HC) then finetune_glue.sh, shrunk and in fp32."""
-    from utils import run_recipe
+    from command_runs import run_recipe
 
     pre = run_recipe(
         "electra/pretrain.sh",

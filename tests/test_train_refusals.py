@@ -4,10 +4,10 @@ an error that is no refusal of the plugin keeps its traceback (compat/refusals.p
 
 import re
 import shutil
-import socket
 
 import pytest
-from utils import REPO, TINY_ROBERTA, fairseq_train, hydra_train
+from fairseq_runs import TINY_ROBERTA, fairseq_train, free_port, hydra_train
+from repo_paths import REPO
 
 LINE = r"\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d \| ERROR \| {command} \| {message}.*"
 
@@ -89,12 +89,6 @@ def test_an_error_that_is_no_refusal_keeps_its_traceback(data_bin, tmp_path):
     assert " | ERROR | " not in proc.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_refusal_in_a_spawned_worker_is_one_line(data_bin, tmp_path, monkeypatch, capfd):
     """fairseq-train starts one worker per GPU (``torch.multiprocessing.spawn``); here one worker
     on the CPU (fairseq counts the GPUs to decide how many: one is counted), whose refusal it
@@ -104,7 +98,7 @@ def test_a_refusal_in_a_spawned_worker_is_one_line(data_bin, tmp_path, monkeypat
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     table = _empty_table(data_bin, tmp_path / "empty.npz")
     dist = ["--distributed-world-size", "1", "--distributed-backend", "gloo"]
-    dist += ["--distributed-init-method", f"tcp://127.0.0.1:{_free_port()}"]
+    dist += ["--distributed-init-method", f"tcp://127.0.0.1:{free_port()}"]
     args = [*HC, "--synonym-table", str(table), *dist]
     proc = fairseq_train(data_bin, tmp_path / "run", args, check=False)
     worker = capfd.readouterr().err  # the worker's stderr is the process's own

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from utils import REPO, TINY_ROBERTA, fairseq_train
+from fairseq_runs import TINY_ROBERTA, fairseq_train
+from repo_paths import REPO
 
 
 @pytest.fixture(scope="module")

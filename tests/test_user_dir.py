@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 from failures import interrupted
-from utils import REPO, TINY_ROBERTA, USER_DIR, _train_argv, fairseq_train
+from fairseq_runs import TINY_ROBERTA, fairseq_train, train_argv
+from repo_paths import REPO, USER_DIR
 
 ONE_UPDATE = [*TINY_ROBERTA, "--criterion", "mlm_hard_correction", "--max-update", "1"]
 
@@ -49,7 +50,7 @@ def test_a_copy_of_another_name_is_the_package_too(tmp_path):
 
 
 def test_ctrl_c_in_fairseq_train_is_one_line_and_status_130(data_bin, synonym_table, tmp_path):
-    argv = _train_argv(data_bin, tmp_path / "run", [*ONE_UPDATE[:-1], "100000"])
+    argv = train_argv(data_bin, tmp_path / "run", [*ONE_UPDATE[:-1], "100000"])
     argv += ["--synonym-table", str(synonym_table), "--disable-validation"]
     code, err = interrupted(
         [sys.executable, "-m", "fairseq_cli.train", *argv],

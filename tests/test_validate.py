@@ -12,16 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from utils import (
-    REPO,
+from fairseq_runs import (
     TINY_ELECTRA,
     TINY_ROBERTA,
     TINY_TN_ROBERTA,
-    USER_DIR,
     build_components,
     fairseq_train,
     valid_batch,
 )
+from repo_paths import REPO, USER_DIR
 
 # fairseq's defaults on the validation command line: a batch is a multiple of 8 sequences
 BATCH = ["--batch-size", "8", "--required-batch-size-multiple", "8"]

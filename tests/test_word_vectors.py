@@ -4,7 +4,8 @@ embeddings from them (--truneg-embed-init): real fairseq-train runs on a real bi
 import numpy as np
 import pytest
 import torch
-from utils import TINY_ELECTRA, TINY_TN_ROBERTA, fairseq_train, run_script
+from command_runs import run_script
+from fairseq_runs import TINY_ELECTRA, TINY_TN_ROBERTA, fairseq_train
 
 # "big" and "large" share every context, "cat" and "dog" share theirs; the two groups never meet
 LINES = [
