@@ -27,6 +27,7 @@ def _loggers() -> List[logging.Logger]:
     ]
 
 
+@contextlib.contextmanager
 def as_a_process(
     argv: Sequence[str],
     cwd: Optional[Path] = None,
