@@ -1,5 +1,6 @@
-"""Helpers of the tests of failures: a file-size limit standing in for a full disk, an
-immutable file, and the one error line a refused fairseq-train ends with."""
+"""Helpers of the tests of failures: a file-size limit standing in for a full disk (in this
+process or a child's), an immutable file, and the one error line a refused fairseq-train ends
+with."""
 
 import contextlib
 import re
@@ -21,6 +22,12 @@ def file_size_limit(limit: int):
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def file_size_limit_of_child(limit: int):
+    """preexec_fn of a child process: files larger than ``limit`` bytes cannot be written
+    (EFBIG), as on a full disk."""
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 @contextlib.contextmanager

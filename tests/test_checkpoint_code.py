@@ -1,9 +1,11 @@
 """Files from outside run no code: a checkpoint of plain data whose config holds code where
 fairseq evaluates a value, and a HuggingFace config.json whose values would reach a command line.
 Each case runs the real scripts and asserts that the marker file the payload would create does
-not appear and that the error names the file and the field."""
+not appear and that the error names the file and the field. A checkpoint pickled with numpy
+1.x's names loads, and pickles calling ``os.system`` or ``eval`` are refused by ``torch.load``."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -616,3 +618,73 @@ def test_hf_config_values_are_type_checked_before_anything_is_built(tmp_path, ke
     assert f"{hf / 'config.json'}: {key} must be" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _save_as_numpy1(obj, path):
+    """torch.save ``obj`` with numpy's internals named as numpy 1.x pickles name them
+    (``numpy.core.multiarray.*``), whatever numpy is installed."""
+    import pickle
+    import types
+
+    import numpy as np
+    import torch
+
+    core = getattr(np, "_core", None) or np.core
+    renamed = {
+        id(core.multiarray.scalar): b"scalar",
+        id(core.multiarray._reconstruct): b"_reconstruct",
+    }
+
+    class Numpy1Pickler(pickle._Pickler):
+        def save_global(self, obj, name=None):
+            if id(obj) in renamed:
+                self.write(pickle.GLOBAL + b"numpy.core.multiarray\n" + renamed[id(obj)] + b"\n")
+                self.memoize(obj)
+            else:
+                super().save_global(obj, name)
+
+        dispatch = dict(pickle._Pickler.dispatch)
+
+    Numpy1Pickler.dispatch[types.BuiltinFunctionType] = Numpy1Pickler.save_global
+    module = types.SimpleNamespace(Pickler=Numpy1Pickler, __name__="numpy1_pickle")
+    torch.save(obj, path, pickle_module=module)
+
+
+def test_numpy1_checkpoint_loads_and_crafted_pickle_is_refused(tmp_path):
+    import argparse
+    import pickle
+    import zipfile
+
+    import numpy as np
+    import torch
+
+    import truneg_fairseq  # noqa: F401  (installs the allow-list, as --user-dir does)
+
+    ckpt = {
+        "args": argparse.Namespace(lr=[0.1]),
+        "model": {"w": torch.arange(3.0)},
+        "extra_state": {"best": np.float64(0.25), "scores": np.arange(3), "n": np.int64(7)},
+    }
+    path = tmp_path / "numpy1.pt"
+    _save_as_numpy1(ckpt, path)
+    with zipfile.ZipFile(path) as z:
+        pkl = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
+    assert b"numpy.core.multiarray\nscalar" in pkl and b"numpy._core" not in pkl
+    state = torch.load(path, map_location="cpu")  # weights_only, as fairseq's resume calls it
+    assert state["extra_state"]["best"] == 0.25 and state["extra_state"]["n"] == 7
+    assert state["extra_state"]["scores"].tolist() == [0, 1, 2] and state["args"].lr == [0.1]
+
+    class Evil:
+        def __reduce__(self):
+            return os.system, ("touch " + str(tmp_path / "pwned"),)
+
+    class Sneaky:
+        def __reduce__(self):
+            return eval, ("1 + 1",)
+
+    for payload in (Evil(), Sneaky()):
+        bad = tmp_path / "bad.pt"
+        torch.save({"model": {}, "extra_state": payload}, bad)
+        with pytest.raises(pickle.UnpicklingError):
+            torch.load(bad, map_location="cpu")
+    assert not (tmp_path / "pwned").exists()

@@ -1,11 +1,16 @@
-"""HuggingFace import and export checks: config sizes against the weights, non-finite weights,
-progress on a large model, another dictionary, a truncated or old-style checkpoint."""
+"""HuggingFace import and export checks: config sizes against the weights (more layers in the
+weights than in config.json), non-finite weights, progress on a large model, another dictionary,
+a truncated or old-style checkpoint, a generator whose embeddings differ from the
+discriminator's, damaged or crafted HF files and an output that cannot be written (one error
+naming the file)."""
 
 import json
 import re
 import shutil
 
 import pytest
+from command_runs import run_script
+from hf_fixtures import save_bert, wordpiece_vocab
 
 
 def _edited_copy(src, dst, config=None, tensor=None):
@@ -192,4 +197,91 @@ def test_an_old_style_checkpoint_honours_data(imported_bert, tmp_path):
         load_for_inference(ckpt, str(imported_bert))
 
 
-# ---- checkpoints saved on a full disk -----------------------------------------------------
+def test_weights_with_more_layers_than_the_config_are_refused(tmp_path):
+    from truneg_fairseq.convert.hf import ConversionError, import_hf
+
+    save_bert(tmp_path / "hf", vocab=wordpiece_vocab())  # 2 layers
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    config["num_hidden_layers"] = 1
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConversionError, match=r"num_hidden_layers is 1 but the weights have 2"):
+        import_hf(tmp_path / "hf", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_generator_with_other_embedding_values_is_refused_unless_allowed(tmp_path):
+    from hf_fixtures import save_electra_pair
+    from safetensors.torch import load_file, save_file
+
+    from truneg_fairseq.convert.hf import ConversionError, import_hf
+
+    save_electra_pair(tmp_path / "disc", tmp_path / "gen")
+    weights = tmp_path / "gen" / "model.safetensors"
+    state = load_file(str(weights))
+    state["electra.embeddings.word_embeddings.weight"] = (
+        state["electra.embeddings.word_embeddings.weight"] + 0.01
+    )
+    save_file(state, str(weights))
+    with pytest.raises(
+        ConversionError,
+        match="differ in electra.embeddings.word_embeddings.weight.*not a published pair",
+    ):
+        import_hf(tmp_path / "disc", tmp_path / "out", generator_dir=tmp_path / "gen")
+    assert not (tmp_path / "out").exists()
+    import_hf(
+        tmp_path / "disc",
+        tmp_path / "out",
+        generator_dir=tmp_path / "gen",
+        allow_unshared_embeddings=True,
+    )
+    assert (tmp_path / "out" / "model.pt").is_file()
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["pickle_bin", "garbled_safetensors", "truncated_safetensors", "latin1_vocab", "shard_outside"],
+)
+def test_damaged_or_crafted_hf_files_are_one_error_naming_the_file(tmp_path, case):
+    import pickle
+
+    hf = tmp_path / "hf"
+    save_bert(hf, vocab=wordpiece_vocab())
+    weights = hf / "model.safetensors"
+    named = weights
+    if case == "pickle_bin":
+        weights.unlink()
+        named = hf / "pytorch_model.bin"
+
+        class Payload:
+            def __reduce__(self):
+                return (open, (str(tmp_path / "PWNED"), "w"))
+
+        named.write_bytes(pickle.dumps({"x": Payload()}))
+    elif case == "garbled_safetensors":
+        weights.write_bytes(b"\xff" * 64 + weights.read_bytes()[64:])
+    elif case == "truncated_safetensors":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif case == "latin1_vocab":
+        named = hf / "vocab.txt"
+        named.write_bytes(named.read_bytes() + "caf\xe9\n".encode("latin-1"))
+    else:
+        weights.rename(tmp_path / "elsewhere.safetensors")
+        named = hf / "model.safetensors.index.json"
+        named.write_text(json.dumps({"weight_map": {"x": "../elsewhere.safetensors"}}))
+    proc = run_script("convert_hf.py", ["import", str(hf), str(tmp_path / "out")])
+    assert proc.returncode == 2, proc.stderr
+    assert str(named) in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out").exists()
+
+
+def test_an_output_that_cannot_be_written_is_one_error(imported_wordpiece, tmp_path):
+    proc = run_script(
+        "convert_hf.py", ["import", str(imported_wordpiece / "hf"), "/proc/truneg-out/model"]
+    )
+    assert proc.returncode == 2 and "/proc/truneg-out/model: cannot write there" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    (tmp_path / "file").write_text("x")
+    proc = run_script(
+        "convert_hf.py", ["import", str(imported_wordpiece / "hf"), str(tmp_path / "file")]
+    )
+    assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr

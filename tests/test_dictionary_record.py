@@ -2,7 +2,9 @@
 that dictionary: a dict.txt of the same size in another order (6 of 132 entries swapped, the data
 binarized with it) is one error naming the file and the first entry that differs, also when the
 data directory the checkpoint records is gone; resuming fairseq-train on it too. A checkpoint
-without the record (older, or fairseq's own) loads as before."""
+without the record (older, or fairseq's own) loads as before. A --data that is missing or has no
+dict.txt is named as given by every command that loads a checkpoint, never the directory the
+checkpoint records."""
 
 import shutil
 
@@ -85,3 +87,49 @@ def test_resuming_on_a_same_size_dictionary_in_another_order_is_one_line(trained
     line = proc.stderr.strip().splitlines()[-1]
     assert "checkpoint_last.pt was trained with another dictionary than" in line, line
     assert "line 11 of" in line and "cannot continue" in line, line
+
+
+@pytest.mark.parametrize(
+    "script", ["evaluate_mlm.py", "convert_hf.py", "cline_hits.py", "squad_predict.py"]
+)
+@pytest.mark.parametrize("data", ["empty", "missing"])
+def test_a_wrong_data_flag_is_named_not_the_recorded_directory(
+    plain_checkpoint, data_bin, tmp_path, script, data
+):
+    """Every loading path resolves --data the same way: the error names the directory given."""
+    given = tmp_path / data
+    if data == "empty":
+        given.mkdir()
+    ck = str(plain_checkpoint)
+    triplets = tmp_path / "t.tsv"
+    triplets.write_text("a b c\ta b d\ta b e\n")
+    args = {
+        "evaluate_mlm.py": [ck, "--data", str(given)],
+        "convert_hf.py": ["export", ck, str(tmp_path / "exported"), "--data", str(given)],
+        "cline_hits.py": [
+            ck,
+            "--data",
+            str(given),
+            "--triplets",
+            str(triplets),
+            "--spm-model",
+            str(data_bin.parent / "spm.model"),
+        ],
+        "squad_predict.py": [
+            "--checkpoint",
+            ck,
+            "--data",
+            str(given),
+            "--output",
+            str(tmp_path / "p.json"),
+        ],
+    }[script]
+    proc = run_script(script, args)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    want = (
+        f"--data {given}: no such directory"
+        if data == "missing"
+        else f"--data {given} has no dict.txt"
+    )
+    assert want in proc.stderr and "Traceback" not in proc.stderr
+    assert "recorded" not in proc.stderr and not (tmp_path / "exported").exists()

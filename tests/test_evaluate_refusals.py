@@ -1,5 +1,5 @@
-"""evaluate_mlm on text that is not UTF-8 or a checkpoint naming an unknown activation: one
-error each."""
+"""evaluate_mlm on text that is not UTF-8, a checkpoint naming an unknown activation, a truncated
+checkpoint or data of another dictionary: one error each."""
 
 import pytest
 import torch
@@ -53,3 +53,28 @@ def test_evaluate_mlm_on_an_unknown_activation_is_one_error(request, tmp_path, s
         or f"{field} is 'swishy', not one of" in proc.stderr
     )
     assert "gelu" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_evaluate_mlm_names_truncated_checkpoint_and_other_dictionary(data_bin, tmp_path):
+    from corpus_fixtures import make_corpus, tiny_corpus_lines
+    from fairseq_runs import TINY_ROBERTA, fairseq_train
+
+    fairseq_train(
+        data_bin, tmp_path / "run", [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"]
+    )
+    ck = tmp_path / "run" / "checkpoint_last.pt"
+    trunc = tmp_path / "truncated.pt"
+    trunc.write_bytes(ck.read_bytes()[: ck.stat().st_size // 3])
+    proc = run_script("evaluate_mlm.py", ["--data", str(data_bin), str(trunc)])
+    assert proc.returncode == 2 and str(trunc) in proc.stderr and "truncated" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    other = make_corpus(tmp_path / "other", tiny_corpus_lines(400, seed=5), vocab_size=120)
+    proc = run_script("evaluate_mlm.py", ["--data", str(other), str(ck)])
+    assert (
+        proc.returncode == 2
+        and f"--data {other}: its dict.txt is not the dictionary {ck} was trained with"
+        in proc.stderr
+    ), proc.stderr[-2000:]
+    assert "Leave --data out" in proc.stderr and "size mismatch" not in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -2,7 +2,8 @@
 of the tiny sentencepiece corpus (its data directory's tokenizer_fingerprint.json naming
 spm.model) exported with a fast tokenizer whose ids are the plugin's own on every corpus line;
 the fill-mask pipeline runs on it and truneg-hf-train continues it; an export whose tokenizer
-cannot be written is one error naming the flags or the file."""
+cannot be written is one error naming the flags or the file. An imported BERT whose directory
+does not say whether it lower-cases exports a cased vocabulary as cased."""
 
 import json
 import shutil
@@ -11,6 +12,7 @@ import pytest
 import torch
 from command_runs import run_script
 from fairseq_runs import TINY_ROBERTA, build_components, valid_batch
+from hf_fixtures import save_bert, wordpiece_vocab
 
 from truneg_fairseq.convert import hf as hf_convert
 from truneg_fairseq.convert.build import _save_checkpoint
@@ -260,3 +262,25 @@ def test_the_offline_recipe_of_the_docs_makes_a_directory_hf_train_continues(
             "mlm", "--max-steps", "2", "--seq-len", "32", "--report-to", "none"]  # fmt: skip
     assert hf_train.main(argv) == 0
     assert "num_updates 2" in capsys.readouterr().out
+
+
+def test_export_of_a_cased_vocabulary_without_tokenizer_config_stays_cased(tmp_path):
+    """Imported from a directory that does not say whether it lower-cases: the export follows
+    the vocabulary (upper-case entries: cased), as the plugin's own WordPiece does."""
+    from transformers import AutoTokenizer
+
+    from truneg_fairseq.convert.hf import export_hf, import_hf
+
+    vocab = wordpiece_vocab() + ["The", "Paris", "P"]
+    save_bert(tmp_path / "hf", vocab=vocab)
+    for name in ("tokenizer_config.json", "tokenizer.json"):
+        (tmp_path / "hf" / name).unlink(missing_ok=True)
+    import_hf(tmp_path / "hf", tmp_path / "imp")
+    assert json.loads((tmp_path / "imp" / "import.json").read_text())["lowercase"] is None
+    export_hf(tmp_path / "imp" / "model.pt", tmp_path / "back")
+    assert (
+        json.loads((tmp_path / "back" / "tokenizer_config.json").read_text())["do_lower_case"]
+        is False
+    )
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "back"))
+    assert tok.tokenize("The Paris") == ["The", "Paris"]

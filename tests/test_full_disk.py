@@ -1,8 +1,9 @@
-"""A full disk while a command writes a checkpoint, word vectors or an evaluation table: one
-error and no partial file."""
+"""A full disk while a command writes a checkpoint, word vectors, an evaluation table or a
+converted model (convert_hf.py import and export): one error and no partial file."""
 
 import pytest
-from failures import file_size_limit, full_disk_run
+from command_runs import run_script
+from failures import file_size_limit, file_size_limit_of_child, full_disk_run
 
 
 def test_a_full_disk_while_saving_a_checkpoint_is_one_error_and_no_partial_file(tmp_path):
@@ -93,3 +94,22 @@ def test_a_full_disk_while_writing_the_evaluation_table_is_one_error_and_no_file
     argv = ["--text", text, "--device", "cpu", imported_bert / "model.pt", "--table-json", out]
     proc = full_disk_run("evaluate_mlm.py", argv, out, 64)
     assert f"error: --table-json {out}" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["import", "export"])
+def test_a_full_disk_during_conversion_is_one_error_and_replaces_nothing(
+    imported_wordpiece, plain_checkpoint, corpus_dir, tmp_path, command
+):
+    """Weight files that cannot be written (a file-size limit: EFBIG, as ENOSPC on a full disk)."""
+    spm_model = corpus_dir / "spm.model"
+    out = tmp_path / "out"
+    args = (
+        ["import", str(imported_wordpiece / "hf"), str(out)]
+        if command == "import"
+        else ["export", str(plain_checkpoint), str(out), "--spm-model", str(spm_model)]
+    )
+    proc = run_script("convert_hf.py", args, preexec_fn=file_size_limit_of_child(20_000))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"{out}: writing failed" in proc.stderr and "nothing was replaced" in proc.stderr
+    assert "Traceback" not in proc.stderr and "inline_container" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no leftovers

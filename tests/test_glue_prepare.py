@@ -1,7 +1,15 @@
 """GLUE preparation: labels, folders with some tasks, CR-only line endings, outputs under a
-comma."""
+comma; malformed rows counted per reason, and too many of them one error unless the skip
+threshold allows them (also through prepare_glue.py)."""
+
+import json
 
 import pytest
+from command_runs import run_script
+from glue_fixtures import write_glue
+
+from truneg_fairseq.data.corpus_steps import CorpusError
+from truneg_fairseq.data.glue_tasks import TASKS, read_split_counted
 
 
 @pytest.fixture(scope="module")
@@ -92,4 +100,86 @@ def test_glue_output_under_a_comma_is_binarized_with_every_split(
     assert "RTE train: 10 of 12 texts tokenized" in caplog.text
 
 
-# ---- HuggingFace import and export --------------------------------------------------------
+def _append(path, rows):
+    with open(path, "a") as f:
+        f.write("".join(r + "\n" for r in rows))
+
+
+def test_glue_malformed_rows_counted_per_reason(tmp_path):
+    glue = write_glue(tmp_path, n_train=40)
+    _append(
+        glue / "SST-2" / "train.tsv",
+        ["the farmer will stay\tat home .\t1", "a good film\t2", "\t1"],
+    )
+    _append(
+        glue / "RTE" / "train.tsv",
+        ["9\tthe pilot is here .\tthe pilot is here .\tnot_entailment\textra"],
+    )
+    _append(glue / "CoLA" / "train.tsv", ["gj04\t1\t\tthe farmer will\tstay ."])
+    _append(glue / "STS-B" / "train.tsv", ["1\tg\tf\t2012\t1\tn\tn\ta b\tc d\t7.5"])
+    exs, why = read_split_counted(TASKS["SST-2"], glue / "SST-2" / "train.tsv")
+    assert len(exs) == 40 and why == {"too_many_columns": 1, "unknown_label": 1, "empty_field": 1}
+    assert {e.label for e in exs} == {"0", "1"}
+    exs, why = read_split_counted(TASKS["RTE"], glue / "RTE" / "train.tsv")
+    assert why == {"too_many_columns": 1} and {e.label for e in exs} == {
+        "entailment",
+        "not_entailment",
+    }
+    exs, why = read_split_counted(TASKS["CoLA"], glue / "CoLA" / "train.tsv")
+    assert why == {"too_many_columns": 1} and all(e.text1.endswith(".") for e in exs)
+    assert (
+        sum(read_split_counted(TASKS["STS-B"], glue / "STS-B" / "train.tsv")[1].values()) == 1
+    )  # score outside [0, 5]
+
+
+def test_glue_too_many_malformed_rows_is_an_error(tmp_path):
+    glue = write_glue(tmp_path, n_train=40)
+    _append(
+        glue / "MNLI" / "train.tsv",
+        [f"{i}\t1\t1e\tfiction\tx\ty\tx\ty\ta\tb\tmaybe\tmaybe" for i in range(12)],
+    )
+    with pytest.raises(
+        CorpusError, match=r"train.tsv: 12 of 52 rows are malformed \(unknown label: 12\)"
+    ):
+        read_split_counted(TASKS["MNLI"], glue / "MNLI" / "train.tsv")
+    exs, n = read_split_counted(TASKS["MNLI"], glue / "MNLI" / "train.tsv", max_skip_fraction=0.5)
+    assert (len(exs), sum(n.values())) == (40, 12)
+
+
+def test_prepare_glue_logs_reasons_and_honours_threshold(tmp_path, corpus_dir, data_bin):
+    glue = write_glue(tmp_path / "glue", n_train=40)
+    _append(
+        glue / "SST-2" / "train.tsv", [f"a film\tnot_a_label_{i}" for i in range(11)] + ["x\ty\t1"]
+    )
+    common = [
+        "--glue-dir",
+        str(glue),
+        "--tasks",
+        "SST-2",
+        "--dict",
+        str(data_bin / "dict.txt"),
+        "--tokenizer",
+        "sentencepiece",
+        "--spm-model",
+        str(corpus_dir / "spm.model"),
+    ]
+    proc = run_script("prepare_glue.py", common + ["--output-dir", str(tmp_path / "a")])
+    assert (
+        proc.returncode != 0
+        and "12 of 52 rows are malformed" in proc.stderr
+        and "--max-skip-fraction" in proc.stderr
+    )
+    assert not (tmp_path / "a" / "SST-2").exists()
+    proc = run_script(
+        "prepare_glue.py",
+        common + ["--output-dir", str(tmp_path / "b"), "--max-skip-fraction", "0.3"],
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "SST-2 train.tsv: skipped 12 malformed rows (too many columns: 1, unknown label: 11)"
+        in proc.stdout
+    )
+    meta = json.loads((tmp_path / "b" / "SST-2" / "meta.json").read_text())
+    assert meta["skipped_reasons"]["train"] == {"too_many_columns": 1, "unknown_label": 11}
+    label_dict = (tmp_path / "b" / "SST-2" / "label" / "dict.txt").read_text().split()[::2]
+    assert sorted(w for w in label_dict if not w.startswith("madeupword")) == ["0", "1"]

@@ -1,4 +1,6 @@
-"""WordNet provisioning and synonym tables, on real WordNet 3.0 and real sentencepiece."""
+"""WordNet provisioning and synonym tables, on real WordNet 3.0 and real sentencepiece: the system
+directories skipped on request, a bad WNHOME named, a partial cache rebuilt, a file given as the
+cache named."""
 
 import json
 import logging
@@ -175,6 +177,51 @@ def test_no_wordnet_gives_one_clear_error(tmp_path):
     assert proc.returncode != 0
     assert "WordNetNotFoundError: WordNet 3.0 not found" in proc.stderr
     assert "apt-get install wordnet-base" in proc.stderr and "WNHOME" in proc.stderr
+
+
+def _load_wordnet_in(env_extra, tmp_path):
+    """load_wordnet() in a fresh process (nltk's search path and the loaded reader are global)."""
+    import subprocess
+    import sys
+
+    code = "from truneg_fairseq.lexicon import load_wordnet; wn = load_wordnet(); print(wn.get_version())"
+    env = {k: v for k, v in os.environ.items() if k not in ("NLTK_DATA", "WNHOME", "TRUNEG_CACHE")}
+    env.update(TRUNEG_WORDNET_SYSTEM="0", HOME=str(tmp_path / "home"), **env_extra)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+
+
+def test_wordnet_system_dirs_can_be_skipped_and_bad_wnhome_is_named(tmp_path):
+    proc = _load_wordnet_in(
+        {"WNHOME": str(tmp_path / "nowhere"), "TRUNEG_CACHE": str(tmp_path / "c")}, tmp_path
+    )
+    assert proc.returncode != 0 and "WordNet 3.0 not found" in proc.stderr
+    assert "/usr/share/wordnet" not in proc.stderr.split("WordNet dict dirs")[1]  # skipped
+    assert f"WNHOME={tmp_path / 'nowhere'} " in proc.stderr  # the variable and its directory named
+    proc = _load_wordnet_in(
+        {"WNHOME": "/usr/share/wordnet", "TRUNEG_CACHE": str(tmp_path / "c")}, tmp_path
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "3.0", proc.stderr
+
+
+def test_wordnet_partial_cache_is_rebuilt_and_file_cache_is_named(tmp_path):
+    cache = tmp_path / "cache"
+    partial = cache / "nltk_data" / "corpora" / "wordnet"
+    partial.mkdir(parents=True)
+    (partial / "data.noun").write_text("truncated")
+    proc = _load_wordnet_in({"WNHOME": "/usr/share/wordnet", "TRUNEG_CACHE": str(cache)}, tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == "3.0", proc.stderr
+    assert "rebuilding the incomplete WordNet copy" in proc.stderr
+    assert (partial / "data.noun").stat().st_size == os.stat("/usr/share/wordnet/data.noun").st_size
+    assert not [p for p in partial.parent.iterdir() if p.name.startswith(".")]
+    afile = tmp_path / "not_a_dir"
+    afile.write_text("x")
+    proc = _load_wordnet_in({"WNHOME": "/usr/share/wordnet", "TRUNEG_CACHE": str(afile)}, tmp_path)
+    assert (
+        proc.returncode != 0
+        and f"TRUNEG_CACHE={afile}:" in proc.stderr
+        and "not a directory" in proc.stderr
+    )
+    assert "NotADirectoryError" not in proc.stderr
 
 
 def test_cli_builds_table_and_reports_coverage(corpus_dir, data_bin, tmp_path):

@@ -1,7 +1,9 @@
 """The corpus pipeline as a library (CorpusConfig, prepare_corpus) at scale: the same bytes with
 1 and 2 workers and from the fast binarizer as from fairseq-preprocess, progress lines in
 fairseq's log format, no process left behind by a SIGKILL or SIGTERM, and the <unk> warning
-telling a cased text from a vocabulary mismatch."""
+telling a cased text from a vocabulary mismatch; the <unk> rate logged by prepare_corpus.py and
+by SQuAD's windows; prepare_corpus.py on binary or non-UTF-8 input (one error naming the line,
+nothing written), on gzip input, and failing part way (nothing left)."""
 
 import logging
 import os
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 from command_runs import run_script
 from corpus_fixtures import tiny_corpus_lines
+from hf_fixtures import wordpiece_vocab
 from repo_paths import REPO
 
 from truneg_fairseq.errors import CorpusError
@@ -166,6 +169,70 @@ def test_cr_only_lines_and_a_comma_in_the_output_dir(tmp_path, binarizer):
     assert outs["cr"] == outs["plain"]
 
 
+def _corpus_lines(n=300):
+    from corpus_fixtures import tiny_corpus_lines
+
+    return tiny_corpus_lines(n)
+
+
+@pytest.mark.parametrize("kind", ["nul", "latin1"])
+def test_prepare_corpus_refuses_binary_and_non_utf8(tmp_path, kind):
+    lines = [line.encode() for line in _corpus_lines()]
+    lines[7] = (
+        b"\x00\x01\x02 binary \x00" if kind == "nul" else "the caf\xe9 is main .".encode("latin-1")
+    )
+    src = tmp_path / "corpus.bin"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "work"
+    proc = run_script(
+        "prepare_corpus.py", ["--input", str(src), "--output-dir", str(out), "--vocab-size", "100"]
+    )
+    assert proc.returncode != 0
+    assert (
+        f"{src}, line 8: " + ("NUL byte" if kind == "nul" else "not UTF-8 (byte 0xe9 at column 8)")
+        in proc.stderr
+    )
+    assert not out.exists()  # no raw/, tok/, spm.* or data-bin/
+
+
+def test_prepare_corpus_reads_gzip(tmp_path):
+    import gzip
+
+    src = tmp_path / "corpus.txt.gz"
+    with gzip.open(src, "wt", encoding="utf-8") as f:
+        f.write("\n".join(_corpus_lines()) + "\n")
+    out = tmp_path / "work"
+    proc = run_script(
+        "prepare_corpus.py",
+        [
+            "--input",
+            str(src),
+            "--output-dir",
+            str(out),
+            "--vocab-size",
+            "100",
+            "--model-type",
+            "bpe",
+        ],
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "read 300 non-empty lines" in proc.stdout
+    assert (out / "raw" / "train.txt").read_text().count("the ") > 100  # text, not gzip bytes
+    assert (out / "data-bin" / "train.bin").is_file()
+
+
+def test_prepare_corpus_failure_leaves_nothing(tmp_path):
+    src = tmp_path / "corpus.txt"
+    src.write_text("\n".join(_corpus_lines(20)) + "\n")
+    out = tmp_path / "work"
+    # sentencepiece refuses a vocabulary smaller than the corpus's character set, after raw/ is written
+    proc = run_script(
+        "prepare_corpus.py", ["--input", str(src), "--output-dir", str(out), "--vocab-size", "3"]
+    )
+    assert proc.returncode != 0 and "Vocabulary size is smaller" in proc.stderr
+    assert not out.exists()
+
+
 def _start(tmp_path: Path, n_lines: int, binarizer: str = "fast"):
     """prepare_corpus.py as a process on ``n_lines`` of whitespace text, 2 workers."""
     src = _text(tmp_path / "corpus.txt", n_lines, seed=5)
@@ -315,6 +382,48 @@ def test_squad_unknown_warning_tells_casing_from_a_vocabulary_mismatch(corpus_di
     _report_unknown(features, words.unk(), "dev.json", words, tok, texts)
     assert "does not match the tokenizer's vocabulary" in caplog.text
     assert "cased" not in caplog.text
+
+
+@pytest.mark.parametrize("lowercase,warned", [("no", True), ("yes", False)])
+def test_unknown_token_rate_is_logged_and_a_high_one_is_a_warning(tmp_path, lowercase, warned):
+    """An uncased vocabulary with --lowercase no turns every capitalised word into <unk>."""
+    from corpus_fixtures import tiny_corpus_lines
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(t + "\n" for t in wordpiece_vocab()))
+    text = tmp_path / "text.txt"
+    text.write_text("".join(line.capitalize() + "\n" for line in tiny_corpus_lines(300)))
+    proc = run_script(
+        "prepare_corpus.py",
+        [
+            "--input",
+            str(text),
+            "--output-dir",
+            str(tmp_path / "work"),
+            "--tokenizer",
+            "wordpiece",
+            "--vocab",
+            str(vocab),
+            "--lowercase",
+            lowercase,
+        ],
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert re.search(r"data-bin/train: \d+ of \d+ tokens \([\d.]+%\) are <unk>", out)
+    assert ("WARNING" in out and "check --lowercase" in out) == warned
+
+
+def test_squad_windows_report_their_unknown_rate(caplog):
+    import logging
+
+    from truneg_fairseq.data.squad_windows import Feature
+    from truneg_fairseq.tasks.squad import _report_unknown
+
+    features = [Feature(0, [0, 5, 3, 2, 7, 3, 2], 4, []), Feature(1, [0, 5, 2, 7, 8, 9, 2], 3, [])]
+    with caplog.at_level(logging.INFO):
+        assert _report_unknown(features, 3, "dev.json") == pytest.approx(100 * 2 / 14)
+    assert "dev.json: 2 of 14 tokens (14.3%) are <unk>: the tokenizer does not fit" in caplog.text
 
 
 def test_command_line_builds_the_same_config(tmp_path):

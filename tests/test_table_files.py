@@ -1,5 +1,6 @@
 """Synonym-table files: a full disk while saving one, and meta records or arrays of wrong types
-or ids, are each one error (and no file)."""
+or ids, are each one error (and no file); a file that is no synonym table is said to be one,
+without advice about pickles."""
 
 import json
 
@@ -76,4 +77,19 @@ def test_synonym_table_arrays_of_wrong_types_or_ids_are_one_error(tmp_path, arra
         SynonymTable.load(path)
 
 
-# ---- GLUE preparation ---------------------------------------------------------------------
+def test_synonym_table_of_junk_gets_no_pickle_advice(tmp_path):
+    import numpy as np
+
+    from truneg_fairseq.lexicon.synonyms import SynonymTable, SynonymTableError
+
+    junk = tmp_path / "table.npz"
+    junk.write_text("primary main chief\n" * 20)
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, pairs=np.array([{"a": 1}], dtype=object))
+    for path, why in ((junk, "not an .npz archive"), (objects, "it holds pickled objects")):
+        with pytest.raises(SynonymTableError) as e:
+            SynonymTable.load(path)
+        assert f"{path} is not a synonym table written by build_synonym_table.py ({why})" in str(
+            e.value
+        )
+        assert "allow_pickle" not in str(e.value) and "pickle.load" not in str(e.value)

@@ -1,5 +1,6 @@
 """The tokenizer layer with WordPiece end to end: a tiny BERT-style vocab.txt written here, real
-HF ``tokenizers``, real fairseq binarization, real WordNet, fairseq's masked-LM datasets."""
+HF ``tokenizers``, real fairseq binarization, real WordNet, fairseq's masked-LM datasets; the
+tokenizer record's fingerprint identifies the tokenizer, not the bytes of its file."""
 
 import json
 import string
@@ -11,6 +12,7 @@ from command_runs import run_script
 from corpus_fixtures import tiny_corpus_lines
 from fairseq.data import Dictionary, data_utils
 from fairseq_runs import build_components, valid_batch
+from hf_fixtures import wordpiece_vocab
 from squad_fixtures import squad_json, squad_span_text
 
 from truneg_fairseq import text as T
@@ -206,6 +208,67 @@ def test_build_synonym_table_cli_and_fingerprint_check(wp, tmp_path):
     proc = run_script("build_synonym_table.py", [*args, "--tokenizer", "whitespace"])
     assert proc.returncode != 0 and "was made with --tokenizer wordpiece" in proc.stderr
     assert not out.exists()
+
+
+def test_fingerprints_identify_the_tokenizer_not_the_bytes_of_its_file(tmp_path):
+    from corpus_fixtures import tiny_corpus_lines
+
+    from truneg_fairseq.data import corpus_steps
+    from truneg_fairseq.text import (
+        TokenizerError,
+        TokenizerSpec,
+        build_tokenizer,
+        check_record,
+        write_record,
+    )
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(tiny_corpus_lines(400)) + "\n")
+    models = [
+        corpus_steps.train_sentencepiece(text, tmp_path / f"run{i}" / "spm", 120, "unigram")
+        for i in (1, 2)
+    ]
+    assert (
+        Path(models[0]).read_bytes() != Path(models[1]).read_bytes()
+    )  # the trainer section differs
+    prints = [
+        build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(m))).fingerprint()
+        for m in models
+    ]
+    assert prints[0] == prints[1]
+    other = corpus_steps.train_sentencepiece(text, tmp_path / "run3" / "spm", 140, "unigram")
+    assert (
+        build_tokenizer(TokenizerSpec("sentencepiece", spm_model=str(other))).fingerprint()
+        != prints[0]
+    )
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(t + "\n" for t in wordpiece_vocab()))
+    crlf = tmp_path / "crlf" / "vocab.txt"
+    crlf.parent.mkdir()
+    crlf.write_bytes(vocab.read_bytes().replace(b"\n", b"\r\n"))
+    data = tmp_path / "data"
+    data.mkdir()
+    write_record(
+        data, build_tokenizer(TokenizerSpec("wordpiece", vocab=str(vocab), lowercase=True))
+    )
+    check_record(
+        data / "dict.txt",
+        build_tokenizer(TokenizerSpec("wordpiece", vocab=str(crlf), lowercase=True)),
+    )
+    with pytest.raises(TokenizerError, match="lowercase"):
+        check_record(
+            data / "dict.txt",
+            build_tokenizer(TokenizerSpec("wordpiece", vocab=str(crlf), lowercase=False)),
+        )
+    changed = tmp_path / "changed" / "vocab.txt"
+    changed.parent.mkdir()
+    changed.write_text("".join(t + "\n" for t in wordpiece_vocab()[:-1]))
+    with pytest.raises(TokenizerError, match="is not the file that made"):
+        check_record(
+            data / "dict.txt",
+            build_tokenizer(TokenizerSpec("wordpiece", vocab=str(changed), lowercase=True)),
+        )
 
 
 BAD_VOCABS = {
