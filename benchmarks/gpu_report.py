@@ -113,7 +113,7 @@ def render_md(r: dict) -> str:
 def write_reports(out_dir: str, report: dict) -> None:
     """report.json and report.md, each written whole or not at all (nothing else in the
     directory is touched)."""
-    from truneg_fairseq.io_utils import atomic_open
+    from truneg_fairseq.outputs import atomic_open
 
     with atomic_open(os.path.join(out_dir, "report.json")) as f:
         json.dump(report, f, indent=1, default=str)

@@ -25,7 +25,7 @@ import time
 
 def make_text(path: str, size_mb: int, seed: int = 1) -> None:
     from truneg_fairseq.data.corpus_steps import wordnet_gloss_lines
-    from truneg_fairseq.io_utils import atomic_open
+    from truneg_fairseq.outputs import atomic_open
 
     glosses = [g.rstrip(". ") for g in wordnet_gloss_lines()]
     rng = random.Random(seed)

@@ -16,7 +16,7 @@ from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
 from truneg_fairseq.convert import hf as hf_convert
 from truneg_fairseq.convert.build import _save_checkpoint
 from truneg_fairseq.convert.hf import ConversionError
-from truneg_fairseq.io_utils import MARKER
+from truneg_fairseq.outputs import MARKER
 
 TOL = 1e-4
 

@@ -15,8 +15,7 @@ import pytest
 from repo_paths import REPO
 
 from truneg_fairseq.errors import OutputDirError
-from truneg_fairseq.io_utils import atomic_dir, output_lock
-from truneg_fairseq.outputs import locks
+from truneg_fairseq.outputs import atomic_dir, locks, output_lock
 
 
 def _start_of(pid):
@@ -167,7 +166,7 @@ def _write_many(kind, src, dst, n, go):
     from fairseq import checkpoint_utils
 
     from truneg_fairseq.compat import atomic_copy_file
-    from truneg_fairseq.io_utils import atomic_open
+    from truneg_fairseq.outputs import atomic_open
 
     data = src.read_bytes()
     go.wait(30)

@@ -4,7 +4,7 @@ import pytest
 from failures import immutable
 
 from truneg_fairseq.errors import OutputDirError
-from truneg_fairseq.io_utils import MARKER, atomic_dir, output_lock, staged_entries
+from truneg_fairseq.outputs import MARKER, atomic_dir, output_lock, staged_entries
 
 
 @pytest.mark.parametrize("kind", ["output_lock", "atomic_dir"])

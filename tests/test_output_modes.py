@@ -6,7 +6,7 @@ import stat
 
 
 def test_atomic_dir_follows_umask(tmp_path):
-    from truneg_fairseq.io_utils import atomic_dir
+    from truneg_fairseq.outputs import atomic_dir
 
     old = os.umask(0o022)
     try:

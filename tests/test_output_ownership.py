@@ -12,7 +12,7 @@ from command_runs import run_script, snapshot
 from corpus_fixtures import tiny_corpus_lines
 from hf_fixtures import save_bert, wordpiece_vocab
 
-from truneg_fairseq.io_utils import MARKER, OutputDirError, atomic_dir, staged_entries
+from truneg_fairseq.outputs import MARKER, OutputDirError, atomic_dir, staged_entries
 
 
 @pytest.fixture(scope="module")
@@ -192,9 +192,9 @@ from pathlib import Path
 spec = importlib.util.spec_from_file_location(  # the package alone: no torch to import
     "outputs", {path!r}, submodule_search_locations=[os.path.dirname({path!r})]
 )
-io_utils = importlib.util.module_from_spec(spec)
-sys.modules["outputs"] = io_utils
-spec.loader.exec_module(io_utils)
+writers = importlib.util.module_from_spec(spec)
+sys.modules["outputs"] = writers
+spec.loader.exec_module(writers)
 swap = sys.modules["outputs.swap"]
 out, at = Path(sys.argv[1]), int(sys.argv[2])
 moves = [0]
@@ -211,7 +211,7 @@ def rmtree(p, *a, **k):  # or, with AT past the last rename, once the swap is do
         os._exit(9)
     real_rmtree(p, *a, **k)
 swap.shutil.rmtree = rmtree
-with io_utils.{kind}(out, "a command", *{extra}) as stage:
+with writers.{kind}(out, "a command", *{extra}) as stage:
     for i in range(6):
         (stage / "d" / f"n{{i}}.txt").parent.mkdir(exist_ok=True)
         (stage / "d" / f"n{{i}}.txt").write_text("new")

@@ -76,7 +76,7 @@ def test_perturb_into_its_input_keeps_the_original(tmp_path):
 
 
 def test_rerun_replaces_its_own_output_and_another_run_is_locked_out(imported_wordpiece, tmp_path):
-    from truneg_fairseq.io_utils import OutputDirError, atomic_dir
+    from truneg_fairseq.outputs import OutputDirError, atomic_dir
 
     out = tmp_path / "out"
     for version in ("one", "two"):
@@ -100,7 +100,7 @@ def test_rerun_replaces_its_own_output_and_another_run_is_locked_out(imported_wo
 _REPLACER = """
 import sys, time
 from pathlib import Path
-from truneg_fairseq.io_utils import atomic_dir
+from truneg_fairseq.outputs import atomic_dir
 out = Path(sys.argv[1])
 print("ready", flush=True)
 with atomic_dir(out, "a command") as work:
@@ -117,7 +117,7 @@ def test_a_kill_during_replacement_leaves_one_whole_directory(tmp_path, delay):
     import sys
     import time
 
-    from truneg_fairseq.io_utils import atomic_dir
+    from truneg_fairseq.outputs import atomic_dir
 
     out = tmp_path / "out"
     with atomic_dir(out, "a command") as work:
@@ -238,7 +238,7 @@ _ENTRIES = [f"e{i}" for i in range(300)]
 _SWAPPER = """
 import sys
 from pathlib import Path
-from truneg_fairseq.io_utils import staged_entries
+from truneg_fairseq.outputs import staged_entries
 out = Path(sys.argv[1])
 names = [f"e{i}" for i in range(300)]
 print("ready", flush=True)
@@ -265,7 +265,7 @@ def test_a_kill_during_a_staged_swap_leaves_one_whole_set_after_recovery(tmp_pat
     import sys
     import time
 
-    from truneg_fairseq.io_utils import staged_entries
+    from truneg_fairseq.outputs import staged_entries
 
     out = tmp_path / "out"
     with staged_entries(out, "a command", _ENTRIES) as stage:

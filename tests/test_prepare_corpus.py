@@ -127,7 +127,7 @@ def test_config_errors_name_the_flag(tmp_path):
 def test_a_file_of_the_users_where_it_would_write_is_refused_before_any_work(tmp_path):
     """A dict.txt of the user's in DIR/data-bin: one error before the corpus is even read (no
     stage starts), the file untouched."""
-    from truneg_fairseq.io_utils import OutputDirError
+    from truneg_fairseq.outputs import OutputDirError
 
     out = tmp_path / "out"
     (out / "data-bin").mkdir(parents=True)

@@ -387,6 +387,38 @@ def test_a_file_name_repeats_only_by_the_two_naming_conventions():
     assert not bad, "file names repeated outside the two conventions:\n" + "\n".join(bad)
 
 
+def test_the_package_imports_output_writing_by_one_name():
+    """``truneg_fairseq.outputs`` is the one name the code imports; ``io_utils`` only re-exports it
+    for scripts written against earlier releases."""
+    import truneg_fairseq.io_utils as alias
+    from truneg_fairseq import outputs
+
+    assert all(getattr(alias, name) is getattr(outputs, name) for name in outputs.__all__)
+
+    def imports_alias(path: Path) -> bool:
+        for node in ast.walk(parse(path)):
+            if isinstance(node, ast.ImportFrom) and (
+                node.module == "truneg_fairseq.io_utils"
+                or (
+                    node.module == "truneg_fairseq"
+                    and any(a.name == "io_utils" for a in node.names)
+                )
+            ):
+                return True
+            if isinstance(node, ast.Import) and any(
+                a.name == "truneg_fairseq.io_utils" for a in node.names
+            ):
+                return True
+        return False
+
+    users = [
+        str(p.relative_to(REPO))
+        for p in python_files(("truneg_fairseq", "tests", "benchmarks", "scripts", "examples"))
+        if p.name != "io_utils.py" and p != Path(__file__) and imports_alias(p)
+    ]
+    assert not users, f"import truneg_fairseq.outputs instead of io_utils in: {users}"
+
+
 # ---- errors --------------------------------------------------------------------------------------
 def error_classes(paths) -> List[str]:
     """``file: Class`` for every exception class the files define (a base ending in Error)."""

@@ -1,6 +1,6 @@
-"""Atomic file output, output locks and output ownership: the names callers import from here,
-now kept in :mod:`truneg_fairseq.outputs` (one module per job), whose ``__all__`` this module
-re-exports."""
+"""The earlier name of :mod:`truneg_fairseq.outputs` (atomic file output, output locks and output
+ownership), kept for scripts written against earlier releases: it re-exports ``outputs``'s
+``__all__``. The package itself imports :mod:`truneg_fairseq.outputs` (a test checks)."""
 
 from truneg_fairseq import outputs
 from truneg_fairseq.outputs import *  # noqa: F403  (re-exported)

@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     setup_logging("truneg_fairseq.convert_hf")
     from truneg_fairseq.checkpoints import CheckpointError
     from truneg_fairseq.convert.hf import ConversionError, export_hf, import_hf
-    from truneg_fairseq.io_utils import OutputDirError
+    from truneg_fairseq.outputs import OutputDirError
 
     try:
         if args.command == "import":

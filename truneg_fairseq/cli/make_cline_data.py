@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     log = setup_logging("truneg_fairseq.make_cline_data")
     from truneg_fairseq.errors import ClineDataError, CorpusError
-    from truneg_fairseq.io_utils import OutputDirError
+    from truneg_fairseq.outputs import OutputDirError
     from truneg_fairseq.pipelines.cline_run import ClineDataConfig, build_cline_data
 
     cfg = ClineDataConfig(

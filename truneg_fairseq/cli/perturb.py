@@ -42,8 +42,8 @@ def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     setup_logging("truneg_fairseq.data.perturbations")
     from truneg_fairseq.errors import CorpusError
-    from truneg_fairseq.io_utils import OutputDirError
     from truneg_fairseq.lexicon import WordNetNotFoundError, load_wordnet
+    from truneg_fairseq.outputs import OutputDirError
     from truneg_fairseq.pipelines.perturb import (
         PerturbConfig,
         perturb_glue_folder,

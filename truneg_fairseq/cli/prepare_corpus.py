@@ -40,7 +40,7 @@ import argparse
 from truneg_fairseq.cli.args import command_parser
 from truneg_fairseq.cli.common import add_dict_flag, count_arg, fail, interruptible, setup_logging
 from truneg_fairseq.errors import CorpusError
-from truneg_fairseq.io_utils import OutputDirError
+from truneg_fairseq.outputs import OutputDirError
 from truneg_fairseq.text import TokenizerSpec, add_tokenizer_args
 
 

@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     args = parse_with_dict(get_parser(), argv)
     setup_logging("truneg_fairseq.prepare_glue")
     from truneg_fairseq.errors import CorpusError
-    from truneg_fairseq.io_utils import OutputDirError
+    from truneg_fairseq.outputs import OutputDirError
     from truneg_fairseq.pipelines.glue import PrepareGlueConfig, prepare_glue
 
     cfg = PrepareGlueConfig(

@@ -38,7 +38,7 @@ from truneg_fairseq.convert.vocab import (
     roberta_tokenizer,
 )
 from truneg_fairseq.errors import ConversionError
-from truneg_fairseq.io_utils import atomic_dir
+from truneg_fairseq.outputs import atomic_dir
 
 logger = logging.getLogger(__name__)
 

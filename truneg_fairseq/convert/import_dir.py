@@ -16,7 +16,7 @@ from truneg_fairseq.convert.import_bert import _bert_sizes, _import_bert, untied
 from truneg_fairseq.convert.import_electra import _electra_sizes, _import_electra
 from truneg_fairseq.convert.keys import BERT_MLM_HEAD, _has
 from truneg_fairseq.errors import ConversionError
-from truneg_fairseq.io_utils import atomic_dir
+from truneg_fairseq.outputs import atomic_dir
 from truneg_fairseq.text import dict_lines_of
 
 logger = logging.getLogger(__name__)

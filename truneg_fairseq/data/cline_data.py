@@ -63,8 +63,8 @@ from truneg_fairseq.data.cline_triples import (  # noqa: F401  (the module's pub
 )
 from truneg_fairseq.data.corpus_steps import read_text_lines
 from truneg_fairseq.errors import ClineDataError, CorpusError
-from truneg_fairseq.io_utils import atomic_dir, atomic_open
 from truneg_fairseq.lexicon.replace import Lexicon
+from truneg_fairseq.outputs import atomic_dir, atomic_open
 from truneg_fairseq.text.pieces import PIECE_KINDS, PieceEncoder
 from truneg_fairseq.text.spec import SP_SPACE, TokenizerSpec  # noqa: F401
 

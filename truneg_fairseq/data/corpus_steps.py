@@ -25,8 +25,7 @@ from truneg_fairseq.data.unknown_tokens import (  # noqa: F401  (their home befo
     unknown_rate,
 )
 from truneg_fairseq.errors import CorpusError
-from truneg_fairseq.io_utils import WRITE_ERRNOS, atomic_dir, atomic_open, temp_beside
-from truneg_fairseq.outputs import reading
+from truneg_fairseq.outputs import WRITE_ERRNOS, atomic_dir, atomic_open, reading, temp_beside
 from truneg_fairseq.text.lines import binary_lines
 
 logger = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 from truneg_fairseq.data.corpus_steps import CorpusError, atomic_write_lines, binarize
 from truneg_fairseq.data.glue_logs import VALID_LINE, parse_validation_log  # noqa: F401
-from truneg_fairseq.io_utils import atomic_dir
+from truneg_fairseq.outputs import atomic_dir
 from truneg_fairseq.text import Tokenizer, read_lines
 
 logger = logging.getLogger(__name__)
@@ -385,7 +385,7 @@ def prepare_task(
     read: Optional[tuple] = None,
 ) -> Dict[str, int]:
     """Prepare one task into ``out_dir/TASK`` (atomically; ``inputs``, ``{flag: path}``, are never
-    replaced: see :func:`~truneg_fairseq.io_utils.atomic_dir`) from its files, or from what
+    replaced: see :func:`~truneg_fairseq.outputs.atomic_dir`) from its files, or from what
     :func:`read_task` returned (``read``); returns skipped-row counts per split."""
     glue_dir, out_dir = Path(glue_dir), Path(out_dir)
     data, skipped, reasons = read or read_task(task, glue_dir, max_skip_fraction)

@@ -76,7 +76,7 @@ def write_vectors(
     a write that fails for lack of space is :class:`~truneg_fairseq.errors.OutputDirError`)."""
     from fairseq.data import Dictionary
 
-    from truneg_fairseq.io_utils import atomic_open, write_errors
+    from truneg_fairseq.outputs import atomic_open, write_errors
 
     d = Dictionary.load(dict_txt)
     d.add_symbol("<mask>")  # as the masked-LM tasks add it: rows match the model's embedding

@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from truneg_fairseq.errors import SynonymTableError
-from truneg_fairseq.io_utils import atomic_open, write_errors
-from truneg_fairseq.outputs import reading
+from truneg_fairseq.outputs import atomic_open, reading, write_errors
 
 FORMAT_VERSION = 1
 

@@ -12,7 +12,8 @@ the package loads on its own, without torch or fairseq):
 * ``output_errors``: :class:`OutputDirError` and :class:`InputAsOutputError` (re-exported by
   :mod:`truneg_fairseq.errors`).
 
-``truneg_fairseq.io_utils`` re-exports these names for older callers."""
+``truneg_fairseq.io_utils`` re-exports these names for scripts written against earlier releases;
+the package imports them from here."""
 
 from .atomic import (
     WRITE_ERRNOS,

@@ -181,9 +181,9 @@ def hits_triplets(cfg: HitsConfig) -> List[Tuple[str, str, str]]:
         triplets = read_triplets(cfg.triplets)
     else:
         from truneg_fairseq.data import cline_data as cline
-        from truneg_fairseq.io_utils import atomic_open, write_errors
         from truneg_fairseq.lexicon import load_wordnet
         from truneg_fairseq.lexicon.replace import Lexicon
+        from truneg_fairseq.outputs import atomic_open, write_errors
 
         lines, _ = cline.read_sentences(cfg.sentences)
         triplets, skipped = cline.make_hits_triplets(lines, Lexicon(load_wordnet()), seed=cfg.seed)

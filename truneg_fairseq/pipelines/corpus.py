@@ -5,7 +5,7 @@ them), configured by :class:`CorpusConfig` and run by :func:`prepare_corpus`
 (``scripts/prepare_corpus.py`` is its command line).
 
 Everything is built in a staging directory inside the output directory and moved in as one set
-at the end (:func:`truneg_fairseq.io_utils.staged_entries`): a failed, interrupted or killed run
+at the end (:func:`truneg_fairseq.outputs.staged_entries`): a failed, interrupted or killed run
 leaves the earlier outputs as they were. Tokenizing and binarizing run over ``workers``
 processes (:mod:`truneg_fairseq.pipelines.corpus_parallel`), sentencepiece training in a child
 process; every child ends with the command (:mod:`truneg_fairseq.pipelines.children`). Each
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from truneg_fairseq.errors import CorpusError
-from truneg_fairseq.io_utils import OutputDirError, check_entries, output_lock, staged_entries
+from truneg_fairseq.outputs import OutputDirError, check_entries, output_lock, staged_entries
 from truneg_fairseq.pipelines import corpus_parallel as par
 from truneg_fairseq.pipelines.children import children_end_with_us
 from truneg_fairseq.text import TokenizerSpec

@@ -43,7 +43,7 @@ def prepare_glue(cfg: PrepareGlueConfig) -> Dict[str, Dict[str, int]]:
     ``cfg.glue_dir`` holds: :func:`~truneg_fairseq.data.glue_tasks.select_tasks`) into
     ``cfg.output_dir/TASK`` (one atomic output per task; the run's inputs are never
     replaced); returns the skipped-row counts per task and split. Raises :class:`~truneg_fairseq.errors.CorpusError` (files, rows, tokenizer) and
-    :class:`~truneg_fairseq.io_utils.OutputDirError` (output directories)."""
+    :class:`~truneg_fairseq.outputs.OutputDirError` (output directories)."""
     from truneg_fairseq.data.glue_tasks import (
         MAX_SKIP_FRACTION,
         TASKS,

@@ -130,7 +130,7 @@ def write_run_config(
     Returns a summary (arch, positions, updates) for the log."""
     from omegaconf import OmegaConf
 
-    from truneg_fairseq.io_utils import atomic_open
+    from truneg_fairseq.outputs import atomic_open
 
     meta_path = os.path.join(data, "meta.json")
     if not os.path.isfile(meta_path):

@@ -47,8 +47,8 @@ def perturb_squad_file(cfg: PerturbConfig, wn=None) -> dict:
     and logged); returns the counts of changed contexts."""
     from truneg_fairseq.data import perturbations
     from truneg_fairseq.data.squad_windows import read_squad_file
-    from truneg_fairseq.io_utils import atomic_open
     from truneg_fairseq.lexicon import load_wordnet
+    from truneg_fairseq.outputs import atomic_open
 
     _check_not_input(cfg)
     wn = wn or load_wordnet()
@@ -73,8 +73,8 @@ def perturb_glue_folder(cfg: PerturbConfig, task_name: str, wn=None) -> dict:
     output writer: a file of it is never replaced or removed."""
     from truneg_fairseq.data import perturbations
     from truneg_fairseq.data.glue_tasks import TASKS
-    from truneg_fairseq.io_utils import atomic_dir
     from truneg_fairseq.lexicon import load_wordnet
+    from truneg_fairseq.outputs import atomic_dir
     from truneg_fairseq.text import read_lines
 
     _check_not_input(cfg)

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Dict, List, Optional
 
 from truneg_fairseq.data.train_logs import LogRecord
-from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.outputs import atomic_open
 from truneg_fairseq.pipelines.study.report import (
     COLUMNS,
     format_rows,

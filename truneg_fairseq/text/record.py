@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.outputs import atomic_open
 from truneg_fairseq.text.spec import (
     FILES,
     KINDS,

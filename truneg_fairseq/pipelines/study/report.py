@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Dict, List
 
 from truneg_fairseq.evaluation.columns import SCORE_COLUMNS
-from truneg_fairseq.io_utils import atomic_open, temp_beside
+from truneg_fairseq.outputs import atomic_open, temp_beside
 
 if TYPE_CHECKING:
     from truneg_fairseq.evaluation.false_negatives import Report

@@ -11,7 +11,7 @@ import subprocess
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
-from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.outputs import atomic_open
 
 if TYPE_CHECKING:
     from truneg_fairseq.pipelines.study.setting import Setting

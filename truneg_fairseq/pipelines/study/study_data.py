@@ -9,7 +9,7 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.outputs import atomic_open
 from truneg_fairseq.pipelines.study.run import Runner
 from truneg_fairseq.pipelines.study.setting import Setting
 
@@ -44,7 +44,7 @@ def prepare_data(
                 f.writelines(line + "\n" for line in lines)
             run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
         from truneg_fairseq.errors import CorpusError
-        from truneg_fairseq.io_utils import OutputDirError
+        from truneg_fairseq.outputs import OutputDirError
         from truneg_fairseq.pipelines.corpus import CorpusConfig, command_line, prepare_corpus
         from truneg_fairseq.text import TokenizerSpec
 

@@ -16,7 +16,7 @@ import shutil
 from typing import List
 
 from truneg_fairseq.errors import OutputDirError
-from truneg_fairseq.io_utils import atomic_open
+from truneg_fairseq.outputs import atomic_open
 
 WORK_MARKER = ".truneg-work.json"
 # everything the pipeline writes at the top of its work directory
