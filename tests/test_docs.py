@@ -72,3 +72,23 @@ def test_the_citation_check_sees_a_missing_file(tmp_path):
     gone = "compat/" + "gone.py"
     doc.write_text(f"see {gone} and core/step.py, REPO/examples/paths.sh, scripts/NAME.py\n")
     assert [b.split(": ")[1] for b in missing_citations([doc])] == [gone]
+
+
+def test_every_benchmark_file_is_in_the_scripts_table():
+    """docs/benchmarks.md's "The scripts" names every file of benchmarks/, and no other."""
+    text = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    table = text.split("## The scripts", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"^\| `([^`]+)` \|", table, flags=re.M))
+    files = {p.name for p in (REPO / "benchmarks").iterdir() if p.suffix in (".py", ".sh")}
+    assert files and named == files, (sorted(files - named), sorted(named - files))
+
+
+def test_every_console_command_is_in_the_install_table():
+    """docs/install.md's table of commands names each console command of the package once."""
+    import truneg_fairseq
+
+    text = (REPO / "docs" / "install.md").read_text(encoding="utf-8")
+    table = text.split("| command | what it does |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `truneg-")]
+    named = [name for row in rows for name in re.findall(r"`(truneg-[a-z-]+)`", row)]
+    assert sorted(named) == sorted(truneg_fairseq.COMMANDS)
