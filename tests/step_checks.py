@@ -11,13 +11,12 @@ def grads(model) -> dict:
 
 
 def recording_aot_eager(graphs: list):
-    import torch
-
     """torch.compile's ``aot_eager`` backend (AOTAutograd's graph run as traced, no code made)
     that appends each graph it is given to ``graphs``: the aten operators inductor would compile
     and, on a GPU under ``mode="reduce-overhead"``, record as CUDA graphs. A forward graph
     carries the names of the inputs it writes to that are not static addresses
     (``truneg_mutated_inputs``)."""
+    import torch
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
