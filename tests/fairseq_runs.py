@@ -1,6 +1,6 @@
 """Tiny fairseq models and runs: the flags of the tiny RoBERTa and ELECTRA, their task, model and
-criterion built in-process, fairseq-train (in this process or as the command) and
-fairseq-hydra-train with the plugin, and reading a run's log."""
+criterion built in-process, fairseq-train (in this process or as the command),
+fairseq-hydra-train and fairseq-validate with the plugin, and reading a run's log."""
 
 import logging
 import os
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import List, Sequence
 
 from command_runs import as_a_process
-from repo_paths import USER_DIR
+from repo_paths import REPO, USER_DIR
 
 TINY_ROBERTA = [
     "--arch",
@@ -260,3 +260,74 @@ def model_state(checkpoint) -> dict:
     import torch
 
     return torch.load(checkpoint, map_location="cpu", weights_only=False)["model"]
+
+
+# fairseq's defaults on the validation command line: a batch is a multiple of 8 sequences
+BATCH = ["--batch-size", "8", "--required-batch-size-multiple", "8"]
+
+
+def fairseq_validate(data_bin: Path, checkpoint: Path, args) -> subprocess.CompletedProcess:
+    """The ``fairseq-validate`` command of this environment, with the plugin, on the CPU."""
+    script = Path(sys.executable).with_name("fairseq-validate")
+    cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "fairseq_cli.validate"]
+    cmd += [
+        str(data_bin),
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        str(checkpoint),
+        "--cpu",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "simple",
+        *BATCH,
+        *args,
+    ]
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(checkpoint.parent))
+
+
+def summary(proc: subprocess.CompletedProcess) -> dict:
+    """The metrics of fairseq-validate's summary line for the valid subset."""
+    assert (
+        proc.returncode == 0
+    ), f"fairseq-validate failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    lines = [line for line in proc.stdout.splitlines() if "valid on 'valid' subset" in line]
+    assert len(lines) == 1, proc.stdout[-3000:]
+    return {
+        k: float(v)
+        for k, v in re.findall(
+            r"\| (\w+) ([-\d.e]+)", lines[0].split("valid on 'valid' subset", 1)[1]
+        )
+    }
+
+
+def valid_blocks(data_bin: Path, task: str, extra=()) -> int:
+    """The number of sequences in the valid split, from the dataset the task builds."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import truneg_fairseq  # noqa: F401  (registration)
+
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        [
+            str(data_bin),
+            "--task",
+            task,
+            "--tokens-per-sample",
+            "64",
+            "--arch",
+            "roberta_base",
+            *extra,
+        ],
+    )
+    t = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    t.load_dataset("valid")
+    return len(t.dataset("valid"))

@@ -3,11 +3,21 @@
 host-device synchronisation from the statistics inside an update."""
 
 import json
+import re
 import traceback
 
 import pytest
 import torch
-from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, fairseq_train
+from fairseq_runs import (
+    BATCH,
+    TINY_ELECTRA,
+    TINY_ROBERTA,
+    TINY_TN_ROBERTA,
+    fairseq_train,
+    fairseq_validate,
+    summary,
+    valid_blocks,
+)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss
@@ -159,3 +169,66 @@ def test_the_log_is_the_same_and_updates_do_not_wait_for_statistics(
     for key in wa["model"]:
         torch.testing.assert_close(wa["model"][key], wb["model"][key], rtol=1e-5, atol=1e-6)
     assert wa["optimizer_history"][-1]["num_updates"] == wb["optimizer_history"][-1]["num_updates"]
+
+
+# every criterion whose training statistics are summed on the device
+SUMMED_RUNS = {
+    "mlm_hard_correction": [*TINY_ROBERTA, "--criterion", "mlm_hard_correction"],
+    "mlm_soft_reg": [*TINY_TN_ROBERTA, "--criterion", "mlm_soft_reg"],
+    "mlm_sent_kl": [*TINY_TN_ROBERTA, "--criterion", "mlm_sent_kl"],
+    "electra": [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra"],
+}
+
+
+def _valid_lines(stdout: str):
+    """The (num_updates, metrics) of fairseq's ``valid on 'valid' subset`` lines (simple format)."""
+    out = []
+    for line in stdout.splitlines():
+        if "valid on 'valid' subset" not in line:
+            continue
+        values = dict(re.findall(r"\| (\w+) ([-\d.e]+)", line.split("subset", 1)[1]))
+        out.append((int(values["num_updates"]), {k: float(v) for k, v in values.items()}))
+    return out
+
+
+@pytest.mark.parametrize("criterion", sorted(SUMMED_RUNS))
+def test_validation_between_two_logs_measures_only_the_valid_set(
+    criterion, data_bin, synonym_table, tmp_path
+):
+    """Validations at updates 3, 6 and 8 while the log comes every 5 updates: the training
+    updates summed since the last log stay out of the valid meters, so every valid line counts
+    the valid set's sequences and its numbers are those fairseq-validate gives for the
+    checkpoint written right after the last one."""
+    task = "electra" if criterion == "electra" else "masked_lm"
+    blocks = valid_blocks(data_bin, task)
+    run = fairseq_train(
+        data_bin,
+        tmp_path / "ckpt",
+        [
+            *SUMMED_RUNS[criterion],
+            "--synonym-table",
+            "synonyms.npz",
+            "--max-update",
+            "8",
+            "--log-interval",
+            "5",
+            "--validate-interval-updates",
+            "3",
+            "--save-interval-updates",
+            "8",
+            *BATCH,
+        ],
+    )
+    valid = _valid_lines(run.stdout)
+    assert [n for n, _ in valid] == [3, 6, 8], run.stdout[-3000:]
+    for n, values in valid:
+        assert values["nseq"] == blocks, (n, values)
+    last = valid[-1][1]
+    checkpoint = tmp_path / "ckpt" / "checkpoint_last.pt"
+    again = summary(fairseq_validate(data_bin, checkpoint, ["--task", task]))
+    assert again["nseq"] == blocks
+    # the logged values are rounded (ELECTRA's loss is 50 x a 4-decimal disc_loss + ...)
+    for key in ("loss", "mlm_loss", "mlm_acc", "disc_loss"):
+        if key in last:
+            assert again[key] == pytest.approx(last[key], rel=5e-4, abs=2e-3), (key, again, last)
+    assert last.keys() <= again.keys() | {"num_updates", "best_loss", "wps", "wpb", "bsz"}

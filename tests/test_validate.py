@@ -3,11 +3,6 @@ every sequence (fairseq 0.12 drops the last batch when it is not a multiple of
 --required-batch-size-multiple; truneg_fairseq.compat.remainder_batch keeps it)."""
 
 import copy
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,79 +13,11 @@ from fairseq_runs import (
     TINY_TN_ROBERTA,
     build_components,
     fairseq_train,
+    fairseq_validate,
+    summary,
     valid_batch,
+    valid_blocks,
 )
-from repo_paths import REPO, USER_DIR
-
-# fairseq's defaults on the validation command line: a batch is a multiple of 8 sequences
-BATCH = ["--batch-size", "8", "--required-batch-size-multiple", "8"]
-
-
-def fairseq_validate(data_bin: Path, checkpoint: Path, args) -> subprocess.CompletedProcess:
-    """The ``fairseq-validate`` command of this environment, with the plugin, on the CPU."""
-    script = Path(sys.executable).with_name("fairseq-validate")
-    cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "fairseq_cli.validate"]
-    cmd += [
-        str(data_bin),
-        "--user-dir",
-        USER_DIR,
-        "--path",
-        str(checkpoint),
-        "--cpu",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "simple",
-        *BATCH,
-        *args,
-    ]
-    env = dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
-        PYTHONUNBUFFERED="1",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    )
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(checkpoint.parent))
-
-
-def summary(proc: subprocess.CompletedProcess) -> dict:
-    """The metrics of fairseq-validate's summary line for the valid subset."""
-    assert (
-        proc.returncode == 0
-    ), f"fairseq-validate failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    lines = [line for line in proc.stdout.splitlines() if "valid on 'valid' subset" in line]
-    assert len(lines) == 1, proc.stdout[-3000:]
-    return {
-        k: float(v)
-        for k, v in re.findall(
-            r"\| (\w+) ([-\d.e]+)", lines[0].split("valid on 'valid' subset", 1)[1]
-        )
-    }
-
-
-def valid_blocks(data_bin: Path, task: str, extra=()) -> int:
-    """The number of sequences in the valid split, from the dataset the task builds."""
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    import truneg_fairseq  # noqa: F401  (registration)
-
-    args = options.parse_args_and_arch(
-        options.get_training_parser(),
-        [
-            str(data_bin),
-            "--task",
-            task,
-            "--tokens-per-sample",
-            "64",
-            "--arch",
-            "roberta_base",
-            *extra,
-        ],
-    )
-    t = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
-    t.load_dataset("valid")
-    return len(t.dataset("valid"))
 
 
 def train(data_bin, save, args):

@@ -47,8 +47,10 @@ _SETTING_ATTR = "_truneg_stats_setting"
 class PendingStats:
     """What the updates since the last reduction logged, on the device where it was computed."""
 
-    def __init__(self, aggregators: List[str], criterion_cls, clip_norm: float):
-        self.aggregators = aggregators  # the fairseq metric aggregators active at the update
+    def __init__(self, aggregators: Dict[str, object], criterion_cls, clip_norm: float):
+        # the fairseq metric aggregators active at the updates (name -> MetersDict): the only
+        # ones the sums reach, whatever is active when they are reduced (a validation's own)
+        self.aggregators = aggregators
         self.criterion_cls = criterion_cls
         self.clip_norm = clip_norm
         self.sums: Dict[str, object] = {}  # host numbers (and any tensor of several elements)
@@ -262,6 +264,30 @@ class UpdateStats(Mapping):
         return len(self._read())
 
 
+@contextlib.contextmanager
+def _only_aggregators(aggregators: Dict[str, object]):
+    """Make ``aggregators`` (name -> MetersDict) fairseq's active aggregators, and only them, for
+    the body; what was active before is active again after it. A reduction runs when something
+    reads the meters: inside a validation that is the validation's own new root (its temporary
+    aggregator), and entering the training aggregators on top of it, as a nested
+    ``metrics.aggregate`` does, would add the training sums to the valid meters too."""
+    from fairseq.logging import metrics
+
+    active, counts = metrics._active_aggregators, metrics._active_aggregators_cnt
+    saved, saved_counts = active.copy(), counts.copy()
+    active.clear()
+    counts.clear()
+    active.update(aggregators)
+    counts.update({name: 1 for name in aggregators})
+    try:
+        yield
+    finally:
+        active.clear()
+        counts.clear()
+        active.update(saved)
+        counts.update(saved_counts)
+
+
 def _reduce(pending: PendingStats) -> None:
     """Hand ``pending`` to fairseq's meters in the aggregators its updates were logged in."""
     from fairseq.logging import metrics
@@ -272,10 +298,7 @@ def _reduce(pending: PendingStats) -> None:
     clip_sum = host.pop("_clip_sum", 0.0)
     first_bad = int(host.pop("_first_bad", 0.0))
     host["updates"] = pending.updates
-    with contextlib.ExitStack() as stack:
-        for name in pending.aggregators:
-            if name != "default":
-                stack.enter_context(metrics.aggregate(name))
+    with _only_aggregators(pending.aggregators):
         if gnorm_sum is not None and gnorm_count > 0:
             metrics.log_speed("ups", gnorm_count, priority=100, round=2)
             metrics.log_scalar("gnorm", gnorm_sum / gnorm_count, gnorm_count, priority=400, round=3)
@@ -355,7 +378,7 @@ def device_statistics() -> None:
         pending = getattr(self, _PENDING_ATTR, None)
         if pending is None:
             pending = PendingStats(
-                list(metrics._active_aggregators),
+                dict(metrics._active_aggregators),
                 type(self.get_criterion()),
                 float(self.cfg.optimization.clip_norm),
             )
