@@ -132,3 +132,19 @@ def test_the_reset_flag_is_in_the_help():
         ).split()
     )
     assert "--synonym-reset-table resume from a checkpoint trained with another" in text
+
+
+def test_a_finished_run_started_again_trains_and_writes_nothing(hc_run, data_bin, tmp_path):
+    """The same command again on a run that holds --max-update updates: it says the run is
+    finished, exits 0 and leaves every checkpoint as it was; a larger --max-update goes on."""
+    run = _copy(hc_run, tmp_path)
+    before = {p.name: p.read_bytes() for p in run.glob("*.pt")}
+    again = fairseq_train(data_bin, run, [*HC, "--max-update", "1"])
+    log = again.stdout + again.stderr
+    assert "the run is finished" in log and "checkpoint_last.pt holds 1 updates" in log, log[-2000:]
+    assert "num_updates: 2" not in log and "| train |" not in log
+    assert {p.name: p.read_bytes() for p in run.glob("*.pt")} == before
+    more = fairseq_train(data_bin, run, [*HC, "--max-update", "2"])
+    assert "the run is finished" not in more.stdout
+    state = torch.load(run / "checkpoint_last.pt", weights_only=False)
+    assert state["optimizer_history"][-1]["num_updates"] == 2

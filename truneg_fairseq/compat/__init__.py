@@ -56,6 +56,9 @@ longer needs it where it can tell. They are installed in this order:
     lock taken over), and a second run is one refusal naming the directory and the holder.
 17. ``log_file``: fairseq's progress bar adds a ``--log-file`` handler on every epoch and
     validation, so epoch N's lines reach the file N times; the file gets one handler.
+18. ``finished_run``: fairseq-train started again on a run that already holds
+    ``--max-update`` updates trains one more and overwrites ``checkpoint_last.pt``; it says the
+    run is finished and exits with status 0, having trained and written nothing.
 
 The plugin's training engine (the fast and compiled update, the statistics summed on the device)
 is not a mend either: it is :mod:`truneg_fairseq.training`, installed after these.
@@ -117,6 +120,7 @@ from .data_index import (  # noqa: F401
     sized_samples,
 )
 from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
+from .finished_run import finished_run_does_nothing  # noqa: F401
 from .log_file import one_log_file_handler  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
@@ -146,6 +150,7 @@ MENDS = (
     one_line_refusals,
     locked_save_dirs,
     one_log_file_handler,
+    finished_run_does_nothing,
 )
 
 _installed = False
