@@ -119,8 +119,8 @@ from .data_index import (  # noqa: F401
     checked_data_index,
     sized_samples,
 )
-from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .finished_run import finished_run_does_nothing  # noqa: F401
+from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .log_file import one_log_file_handler  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
