@@ -15,7 +15,10 @@ tensors. They are read with one copy and handed to the criterion's own ``reduce_
 per ``--log-interval``, on the update fairseq logs at, and before anything else reads the
 meters (the end of an epoch, a checkpoint's saved meter state). The meters then hold the same
 sums and counts as when every update was reduced on its own, so the log, tensorboard and the
-checkpoints show the same values. A value logged per update with weight 1 is reduced with the
+checkpoints show the same values. Those meters, and only those: the aggregators active at the
+updates (fairseq's default, ``train``, ``train_inner``). A reduction that runs while a validation
+reads its meters (a validation between two logs, at the end of an epoch, before a save) does
+not add the training sums to the validation's own aggregator. A value logged per update with weight 1 is reduced with the
 number of updates as its weight (``updates`` in the summed outputs).
 
 A compiled update (:mod:`.compiled_update`) adds its statistics inside its own graph, into the
