@@ -494,3 +494,74 @@ def test_a_sentence_longer_than_the_positions_is_one_line_in_fairseq_train(data_
     assert f"{data_bin / 'valid'}.bin/.idx: sample " in line, line
     assert "more than the 13 positions" in line and "--sample-break-mode none" in line, line
     fairseq_train(data_bin, tmp_path / "none", [*args, "--sample-break-mode", "none"])
+
+
+def _with_token(data_bin, out, token: int):
+    """A copy of ``data_bin`` whose valid.bin holds ``token`` as the first token of its third
+    sentence."""
+    import shutil
+
+    import numpy as np
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    shutil.copytree(data_bin, out)
+    index = MMapIndexedDataset.Index(str(out / "valid.idx"))
+    dtype, start = np.dtype(index.dtype), int(index._pointers[2])
+    del index
+    raw = bytearray((out / "valid.bin").read_bytes())
+    np.frombuffer(raw, dtype=dtype)[start // dtype.itemsize] = token
+    (out / "valid.bin").write_bytes(bytes(raw))
+    return out
+
+
+def test_a_token_id_outside_the_dictionary_is_one_error_naming_the_file(
+    plain_checkpoint, data_bin, tmp_path
+):
+    """valid.bin holding id 60000 while dict.txt has a few hundred entries: reading the split
+    with its dictionary refuses that sentence, and fairseq-validate ends in one line naming the
+    file and the sentence (fairseq's own end is an IndexError in the model's embedding)."""
+    from fairseq.data import Dictionary, data_utils
+    from fairseq_runs import fairseq_validate
+
+    import truneg_fairseq  # noqa: F401  (installs the check)
+    from truneg_fairseq.compat import DataIndexError
+
+    d = _with_token(data_bin, tmp_path / "bin", 60000)
+    dictionary = Dictionary.load(str(d / "dict.txt"))
+    assert len(dictionary) < 60000
+    split = data_utils.load_indexed_dataset(str(d / "valid"), dictionary)
+    assert split[1].max() < len(dictionary)
+    with pytest.raises(DataIndexError) as e:
+        split[2]
+    assert f"{d / 'valid'}.bin" in str(e.value) and "sentence 2" in str(e.value)
+    assert "token id 60000" in str(e.value) and "binarize it again" in str(e.value)
+    assert data_utils.load_indexed_dataset(str(d / "valid"), None)[2].max() == 60000  # unchecked
+
+    proc = fairseq_validate(d, plain_checkpoint, ["--task", "masked_lm"])
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "IndexError" not in proc.stderr, proc.stderr[-3000:]
+    assert "valid.bin: sentence 2 holds token id 60000" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_token_id_outside_the_dictionary_stops_batch_masked_lm_in_one_line(data_bin, tmp_path):
+    """batch_masked_lm reads blocks straight from the token stream (no per-sentence read): the
+    block holding the id is refused there, and fairseq-train's validation ends in one line."""
+    from failures import one_fairseq_error
+
+    d = _with_token(data_bin, tmp_path / "bin", 60000)
+    proc = fairseq_train(
+        d,
+        tmp_path / "run",
+        [
+            *TINY_ROBERTA,
+            "--task",
+            "batch_masked_lm",
+            "--criterion",
+            "masked_lm",
+            "--max-update",
+            "1",
+        ],
+        check=False,
+    )
+    line = one_fairseq_error(proc, f"{d / 'valid'}.bin: block ", "holds token id 60000")
+    assert "IndexError" not in proc.stderr, line

@@ -74,7 +74,23 @@ class ModelValueError(ValueError):
 
 
 class DataIndexError(ValueError):
-    """A ``.idx`` whose sizes do not describe its ``.bin``."""
+    """A ``.idx`` whose sizes do not describe its ``.bin``, or a ``.bin`` holding a token id
+    outside the dictionary it is read with."""
+
+    # the attribute of an opened split (fairseq's MMapIndexedDataset) that holds
+    # (dictionary entries, path prefix) when it was opened with a dictionary
+    BOUND = "truneg_token_bound"
+
+    @classmethod
+    def token_outside(cls, dataset, where: str, token: int) -> "DataIndexError":
+        """The error for ``token`` read at ``where`` (e.g. "sentence 2") of ``dataset``."""
+        entries, path = getattr(dataset, cls.BOUND)
+        return cls(
+            f"{path}.bin: {where} holds token id {token}, outside the {entries} entries of the "
+            "dictionary it is read with: the split was binarized with another dict.txt, or is "
+            "damaged; binarize it again with this data directory's dict.txt "
+            "(scripts/prepare_corpus.py, or fairseq-preprocess --srcdict)"
+        )
 
 
 class SampleTooLongError(ValueError):

@@ -44,7 +44,9 @@ longer needs it where it can tell. They are installed in this order:
     against the bytes it holds on disk (a sparse file's size is not data); a sample longer
     than the model's positions that the run may not leave out (validation, without
     ``--skip-invalid-size-inputs-valid-test``) is
-    one error naming the split and the sample, not a traceback after the splits are built.
+    one error naming the split and the sample, not a traceback after the splits are built;
+    a token id outside the dictionary a split is read with is one error naming the file and
+    the sentence, not an ``IndexError`` in the model's embedding (``bounded_token_ids``).
 
 13. ``refusals``: inside fairseq-train, fairseq-hydra-train and fairseq-validate, every error
     the plugin raises (bad input, refused flags, a checkpoint that cannot be resumed) ended in a
@@ -116,6 +118,7 @@ from .checkpoint_globals import (  # noqa: F401
 from .data_index import (  # noqa: F401
     DataIndexError,
     SampleTooLongError,
+    bounded_token_ids,
     checked_data_index,
     sized_samples,
 )
@@ -146,6 +149,7 @@ MENDS = (
     checked_resume,
     safe_hub_archives,
     checked_data_index,
+    bounded_token_ids,
     sized_samples,
     one_line_refusals,
     locked_save_dirs,

@@ -22,6 +22,16 @@ sentence of more bytes than four times the bytes the file has on disk (``st_bloc
 compressing file system may store a file in fewer blocks than its size, not that much fewer),
 plus 1 MiB, is a :class:`DataIndexError` naming the file and the sentence.
 
+Token ids are bounded by the dictionary they are read with (``bounded_token_ids``): a split
+binarized with another ``dict.txt`` (or damaged) can hold an id past its entries (60000 with
+124), which fairseq hands to the model's embedding: ``IndexError: index out of range in self``
+deep in a forward pass. A split fairseq opens with a dictionary (``load_indexed_dataset``: every
+task's ``load_dataset``, fairseq-validate, truneg-evaluate) checks each sentence as it is read:
+the smallest and largest id of its tokens (one ``aminmax`` over a sentence already in memory, in
+the data loader, not in the training step; scanning a paper-size ``.bin`` at every start would
+read all of it). An id outside the dictionary is one :class:`DataIndexError` naming the file,
+the sentence, the id and the dictionary's size.
+
 Upstream: fairseq 0.12.2 (the last release); no upstream issue is known, and fairseq 0.12 gets no
 more releases.
 """
@@ -161,3 +171,37 @@ def sized_samples() -> None:
 
     filter_indices_by_size.truneg_checked = True
     FairseqTask.filter_indices_by_size = filter_indices_by_size
+
+
+def bounded_token_ids() -> None:
+    """Every sentence of a split opened with a dictionary is checked against it as it is read
+    (see the module docstring)."""
+    from fairseq.data import indexed_dataset
+
+    original_make = indexed_dataset.make_dataset
+    if getattr(original_make, "truneg_checked", False):  # installed already
+        return
+
+    def make_dataset(path, impl, fix_lua_indexing=False, dictionary=None):
+        dataset = original_make(path, impl, fix_lua_indexing, dictionary)
+        if dataset is not None and dictionary is not None:
+            setattr(dataset, DataIndexError.BOUND, (len(dictionary), str(path)))
+        return dataset
+
+    make_dataset.truneg_checked = True
+    indexed_dataset.make_dataset = make_dataset
+
+    cls = indexed_dataset.MMapIndexedDataset
+    original_get = cls.__getitem__
+
+    def __getitem__(self, i):
+        item = original_get(self, i)
+        bound = getattr(self, DataIndexError.BOUND, None)
+        if bound is not None and isinstance(i, int) and item.numel():
+            low, high = (int(v) for v in item.aminmax())
+            if low < 0 or high >= bound[0]:
+                bad = high if high >= bound[0] else low
+                raise DataIndexError.token_outside(self, f"sentence {i}", bad)
+        return item
+
+    cls.__getitem__ = __getitem__

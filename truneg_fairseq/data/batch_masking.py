@@ -34,7 +34,7 @@ from fairseq.data import FairseqDataset, PrependTokenDataset, TokenBlockDataset
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 from truneg_fairseq.core.masking import mask_rows
-from truneg_fairseq.errors import CorpusError, FlagError
+from truneg_fairseq.errors import CorpusError, DataIndexError, FlagError
 
 
 class BatchMaskedLMDataset(FairseqDataset):
@@ -224,6 +224,13 @@ class _TokenStream:
         tokens = flat[np.clip(at, 0, len(flat) - 1)].astype(np.int64)
         tokens[~valid] = pad
         tokens[:, 0] = self.bos
+        bound = getattr(self.indexed, DataIndexError.BOUND, None)
+        if bound is not None:  # the stream bypasses the split's own per-sentence check
+            low, high = tokens.min(), tokens.max()
+            if low < 0 or high >= bound[0]:
+                bad = int(high if high >= bound[0] else low)
+                row = int(np.flatnonzero((tokens == bad).any(axis=1))[0])
+                raise DataIndexError.token_outside(self.indexed, f"block {int(index[row])}", bad)
         return tokens, lengths
 
 
