@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import tomllib
 from repo_paths import REPO
 
@@ -137,3 +138,35 @@ def test_hf_train_names_the_objectives_the_library_has():
     from truneg_fairseq.hf.objective import OBJECTIVES
 
     assert hf_train.OBJECTIVES == OBJECTIVES
+
+
+SHAPES = {
+    # a wrapper of a command module (what scripts/ holds), using fairseq before main runs
+    "wrapper.py": "from truneg_fairseq.cli.evaluate_mlm import main\n",
+    # named like a console command
+    "truneg-evaluate": "import truneg_fairseq\n",
+    # a command's name and a command's main imported
+    "truneg-demo": "from truneg_fairseq.cli.demo import main\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_a_script_taken_for_a_command_never_meets_an_unregistered_fairseq(tmp_path, name):
+    """A script the root takes for one of its commands waits (no fairseq, no torch after the
+    package's import), but once anything in it imports fairseq, before any command line is
+    parsed, every name is registered and every mend is in place (the hub's archive check)."""
+    script = tmp_path / name
+    script.write_text(
+        "import sys\n"
+        + SHAPES[name]
+        + "print('waits', not {'fairseq', 'torch'} & set(sys.modules))\n"
+        + "from fairseq import file_utils\n"
+        + "print('safe archives', getattr(file_utils.load_archive_file, 'truneg_safe', False))\n"
+        + REGISTERED
+    )
+    assert started_as_command([sys.executable, str(script)])
+    proc = _python([script], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "waits True" in proc.stdout, proc.stdout
+    assert "safe archives True" in proc.stdout, proc.stdout
+    assert "registered True" in proc.stdout, proc.stdout

@@ -31,7 +31,12 @@ has its own). Importing fairseq and torch takes seconds, and a command's ``--hel
 error needs neither: the commands' modules import only the standard library and fairseq-free
 parts of the package at module level, and every command registers the plugin as soon as its
 command line is parsed (:class:`truneg_fairseq.cli.args.CommandParser`), so everything past
-parsing runs as it does after ``import truneg_fairseq``. The package's own paths into fairseq
+parsing runs as it does after ``import truneg_fairseq``. Whether the plugin is registered never
+rests on that reading of the command line alone: in a process that waits, the import of fairseq
+itself registers it (:class:`_RegisterAfterFairseq`), so a script that looks like a command (its
+name, or a ``main`` it imports) and uses fairseq before that ``main`` runs meets a registered
+fairseq with every mend in place, and a process where fairseq is imported already registers at
+once. Waiting only ever spares the import of fairseq, never a mend. The package's own paths into fairseq
 above the layers the registration imports (the conversions' model builder, the SQuAD and CLINE
 loaders of ``pipelines/``, the study's scoring workers, ``truneg-train-help``'s parser) call
 :func:`register` themselves too: whatever imported the package first, they never run on an
@@ -218,7 +223,46 @@ class _Alias:
 
 __package_name__ = "truneg_fairseq"
 
+
+class _RegisterAfterFairseq:
+    """A finder for the module ``fairseq`` only, in a command's process while it waits: fairseq
+    is found by the other finders and runs as usual, and the plugin registers as soon as it has
+    run, whoever imported it (the command past its parsing, or a script's own code before the
+    command's ``main``): no code of the process ever meets an unregistered fairseq. It removes
+    itself at its first use."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        import importlib.util
+
+        if fullname != "fairseq":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            register()
+
+        spec.loader.exec_module = exec_module  # this spec's own loader object
+        return spec
+
+
+def _register_when_fairseq_is_imported() -> None:
+    """Register now if fairseq is imported already, else at its import (a command's process)."""
+    if "fairseq" in sys.modules:
+        register()
+    elif not any(isinstance(f, _RegisterAfterFairseq) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterAfterFairseq())
+
+
 if __name__ != __package_name__:
     _under_another_name(__name__)
-elif not started_as_command() and fairseq_installed():
-    register()
+elif fairseq_installed():
+    if started_as_command():
+        _register_when_fairseq_is_imported()
+    else:
+        register()
