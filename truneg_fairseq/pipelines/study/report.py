@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Dict, List
 
 from truneg_fairseq.evaluation.columns import SCORE_COLUMNS
-from truneg_fairseq.outputs import atomic_open, temp_beside
+from truneg_fairseq.outputs import atomic_open
 
 if TYPE_CHECKING:
     from truneg_fairseq.evaluation.false_negatives import Report
@@ -95,42 +95,85 @@ def write_results(out_dir: str, results, cases, meta: dict) -> None:
         f.write("\n".join(c.format(i + 1) for i, c in enumerate(cases)) + "\n")
 
 
-def plot(out_dir: str, results, xlabel: str = "updates after the shared stage 1") -> List[str]:
-    """PNG plots of the ratios, the valid loss and the synonym-aware accuracy over stage-2
-    updates (``xlabel``), one line per run (a missing value is a gap); returns the paths."""
-    import matplotlib
+def _family_and_criterion(run_id: str):
+    """(family, criterion) of a study run id (``roberta_mlm_hard_correction``:
+    :func:`~truneg_fairseq.pipelines.study.setting.run_id`)."""
+    family, _, criterion = run_id.partition("_")
+    return (family, criterion) if criterion else ("", run_id)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    paths = []
-    for name, keys in (
-        ("ratios.png", ("pred_corr_ratio", "iter_corr_ratio")),
-        ("losses.png", ("mlm_loss", "syn_acc")),
-    ):
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, key in zip(axes, keys):
-            label = dict((k, name) for k, name, _ in COLUMNS)[key]
+# the study's figures: (file, title, [(report key, panel title, axis label with unit)])
+STUDY_FIGURES = (
+    (
+        "ratios.png",
+        "False-negative correction ratios on the valid split",
+        [
+            ("pred_corr_ratio", "prediction level", "prediction-level ratio (%)"),
+            ("iter_corr_ratio", "iteration level", "iteration-level ratio (%)"),
+        ],
+    ),
+    (
+        "losses.png",
+        "Valid MLM loss and synonym-aware accuracy",
+        [
+            ("mlm_loss", "MLM loss", "valid MLM loss (bits)"),
+            ("syn_acc", "synonym-aware accuracy", "valid synonym-aware accuracy (%)"),
+        ],
+    ),
+)
+
+
+def study_figures(results) -> List[tuple]:
+    """(file, title, panels) of the study's figures: a series per run, a colour and marker per
+    criterion, the same for every model family, a line style per family
+    (:mod:`truneg_fairseq.pipelines.figures`)."""
+    from truneg_fairseq.pipelines.figures import (
+        LINE_STYLES,
+        Panel,
+        Series,
+        criterion_colour,
+        criterion_marker,
+    )
+
+    families: Dict[str, List[str]] = {}  # family: its criteria, in order
+    others: List[str] = []
+    styles = {}
+    for rid in results:
+        family, criterion = _family_and_criterion(rid)
+        families.setdefault(family, []).append(criterion)
+        styles[rid] = (
+            criterion_colour(criterion, others),
+            criterion_marker(criterion) or "o",
+            LINE_STYLES[list(families).index(family) % len(LINE_STYLES)],
+            # a family's baseline at the bottom, widest: a criterion on it leaves it visible
+            len(families[family]) - 1,
+        )
+    figures = []
+    for name, title, keys in STUDY_FIGURES:
+        panels = []
+        for key, panel_title, ylabel in keys:
+            series = []
             for rid, by_upd in results.items():
                 upd = sorted(by_upd)
                 ys = [getattr(by_upd[u], key) for u in upd]
-                ys = [float("nan") if y is None else y for y in ys]
-                ax.plot(upd, ys, marker="o" if len(upd) <= 50 else None, label=rid)
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(label)
-            ax.grid(alpha=0.3)
-        axes[0].legend(fontsize=8)
-        fig.tight_layout()
+                series.append(Series(rid, upd, ys, *styles[rid]))
+            panels.append(Panel(panel_title, ylabel, series))
+        runs = f"{len(results)} run" + ("" if len(results) == 1 else "s")
+        figures.append((name, f"{title} ({runs})", panels))
+    return figures
+
+
+def plot(out_dir: str, results, xlabel: str = "updates after the shared stage 1") -> List[str]:
+    """PNG plots of the ratios, the valid loss and the synonym-aware accuracy over stage-2
+    updates (``xlabel``), one line per run (a missing value is a gap; :func:`study_figures`);
+    returns the paths."""
+    from truneg_fairseq.pipelines.figures import draw
+
+    paths = []
+    for name, title, panels in study_figures(results):
         path = os.path.join(out_dir, name)
-        tmp = str(temp_beside(path, ".png"))
-        try:
-            fig.savefig(tmp, dpi=110)
-            os.replace(tmp, path)
-        finally:
-            plt.close(fig)
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        paths.append(path)
+        if draw(path, title, panels, xlabel):
+            paths.append(path)
     return paths
 
 
