@@ -57,8 +57,9 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
     log = capsys.readouterr().out
     line = next(x for x in log.splitlines() if x.endswith("| num_updates 2"))
     values = line.split("INFO | truneg_fairseq.pipelines.hf_train | ")[1]
-    for name in ("loss", "mlm_loss", "corrected_loss", "ppl", "mlm_acc", "syn_acc"):
+    for name in ("loss", "loss_bits", "mlm_loss_bits", "corrected_loss_bits", "ppl", "mlm_acc"):
         assert re.search(rf"(^|\| ){name} [\d.]+", values), name
+    assert re.search(r"(^|\| )syn_acc [\d.]+", values)
     assert "pred_corr_ratio" in line and "iter_corr_ratio" in line and "content_pred" in line
     assert "iter_corr_ratio" in log and "eval_mlm_acc" in log and "eval_pred_corr_ratio" in log
     # evaluations at updates 3 and 6, the last one the final evaluation (printed once)
@@ -391,19 +392,30 @@ def test_the_trainer_api_example_runs(tiny, tmp_path):
 @pytest.mark.slow
 def test_electra_pair_run(tmp_path, tiny, capsys):
     """--generator: ELECTRA pre-training of a local pair with hard correction on the generator;
-    the discriminator and generator/ come out as from_pretrained directories."""
+    discriminator/ and generator/ come out as from_pretrained directories, and the run resumes
+    from its checkpoint of the two."""
     from hf_fixtures import save_electra_pair
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
     save_electra_pair(tmp_path / "disc", tmp_path / "gen")
     out = tmp_path / "run"
-    argv = base_args(tiny, out, "--generator", str(tmp_path / "gen"), "--max-steps", "2")
+    argv = base_args(tiny, out, "--generator", str(tmp_path / "gen"), "--save-steps", "2")
     argv[0] = str(tmp_path / "disc")
-    assert hf_train.main([*argv, "--log-steps", "1", "--rtd-synonym-policy", "original"]) == 0
+    argv += ["--log-steps", "1", "--rtd-synonym-policy", "original"]
+    assert hf_train.main([*argv, "--max-steps", "2"]) == 0
     log = capsys.readouterr().out
-    assert "(ELECTRA)" in log and "disc_loss" in log and "rtd_synonym" in log
-    ElectraForPreTraining.from_pretrained(str(out))
+    assert "(ELECTRA)" in log and "disc_loss_bits" in log and "rtd_synonym" in log
+    assert f"the discriminator is in {out / 'discriminator'}" in log
+    ElectraForPreTraining.from_pretrained(str(out / "discriminator"))
     ElectraForMaskedLM.from_pretrained(str(out / "generator"))
+    for model in ("discriminator", "generator"):
+        assert (out / "checkpoint-2" / model / "model.safetensors").is_file()
+    assert hf_train.main([*argv, "--max-steps", "3"]) == 0
+    log = capsys.readouterr().out
+    assert re.search(r"resuming from \S+checkpoint-2\b", log) and "num_updates 3" in log
+    # the output directory given as a model: pointed to the pair it holds
+    given = base_args(tiny, tmp_path / "o2", "--generator", str(out / "generator"))
+    expect_error(capsys, [str(out)] + given[1:], f"give {out / 'discriminator'} --generator")
     # the discriminator alone is refused, naming --generator
     argv = base_args(tiny, tmp_path / "o")
     expect_error(capsys, [str(tmp_path / "disc")] + argv[1:], "--generator GEN_DIR")

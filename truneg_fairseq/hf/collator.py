@@ -54,13 +54,18 @@ class MaskedLMCollator:
     optionally ``index`` (the example's index in the data set: it and the epoch decide its mask;
     without it, batches are numbered in call order) and ``epoch`` (default: the collator's own,
     which :class:`~truneg_fairseq.hf.TrueNegativeTrainer` sets at every epoch's start). A feature
+    tokenized with its own ``attention_mask`` (``padding="max_length"``, run_mlm's
+    ``--pad_to_max_length``, left padding), ``token_type_ids`` or ``special_tokens_mask`` keeps
+    them: its mask decides which positions are attended and candidates, its token types pass
+    through, and its special positions are never selected. A feature
     marked ``padding_row`` (a repeat that only fills a process's last batch,
     :mod:`truneg_fairseq.hf.sharding`) is left out; a batch of such rows only gives one row
     without labels and ``padding_only=True`` (the trainer weighs it 0).
 
     The batch (T the longest row, rounded up to ``pad_to_multiple_of``):
 
-    * ``input_ids`` B x T: the masked input; ``attention_mask`` B x T;
+    * ``input_ids`` B x T: the masked input; ``attention_mask`` B x T (1 where attended);
+    * ``token_type_ids`` B x T when the features have them (padding: the tokenizer's pad type);
     * ``labels`` B x T: the original token at every selected position, -100 elsewhere (HF's
       convention; ``Trainer`` counts these as the items of the batch);
     * ``mlm_positions`` B x N: the static prediction slots.
@@ -92,6 +97,7 @@ class MaskedLMCollator:
         self.seed, self.epoch, self.max_predictions = int(seed), 0, max_predictions
         self.pad_to_multiple_of = pad_to_multiple_of
         self.pad, self.mask_idx = tokenizer.pad_token_id, tokenizer.mask_token_id
+        self.pad_type = int(getattr(tokenizer, "pad_token_type_id", 0) or 0)
         vocab = len(tokenizer)
         self.special = np.zeros(vocab, dtype=bool)  # V: never a candidate nor a random token
         self.special[[i for i in tokenizer.all_special_ids if i is not None and i < vocab]] = True
@@ -132,6 +138,11 @@ class MaskedLMCollator:
             tokens[i, : len(r)] = r
         lengths = np.array([len(r) for r in rows], dtype=np.int64)
         valid = np.arange(t) < lengths[:, None]  # B x T
+        given = self._row_field(features, rows, "attention_mask", t, 0)
+        if given is not None:  # pre-padded rows: their [PAD] positions are not attended
+            valid &= given != 0
+        types = self._row_field(features, rows, "token_type_ids", t, self.pad_type)
+        special = self._row_field(features, rows, "special_tokens_mask", t, 1)
         if "index" in features[0]:
             index = np.array([int(f["index"]) for f in features], dtype=np.int64)
         else:  # no example index: number the rows in call order
@@ -149,6 +160,8 @@ class MaskedLMCollator:
                 "text with split_special_tokens=True, so that text never produces special tokens"
             )
         candidates = valid & ~self.special[tokens]
+        if special is not None:
+            candidates &= special == 0
         src, target = mask_rows(
             tokens,
             candidates,
@@ -168,12 +181,38 @@ class MaskedLMCollator:
         n = self.slot_count(t)
         # each row's selected positions first, in order (the stable sort of the plugin's slots)
         positions = np.argsort(~selected, axis=1, kind="stable")[:, :n]  # B x N
-        return {
+        batch = {
             "input_ids": torch.from_numpy(src),
             "attention_mask": torch.from_numpy(valid.astype(np.int64)),
             "labels": torch.from_numpy(labels),
             "mlm_positions": torch.from_numpy(np.ascontiguousarray(positions)),
         }
+        if types is not None:
+            batch["token_type_ids"] = torch.from_numpy(types)
+        return batch
+
+    @staticmethod
+    def _row_field(features, rows, key: str, t: int, fill: int) -> Optional[np.ndarray]:
+        """B x T int64 of the features' per-token ``key`` (``fill`` past each row's end); None
+        when no feature has it. Every feature has it or none does, each as long as its ids."""
+        have = [key in f for f in features]
+        if not any(have):
+            return None
+        if not all(have):
+            raise ValueError(
+                f"{key} is in {sum(have)} of the batch's {len(have)} features: tokenize every "
+                f"example alike (all with {key}, or none)"
+            )
+        out = np.full((len(rows), t), fill, dtype=np.int64)
+        for i, (f, r) in enumerate(zip(features, rows)):
+            values = np.asarray(f[key], dtype=np.int64).reshape(-1)
+            if len(values) != len(r):
+                raise ValueError(
+                    f"a feature's {key} has {len(values)} entries and its input_ids {len(r)}: "
+                    "they come from one tokenizer call"
+                )
+            out[i, : len(r)] = values
+        return out
 
 
 def tokenize_lines(tokenizer, lines: List[str], max_length: int) -> List[List[int]]:

@@ -116,8 +116,9 @@ class ElectraPretraining(TrueNegativeMLM):
         valid = sel.take(target).ne(self.pad)  # S
         sampled = sample_replacements(net["mlm_logits"], self.sample_temperature, self.pad)  # S
         net["rtd_sampled"], net["rtd_corrupted"] = corrupt(sel, input_ids, sampled, valid)
+        kw = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         net["rtd_logits"] = self.disc(
-            input_ids=net["rtd_corrupted"], attention_mask=attention_mask
+            input_ids=net["rtd_corrupted"], attention_mask=attention_mask, **kw
         ).logits  # B x T
         return net
 
@@ -127,4 +128,6 @@ class ElectraPretraining(TrueNegativeMLM):
         )
 
     def models(self):
-        return {"": self.disc, "generator": self.mlm}
+        # two models, two directories: at the top a directory of a discriminator would load as
+        # ElectraForMaskedLM with a random head (fill-mask, AutoModelForMaskedLM) without a word
+        return {"discriminator": self.disc, "generator": self.mlm}

@@ -9,11 +9,18 @@
   update of one process with gradient accumulation 2;
 * each step's statistics are added up on the device (no ``.item()`` in the step) and, every
   ``logging_steps``, summed over the processes, read once and reduced by the fairseq criterion's
-  own ``reduce_metrics`` (:mod:`truneg_fairseq.hf.stats`): ``loss`` (replacing ``Trainer``'s; in
-  bits per masked token, as fairseq logs it), ``mlm_loss``, ``corrected_loss``/``sr_loss``/
-  ``kl_loss``/``disc_loss``, ``ppl``, ``mlm_acc``, ``syn_acc``, ``pred_corr_ratio``,
+  own ``reduce_metrics`` (:mod:`truneg_fairseq.hf.stats`): beside ``Trainer``'s ``loss`` (nats per
+  masked token, as transformers logs it), ``loss_bits`` (fairseq's ``loss``: bits per masked
+  token), ``mlm_loss_bits``, ``corrected_loss_bits``/``sr_loss_bits``/``kl_loss_bits``/
+  ``disc_loss_bits``, ``ppl``, ``mlm_acc``, ``syn_acc``, ``pred_corr_ratio``,
   ``iter_corr_ratio``, ``content_pred``, ... go to every ``report_to`` (tensorboard included);
-* :meth:`evaluate` reports the same values over the evaluation set as ``eval_<name>``;
+* :meth:`evaluate` reports the same values over the evaluation set as ``eval_<name>``, and
+  ``eval_loss`` in nats per masked token (``exp(eval_loss)`` is the perplexity);
+  ``compute_metrics`` and ``preprocess_logits_for_metrics`` are refused (the step computes
+  logits at the prediction slots only), and so is ``compute_loss_func`` (the objective is the
+  loss);
+* ``load_best_model_at_end`` loads every model of the best checkpoint; the logging, evaluation
+  and save intervals of a resumed run are the run's arguments, not the checkpoint's;
 * the epoch is the trainer's: at each epoch's start it sets the collator's epoch (the masks) and
   the order of the examples (:mod:`truneg_fairseq.hf.sharding`: the same in every process,
   drawn from the seed and the epoch) to the integer epoch it is in, in fresh and resumed runs
@@ -32,6 +39,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import time
@@ -46,6 +54,8 @@ from truneg_fairseq.hf.run_record import write_record
 from truneg_fairseq.hf.sharding import PADDING_ONLY, EpochOrder, PaddedRows
 from truneg_fairseq.hf.stats import StatSums, interval_values
 
+logger = logging.getLogger(__name__)
+
 
 class _DataEpoch(TrainerCallback):
     """At each epoch's start, the trainer's integer epoch to the masks and the order."""
@@ -57,6 +67,25 @@ class _DataEpoch(TrainerCallback):
         # state.epoch is the epochs done so far (k.0 at the start of epoch k, k.67 when resumed
         # 2/3 into it): its floor is the epoch the coming batches belong to
         self.trainer.set_data_epoch(math.floor(state.epoch or 0))
+
+
+class _Intervals(TrainerCallback):
+    """A resumed run logs, evaluates and saves at the intervals it is given: ``Trainer`` takes
+    them from the checkpoint's ``trainer_state.json``."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        was = (state.logging_steps, state.eval_steps, state.save_steps)
+        state.compute_steps(args, state.max_steps)
+        now = (state.logging_steps, state.eval_steps, state.save_steps)
+        if state.global_step and was != now:
+            logger.info(
+                "resumed with logging / evaluation / save every {} / {} / {} updates (the "
+                "checkpoint's: {} / {} / {})".format(*now, *was)
+            )
+
+
+# what Trainer would take and TrueNegativeTrainer would not use
+_UNUSED = ("compute_metrics", "preprocess_logits_for_metrics", "compute_loss_func")
 
 
 class TrueNegativeTrainer(Trainer):
@@ -84,10 +113,20 @@ class TrueNegativeTrainer(Trainer):
             if args.ddp_find_unused_parameters is None:
                 args.ddp_find_unused_parameters = False  # every parameter takes part in the step
         super().__init__(model, args, *rest, **kwargs)
+        given = [name for name in _UNUSED if getattr(self, name, None) is not None]
+        if given:
+            raise ValueError(
+                f"TrueNegativeTrainer takes no {' / '.join(given)}: the step computes logits at "
+                "the prediction slots only, the objective is the loss, and evaluate() reports "
+                "the fairseq statistics over the evaluation set (eval_loss in nats, eval_mlm_acc "
+                "the accuracy at the masked words, eval_syn_acc, eval_pred_corr_ratio, ...); leave "
+                f"{' / '.join(given)} out"
+            )
         self.run_settings = run_settings  # recorded with each checkpoint (run_record.RECORD)
         self._train_sums = StatSums()
         self._order = None  # the training order (EpochOrder) of the current loader
         self.add_callback(_DataEpoch(self))
+        self.add_callback(_Intervals())
 
     # ---- the data -----------------------------------------------------------------------------
     def set_data_epoch(self, epoch: int) -> None:
@@ -176,9 +215,8 @@ class TrueNegativeTrainer(Trainer):
 
     def log(self, logs, start_time=None):
         if ("loss" in logs or "train_loss" in logs) and self._train_sums:
-            # the interval's sums, reduced as fairseq reduces them; fairseq's loss replaces the
-            # mean of the steps' losses (the run's last log takes the steps after the last
-            # interval)
+            # the interval's sums, reduced as fairseq reduces them, beside Trainer's loss (the
+            # run's last log takes the steps after the last interval)
             logs = {**logs, **interval_values(self._train_sums)}
         super().log(logs, start_time)
 
@@ -196,7 +234,7 @@ class TrueNegativeTrainer(Trainer):
                 if not inputs.pop(PADDING_ONLY, False):
                     sums.add(model(**self._prepare_inputs(inputs))["logging"])
         model.train(was)
-        metrics = interval_values(sums, metric_key_prefix)
+        metrics = interval_values(sums, metric_key_prefix, with_loss=True)
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start, 4)
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(
@@ -215,6 +253,12 @@ class TrueNegativeTrainer(Trainer):
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         (model if model is not None else self.model).load_pretrained_weights(resume_from_checkpoint)
+
+    def _load_best_model(self):
+        # every model of the checkpoint (ELECTRA's two directories), as a resume loads them
+        best = self.state.best_model_checkpoint
+        logger.info(f"loading the best model from {best} (score: {self.state.best_metric})")
+        self.model.load_pretrained_weights(best)
 
     def train(self, *args, **kwargs):
         # Trainer's rotation (after each save, and at the end with a best model) deletes every
