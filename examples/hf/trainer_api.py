@@ -36,5 +36,5 @@ args = TrainingArguments(out, max_steps=steps, per_device_train_batch_size=32, l
                          logging_steps=50, save_steps=500, report_to=["tensorboard"])  # fmt: skip
 trainer = TrueNegativeTrainer(objective, args, data_collator=MaskedLMCollator(tok),
                               train_dataset=data, processing_class=tok)  # fmt: skip
-trainer.train()  # logs loss, mlm_loss, corrected_loss, mlm_acc, syn_acc, pred_corr_ratio, ...
+trainer.train()  # logs loss (nats), mlm_loss_bits, corrected_loss_bits, mlm_acc, syn_acc, pred_corr_ratio, ...
 trainer.save_model(out)  # AutoModelForMaskedLM.from_pretrained(out) loads it
