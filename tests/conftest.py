@@ -12,6 +12,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def datasets_cache(tmp_path_factory):
+    """datasets' cache (where truneg-hf-train keeps the tokenized text unless given --cache-dir)
+    in the session's temporary directory, for this process and the commands it starts, not in
+    the home directory."""
+    path = tmp_path_factory.mktemp("datasets-cache")
+    os.environ["HF_DATASETS_CACHE"] = str(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def wn():
     from truneg_fairseq.lexicon import load_wordnet

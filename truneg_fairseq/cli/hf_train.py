@@ -5,16 +5,20 @@ hard correction, soft regularization, sentence-level KL or plain MLM, with trans
   see docs/hf.md, "A model directory, offline", for making one); with
   --generator GEN_DIR it is an ELECTRA discriminator and GEN_DIR its generator (ELECTRA
   pre-training, the objective applied to the generator's masked-LM term).
-  --train / --valid: a text file or a folder of .txt files, one example per non-empty line.
+  --train / --valid: text files (.gz/.bz2/.xz too) or folders of .txt files, one example per
+  non-empty line, or a directory written by datasets' save_to_disk; tokenized once into
+  memory-mapped Arrow under --cache-dir and read from there by later runs and every process
+  (--streaming: --train read and tokenized as training goes, nothing converted).
 
 Writes OUTPUT_DIR/checkpoint-N every --save-steps (each loads with from_pretrained; running the
 same command again resumes from the last one, with the same settings; once --max-steps is reached
 it does nothing), OUTPUT_DIR/synonyms.npz (the WordNet synonym table of the tokenizer's
 vocabulary, built on the first run), tensorboard logs in OUTPUT_DIR/runs, and the final model in
-OUTPUT_DIR. OUTPUT_DIR is new, empty, or an earlier run of this command (never one holding an
-input); one run at a time writes it. The log reports the fairseq plugin's
-statistics under its names: loss (bits per masked token), mlm_loss, corrected_loss / sr_loss /
-kl_loss / disc_loss, mlm_acc, syn_acc, pred_corr_ratio, iter_corr_ratio, ...
+OUTPUT_DIR (ELECTRA: OUTPUT_DIR/discriminator and OUTPUT_DIR/generator). OUTPUT_DIR is new, empty,
+or an earlier run of this command (never one holding an input); one run at a time writes it. The
+log reports transformers' loss (nats per masked token) and the fairseq plugin's statistics:
+loss_bits, mlm_loss_bits, corrected_loss_bits / sr_loss_bits / kl_loss_bits / disc_loss_bits (bits
+per masked token, fairseq's unit), mlm_acc, syn_acc, pred_corr_ratio, iter_corr_ratio, ...
 
 Several processes: torchrun --nproc_per_node K $(which truneg-hf-train) ... (--batch-size is per
 process; with --cpu they talk over gloo).
@@ -62,11 +66,11 @@ def _read(args) -> list:
     found = [("MODEL_DIR", p) for p in files_in(args.model_dir, HF_FILES)]
     found += [("--generator", p) for p in files_in(args.generator, HF_FILES)]
     for flag in ("--train", "--valid"):
-        path = getattr(args, flag[2:])
-        if path and os.path.isdir(path):
-            found += [(flag, p) for p in files_in(path, sorted(os.listdir(path)))]
-        else:
-            found.append((flag, path))
+        for path in getattr(args, flag[2:]) or [None]:
+            if path and os.path.isdir(path):
+                found += [(flag, p) for p in files_in(path, sorted(os.listdir(path)))]
+            else:
+                found.append((flag, path))
     return found + [("--synonym-table", args.synonym_table)]
 
 
@@ -78,9 +82,10 @@ def _written(args) -> list:
     # the table is built and kept when none is given and no earlier run kept one (which is then
     # read back, not written)
     kept = os.path.isfile(os.path.join(args.output_dir, "synonyms.npz"))
-    names = [*HF_FILES, "training_args.bin"] + (
-        [] if args.synonym_table or kept else ["synonyms.npz"]
-    )
+    names = ["training_args.bin"] + ([] if args.synonym_table or kept else ["synonyms.npz"])
+    # ELECTRA: the discriminator and the generator, each in its own directory
+    models = ["discriminator", "generator"] if args.generator else [""]
+    names += [os.path.join(m, n) if m else n for m in models for n in HF_FILES]
     return [("--output-dir", os.path.join(args.output_dir, n)) for n in names]
 
 
@@ -92,8 +97,19 @@ OBJECTIVES = ("mlm", "hard_correction", "soft_reg", "sent_kl")
 def build_parser():
     p = command_parser(__doc__)
     p.add_argument("model_dir", metavar="MODEL_DIR", help="local HuggingFace model directory")
-    p.add_argument("--train", help="training text: a file or a folder of .txt files")
-    p.add_argument("--valid", help="validation text, evaluated every --eval-steps and at the end")
+    p.add_argument(
+        "--train",
+        nargs="+",
+        metavar="TEXT",
+        help="training text: files (.gz/.bz2/.xz too), folders of .txt files, or a directory "
+        "written by datasets' save_to_disk",
+    )
+    p.add_argument(
+        "--valid",
+        nargs="+",
+        metavar="TEXT",
+        help="validation text (as --train), evaluated every --eval-steps and at the end",
+    )
     p.add_argument("--output-dir", help="checkpoints, logs and the final model")
     p.add_argument("--generator", metavar="GEN_DIR", help="ELECTRA: the generator's directory")
     p.add_argument("--objective", choices=OBJECTIVES, default="hard_correction")
@@ -139,6 +155,23 @@ def build_parser():
         action="store_true",
         help="continue an encoder without a masked-LM head (e.g. a published BertModel) or "
         "a checkpoint lacking head weights: a new head, initialised as transformers does",
+    )
+    d = p.add_argument_group("data")
+    d.add_argument(
+        "--cache-dir",
+        help="where the tokenized text is kept (default: datasets' cache, $HF_DATASETS_CACHE)",
+    )
+    d.add_argument(
+        "--preprocessing-workers",
+        type=int,
+        metavar="N",
+        help="processes that tokenize the text the first time (default: the cores, up to 8)",
+    )
+    d.add_argument(
+        "--streaming",
+        action="store_true",
+        help="read and tokenize --train as training goes: nothing converted or cached, lines in "
+        "file order (docs/hf.md says what else it gives up)",
     )
     o = p.add_argument_group("objectives")
     o.add_argument("--sr-weight", type=float, default=1.0, help="soft_reg: lambda")

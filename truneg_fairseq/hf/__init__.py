@@ -9,7 +9,9 @@ who continue a published BERT, RoBERTa or ELECTRA with ``Trainer``, ``accelerate
 * :class:`TrueNegativeMLM`: masked-LM with hard correction, soft regularization or sentence-level
   KL on any ``AutoModelForMaskedLM`` model, the whole step in one ``forward``;
 * :class:`ElectraPretraining`: ELECTRA from a generator + discriminator pair, synonym-aware labels;
-* :class:`TrueNegativeTrainer`: a ``Trainer`` that logs the fairseq statistics and evaluates them.
+* :class:`TrueNegativeTrainer`: a ``Trainer`` that logs the fairseq statistics and evaluates them;
+* :func:`tokenized_text`: text files, a saved or given ``datasets.Dataset``, tokenized once into
+  memory-mapped Arrow (a cache every later run and process reads) as :class:`IndexedRows`.
 
 ``transformers`` is needed here only (the ``[hf]`` extra); ``import truneg_fairseq`` does not
 import it. The trainer needs ``accelerate`` too, as ``transformers.Trainer`` does.
@@ -26,6 +28,7 @@ from truneg_fairseq.hf.electra_pair import ElectraPretraining
 from truneg_fairseq.hf.heads import ModelError, check_masked_lm
 from truneg_fairseq.hf.objective import OBJECTIVES, TrueNegativeMLM
 from truneg_fairseq.hf.stats import StatSums
+from truneg_fairseq.hf.text_corpus import IndexedRows, tokenized_text
 from truneg_fairseq.hf.tokenizer_tables import (
     build_synonym_table,
     hf_vocab_view,
@@ -47,6 +50,7 @@ __all__ = [
     "IGNORE",
     "OBJECTIVES",
     "ElectraPretraining",
+    "IndexedRows",
     "MaskedLMCollator",
     "ModelError",
     "StatSums",
@@ -60,4 +64,5 @@ __all__ = [
     "load_synonym_table",
     "synonym_lookup",
     "tokenize_lines",
+    "tokenized_text",
 ]

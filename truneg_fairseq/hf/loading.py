@@ -1,16 +1,17 @@
 """What ``truneg-hf-train`` reads, checked before any work: a local HuggingFace model directory
 (nothing is downloaded; a hub id is one error saying how to make the directory), its
-architecture and positions, and text files (one line, one example). ``cfg`` is the command's
-:class:`~truneg_fairseq.pipelines.hf_train.HFTrainConfig` (any object with its fields)."""
+architecture and positions (the text: :mod:`truneg_fairseq.hf.text_inputs`). ``cfg`` is the
+command's :class:`~truneg_fairseq.pipelines.hf_train.HFTrainConfig` (any object with its
+fields)."""
 
 from __future__ import annotations
 
 import json
 import logging
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
-from truneg_fairseq.errors import CorpusError, HFTrainError
+from truneg_fairseq.errors import HFTrainError
 
 logger = logging.getLogger(__name__)
 
@@ -26,65 +27,16 @@ def local_model_dir(path: str, flag: str) -> Path:
         if problem:
             raise HFTrainError(problem)
         return p
+    if p.is_dir() and all(
+        (p / m / "config.json").is_file() for m in ("discriminator", "generator")
+    ):
+        raise HFTrainError(
+            f"{flag} {path} holds an ELECTRA pair (its discriminator/ and generator/): give "
+            f"{p / 'discriminator'} --generator {p / 'generator'}"
+        )
     if p.is_dir():
         raise HFTrainError(f"{flag} {path} has no config.json: give a save_pretrained directory")
     raise HFTrainError(not_local_message(path, flag))
-
-
-def text_files(path: str, flag: str) -> List[Path]:
-    """A text file, or the .txt files of a folder (sorted)."""
-    p = Path(path)
-    if p.is_file():
-        return [p]
-    if p.is_dir():
-        files = sorted(q for q in p.rglob("*.txt") if q.is_file())
-        if not files:
-            raise HFTrainError(f"{flag} {path} is a folder without .txt files")
-        return files
-    raise HFTrainError(f"{flag} {path} not found (a text file or a folder of .txt files)")
-
-
-def read_examples(tokenizer, path: str, flag: str, seq_len: int) -> List[List[int]]:
-    """Every non-empty line of the text as ids (truncated to ``seq_len``); counts logged."""
-    from truneg_fairseq.hf.collator import tokenize_lines
-    from truneg_fairseq.text import read_lines
-
-    lines: List[str] = []
-    empty = 0
-    for f in text_files(path, flag):
-        try:
-            for line in read_lines(f):
-                if line.strip():
-                    lines.append(line.strip())
-                else:
-                    empty += 1
-        except UnicodeDecodeError as e:
-            raise HFTrainError(f"{flag}: {f} line {e.lineno} is not UTF-8 text") from None
-        except CorpusError as e:  # a line longer than any example (text/lines.py)
-            raise HFTrainError(f"{flag}: {e}") from None
-    if not lines:
-        raise HFTrainError(f"{flag} {path} holds no text (empty lines only)")
-    ids = tokenize_lines(tokenizer, lines, seq_len)
-    full = sum(len(x) >= seq_len for x in ids)
-    logger.info(
-        f"{flag} {path}: {len(ids)} examples (one per non-empty line; {empty} empty lines left "
-        f"out, {full} lines cut at --seq-len {seq_len})"
-    )
-    return ids
-
-
-class LineDataset:
-    """Tokenized lines for ``Trainer``; each item carries its index (its mask, with the epoch
-    the trainer gives the collator)."""
-
-    def __init__(self, examples: List[List[int]]):
-        self.examples = examples
-
-    def __len__(self):
-        return len(self.examples)
-
-    def __getitem__(self, i):
-        return {"input_ids": self.examples[i], "index": i}
 
 
 def check_architecture(

@@ -29,6 +29,7 @@ from typing import Dict, List, Optional
 
 from truneg_fairseq.errors import OutputDirError
 from truneg_fairseq.hf.run_record import AFRESH, OWNER, RECORD, check_resume
+from truneg_fairseq.hf.text_inputs import input_paths
 from truneg_fairseq.outputs import MARKER, atomic_open, check_dir, read_marker
 
 logger = logging.getLogger(__name__)
@@ -102,12 +103,12 @@ def _inside(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def claim(out: os.PathLike, inputs: Dict[str, Optional[str]], resume: bool = True) -> None:
+def claim(out: os.PathLike, inputs: Dict[str, object], resume: bool = True) -> None:
     """Before any work: :class:`OutputDirError` when ``out`` cannot be this run's output
-    directory: a file; a directory that is or holds one of ``inputs`` (``{flag: path}``: this run
-    writes and rotates checkpoints there); a directory that holds anything but an earlier run of
-    this command; with ``resume`` False, an earlier run's directory that holds its checkpoints
-    (a fresh run there would mix its checkpoints with the earlier run's)."""
+    directory: a file; a directory that is or holds one of ``inputs`` (``{flag: path or paths}``:
+    this run writes and rotates checkpoints there); a directory that holds anything but an
+    earlier run of this command; with ``resume`` False, an earlier run's directory that holds
+    its checkpoints (a fresh run there would mix its checkpoints with the earlier run's)."""
     out = Path(os.path.abspath(out))
     if out.is_symlink() and not out.is_dir() or (out.exists() and not out.is_dir()):
         raise OutputDirError(
@@ -115,7 +116,8 @@ def claim(out: os.PathLike, inputs: Dict[str, Optional[str]], resume: bool = Tru
             "the directory of an earlier run to resume it"
         )
     real = os.path.realpath(out)
-    for flag, path in inputs.items():
+    named = [(flag, path) for flag, given in inputs.items() for path in input_paths(given)]
+    for flag, path in named:
         if path and _inside(os.path.realpath(path), real):
             raise OutputDirError(
                 f"--output-dir {out} holds the {flag} input {path}: this run writes and rotates "

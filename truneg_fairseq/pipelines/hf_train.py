@@ -19,19 +19,18 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from truneg_fairseq.core.step import OBJECTIVES
 from truneg_fairseq.errors import HFTrainError
 from truneg_fairseq.hf.loading import (
-    LineDataset,
     check_architecture,
     check_seq_len,
     load_models,
     local_model_dir,
-    read_examples,
-    text_files,
 )
+from truneg_fairseq.hf.text_corpus import run_text
+from truneg_fairseq.hf.text_inputs import check_run_text
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +40,10 @@ TABLE_NAME = "synonyms.npz"  # the table built for the run, kept in output_dir f
 @dataclass
 class HFTrainConfig:
     model_dir: str
-    train: str
+    # text files or folders (a path or a list), a save_to_disk directory, or a datasets.Dataset
+    train: Any
     output_dir: str
-    valid: Optional[str] = None
+    valid: Any = None
     generator: Optional[str] = None
     objective: str = "hard_correction"
     synonym_table: Optional[str] = None
@@ -77,6 +77,11 @@ class HFTrainConfig:
     report_to: str = "tensorboard"
     workers: int = 0
     allow_fresh_head: bool = False
+    # the text as memory-mapped Arrow, tokenized once (hf/text_corpus.py): where the tokens are
+    # kept (None: datasets' cache) and by how many processes (None: the cores, up to 8)
+    cache_dir: Optional[str] = None
+    preprocessing_workers: Optional[int] = None
+    streaming: bool = False  # --train read and tokenized as training goes (hf/streamed_text.py)
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
@@ -161,9 +166,7 @@ def check_inputs(cfg: HFTrainConfig) -> None:
     )
     if cfg.generator:
         local_model_dir(cfg.generator, "--generator")
-    text_files(cfg.train, "--train")
-    if cfg.valid:
-        text_files(cfg.valid, "--valid")
+    check_run_text(cfg)
     if cfg.synonym_table and not os.path.isfile(cfg.synonym_table):
         raise HFTrainError(
             f"--synonym-table {cfg.synonym_table} not found (build one: truneg-hf-train "
@@ -272,10 +275,7 @@ def _train(cfg: HFTrainConfig) -> str:
     tok, mlm, disc = load_models(cfg)
     models = [(cfg.generator or cfg.model_dir, mlm)]
     check_seq_len(cfg, models + ([(cfg.model_dir, disc)] if disc is not None else []))
-    train = LineDataset(read_examples(tok, cfg.train, "--train", cfg.seq_len))
-    valid = (
-        LineDataset(read_examples(tok, cfg.valid, "--valid", cfg.seq_len)) if cfg.valid else None
-    )
+    train, valid = run_text(cfg, tok)
     table = synonym_table(cfg, tok)
     objective = build_objective(cfg, tok, mlm, disc, table)
     keep, rand = (0.15, 0.0) if disc is not None else (0.1, 0.1)
@@ -294,6 +294,9 @@ def _train(cfg: HFTrainConfig) -> str:
         random_token_prob=rand,
         seed=cfg.seed,
         max_predictions=cfg.max_predictions,
+        # streamed: the first process collates every process's batch and accelerate joins them,
+        # which needs one width (and gives each process the rows one process would accumulate)
+        pad_to_multiple_of=cfg.seq_len if cfg.streaming else None,
     )
 
     class LogLines(TrainerCallback):
@@ -314,9 +317,10 @@ def _train(cfg: HFTrainConfig) -> str:
     trainer.remove_callback(PrinterCallback)  # the same values as LogLines, as a dict
     if last:
         logger.info(f"resuming from {last}")
+    size = len(train) if hasattr(train, "__len__") else "streamed"  # --streaming: no length
     logger.info(
         f"objective {cfg.objective}{' (ELECTRA)' if disc is not None else ''} on "
-        f"{type(mlm).__name__}: {len(train)} examples, {cfg.max_steps} updates of "
+        f"{type(mlm).__name__}: {size} examples, {cfg.max_steps} updates of "
         f"{cfg.batch_size} x {cfg.grad_accum} x {trainer.args.world_size} sequences"
     )
     trainer.train(resume_from_checkpoint=last)
@@ -328,5 +332,13 @@ def _train(cfg: HFTrainConfig) -> str:
         trainer.evaluate()
     with trainer.write_errors(cfg.output_dir, "the final model there is incomplete"):
         trainer.save_model(cfg.output_dir)
-    logger.info(f"done: the model is in {cfg.output_dir} (from_pretrained loads it)")
+    if disc is not None:
+        out = cfg.output_dir
+        logger.info(
+            f"done: the discriminator is in {os.path.join(out, 'discriminator')} "
+            f"(ElectraForPreTraining.from_pretrained loads it), the generator in "
+            f"{os.path.join(out, 'generator')} (ElectraForMaskedLM; pipeline('fill-mask', ...))"
+        )
+    else:
+        logger.info(f"done: the model is in {cfg.output_dir} (from_pretrained loads it)")
     return cfg.output_dir
