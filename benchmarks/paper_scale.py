@@ -178,7 +178,7 @@ def rehearse(workdir: Path, size_mb: int, updates: int, workers) -> dict:
     )
     hf += ["--objective", "hard_correction", "--synonym-table", str(hf_table)]
     hf += ["--seq-len", "128", "--batch-size", "16", "--cpu", "--log-steps", "5"]
-    hf += ["--save-steps", str(updates)]
+    hf += ["--save-steps", str(updates), "--cache-dir", str(run / "hf-cache")]
     rows.append(
         run_stage("truneg-hf-train", [*hf, "--max-steps", str(updates)], out, run / "hf.log", env)
     )
