@@ -161,3 +161,10 @@ def to_fairseq_ids(ids: torch.Tensor, vocab: List[str]) -> torch.Tensor:
     inv = torch.empty_like(order)
     inv[order] = torch.arange(len(order))
     return inv[ids]
+
+
+def saved_weights(path: Path) -> dict:
+    """The tensors of ``path``/model.safetensors (a save_pretrained or Trainer checkpoint folder)."""
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(path) / "model.safetensors"))

@@ -13,7 +13,14 @@ import sys
 import pytest
 import torch
 from corpus_fixtures import tiny_corpus_lines
-from hf_fixtures import bert_config, save_bert, tiny_bert_and_texts, wordpiece_vocab, write_vocab
+from hf_fixtures import (
+    bert_config,
+    save_bert,
+    saved_weights,
+    tiny_bert_and_texts,
+    wordpiece_vocab,
+    write_vocab,
+)
 from repo_paths import REPO
 
 from truneg_fairseq.cli import hf_train
@@ -31,12 +38,6 @@ def base_args(tiny, out, *extra):
         "--cpu", "--batch-size", "4", "--seq-len", "32", "--mask-prob", "0.3",
         "--lr", "1e-3", "--report-to", "none", *extra,
     ]  # fmt: skip
-
-
-def weights(path):
-    from safetensors.torch import load_file
-
-    return load_file(str(path / "model.safetensors"))
 
 
 def step_of(ckpt):
@@ -70,7 +71,7 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
     assert [step_of(out / f"checkpoint-{n}") for n in (2, 4, 6)] == [2, 4, 6]
     BertForMaskedLM.from_pretrained(str(out / "checkpoint-2"))  # each checkpoint loads
     BertForMaskedLM.from_pretrained(str(out))  # and so does the final model
-    straight = weights(out)
+    straight = saved_weights(out)
 
     # interrupted after 4 updates, in the middle of saving checkpoint-6: the same command goes
     # on from checkpoint-4, the last complete one, and ends where the run without interruption
@@ -83,7 +84,7 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
     log = capsys.readouterr().out
     assert re.search(r"resuming from \S+checkpoint-4\b", log) and "incomplete checkpoint" in log
     assert "num_updates 6" in log and "num_updates 2 " not in log
-    resumed = weights(out)
+    resumed = saved_weights(out)
     for k in straight:
         assert torch.allclose(resumed[k], straight[k], atol=1e-6, rtol=1e-5), k
 
@@ -94,7 +95,7 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
         rf"{re.escape(str(out))} holds a finished run: \S+checkpoint-6 is at update 6", log
     )
     assert "num_updates" not in log and not (out / "checkpoint-7").exists()
-    assert all(torch.equal(weights(out)[k], resumed[k]) for k in resumed)
+    assert all(torch.equal(saved_weights(out)[k], resumed[k]) for k in resumed)
 
 
 def nseq_per_update(log):
@@ -143,8 +144,8 @@ def test_two_processes_equal_one_with_gradient_accumulation(tiny, tmp_path, caps
         re.search(r"eval_loss ([\d.]+) .*eval_nseq ([\d.]+)", log) for log in (two.stdout, one)
     ]
     assert evals[0].groups() == evals[1].groups() and float(evals[0].group(2)) == 7
-    a, b = weights(tmp_path / "two"), weights(tmp_path / "one")
-    start = weights(tiny / "bert")
+    a, b = saved_weights(tmp_path / "two"), saved_weights(tmp_path / "one")
+    start = saved_weights(tiny / "bert")
     assert a.keys() == b.keys()
     moved = max((a[k] - start[k]).abs().max().item() for k in a if k in start)
     assert moved > 1e-3  # it trained

@@ -14,7 +14,7 @@ import re
 import pytest
 import torch
 from corpus_fixtures import tiny_corpus_lines
-from hf_fixtures import save_electra_pair, tiny_bert_and_texts
+from hf_fixtures import save_electra_pair, saved_weights, tiny_bert_and_texts
 
 from truneg_fairseq.cli import hf_train
 
@@ -198,12 +198,6 @@ def first_is_best():
     return FirstIsBest()
 
 
-def safetensors_of(path):
-    from safetensors.torch import load_file
-
-    return load_file(str(path / "model.safetensors"))
-
-
 @pytest.mark.parametrize("trainer_class", ["TrueNegativeTrainer", "Trainer"])
 def test_load_best_model_at_end_loads_the_best_checkpoint(tiny, tok, tmp_path, trainer_class):
     """Checkpoints at every update, the first one the best: the run ends with its weights,
@@ -227,8 +221,8 @@ def test_load_best_model_at_end_loads_the_best_checkpoint(tiny, tok, tmp_path, t
     trainer.train()
     assert trainer.state.best_model_checkpoint == str(tmp_path / "checkpoint-1")
     best, last = (
-        safetensors_of(tmp_path / "checkpoint-1"),
-        safetensors_of(tmp_path / "checkpoint-3"),
+        saved_weights(tmp_path / "checkpoint-1"),
+        saved_weights(tmp_path / "checkpoint-3"),
     )
     now = objective.mlm.state_dict()
     assert set(best) <= set(now)
@@ -246,7 +240,7 @@ def test_state_dict_keys_are_the_wrapped_models_own(tiny, tok, tmp_path):
 
     objective = TrueNegativeMLM(bert(tiny), tok, "mlm")
     objective.mlm.save_pretrained(str(tmp_path / "bert"))
-    saved = safetensors_of(tmp_path / "bert")
+    saved = saved_weights(tmp_path / "bert")
     state = objective.state_dict()
     assert set(state) == set(saved)
     assert objective._keys_to_ignore_on_save == [

@@ -156,7 +156,7 @@ def _event(step: int, tag: str, value: float) -> bytes:
 def test_the_checksum_is_tensorboards():
     from tensorboardX.record_writer import masked_crc32c
 
-    from truneg_fairseq.data.train_logs import crc32c, masked_crc
+    from truneg_fairseq.data.event_records import crc32c, masked_crc
 
     assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
     for data in (b"", b"x", bytes(range(256)) * 3):
