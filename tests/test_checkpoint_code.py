@@ -688,3 +688,147 @@ def test_numpy1_checkpoint_loads_and_crafted_pickle_is_refused(tmp_path):
         with pytest.raises(pickle.UnpicklingError):
             torch.load(bad, map_location="cpu")
     assert not (tmp_path / "pwned").exists()
+
+
+def _string_fields(count: int) -> list:
+    """(group, field) of ``count`` string fields of fairseq's top-level config groups."""
+    import dataclasses
+
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.dataclass.utils import interpret_dc_type
+
+    out = []
+    for group, f in FairseqConfig.__dataclass_fields__.items():
+        if dataclasses.is_dataclass(f.type):
+            for name, field in f.type.__dataclass_fields__.items():
+                if not name.startswith("_") and interpret_dc_type(field.type) is str:
+                    out.append((group, name))
+    return out[:count]
+
+
+def _standing_for_much(state: dict, form: str) -> str:
+    """``state`` with a config that stands for exponentially more than the file holds, in
+    ``form``; returns the start of the dotted path to be named."""
+    shared = [0] * 8
+    for _ in range(10):  # stored once, 8**11 values when copied
+        shared = [shared] * 8
+    if form == "references":  # each value two references to the last: 2**40 values resolved
+        common = state["cfg"]["common"]
+        common["l0"] = [0, 0]
+        for i in range(1, 40):
+            common[f"l{i}"] = [f"${{common.l{i - 1}}}", f"${{common.l{i - 1}}}"]
+        return "cfg.common"
+    if form == "shared":
+        state["cfg"]["common"]["shared"] = shared
+        return "cfg.common.shared"
+    if form == "namespace":  # fairseq keeps a legacy model's arguments as a namespace
+        state["cfg"]["model"].shared = shared
+        return "cfg.model.shared"
+    args = _old_style(state)
+    if form == "args-shared":
+        args.lr = shared
+        return "args.lr"
+    # each string field two interpolations of the last: fairseq's conversion of the arguments
+    # resolves them (2**30 characters)
+    fields = _string_fields(30)
+    setattr(args, fields[0][1], "ab")
+    for (group, name), (last_group, last) in zip(fields[1:], fields):
+        setattr(args, name, f"${{{last_group}.{last}}}${{{last_group}.{last}}}")
+    return "args."
+
+
+SWOLLEN = ["references", "shared", "namespace", "args-shared", "args-interpolations"]
+
+
+@pytest.mark.parametrize("form", SWOLLEN)
+def test_a_config_standing_for_exponentially_much_is_refused_at_once(
+    plain_checkpoint, data_bin, tmp_path, form
+):
+    """A config a few hundred bytes long that stands for 2**40 values (references doubling the
+    last, one list stored once and used over and over, in a dict, a namespace, an old-style
+    ``args``) is refused in well under a second by fairseq's loader (fairseq-validate,
+    fairseq-train --restore-file, fairseq's hub) and the plugin's, naming the file and where;
+    building or resolving it first would take hours."""
+    import time
+
+    from fairseq import checkpoint_utils
+
+    import truneg_fairseq  # noqa: F401  (installs the checks)
+    from truneg_fairseq.checkpoints import CheckpointError, read_checkpoint
+    from truneg_fairseq.compat import UnsafeCheckpointError
+
+    state = torch.load(plain_checkpoint, map_location="cpu", weights_only=True)
+    where = _standing_for_much(state, form)
+    swollen = tmp_path / "swollen.pt"
+    torch.save(state, swollen)
+    assert swollen.stat().st_size < plain_checkpoint.stat().st_size + 20_000
+    start = time.time()
+    with pytest.raises(UnsafeCheckpointError) as e:
+        checkpoint_utils.load_checkpoint_to_cpu(str(swollen), arg_overrides={"data": "x"})
+    assert time.time() - start < 1.0
+    assert str(e.value).startswith(f"{swollen}: {where}") and "was not loaded" in str(e.value)
+    start = time.time()
+    with pytest.raises(CheckpointError, match=re.escape(f"{swollen}: {where}")):
+        read_checkpoint(swollen)
+    assert time.time() - start < 1.0
+    if form == "references":
+        proc = run_script("evaluate_mlm.py", ["--data", str(data_bin), str(swollen)])
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert f"{swollen}: {where}" in proc.stderr
+
+
+@pytest.mark.parametrize("form", ["dict", "dictconfig", "dataclass"])
+def test_every_form_of_a_config_is_bounded_before_it_is_resolved(form):
+    """The rebuild itself bounds a config handed to it in any form: references doubling the
+    last in a dict or a ``DictConfig`` (which it would resolve), a list used over and over in a
+    dataclass instance."""
+    import time
+
+    from fairseq.dataclass.configs import FairseqConfig
+    from omegaconf import OmegaConf
+
+    from truneg_fairseq.compat import UnsafeCheckpointError, rebuild_config
+
+    common = {"l0": [0, 0]}
+    for i in range(1, 40):
+        common[f"l{i}"] = [f"${{common.l{i - 1}}}", f"${{common.l{i - 1}}}"]
+    if form == "dataclass":
+        shared = [0.1] * 8
+        for _ in range(10):
+            shared = [shared] * 8
+        cfg = FairseqConfig()
+        cfg.optimization.lr = shared
+    else:
+        cfg = {"common": common}
+        cfg = OmegaConf.create(cfg) if form == "dictconfig" else cfg
+    start = time.time()
+    with pytest.raises(UnsafeCheckpointError, match=r"^f\.pt: cfg\.(common|optimization\.lr)"):
+        rebuild_config(cfg, "f.pt")
+    assert time.time() - start < 1.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "'a'*99999+" * 800 + "'a'",
+        "[0]*99999+" * 300 + "[0]",
+        "[[0]*1000]*1000",
+        "(('a'*50000,)*2,)*2",
+        "'a'*" + "9" * 200_000,
+    ],
+    ids=["strings-added", "lists-added", "nested-repeat", "tuples-repeated", "long-text"],
+)
+def test_a_value_fairseq_evaluates_is_bounded_after_every_step(text):
+    """Sums and repetitions of plain data are bounded by their running size after each ``+``
+    and ``*`` (items, nested ones and characters counted), so none builds more than 100,000
+    items or copies more at a step; fairseq's own defaults still pass."""
+    import time
+
+    from truneg_fairseq.compat import UnsafeCheckpointError, safe_literal
+
+    start = time.time()
+    with pytest.raises(UnsafeCheckpointError, match="fairseq evaluates this field"):
+        safe_literal(text, "f")
+    assert time.time() - start < 0.5
+    wav2vec = "[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512, 2, 2)] * 2"
+    assert eval(safe_literal(wav2vec, "f")) == eval(wav2vec)

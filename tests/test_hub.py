@@ -7,6 +7,7 @@ The model is a tiny random BERT saved by transformers and imported by the real c
 predict one chosen piece (a word start or a ``##`` continuation), so the filled text is known."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -228,3 +229,130 @@ def test_bad_places_are_one_error_naming_them(imported, tmp_path):
         from_pretrained(imported, checkpoint_file="missing.pt")
     with pytest.raises(CheckpointError, match="vocab .*other.txt not found"):
         from_pretrained(imported, checkpoint_file="word.pt", vocab=str(tmp_path / "other.txt"))
+
+
+def _no_network(monkeypatch) -> list:
+    """Every way this process could reach the network (sockets, name lookups, urllib, and
+    fairseq's download and path-manager entries, which run before any socket) refuses and is
+    recorded in the list returned."""
+    import socket
+    import urllib.request
+
+    from fairseq import file_utils
+
+    attempts = []
+
+    def refuse(what):
+        def blocked(*args, **kwargs):
+            attempts.append((what, repr(args[:2])[:200]))
+            raise OSError(f"no network in this test ({what})")
+
+        return blocked
+
+    monkeypatch.setattr(socket.socket, "connect", refuse("connect"))
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse("connect_ex"))
+    monkeypatch.setattr(socket, "create_connection", refuse("create_connection"))
+    monkeypatch.setattr(socket, "getaddrinfo", refuse("getaddrinfo"))
+    monkeypatch.setattr(urllib.request, "urlopen", refuse("urlopen"))
+    monkeypatch.setattr(file_utils, "get_from_cache", refuse("fairseq download"))
+    monkeypatch.setattr(file_utils, "cached_path_from_pm", refuse("fairseq path manager"))
+    return attempts
+
+
+def test_every_registered_bpe_and_tokenizer_is_known_to_the_file_check():
+    """A BPE or tokenizer fairseq (or the plugin) registers that the check does not know would
+    be refused by every loader: a new one must be added with the files it reads."""
+    from fairseq.registry import REGISTRIES
+
+    from truneg_fairseq.checkpoint_schema.encoder_files import FILE_FIELDS
+
+    for kind in ("bpe", "tokenizer"):
+        assert set(REGISTRIES[kind]["registry"]) == set(FILE_FIELDS[kind]), kind
+
+
+def _local_files(root, imported, spm_model) -> dict:
+    """A local file for every file field of a registered BPE, each of the kind it reads."""
+    import shutil
+
+    root.mkdir()
+    (root / "encoder.json").write_text('{"a": 0, "b": 1}')
+    (root / "merges.txt").write_text("#version: 0.2\n")
+    (root / "codes").write_text("a b\n")
+    shutil.copy(spm_model, root / "spm.model")
+    vocab = str(imported / "vocab.txt")
+    return {
+        "gpt2_encoder_json": str(root / "encoder.json"),
+        "gpt2_vocab_bpe": str(root / "merges.txt"),
+        "sentencepiece_model": str(root / "spm.model"),
+        "sentencepiece_model_path": str(root / "spm.model"),
+        "bpe_codes": str(root / "codes"),
+        "bpe_vocab": str(root / "encoder.json"),
+        "bpe_merges": str(root / "merges.txt"),
+        "bpe_vocab_file": vocab,
+        "wordpiece_vocab": vocab,
+    }
+
+
+def test_a_local_checkpoint_fetches_nothing_whatever_its_tokenizer_config(
+    imported, corpus_dir, tmp_path, monkeypatch
+):
+    """Every BPE and tokenizer fairseq registers, named in a checkpoint's config with no files
+    (fairseq's GPT-2 would download its defaults, its BERT ask the HuggingFace hub), with local
+    files, with a file that is not there: the hub loads it or says in one error which file to
+    give, and nothing reaches the network."""
+    from fairseq.registry import REGISTRIES
+
+    from truneg_fairseq.checkpoint_schema.encoder_files import FILE_FIELDS
+
+    files = _local_files(tmp_path / "files", imported, corpus_dir / "spm.model")
+    base = torch.load(imported / "model.pt", map_location="cpu", weights_only=True)
+    attempts = _no_network(monkeypatch)
+
+    def load(kind, section, name):
+        state = dict(base, cfg=dict(base["cfg"], **{kind: section}))
+        ck = tmp_path / name
+        ck.mkdir()
+        torch.save(state, ck / "model.pt")
+        return ck, lambda **kw: from_pretrained(ck, data_name_or_path=str(imported), **kw)
+
+    for kind in ("bpe", "tokenizer"):
+        for name in sorted(REGISTRIES[kind]["registry"]):
+            reads = FILE_FIELDS[kind][name]
+            ck, hub = load(kind, {"_name": name}, f"{kind}-{name}-bare")
+            if not reads:
+                assert hub().fill_mask(MASKED, topk=1)
+                continue
+            with pytest.raises(CheckpointError) as e:
+                hub()
+            said = str(e.value)
+            assert said.startswith(f"{ck / 'model.pt'}: {kind}.{reads[0]} is not given"), said
+            assert "nothing is downloaded" in said and f"'_name': {name!r}" in said
+            ck, hub = load(kind, {"_name": name, **{f: files[f] for f in reads}}, f"{name}-local")
+            try:
+                hub()  # built from the local files
+            except CheckpointError as e:  # a package it needs is not installed, in words
+                assert str(e).startswith(f"{ck / 'model.pt'}: the {name} BPE"), str(e)
+            if name == "gpt2":  # vocab= says the tokenizer: the checkpoint's own is not built
+                ck, hub = load(kind, {"_name": name}, "gpt2-vocab")
+                lm = hub(vocab=str(imported / "vocab.txt"))
+                assert lm.fill_mask(MASKED, topk=1)[0][0].startswith("the big house ")
+    missing = {"_name": "sentencepiece", "sentencepiece_model": str(tmp_path / "no.model")}
+    ck, hub = load("bpe", missing, "spm-missing")
+    with pytest.raises(CheckpointError, match=re.escape(f"{ck / 'model.pt'}: bpe.sentencepiece")):
+        hub()
+    assert attempts == []
+
+
+def test_evaluate_fetches_nothing_whatever_the_checkpoints_tokenizer_config(
+    plain_checkpoint, data_bin, tmp_path, monkeypatch
+):
+    """truneg-evaluate on a checkpoint whose config names fairseq's GPT-2 BPE and the moses
+    tokenizer with no files: it scores with the data's own tokenizer and reaches nothing."""
+    state = torch.load(plain_checkpoint, map_location="cpu", weights_only=True)
+    state["cfg"]["bpe"] = {"_name": "gpt2"}
+    state["cfg"]["tokenizer"] = {"_name": "moses"}
+    torch.save(state, tmp_path / "model.pt")
+    attempts = _no_network(monkeypatch)
+    proc = run_script("evaluate_mlm.py", ["--data", str(data_bin), str(tmp_path / "model.pt")])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert attempts == []

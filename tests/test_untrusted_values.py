@@ -119,14 +119,19 @@ def test_every_field_of_the_plugins_families_has_a_schema_entry():
     assert not missing, sorted(missing)
 
 
-def _tar(path: Path, members: dict) -> Path:
-    """A .tar.gz holding ``members`` (name -> bytes) under exactly those names."""
+def _tar(path: Path, members) -> Path:
+    """A .tar.gz holding ``members`` (name -> bytes, or (name, bytes) pairs: a name may come
+    twice) under exactly those names; a name ending in ``/`` is a directory."""
     import io
     import tarfile
 
     with tarfile.open(path, "w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
+        for name, data in members.items() if isinstance(members, dict) else members:
+            info = tarfile.TarInfo(name.rstrip("/"))
+            if name.endswith("/"):
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+                continue
             if data.startswith(b"LINK:"):  # a symbolic link to the rest
                 info.type, info.linkname = tarfile.SYMTYPE, data[5:].decode()
                 tar.addfile(info)
@@ -275,19 +280,67 @@ def test_an_archive_with_too_many_members_is_refused(tmp_path, hub_tmp, monkeypa
     assert len([p for p in out.rglob("*") if p.is_file()]) == 6
 
 
-def test_a_failed_extraction_removes_what_it_wrote(tmp_path, hub_tmp):
-    """The second member cannot be written (its parent is the first, a file): the first, already
-    written, goes with the temporary directory."""
-    import tarfile
-
+@pytest.mark.parametrize("case", ["under-a-file", "file-and-directory", "twice", "truncated"])
+def test_an_archive_that_cannot_be_extracted_is_one_error_and_leaves_nothing(
+    tmp_path, hub_tmp, case
+):
+    """Members that contradict each other (``model.pt`` then ``model.pt/x``; a name that is a
+    file and a directory; a file named twice) are refused before anything is written; a
+    truncated archive fails while it is written: each is one error naming the archive, and the
+    temporary directory is gone."""
     from fairseq import file_utils
 
     import truneg_fairseq  # noqa: F401
+    from truneg_fairseq.compat import ArchiveError
 
-    archive = _tar(tmp_path / "m.tar.gz", {"model/a": b"x" * 1000, "model/a/b": b"y"})
-    with pytest.raises((OSError, tarfile.TarError)):
+    members = {
+        "under-a-file": [("model/model.pt", b"x" * 1000), ("model/model.pt/x", b"y")],
+        "file-and-directory": [("model/d", b"x"), ("model/d/", b"")],
+        "twice": [("model/model.pt", b"x"), ("model/model.pt", b"y")],
+        "truncated": [("model/dict.txt", b"a 1\n"), ("model/model.pt", os.urandom(200_000))],
+    }[case]
+    archive = _tar(tmp_path / "m.tar.gz", members)
+    if case == "truncated":
+        archive.write_bytes(archive.read_bytes()[:150_000])
+    with pytest.raises(ArchiveError) as e:
         file_utils.load_archive_file(str(archive))
+    said = str(e.value)
+    assert said.startswith(str(archive)) and "Traceback" not in said
+    assert ("truncated or damaged" if case == "truncated" else "nothing was extracted") in said
     assert list(hub_tmp.iterdir()) == []
+    assert archive.is_file()  # the user's archive stays
+
+
+def test_loading_an_archive_again_reuses_its_copy_and_exit_removes_it(tmp_path):
+    """Each load of the same archive in a process gets the one copy extracted the first time;
+    the process leaves nothing in the temporary directory when it exits. A changed archive is
+    extracted anew."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    archive = _tar(tmp_path / "m.tar.gz", {"model/dict.txt": b"a 1\n", "model/model.pt": b"x"})
+    code = (
+        "import os, sys, time\n"
+        "import truneg_fairseq\n"
+        "from fairseq import file_utils\n"
+        "a = file_utils.load_archive_file(sys.argv[1])\n"
+        "b = file_utils.load_archive_file(sys.argv[1])\n"
+        "assert a == b and open(os.path.join(a, 'dict.txt')).read() == 'a 1\\n'\n"
+        "st = os.stat(sys.argv[1])\n"
+        "os.utime(sys.argv[1], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))\n"
+        "c = file_utils.load_archive_file(sys.argv[1])\n"
+        "assert c != a\n"
+        "print(len([d for d in os.listdir(os.environ['TMPDIR']) if d.startswith('truneg-hub-')]))\n"
+    )
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [__import__("sys").executable, "-c", code, str(archive)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "2"  # one copy each of two versions
+    assert not [d for d in tmp.iterdir() if d.name.startswith("truneg-hub-")]
 
 
 @pytest.mark.parametrize(

@@ -98,7 +98,12 @@ class SampleTooLongError(ValueError):
     where the run may not leave it out."""
 
 
-class UnsafeArchiveError(ValueError):
+class ArchiveError(ValueError):
+    """An archive given to fairseq's hub that cannot be extracted as given (truncated, damaged,
+    members that contradict each other, no room to extract it): the message names it and the fix."""
+
+
+class UnsafeArchiveError(ArchiveError):
     """An archive with a member that would be written outside its extraction directory, or
     that would expand to more than its bounds (:func:`check_size`)."""
 

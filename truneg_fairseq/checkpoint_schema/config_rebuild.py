@@ -24,13 +24,14 @@ import argparse
 import dataclasses
 import enum
 import re
+import reprlib
 import typing
 
+from .config_bounds import MAX_DEPTH, bound_config
 from .config_schema import ANY as _ANY
 from .config_schema import _hints, _merge, component_schema, flat_schema, top_schema
 from .evaluated_fields import UnsafeCheckpointError, _evaluated, safe_literal
 
-MAX_DEPTH = 16  # fairseq's deepest legitimate nesting is cfg.model.encoder.<field>
 MAX_ITEMS = 100_000
 _REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\}$")
 _PLAIN = (type(None), bool, int, float, str)
@@ -58,8 +59,14 @@ def _same(value, given) -> bool:
         return False
 
 
+# a value shown in an error: its first items only, so showing a shared or huge one costs nothing
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 80, 80, 40
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
+
+
 def _show(value) -> str:
-    text = repr(value) if not isinstance(value, argparse.Namespace) else "a Namespace"
+    text = _REPR.repr(value) if not isinstance(value, argparse.Namespace) else "a Namespace"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -372,6 +379,7 @@ def rebuild_config(cfg, path: str, overrides=None):
     ``overrides``: the loader's ``arg_overrides``, kept as they are."""
     from omegaconf import DictConfig, OmegaConf
 
+    bound_config(cfg, path, "cfg")  # before anything below resolves or walks it
     if isinstance(cfg, DictConfig):
         _plain_references_only(cfg, path)
         cfg = OmegaConf.to_container(cfg, resolve=True)
@@ -408,5 +416,6 @@ def rebuild_args(args, path: str, overrides=None) -> argparse.Namespace:
     :func:`rebuild_config`)."""
     if not isinstance(args, argparse.Namespace):
         _refuse(path, "args", f"is {_show(args)}, not an argument namespace")
+    bound_config(args, path, "args", references=False)
     _code_first(args, path, "args")
     return _Rebuild(path, overrides).flat(args, "args", 0)

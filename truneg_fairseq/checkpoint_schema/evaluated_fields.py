@@ -68,44 +68,69 @@ def _evaluated(key: str) -> bool:
 
 
 _MAX_ITEMS = 100_000  # a value fairseq evaluates is a short layer list, never this long
+_MAX_TEXT = 100_000  # characters of such a value: fairseq's longest default is under 100
+
+
+def _weight(value) -> int:
+    """How many items a literal holds, nested ones and characters of strings included."""
+    if isinstance(value, (str, bytes)):
+        return max(len(value), 1)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return 1 + sum(_weight(v) for v in value)
+    if isinstance(value, dict):
+        return 1 + sum(_weight(k) + _weight(v) for k, v in value.items())
+    return 1
+
+
+def _too_large(weight: int) -> int:
+    if weight > _MAX_ITEMS:
+        raise ValueError("too long")
+    return weight
 
 
 def _data_value(node):
-    """The value of expression ``node`` when it is plain data: a literal (``ast.literal_eval``'s
-    grammar) or lists/tuples/strings/numbers joined by ``+`` and repeated by ``*`` an integer,
-    the form fairseq's own defaults take (``"[(512, 3)] * 20"`` in fconv,
-    ``"[(512, 10, 5)] + [(512, 3, 2)] * 4"`` in wav2vec2). Anything else (a name, a call, an
-    attribute, a comprehension) raises ValueError: it is code. Sizes are bounded, so a
-    repetition cannot exhaust memory here."""
+    """(value, weight) of expression ``node`` when it is plain data: a literal
+    (``ast.literal_eval``'s grammar) or lists/tuples/strings/numbers joined by ``+`` and
+    repeated by ``*`` an integer, the form fairseq's own defaults take (``"[(512, 3)] * 20"`` in
+    fconv, ``"[(512, 10, 5)] + [(512, 3, 2)] * 4"`` in wav2vec2). Anything else (a name, a call,
+    an attribute, a comprehension) raises ValueError: it is code. The weight (:func:`_weight`:
+    items, nested ones and characters counted) is known before each ``+`` and ``*`` is done and
+    bounded after every one, so no chain of them builds more than ``_MAX_ITEMS`` items or copies
+    more than that many at a step."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
-        left, right = _data_value(node.left), _data_value(node.right)
+        (left, lw), (right, rw) = _data_value(node.left), _data_value(node.right)
         if isinstance(node.op, ast.Mult):
             count = right if isinstance(right, int) and not isinstance(right, bool) else left
-            other = left if count is right else right
+            other, ow = (left, lw) if count is right else (right, rw)
             if (
                 isinstance(other, (list, tuple, str))
                 and isinstance(count, int)
                 and not isinstance(count, bool)
             ):
-                if len(other) * max(count, 0) > _MAX_ITEMS:
-                    raise ValueError("too long")
-            elif not (isinstance(left, (int, float)) and isinstance(right, (int, float))):
+                weight = _too_large(ow * max(count, 0))
+            elif isinstance(left, (int, float)) and isinstance(right, (int, float)):
+                weight = 1
+            else:
                 raise ValueError("not data")
-        elif not (
-            type(left) is type(right)
-            and isinstance(left, (list, tuple, str))
-            or isinstance(left, (int, float, complex))
-            and isinstance(right, (int, float, complex))
-        ):
+        elif type(left) is type(right) and isinstance(left, (list, tuple, str)):
+            weight = _too_large(lw + rw)
+        elif isinstance(left, (int, float, complex)) and isinstance(right, (int, float, complex)):
+            weight = 1
+        else:
             raise ValueError("not data")
         value = left * right if isinstance(node.op, ast.Mult) else left + right
         if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > 1e18:
             raise ValueError("too large")
-        return value
+        return value, weight
     if isinstance(node, (ast.List, ast.Tuple)):
-        items = [_data_value(e) for e in node.elts]
-        return items if isinstance(node, ast.List) else tuple(items)
-    return ast.literal_eval(node)
+        items, weight = [], 1
+        for element in node.elts:
+            value, w = _data_value(element)
+            items.append(value)
+            weight = _too_large(weight + w)
+        return (items if isinstance(node, ast.List) else tuple(items)), weight
+    value = ast.literal_eval(node)
+    return value, _too_large(_weight(value))
 
 
 def safe_literal(value, where: str):
@@ -117,6 +142,8 @@ def safe_literal(value, where: str):
         return value
     text = value.strip()
     try:
+        if len(text) > _MAX_TEXT:
+            raise ValueError("too long")
         if text:
             _data_value(ast.parse(text, mode="eval").body)
         return text

@@ -12,7 +12,7 @@ size is also bounded by the weights the file holds (:func:`check_against_weights
 count by the layers its tensor names number, a width, head count or position count by the
 largest dimension of its tensors, so a config claiming a million layers fails in a second instead
 of allocating them. Tokenizer settings read from a file must name local files
-(:func:`check_local_paths`): nothing is downloaded.
+(:mod:`.encoder_files`, which uses :func:`is_url`): nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -225,14 +225,3 @@ def check_model_values(model, path: str, weights=None, fix: str = CHECKPOINT_FIX
 def is_url(value) -> bool:
     """Whether ``value`` is a string naming a URL (``scheme://...``) rather than a local path."""
     return isinstance(value, str) and bool(_URL.match(value.strip()))
-
-
-def check_local_paths(section, path: str, what: str) -> None:
-    """Every string of the tokenizer config ``section`` (``cfg.bpe`` / ``cfg.tokenizer``) read
-    from ``path`` must not be a URL (``scheme://``): the plugin never downloads."""
-    for key, value in _items(section).items() if section is not None else ():
-        if is_url(value):
-            raise ModelValueError(
-                f"{path}: {what}.{key} = {value[:80]!r} is a URL; nothing is downloaded here. "
-                "Download the file yourself and give its local path (from_pretrained(..., bpe=...))"
-            )

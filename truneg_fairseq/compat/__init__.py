@@ -61,6 +61,9 @@ longer needs it where it can tell. They are installed in this order:
 18. ``finished_run``: fairseq-train started again on a run that already holds
     ``--max-update`` updates trains one more and overwrites ``checkpoint_last.pt``; it says the
     run is finished and exits with status 0, having trained and written nothing.
+19. ``first_speed``: fairseq's speed meters start at the first value logged and drop it, so
+    the first ``train_inner`` line of every run says ``wps=0, ups=0``; a meter made at an update
+    times that update and counts its value.
 
 The plugin's training engine (the fast and compiled update, the statistics summed on the device)
 is not a mend either: it is :mod:`truneg_fairseq.training`, installed after these.
@@ -123,7 +126,8 @@ from .data_index import (  # noqa: F401
     sized_samples,
 )
 from .finished_run import finished_run_does_nothing  # noqa: F401
-from .hub_archives import UnsafeArchiveError, safe_hub_archives  # noqa: F401
+from .first_speed import first_update_speed  # noqa: F401
+from .hub_archives import ArchiveError, UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .log_file import one_log_file_handler  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
@@ -155,6 +159,7 @@ MENDS = (
     locked_save_dirs,
     one_log_file_handler,
     finished_run_does_nothing,
+    first_update_speed,
 )
 
 _installed = False

@@ -11,9 +11,13 @@ not filtered but rebuilt (:func:`rebuild_checkpoint_configs`, :mod:`.config_rebu
 config made from fairseq's schema, each known field checked for its type and copied, a field
 fairseq evaluates (:data:`EVALUATED_FIELDS`; a test derives the set from fairseq's source) holding
 plain data wherever it sits (a literal, or lists joined by ``+`` and repeated by ``*`` an integer,
-as fairseq's fconv and wav2vec defaults are written). What fairseq's constructors receive is that
-rebuilt config; an unknown field, a value of the wrong type or code refuses the file with one
-error naming the field's dotted path. The plugin's own loaders (``checkpoints.load_for_inference``:
+as fairseq's fconv and wav2vec defaults are written, bounded after every step). Before any of
+that, what the file's config holds is counted and bounded (:func:`bound_checkpoint_configs`,
+:mod:`truneg_fairseq.checkpoint_schema.config_bounds`) on what ``torch.load`` returns inside
+fairseq's loader, before fairseq builds a ``DictConfig`` of it (which copies every use of an
+object the file stores once) or converts an old-style ``args`` (which resolves interpolations).
+What fairseq's constructors receive is that rebuilt config; an unknown field, a value of the
+wrong type or code refuses the file with one error naming the field's dotted path. The plugin's own loaders (``checkpoints.load_for_inference``:
 its scripts, evaluation and HuggingFace export) go further and are an allow-list: a checkpoint
 must be of the families the plugin trains and converts (fairseq's ``RobertaModel`` and the
 plugin's models, read from fairseq's registries) and any other architecture (``cfg.model._name``,
@@ -31,6 +35,7 @@ import argparse
 import contextlib
 import contextvars
 
+from truneg_fairseq.checkpoint_schema.config_bounds import bound_config
 from truneg_fairseq.checkpoint_schema.config_rebuild import rebuild_args, rebuild_config
 from truneg_fairseq.checkpoint_schema.evaluated_fields import (  # noqa: F401  (the names compat exports)
     EVALUATED_FIELDS,
@@ -178,6 +183,48 @@ def check_plugin_model_values(state: dict, path: str) -> None:
             check_model_values(source, path, state.get("model"))
 
 
+def bound_checkpoint_configs(state, path: str) -> None:
+    """Refuse checkpoint ``state`` read from ``path`` when its ``cfg`` or old-style ``args``
+    stands for more than any fairseq config (:func:`.config_bounds.bound_config`): called on
+    what ``torch.load`` returns, before fairseq makes a ``DictConfig`` of the ``cfg`` (which
+    copies every use of a shared object) or converts the ``args`` (which resolves them)."""
+    if not isinstance(state, dict):
+        return
+    if state.get("cfg") is not None:
+        bound_config(state["cfg"], path, "cfg")
+    if state.get("args") is not None:
+        bound_config(state["args"], path, "args", references=False)
+
+
+# the checkpoint fairseq's loader is reading in this context (None: not inside it)
+_READING = contextvars.ContextVar("truneg_reading_checkpoint", default=None)
+
+
+def bounded_torch_load() -> None:
+    """``torch.load`` called by fairseq's ``load_checkpoint_to_cpu`` (the one call it makes,
+    while :data:`_READING` names the file) gives what it read to :func:`bound_checkpoint_configs`
+    before fairseq does anything with it. Every other call is torch's own, unchanged."""
+    import functools
+
+    import torch
+
+    original = torch.load
+    if getattr(original, "truneg_bounded", False):  # installed already
+        return
+
+    @functools.wraps(original)
+    def load(*args, **kwargs):
+        state = original(*args, **kwargs)
+        path = _READING.get()
+        if path is not None:
+            _READING.set(None)  # the checkpoint itself only, not what a later call reads
+            bound_checkpoint_configs(state, path)
+        return state
+
+    load.truneg_bounded = True
+    torch.load = load
+
+
 def safe_checkpoint_configs() -> None:
     """Rebuild the config of every checkpoint fairseq loads (see the module docstring): the
     architecture is checked first where :func:`plugin_families_only` asks for it, then ``args``
@@ -193,12 +240,19 @@ def safe_checkpoint_configs() -> None:
     if getattr(original, "truneg_safe", False):  # installed already
         return
 
+    bounded_torch_load()
+
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+        token = _READING.set(str(path))
         try:
             state = original(path, arg_overrides=arg_overrides, load_on_all_ranks=load_on_all_ranks)
+        except UnsafeCheckpointError:
+            raise  # said already, from what was read
         except Exception:
             _explain_failed_upgrade(str(path))
             raise
+        finally:
+            _READING.reset(token)
         if _FAMILIES_ONLY.get():
             check_architecture(state, str(path))
         rebuild_checkpoint_configs(state, str(path), arg_overrides)

@@ -13,10 +13,14 @@ anything is written. So does an archive that would expand to too much (:func:`ch
 than ``TRUNEG_HUB_ARCHIVE_MAX_MEMBERS`` members, 10,000 by default; member sizes adding up to more
 than ``TRUNEG_HUB_ARCHIVE_MAX_BYTES``, 64 GiB by default, or, past 64 MiB, to more than
 ``TRUNEG_HUB_ARCHIVE_MAX_RATIO`` times the archive's own size, 100 by default), judged from the
-sizes the headers declare before anything is written. A safe archive is extracted with tarfile's
-``data`` filter into a new temporary directory, and the archive stays where it was; a failed
-extraction (a damaged archive, a full disk, an interrupt) removes that directory and all it
-wrote. A directory is used as it is.
+sizes the headers declare before anything is written, and so do members that contradict each
+other (:func:`check_layout`: a file named twice, ``model.pt`` then ``model.pt/x``). A safe
+archive is extracted with tarfile's ``data`` filter into a new temporary directory, and the
+archive stays where it was; loading the same, unchanged archive again in the process uses that
+copy, and every copy is removed when the process exits. A failed extraction (a truncated or
+damaged archive, a full disk, an interrupt) removes that directory and all it wrote, and is one
+:class:`ArchiveError` naming the archive (an interrupt stays an interrupt). A directory is used
+as it is.
 
 fairseq's own hub without ``import truneg_fairseq`` first (``fairseq.hub_utils.from_pretrained``,
 ``torch.hub.load("pytorch/fairseq", ...)``) keeps fairseq's extraction (docs/demo-and-study.md).
@@ -27,14 +31,19 @@ more releases.
 
 from __future__ import annotations
 
+import atexit
+import errno
 import logging
 import os
 import posixpath
+import shutil
 import tarfile
 import tempfile
+import zlib
 
-from truneg_fairseq.errors import (
-    UnsafeArchiveError,  # noqa: F401  (defined in the one place of the errors)
+from truneg_fairseq.errors import (  # noqa: F401  (defined in the one place of the errors)
+    ArchiveError,
+    UnsafeArchiveError,
 )
 
 logger = logging.getLogger(__name__)
@@ -42,7 +51,8 @@ logger = logging.getLogger(__name__)
 
 def check_members(archive: tarfile.TarFile, path: str) -> None:
     """Refuse ``archive`` (read from ``path``) unless every member is a plain file or directory
-    whose name stays inside the extraction directory."""
+    whose name stays inside the extraction directory, and the members agree with each other
+    (:func:`check_layout`)."""
     for m in archive.getmembers():
         name = m.name.replace("\\", "/")
         parts = posixpath.normpath(name).split("/")
@@ -58,6 +68,39 @@ def check_members(archive: tarfile.TarFile, path: str) -> None:
                 f"{path}: member {m.name[:120]!r} is {why}, which would be written outside the "
                 "directory it is extracted to; nothing was extracted. Extract a trusted archive "
                 "yourself and give the directory (truneg_fairseq.models.hub.from_pretrained(DIR))"
+            )
+
+
+def check_layout(members: list, path: str) -> None:
+    """Refuse members that contradict each other, before anything is written: a file named
+    twice (which one is the model?), or a member under a name the archive holds as a file
+    (``model.pt`` then ``model.pt/x``), which no directory can hold."""
+    files, dirs, parents = {}, set(), {}
+    for m in members:
+        name = posixpath.normpath(m.name.replace("\\", "/")).lstrip("/")
+        if name in (".", ""):
+            continue
+        if m.isdir():
+            dirs.add(name)
+        elif name in files:
+            raise ArchiveError(
+                f"{path}: member {m.name[:120]!r} is in the archive twice, so which one is meant "
+                "is not known; nothing was extracted. Use an archive that holds each file once, "
+                "or extract it yourself and give the directory"
+            )
+        else:
+            files[name] = m.name
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            parents.setdefault("/".join(parts[:i]), m.name)
+    for name, member in files.items():
+        under = parents.get(name, member if name in dirs else None)
+        if under is not None:
+            raise ArchiveError(
+                f"{path}: member {under[:120]!r} needs {member[:120]!r} to be a directory, but "
+                "the archive holds a file of that name too; nothing was extracted. The archive "
+                "is damaged or not a model archive: use another, or extract it yourself and "
+                "give the directory"
             )
 
 
@@ -128,25 +171,73 @@ def check_size(archive: tarfile.TarFile, path: str) -> list:
             )
 
 
-def extract(path: str) -> str:
-    """The directory of archive ``path`` after a checked extraction (see the module docstring).
-    Whatever a failed extraction wrote is removed with its temporary directory."""
-    import shutil
+# archives extracted by this process: {(real path, inode, size, mtime): (directory, model
+# directory)}; a load of the same archive again uses that copy, and every copy is removed when
+# the process exits, so loads leave nothing behind in the temporary directory
+_EXTRACTED: dict = {}
+# what a damaged or truncated archive raises while it is read (gzip, bz2 and xz streams too)
+_DAMAGED = (tarfile.TarError, EOFError, zlib.error)
+try:
+    import lzma
 
+    _DAMAGED += (lzma.LZMAError,)
+except ImportError:  # pragma: no cover - an interpreter built without lzma
+    pass
+
+
+def _identity(path: str):
+    st = os.stat(path)
+    return os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _remove_extracted() -> None:
+    for target, _ in list(_EXTRACTED.values()):
+        shutil.rmtree(target, ignore_errors=True)
+    _EXTRACTED.clear()
+
+
+def extract(path: str) -> str:
+    """The directory of archive ``path`` after a checked extraction (see the module docstring):
+    the copy this process extracted already when the archive is unchanged, else a new one.
+    Whatever a failed extraction wrote is removed with its temporary directory, and the failure
+    is one :class:`ArchiveError` naming the archive."""
+    key = _identity(path)
+    known = _EXTRACTED.get(key)
+    if known is not None and os.path.isdir(known[1]):
+        return known[1]
     target = tempfile.mkdtemp(prefix="truneg-hub-")
     try:
         with tarfile.open(path, "r:*") as archive:
             members = check_size(archive, path)
             check_members(archive, path)
+            check_layout(members, path)
             names = [m.name for m in members]
             archive.extractall(target, members=members, filter="data")
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(target, ignore_errors=True)
+        if isinstance(e, ArchiveError) or not isinstance(e, Exception):
+            raise
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise ArchiveError(
+                f"{path}: extracting it into {tempfile.gettempdir()} failed ({first}); nothing "
+                "of it was left there. Free space there (or set TMPDIR to a larger disk), or "
+                "extract it yourself and give the directory"
+            ) from None
+        if isinstance(e, (*_DAMAGED, OSError)):
+            raise ArchiveError(
+                f"{path} is not a readable archive: truncated or damaged ({first}); nothing of it "
+                "was left extracted. Download or copy it again, or give the model's directory"
+            ) from None
         raise
     top = os.path.commonprefix(names) if names else ""
     top = top if top and os.path.isdir(os.path.join(target, top)) else ""
     out = os.path.join(target, top)
-    logger.info(f"extracted {path} to {out} (the archive is kept)")
+    if not _EXTRACTED:  # the first copy (re-registering later is harmless: it clears them all)
+        atexit.unregister(_remove_extracted)
+        atexit.register(_remove_extracted)
+    _EXTRACTED[key] = (target, out)
+    logger.info(f"extracted {path} to {out} (the archive is kept; the copy goes at exit)")
     return out
 
 

@@ -30,6 +30,12 @@ checkpoint's own BPE config; a vocab.txt beside the checkpoint or in the data di
 ``lowercase=`` says otherwise; the tokenizer that ``prepare_corpus.py`` recorded in the data
 directory (``tokenizer_fingerprint.json``: sentencepiece, GPT-2 BPE, WordPiece, or whitespace
 words, as the demo's and the study's checkpoints have).
+
+Nothing is fetched, whatever the checkpoint's BPE or tokenizer config says or leaves out: a BPE
+config that names a URL, leaves out a file where fairseq would fetch a default (GPT-2's files,
+BERT's vocabulary) or names a file that is not there is one error naming the field and the files
+to give (:mod:`truneg_fairseq.checkpoint_schema.encoder_files`), before it is built; with
+``vocab=`` the checkpoint's own BPE is not built at all, and its tokenizer never is.
 """
 
 from __future__ import annotations
@@ -139,18 +145,35 @@ def _wordpiece_bpe(vocab: Path, lowercase: Optional[bool]):
     return WordPieceBPE(WordPieceBPEConfig(wordpiece_vocab=str(vocab), wordpiece_lowercase=flag))
 
 
-def _local_tokenizer_files(cfg, checkpoint: Path, given: bool) -> None:
-    """The tokenizer config the hub builds (the checkpoint's ``bpe``/``tokenizer``, or ``bpe=``)
-    must name local files: a URL (``https://``, ``s3://``, ...) is refused, never downloaded."""
-    from truneg_fairseq.checkpoint_schema.model_values import ModelValueError, check_local_paths
+def _local_encoder_files(cfg, checkpoint: Path, given: bool) -> None:
+    """The BPE config the hub builds (the checkpoint's ``bpe``, or ``bpe=``) must read local
+    files only: a URL, a file left out where fairseq would fetch a default (GPT-2's, BERT's) or a
+    missing file is one error naming the field and the file to give
+    (:mod:`truneg_fairseq.checkpoint_schema.encoder_files`); nothing is downloaded. The
+    checkpoint's ``tokenizer`` is never built here (fairseq's RoBERTa interface encodes with the
+    BPE alone), so whatever it says reaches nothing."""
+    from truneg_fairseq.checkpoint_schema.encoder_files import check_local_encoder
 
-    for what in ("bpe", "tokenizer"):
-        section = cfg.get(what, None) if hasattr(cfg, "get") else getattr(cfg, what, None)
-        where = "from_pretrained(bpe=...)" if given and what == "bpe" else str(checkpoint)
-        try:
-            check_local_paths(section, where, what)
-        except ModelValueError as e:
-            raise CheckpointError(str(e)) from None
+    section = cfg.get("bpe", None) if hasattr(cfg, "get") else getattr(cfg, "bpe", None)
+    where = "from_pretrained(bpe=...)" if given else str(checkpoint)
+    fix = "from_pretrained(..., {config}), or vocab= a WordPiece vocab.txt"
+    check_local_encoder(section, "bpe", where, fix)
+
+
+def _hub_interface(cfg, task, model, checkpoint: Path, given: bool) -> "TrunegHubInterface":
+    """fairseq's hub interface over ``model``, which builds ``cfg.bpe`` (checked by
+    :func:`_local_encoder_files`): a BPE whose package is not installed, or whose files are not
+    what it reads, is one error naming it."""
+    try:
+        return TrunegHubInterface(cfg, task, model)
+    except (ImportError, OSError, RuntimeError, ValueError) as e:
+        where = "from_pretrained(bpe=...)" if given else str(checkpoint)
+        name = cfg.bpe.get("_name", None) if hasattr(cfg.bpe, "get") else cfg.bpe
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise CheckpointError(
+            f"{where}: the {name} BPE of its config cannot be built ({first}); give another with "
+            "from_pretrained(..., bpe=...) or vocab= a WordPiece vocab.txt"
+        ) from None
 
 
 class WhitespaceBPE:
@@ -232,17 +255,17 @@ def from_pretrained(
     models, cfg, task = load_for_inference(
         root / checkpoint_file, str(data), overrides, flag="data_name_or_path"
     )
-    if bpe is not None:
-        from omegaconf import open_dict
-
-        with open_dict(cfg):
-            cfg.bpe = bpe
-    _local_tokenizer_files(cfg, root / checkpoint_file, given=bpe is not None)
-    hub = TrunegHubInterface(cfg, task, models[0])
     found = [Path(vocab)] if vocab else [root / "vocab.txt", data / "vocab.txt"]
     found = [p for p in found if p.is_file()]
     if vocab and not found:
         raise CheckpointError(f"vocab {vocab} not found")
+    if bpe is not None or vocab:
+        from omegaconf import open_dict
+
+        with open_dict(cfg):
+            cfg.bpe = bpe  # vocab= alone: the WordPiece below, the checkpoint's own not built
+    _local_encoder_files(cfg, root / checkpoint_file, given=bpe is not None)
+    hub = _hub_interface(cfg, task, models[0], root / checkpoint_file, given=bpe is not None)
     if found and (vocab or hub.bpe is None):
         hub.bpe = _wordpiece_bpe(found[0], lowercase)
     if hub.bpe is None:
