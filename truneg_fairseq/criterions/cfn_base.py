@@ -10,7 +10,7 @@ objectives that need the logits alone.
 This is the fairseq front end of the step: the step itself (the objectives' terms, the synonym
 lookup of the argmax predictions, ELECTRA's replaced-token-detection term, the logged sums) is
 :func:`truneg_fairseq.core.step.masked_lm_step`, which the HF objective calls too. Subclasses
-(``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electra``) name their objective
+(``mlm_plain``, ``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electra``) name their objective
 (``objective``), the flag of its weight (``weight_field``) and the extra model outputs they need
 (``model_outputs``). The logged ``loss`` is exactly the weighted sum of the logged terms, all in
 one unit (bits per masked token); the false-negative statistics of the paper's Table 2
@@ -151,6 +151,14 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             )
         else:
             self.lookup = None
+        if self.lookup is None and getattr(type(self), "_registered_name", None):
+            # said once: a run without a table can never be compared on the ratios afterwards
+            # (the offline scorer, which is not a fairseq criterion, says what it reports itself)
+            logger.info(
+                f"--criterion {self.criterion_name()} without --synonym-table: syn_acc, "
+                "pred_corr_ratio, iter_corr_ratio and content_pred are not logged (give the table "
+                "built for this dictionary to log them)"
+            )
         if cfg.electra_rtd_synonym_policy != "replaced" and self.lookup is None:
             raise FlagError(
                 f"--electra-rtd-synonym-policy {cfg.electra_rtd_synonym_policy} needs --synonym-table "
@@ -250,7 +258,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         cfg = self.cfg
         crit = f"--criterion {self.criterion_name()}"
         works = (
-            "fairseq's roberta_* archs with --task masked_lm (hard correction only), the plugin's "
+            "fairseq's roberta_* archs with --task masked_lm (mlm_plain and hard correction only), the plugin's "
             "truneg_roberta_* and bert_hf_* archs with --task masked_lm, or its electra_* archs with "
             "--task electra"
         )
