@@ -7,8 +7,9 @@ mlm_compile_flags() {
     0) ;;
     model|update)
       if [ "$1" = masked_lm ]; then
-        echo "error: COMPILE=$COMPILE compiles the plugin's criterions (mlm_hard_correction," \
-             "mlm_soft_reg, mlm_sent_kl); masked_lm trains eager: leave COMPILE unset" >&2
+        echo "error: COMPILE=$COMPILE compiles the plugin's criterions (mlm_plain," \
+             "mlm_hard_correction, mlm_soft_reg, mlm_sent_kl); masked_lm trains eager: leave COMPILE unset," \
+             "or train the same loss compiled as mlm_plain" >&2
         return 2
       fi
       COMPILE_FLAGS=(--batch-mlm-compile --batch-mlm-compile-scope "$COMPILE") ;;

@@ -38,7 +38,11 @@ TINY_TN_ROBERTA = ["--arch", "truneg_roberta_base", *TINY_ROBERTA[2:]]
 
 def arch_for(criterion: str) -> List[str]:
     """fairseq's RoBERTa for the objectives that need its logits only, the plugin's otherwise."""
-    return TINY_ROBERTA if criterion in ("masked_lm", "mlm_hard_correction") else TINY_TN_ROBERTA
+    return (
+        TINY_ROBERTA
+        if criterion in ("masked_lm", "mlm_plain", "mlm_hard_correction")
+        else TINY_TN_ROBERTA
+    )
 
 
 def build_components(

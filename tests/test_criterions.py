@@ -8,7 +8,7 @@ from step_checks import grads
 
 from truneg_fairseq.lexicon import SynonymTable, SynonymTableError
 
-CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+CRITERIA = ["mlm_plain", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
 
 @pytest.fixture(scope="module")

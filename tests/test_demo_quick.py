@@ -26,23 +26,28 @@ def test_first_look_prints_its_table_and_quick_stops_there(tmp_path, wn):
             "--batch-size",
             "8",
             "--criteria",
-            "masked_lm",
+            "mlm_plain",
             "--jobs",
             "1",
         ],
     )
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     out = proc.stdout
-    assert "First look: stage 1 masked_lm 6 updates, then each criterion 2 updates" in out
+    assert "First look: stage 1 mlm_plain 6 updates, then each criterion 2 updates" in out
     header = next(line for line in out.splitlines() if line.startswith("run "))
     assert "pred-level %" in header and "iter-level %" in header
-    rows = re.findall(r"^roberta_masked_lm\s+(\d+)\s+([\d.]+)\s+([\d.]+)", out, re.M)
+    assert "\npred-level: % of mispredicted masked words" in out  # what the columns are
+    rows = re.findall(r"^roberta_mlm_plain\s+(\d+)\s+([\d.]+)\s+([\d.]+)", out, re.M)
     assert [r[0] for r in rows] == ["0", "2"]  # the shared start and the end of stage 2
     assert all(float(r[1]) > 0 for r in rows)  # a valid loss in bits
     assert re.search(r"\(first look after \d+s\)", out)
     results = work / "first_look" / "results"
     assert (results / "progress.tsv").read_text().startswith("run\tupdate\t")
     assert (results / "commands.sh").is_file()
+    # the baseline's training logs hold the ratios, as hard correction's would
+    for run in ("train_roberta_stage1", "train_roberta_mlm_plain"):
+        log = (work / "first_look" / "logs" / f"{run}.log").read_text()
+        assert re.search(r"\| train \| .*pred_corr_ratio [\d.]+ \| iter_corr_ratio", log), run
     # --quick: the full run never started
     assert not (work / "checkpoints").exists() and not (work / "results").exists()
     assert "The full run goes on" not in out
@@ -129,9 +134,9 @@ def test_a_first_look_without_synonym_predictions_says_what_it_shows():
     def report(pred, content, loss=10.27):
         return Report(loss, 7.4, 7.4, pred, pred, pred, content, 4140, 2756, 2000, 0)
 
-    flat = {"roberta_masked_lm": {0: report(0.0, 0.0), 33: report(0.0, 0.0, 10.29)}}
+    flat = {"roberta_mlm_plain": {0: report(0.0, 0.0), 33: report(0.0, 0.0, 10.29)}}
     note = first_look_note(flat, 100)
     assert "after 100 updates" in note and "valid loss 10.27 bits" in note
     assert "false-negative columns are 0" in note and "no cases yet" in note
-    learnt = {"roberta_masked_lm": {0: report(0.0, 3.0), 33: report(0.05, 12.0)}}
+    learnt = {"roberta_mlm_plain": {0: report(0.0, 3.0), 33: report(0.05, 12.0)}}
     assert first_look_note(learnt, 100) == ""

@@ -173,6 +173,7 @@ def test_the_log_is_the_same_and_updates_do_not_wait_for_statistics(
 
 # every criterion whose training statistics are summed on the device
 SUMMED_RUNS = {
+    "mlm_plain": [*TINY_ROBERTA, "--criterion", "mlm_plain"],
     "mlm_hard_correction": [*TINY_ROBERTA, "--criterion", "mlm_hard_correction"],
     "mlm_soft_reg": [*TINY_TN_ROBERTA, "--criterion", "mlm_soft_reg"],
     "mlm_sent_kl": [*TINY_TN_ROBERTA, "--criterion", "mlm_sent_kl"],

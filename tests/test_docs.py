@@ -92,3 +92,16 @@ def test_every_console_command_is_in_the_install_table():
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `truneg-")]
     named = [name for row in rows for name in re.findall(r"`(truneg-[a-z-]+)`", row)]
     assert sorted(named) == sorted(truneg_fairseq.COMMANDS)
+
+
+def test_the_readme_says_where_each_demo_writes_its_results():
+    """make demo-quick stops after the first look, whose results are under WORKDIR/first_look/
+    (tests/test_demo_quick.py runs it); the full run's are under WORKDIR/results/."""
+    make = (REPO / "Makefile").read_text()
+    quick = re.search(r"^demo-quick:.*\n\t.*--workdir (\S+) --quick", make, re.M)
+    assert quick, "the Makefile's demo-quick target runs the demo with --workdir and --quick"
+    work = quick.group(1)
+    readme = " ".join((REPO / "README.md").read_text().split())
+    said = re.search(r"`make demo-quick` stops after it, its results in `([^`]+)`", readme)
+    assert said and said.group(1) == f"{work}/first_look/results/", said
+    assert f"the full run's land in `{work}/results/`" in readme

@@ -9,7 +9,7 @@ from repo_paths import REPO
 
 from truneg_fairseq.core import losses
 
-ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+ELECTRA_CRITERIA = ["electra", "mlm_plain", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 PAD = 1
 
 

@@ -52,7 +52,7 @@ def test_a_table_of_no_pairs_is_refused_where_pairs_are_needed(
     assert f"{needs} would train as plain masked LM" in str(e.value)
 
 
-@pytest.mark.parametrize("criterion", ["mlm_soft_reg", "mlm_sent_kl"])
+@pytest.mark.parametrize("criterion", ["mlm_plain", "mlm_soft_reg", "mlm_sent_kl"])
 def test_a_table_of_no_pairs_is_warned_about_where_it_only_counts(
     data_bin, tmp_path, caplog, criterion
 ):

@@ -2,8 +2,10 @@
 of the tiny sentencepiece corpus (its data directory's tokenizer_fingerprint.json naming
 spm.model) exported with a fast tokenizer whose ids are the plugin's own on every corpus line;
 the fill-mask pipeline runs on it and truneg-hf-train continues it; an export whose tokenizer
-cannot be written is one error naming the flags or the file. An imported BERT whose directory
-does not say whether it lower-cases exports a cased vocabulary as cased."""
+cannot be written is one error naming the flags or the file. An ELECTRA pre-trained on the same
+sentencepiece data exports the same way: the same tokenizer beside its discriminator and its
+generator, the same logits, the fill-mask pipeline on its generator. An imported BERT whose
+directory does not say whether it lower-cases exports a cased vocabulary as cased."""
 
 import json
 import shutil
@@ -11,7 +13,7 @@ import shutil
 import pytest
 import torch
 from command_runs import run_script
-from fairseq_runs import TINY_ROBERTA, build_components, valid_batch
+from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, build_components, valid_batch
 from hf_fixtures import save_bert, wordpiece_vocab
 
 from truneg_fairseq.convert import hf as hf_convert
@@ -19,34 +21,46 @@ from truneg_fairseq.convert.build import _save_checkpoint
 from truneg_fairseq.convert.hf import ConversionError
 
 
-def _cfg_of(data, arch_args):
+def _cfg_of(data, arch_args, task="masked_lm"):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     parser = options.get_training_parser()
-    ns = options.parse_args_and_arch(
-        parser, [str(data), "--task", "masked_lm", "--cpu", *arch_args]
-    )
+    ns = options.parse_args_and_arch(parser, [str(data), "--task", task, "--cpu", *arch_args])
     return convert_namespace_to_omegaconf(ns)
 
 
-@pytest.fixture(scope="module")
-def roberta(tmp_path_factory, corpus_dir, data_bin):
-    """A tiny RoBERTa checkpoint whose data directory records the sentencepiece model (as
-    prepare_corpus.py writes it), and the model's copy of spm.model there."""
+def _spm_checkpoint(root, corpus_dir, data_bin, name, arch_args, criterion, task="masked_lm"):
+    """A tiny checkpoint of ``arch_args`` whose data directory records the sentencepiece model
+    (as prepare_corpus.py writes it), and the model's copy of spm.model there."""
     from truneg_fairseq.text import TokenizerSpec, build_tokenizer, write_record
 
-    root = tmp_path_factory.mktemp("roberta_export")
     data = root / "data-bin"
     shutil.copytree(data_bin, data)
     shutil.copyfile(corpus_dir / "spm.model", root / "spm.model")
     spec = TokenizerSpec("sentencepiece", spm_model=str(root / "spm.model"))
     write_record(data, build_tokenizer(spec))
-    task, model, _ = build_components(data, ["--criterion", "masked_lm"], arch_args=TINY_ROBERTA)
+    task_obj, model, _ = build_components(
+        data, ["--criterion", criterion], arch_args=arch_args, task=task
+    )
     model.eval()
-    ckpt = root / "rob.pt"
-    _save_checkpoint(ckpt, _cfg_of(data, TINY_ROBERTA), model)
-    return {"root": root, "ckpt": ckpt, "task": task, "model": model, "data": data}
+    ckpt = root / name
+    _save_checkpoint(ckpt, _cfg_of(data, arch_args, task), model)
+    return {"root": root, "ckpt": ckpt, "task": task_obj, "model": model, "data": data}
+
+
+@pytest.fixture(scope="module")
+def roberta(tmp_path_factory, corpus_dir, data_bin):
+    root = tmp_path_factory.mktemp("roberta_export")
+    return _spm_checkpoint(root, corpus_dir, data_bin, "rob.pt", TINY_ROBERTA, "masked_lm")
+
+
+@pytest.fixture(scope="module")
+def electra(tmp_path_factory, corpus_dir, data_bin):
+    root = tmp_path_factory.mktemp("electra_export")
+    return _spm_checkpoint(
+        root, corpus_dir, data_bin, "electra.pt", TINY_ELECTRA, "electra", task="electra"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +130,72 @@ def test_fill_mask_pipeline_loads_the_export_and_runs(exported):
     fill = pipeline("fill-mask", model=str(exported), device="cpu")
     out = fill("the big <mask> is in the town .", top_k=3)
     assert len(out) == 3 and all("<mask>" not in o["sequence"] for o in out)
+
+
+def test_an_electra_of_sentencepiece_data_exports_as_a_roberta_does(electra, corpus_dir, tmp_path):
+    """An ELECTRA pre-trained on the sentencepiece data: discriminator and generator load with
+    transformers, each with the fast tokenizer whose ids are the dictionary's rows; their logits
+    over the dictionary's rows are the checkpoint's, the rows of pieces the dictionary lacks copy
+    <unk>'s and are never predicted, and the fill-mask pipeline runs on the generator."""
+    from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, pipeline
+
+    from truneg_fairseq.text import TokenizerSpec, build_tokenizer
+
+    out = tmp_path / "hf"
+    written = hf_convert.export_hf(electra["ckpt"], out)
+    assert written == ["ElectraForPreTraining", "ElectraForMaskedLM (generator/)"]
+    d, model = electra["task"].source_dictionary, electra["model"]
+    plugin = build_tokenizer(
+        TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model"))
+    )
+    for where in (out, out / "generator"):
+        assert not (where / "vocab.txt").exists()  # no WordPiece vocabulary over these pieces
+        tok = AutoTokenizer.from_pretrained(str(where), local_files_only=True)
+        assert (tok.bos_token_id, tok.pad_token_id, tok.eos_token_id) == (0, 1, 2)
+        assert tok.mask_token_id == d.index("<mask>") and tok.model_max_length == 64
+        for line in corpus_lines(corpus_dir)[:50] + ["  The   why \t ÿÿ q."]:
+            got = tok(line)["input_ids"]
+            assert got[0] == d.bos() and got[-1] == d.eos(), line
+            assert [i if i < len(d) else d.unk() for i in got[1:-1]] == plugin.encode_ids(line, d)
+    disc = ElectraForPreTraining.from_pretrained(str(out)).eval()
+    gen = ElectraForMaskedLM.from_pretrained(str(out / "generator")).eval()
+    emb = disc.electra.embeddings.word_embeddings.weight
+    assert emb.size(0) > len(d)
+    assert torch.equal(emb[len(d) :], emb[d.unk()].expand_as(emb[len(d) :]))
+    ids = valid_batch(electra["task"])["net_input"]["src_tokens"][:3]
+    mask = ids.ne(d.pad())
+    with torch.no_grad():
+        ref_disc = model.discriminator_logits(ids)
+        ref_gen = model.generator_logits(ids)
+        got_disc = disc(input_ids=ids, attention_mask=mask.long()).logits
+        got_gen = gen(input_ids=ids, attention_mask=mask.long()).logits
+    assert (ref_disc.view_as(got_disc) - got_disc)[mask].abs().max() <= 1e-4
+    assert (ref_gen - got_gen[..., : len(d)])[mask].abs().max() <= 1e-4
+    assert got_gen.softmax(-1)[..., len(d) :].max() == 0
+    fill = pipeline("fill-mask", model=str(out / "generator"), device="cpu")
+    filled = fill("the big <mask> is in the town .", top_k=3)
+    assert len(filled) == 3 and all("<mask>" not in f["sequence"] for f in filled)
+
+
+def test_an_electra_of_sentencepiece_data_without_a_record_names_the_flags(electra, tmp_path):
+    """Its data directory without the tokenizer record: one error naming --spm-model and
+    --no-tokenizer, nothing written; given --spm-model it exports, and --vocab (WordPiece ids)
+    is refused."""
+    data = tmp_path / "data"
+    shutil.copytree(electra["data"], data)
+    (data / "tokenizer_fingerprint.json").unlink()
+    with pytest.raises(
+        ConversionError, match=r"ELECTRA checkpoint's data.*--spm-model FILE.*--no-tokenizer"
+    ):
+        hf_convert.export_hf(electra["ckpt"], tmp_path / "out", data=str(data))
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConversionError, match=r"--vocab is for models of WordPiece data"):
+        hf_convert.export_hf(
+            electra["ckpt"], tmp_path / "out", data=str(data), vocab_file=data / "dict.txt"
+        )
+    spm = electra["root"] / "spm.model"
+    hf_convert.export_hf(electra["ckpt"], tmp_path / "out", data=str(data), spm_model=spm)
+    assert (tmp_path / "out" / "generator" / "tokenizer.json").is_file()
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ the study end to end at a tiny size."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -274,7 +275,7 @@ STUDY_FILES = (
     "losses.png",
 )
 ROBERTA_RUNS = [
-    "roberta_masked_lm",
+    "roberta_mlm_plain",
     "roberta_mlm_hard_correction",
     "roberta_mlm_soft_reg",
     "roberta_mlm_sent_kl",
@@ -321,7 +322,7 @@ def roberta_study(tmp_path_factory):
     starts small has in the work directory."""
     root = tmp_path_factory.mktemp("study")
     proc = run_study(
-        root / "work", root / "results", "--families", "roberta", "--roberta-criteria", "masked_lm"
+        root / "work", root / "results", "--families", "roberta", "--roberta-criteria", "mlm_plain"
     )
     return {"work": root / "work", "out": root / "results", "log": proc.stdout}
 
@@ -339,6 +340,10 @@ def test_study_tiny_one_family(roberta_study):
         assert f"scripts/{script} " in commands or f"{command} " in commands, command
     assert commands.count("fairseq_cli.train") == 2 and commands.count("--restore-file") == 1
     assert "scoring 3 checkpoints, 2 at a time" in log
+    # the baseline's training logs hold the ratios, as the other criterions' do
+    for run in ("train_roberta_stage1", "train_roberta_mlm_plain"):
+        train_log = (roberta_study["work"] / "logs" / f"{run}.log").read_text()
+        assert re.search(r"\| train \| .*pred_corr_ratio [\d.]+ \| iter_corr_ratio", train_log), run
 
 
 @pytest.fixture(scope="module")

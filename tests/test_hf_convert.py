@@ -171,9 +171,12 @@ def test_a_discriminator_alone_loads_for_inference(tmp_path, electra_pair, vocab
     assert not (tmp_path / "hf" / "generator").exists()
 
 
-def test_electra_export_refuses_a_model_of_sentencepiece_data(tmp_path, electra_pair, corpus_dir):
-    """A BertTokenizer over sentencepiece pieces would read most words as [UNK]: one error
-    naming the record and the route, and nothing written."""
+def test_a_sentencepiece_record_over_a_wordpiece_electra_is_refused(
+    tmp_path, electra_pair, corpus_dir
+):
+    """A WordPiece ELECTRA whose data directory records a sentencepiece model that did not make
+    its dictionary: one error naming the record and the model, nothing written; a WordPiece
+    record exports its WordPiece vocabulary as before."""
     from truneg_fairseq.text.spec import RECORD_NAME, RECORD_VERSION
 
     _, _, _, out = electra_pair
@@ -187,19 +190,41 @@ def test_electra_export_refuses_a_model_of_sentencepiece_data(tmp_path, electra_
         "files": {"spm_model": {"path": spm, "sha256": "0" * 64, "digest": "content"}},
     }
     (moved / RECORD_NAME).write_text(json.dumps(record))
-    with pytest.raises(ConversionError, match=r"sentencepiece pieces .*--tokenizer wordpiece"):
+    with pytest.raises(ConversionError, match=r"spm\.model is not the file that made .*dict\.txt"):
         hf_convert.export_hf(moved / "model.pt", tmp_path / "hf", data=str(moved))
     assert not (tmp_path / "hf").exists()
-    # a WordPiece record exports as before
     record.update(tokenizer="wordpiece", files={}, lowercase=True)
     (moved / RECORD_NAME).write_text(json.dumps(record))
     written = hf_convert.export_hf(moved / "model.pt", tmp_path / "hf", data=str(moved))
     assert written[0] == "ElectraForPreTraining"
+    assert (tmp_path / "hf" / "vocab.txt").is_file()
 
 
-def test_electra_export_refuses_sentencepiece_pieces_without_a_record(tmp_path, data_bin):
-    """No tokenizer record beside the data (data binarized by hand): the dictionary's
-    sentencepiece word-start marks alone refuse the WordPiece export, nothing written."""
+def test_a_bert_of_sentencepiece_data_is_refused(tmp_path, vocab, corpus_dir):
+    """A BERT export writes a WordPiece tokenizer only: a BERT whose data records sentencepiece
+    is one error naming the record and the route, nothing written."""
+    from truneg_fairseq.text.spec import RECORD_NAME, RECORD_VERSION
+
+    save_bert(tmp_path / "hf", vocab=vocab)
+    out = hf_convert.import_hf(tmp_path / "hf", tmp_path / "imp")
+    record = {
+        "format_version": RECORD_VERSION,
+        "tokenizer": "sentencepiece",
+        "fingerprint": "x",
+        "files": {"spm_model": {"path": str(corpus_dir / "spm.model"), "sha256": "0" * 64}},
+    }
+    (out / RECORD_NAME).write_text(json.dumps(record))
+    with pytest.raises(ConversionError, match=r"sentencepiece pieces .*--tokenizer wordpiece"):
+        hf_convert.export_hf(out / "model.pt", tmp_path / "back")
+    assert not (tmp_path / "back").exists()
+
+
+def test_an_electra_of_sentencepiece_pieces_without_a_record_asks_for_its_model(
+    tmp_path, data_bin, corpus_dir
+):
+    """No tokenizer record beside the data (binarized by hand): the dictionary's sentencepiece
+    word-start marks route the export to the data's own tokenizer, whose model it asks for
+    (a WordPiece vocabulary would read most words as [UNK]); with --spm-model it exports."""
     from fairseq_runs import TINY_ELECTRA, fairseq_train
 
     fairseq_train(
@@ -207,9 +232,13 @@ def test_electra_export_refuses_sentencepiece_pieces_without_a_record(tmp_path, 
         tmp_path / "ck",
         [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra", "--max-update", "1"],
     )
-    with pytest.raises(ConversionError, match=r"trained on sentencepiece pieces \(\d+ of \d+ "):
-        hf_convert.export_hf(tmp_path / "ck" / "checkpoint_last.pt", tmp_path / "hf")
+    ckpt = tmp_path / "ck" / "checkpoint_last.pt"
+    with pytest.raises(ConversionError, match=r"no tokenizer_fingerprint\.json .*--spm-model FILE"):
+        hf_convert.export_hf(ckpt, tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
+    hf_convert.export_hf(ckpt, tmp_path / "hf", spm_model=corpus_dir / "spm.model")
+    assert (tmp_path / "hf" / "tokenizer.json").is_file()
+    assert not (tmp_path / "hf" / "vocab.txt").exists()
 
 
 def test_electra_export_loads_in_transformers(tmp_path, electra_pair, vocab, batch):

@@ -243,18 +243,19 @@ def test_recipe_reuses_a_finished_warm_up_and_reruns_an_unfinished_one(
 ):
     imported, data_bin = published["imported"], published["data_bin"]
     shutil.copytree(recipe_hc["root"] / "head", tmp_path / "head")  # this test changes it
-    # a second criterion reuses the same warmed-up head
+    # a second criterion, the baseline, reuses the same warmed-up head and logs the ratios too
     env = dict(recipe_hc["env"], SAVE_DIR=str(tmp_path / "mlm"), HEAD_DIR=str(tmp_path / "head"))
     again = run_recipe(
         "bert/pretrain.sh",
-        [str(imported), str(data_bin), "masked_lm", *RECIPE_TINY],
+        [str(imported), str(data_bin), "mlm_plain", *RECIPE_TINY],
         tmp_path,
         **env,
     )
     assert (
         again.returncode == 0
         and "is complete (checkpoint_1_4.pt): continuing from it" in again.stderr
-    )
+    ), (again.stdout + again.stderr)[-3000:]
+    assert re.search(r"train_inner .*pred_corr_ratio=.*iter_corr_ratio=", again.stdout)
     # a warm-up that did not reach its last update is run again, not continued from; SR's flag
     # reaches SR only
     (tmp_path / "head" / "checkpoint_1_4.pt").unlink()

@@ -37,7 +37,8 @@ def _said(stderr: str) -> list:
 @pytest.mark.parametrize(
     "script,args,expected",
     [
-        ("scripts/train_help.py", ["--bogus-flag"], "required: --arch"),
+        ("scripts/train_help.py", ["--bogus-flag"], "unrecognized arguments: --bogus-flag ("),
+        ("scripts/train_help.py", ["--task", "masked_lm"], "required: --arch"),
         ("scripts/evaluate_mlm.py", [], "give at least one checkpoint"),
         ("scripts/evaluate_mlm.py", ["ck.pt"], "give exactly one of --data"),
         ("scripts/demo.py", [], "required: --workdir"),
@@ -58,6 +59,16 @@ def test_refused_before_the_heavy_imports(script, args, expected, tmp_path):
 def test_the_hf_example_answers_help(tmp_path):
     proc = _run([REPO / "examples" / "hf" / "trainer_api.py", "--help"], tmp_path)
     assert proc.returncode == 0 and "MODEL_DIR TEXT_FILE OUT_DIR" in proc.stdout, proc.stderr
+    assert not HEAVY & _imported(proc.stderr)
+
+
+def test_train_help_answers_help_with_its_usage(tmp_path):
+    proc = _run([REPO / "scripts" / "train_help.py", "--help"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("usage: truneg-train-help [-h] --arch ARCH")
+    for flag in ("--user-dir", "--task", "--criterion", "--optimizer", "--lr-scheduler"):
+        assert f"  {flag} " in proc.stdout, flag
+    assert "Example:" in proc.stdout
     assert not HEAVY & _imported(proc.stderr)
 
 

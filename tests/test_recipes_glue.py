@@ -84,10 +84,21 @@ def test_log_and_glue_predict_agree_in_an_odd_directory(data_bin, spm_rte, tmp_p
         work / "run",
         "task.max_positions=12",
         "optimization.max_epoch=2",
+        WARMUP="1",
     )
-    assert "electra_small from the checkpoint, 64 positions" in err
+    # the schedule is the run's: 2 epochs of 16 examples in batches of 8, the rate at its peak
+    # after the warm-up's one update and 0 at the last
+    assert "electra_small from the checkpoint, 64 positions, 4 updates (1 of warm-up)" in err
+    rates = re.findall(r"epoch \d+: .*num_updates=(\d+), lr=([\d.e-]+)", log)
+    assert [(int(n), float(lr)) for n, lr in rates] == [(1, 3e-4), (2, 2e-4), (3, 1e-4), (4, 0)]
     assert log.count("valid on 'valid' subset") == 2  # each epoch's validation once
     assert (work / "run" / "config" / "rte.yaml").is_file()
+    # hydra's notices and DEBUG lines are not the user's; its files stay under the run
+    assert not re.search(
+        r"DEBUG:hydra|version_base|[Hh]ydra 1\.|hydra\.cc|working directory", err
+    ), err
+    assert (work / "run" / "hydra" / ".hydra" / "config.yaml").is_file()
+    assert sorted(p.name for p in work.iterdir()) == ["glue-bin", "pre", "run"]
     accuracy = best_accuracy(log)
     preds = work / "preds.txt"
     p = run_script(

@@ -3,6 +3,7 @@ size flag: the sizes come from the checkpoint (MLM ``RESTORE=``, ELECTRA's check
 or from the import record (CLINE on an imported 40-position BERT); paths with spaces, commas,
 quotes and non-ASCII characters work, a data path with ':' is refused with the reason."""
 
+import re
 import shutil
 
 import pytest
@@ -24,7 +25,7 @@ def saved_cfg(path):
 def test_mlm_recipe_continues_a_checkpoint_with_its_sizes(data_bin, synonym_table, tmp_path):
     """RESTORE= a 2 x 32 RoBERTa with 64 positions: no size flag, SEQ = 64, the valid split's
     over-long sentences skipped, everything in a directory with an odd name; the warm-up
-    follows MAX_UPDATE."""
+    follows MAX_UPDATE; the baseline is given the table and logs the ratios."""
     work = tmp_path / ODD_NAME
     data = shutil.copytree(data_bin, work / "data-bin")
     fairseq_train(
@@ -32,7 +33,7 @@ def test_mlm_recipe_continues_a_checkpoint_with_its_sizes(data_bin, synonym_tabl
     )
     r = run_recipe(
         "mlm/pretrain.sh",
-        [str(data), "mlm_hard_correction", "--cpu", "--log-interval", "1"],
+        [str(data), "mlm_plain", "--cpu", "--log-interval", "1"],
         work,
         RESTORE=str(work / "start" / "checkpoint_last.pt"),
         SAVE_DIR=str(work / "ck"),
@@ -41,6 +42,7 @@ def test_mlm_recipe_continues_a_checkpoint_with_its_sizes(data_bin, synonym_tabl
     log = r.stdout + r.stderr
     assert r.returncode == 0, log[-3000:]
     assert updates(log) == 2 and "Loaded checkpoint" in log
+    assert re.search(r"train_inner .*pred_corr_ratio=.*iter_corr_ratio=", log)
     cfg = saved_cfg(work / "ck" / "checkpoint_last.pt")
     assert (cfg["model"]["encoder_layers"], cfg["model"]["encoder_embed_dim"]) == (2, 32)
     assert cfg["model"]["max_positions"] == 64 and cfg["task"]["tokens_per_sample"] == 64
@@ -71,7 +73,8 @@ def test_a_data_path_with_a_colon_is_refused(recipe, args, tmp_path):
 @pytest.mark.slow
 def test_electra_recipe_continues_a_checkpoint_of_any_size(data_bin, synonym_table, tmp_path):
     """electra/pretrain.sh CHECKPOINT: a 2-layer ELECTRA (16/32 wide, 64 positions) continued
-    with hard correction; the arch and every size read from the checkpoint."""
+    with the baseline; the arch and every size read from the checkpoint, the synonym table given
+    (the ratios in the log)."""
     work = tmp_path / ODD_NAME
     fairseq_train(
         data_bin, work / "start", [*TINY_ELECTRA, "--task", "electra", "--max-update", "1"]
@@ -81,7 +84,7 @@ def test_electra_recipe_continues_a_checkpoint_of_any_size(data_bin, synonym_tab
         [
             str(work / "start" / "checkpoint_last.pt"),
             str(data_bin),
-            "mlm_hard_correction",
+            "electra",
             "--cpu",
             "--log-interval",
             "1",
@@ -94,6 +97,7 @@ def test_electra_recipe_continues_a_checkpoint_of_any_size(data_bin, synonym_tab
     log = r.stdout + r.stderr
     assert r.returncode == 0, log[-3000:]
     assert updates(log) == 2
+    assert re.search(r"train_inner .*disc_loss=.*pred_corr_ratio=.*iter_corr_ratio=", log)
     model = saved_cfg(work / "ck" / "checkpoint_last.pt")["model"]
     assert model["_name"] == "electra_small"
     sizes = [model[k] for k in ("electra_layers", "electra_hidden_dim", "electra_gen_hidden_dim")]

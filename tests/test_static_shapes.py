@@ -10,7 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from truneg_fairseq.core.selection import MaskSelection, SlotSelection, static_slot_count
 
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
-ROBERTA_CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+ROBERTA_CRITERIA = ["mlm_plain", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 # replacements sampled at temperature ~0 are the argmax: the same on both paths
 COLD = ["--electra-sample-temperature", "1e-6"]
 

@@ -6,7 +6,7 @@ import pytest
 from command_runs import run_script
 from fairseq_runs import TINY_ROBERTA, TINY_TN_ROBERTA, arch_for, fairseq_train, updates
 
-CRITERIA = ["mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+CRITERIA = ["mlm_plain", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
 
 @pytest.mark.slow
@@ -201,15 +201,22 @@ def test_prepare_corpus_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("criterion", ["mlm_hard_correction", "mlm_soft_reg"])
-def test_hydra_config_trains(data_bin, synonym_table, tmp_path, criterion):
-    """examples/mlm/config/roberta_base_hc.yaml with fairseq-hydra-train, shrunk to a tiny model."""
+@pytest.mark.parametrize(
+    "config,criterion",
+    [
+        ("roberta_base_hc", "mlm_hard_correction"),
+        ("roberta_base_hc", "mlm_soft_reg"),
+        ("roberta_base_mlm", "mlm_plain"),
+    ],
+)
+def test_hydra_config_trains(data_bin, synonym_table, tmp_path, config, criterion):
+    """examples/mlm/config/*.yaml with fairseq-hydra-train, shrunk to a tiny model."""
     from fairseq_runs import hydra_train
     from repo_paths import REPO
 
     proc = hydra_train(
         REPO / "examples" / "mlm" / "config",
-        "roberta_base_hc",
+        config,
         [
             f"task.data={data_bin}",
             f"criterion._name={criterion}",

@@ -146,8 +146,7 @@ def test_electra_hydra_configs_train(data_bin, synonym_table, tmp_path, config):
         f"checkpoint.save_dir={tmp_path / 'ck'}",
         f"common.tensorboard_logdir={tmp_path / 'tb'}",
     ]
-    if config != "small_scratch":
-        overrides.append(f"criterion.synonym_table={synonym_table}")
+    overrides.append(f"criterion.synonym_table={synonym_table}")
     proc = hydra_train(
         REPO / "examples" / "electra" / "config", config, overrides, tmp_path / "run"
     )
@@ -155,6 +154,7 @@ def test_electra_hydra_configs_train(data_bin, synonym_table, tmp_path, config):
     assert proc.returncode == 0, out[-4000:]
     assert (tmp_path / "ck" / "checkpoint_last.pt").is_file()
     assert "disc_loss=" in out and "rtd_precision=" in out and "num_updates=2" in out
+    assert "pred_corr_ratio=" in out and "iter_corr_ratio=" in out  # the baseline's too
     if config.endswith("sentkl"):
         assert "kl_loss=" in out
 

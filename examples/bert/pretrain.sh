@@ -8,8 +8,10 @@
 #              import.json): the model's sizes are read from its import.json (--arch bert_hf
 #              --bert-sizes-from IMPORTED_DIR), so a 6 x 384 or a 24 x 1024 model needs no size flags
 # DATA_BIN     the corpus binarized with IMPORTED_DIR/dict.txt (see README.md)
-# CRITERION    masked_lm (baseline) | mlm_hard_correction (BERT^HC) | mlm_soft_reg (BERT^SR)
-#              | mlm_sent_kl; all but masked_lm need DATA_BIN/synonyms.npz (scripts/build_synonym_table.py)
+# CRITERION    mlm_plain (baseline: fairseq's masked_lm loss, with the false-negative statistics)
+#              | mlm_hard_correction (BERT^HC) | mlm_soft_reg (BERT^SR) | mlm_sent_kl; each needs
+#              DATA_BIN/synonyms.npz (scripts/build_synonym_table.py). fairseq's own masked_lm is
+#              taken too (no table, no statistics, not compiled)
 #
 # Two stages:
 # 1. head warm-up (models published without a masked-LM head, e.g. sentence-embedding BERTs; the
@@ -35,8 +37,8 @@
 # COMPILE=model compiles the model's forward with its backward in stage 2 (--batch-mlm-compile
 # --batch-mlm-compile-scope model), COMPILE=update the whole update (forward, backward, clipping,
 # AdamW) as one graph, replayed as CUDA graphs on a GPU; both pad every batch to SEQ columns and
-# drop the short last batch of an epoch (counted in the log). For the plugin's criterions (not
-# masked_lm; the head warm-up stays eager). The compiled update is one graph with UPDATE_FREQ=1; with
+# drop the short last batch of an epoch (counted in the log). For the plugin's criterions (mlm_plain
+# for the baseline, not masked_lm; the head warm-up stays eager). The compiled update is one graph with UPDATE_FREQ=1; with
 # UPDATE_FREQ above 1 it is two graphs: a batch's forward and backward, then the optimizer step.
 set -euo pipefail
 USAGE="usage: pretrain.sh IMPORTED_DIR DATA_BIN CRITERION [flags]"

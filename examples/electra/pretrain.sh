@@ -21,8 +21,10 @@
 #              continues from that checkpoint. The continued criterion's own flags (--synonym-*)
 #              stay out of the warm-up.
 # CRITERION electra (baseline) | mlm_hard_correction (ELECTRA^HC) | mlm_soft_reg (ELECTRA^SR)
-#           | mlm_sent_kl (ELECTRA_Sent^SR); the last three need DATA_BIN/synonyms.npz
-#           (scripts/build_synonym_table.py) and act on the generator's MLM term.
+#           | mlm_sent_kl (ELECTRA_Sent^SR); each is given DATA_BIN/synonyms.npz
+#           (scripts/build_synonym_table.py): the last three act on the generator's MLM term, and
+#           the baseline's loss is ELECTRA's with or without it, the table only adding the
+#           false-negative statistics to its log.
 #
 # GPUS (default: all visible) x MAX_SENTENCES x UPDATE_FREQ is the batch; the defaults give 128
 # on one GPU. Multi-node: run under torchrun/SLURM as fairseq documents. NUM_WORKERS sets the
@@ -109,8 +111,7 @@ case "${COMPILE:-0}" in
   0) ;;
   *) echo "error: COMPILE must be 0, 1 (the encoder stacks), model (the whole forward) or update (the whole update, CUDA graphs on a GPU), got '$COMPILE'" >&2; exit 2 ;;
 esac
-TABLE=()
-if [ "$CRITERION" != electra ]; then TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}"); fi
+TABLE=(--synonym-table "${SYNONYM_TABLE:-$DATA_BIN/synonyms.npz}")
 
 if [ "${GENERATOR:-imported}" = fresh ] && [ "${HEAD_UPDATES:-2000}" -gt 0 ]; then
   HEAD_UPDATES=${HEAD_UPDATES:-2000}

@@ -5,7 +5,9 @@
 #
 # DATA_BIN   fairseq-preprocess --only-source output with a synonym table built for its dict.txt
 #            (scripts/prepare_corpus.py + scripts/build_synonym_table.py --output DATA_BIN/synonyms.npz)
-# CRITERION  masked_lm (baseline) | mlm_hard_correction | mlm_soft_reg | mlm_sent_kl
+# CRITERION  mlm_plain (baseline: fairseq's masked_lm loss, with the false-negative statistics) |
+#            mlm_hard_correction | mlm_soft_reg | mlm_sent_kl; each takes DATA_BIN/synonyms.npz.
+#            fairseq's own masked_lm is taken too (no table, no statistics, not compiled)
 #
 # Defaults follow RoBERTa-base continued pre-training in the paper (seq 512, lr 5e-5 when
 # continuing from pre-trained weights: RESTORE=model.pt, which restores it with the optimizer,
@@ -26,7 +28,7 @@
 # --batch-mlm-compile-scope model), COMPILE=update the whole update (forward, backward, clipping,
 # AdamW) as one graph, replayed as CUDA graphs on a GPU; both pad every batch to SEQ columns and
 # drop the short last batch of an epoch (counted in the log). For the plugin's criterions on
-# truneg_* archs (not masked_lm). The compiled update is one graph with UPDATE_FREQ=1; with
+# truneg_* archs (mlm_plain for the baseline, not masked_lm). The compiled update is one graph with UPDATE_FREQ=1; with
 # UPDATE_FREQ above 1 it is two graphs: a batch's forward and backward, then the optimizer step.
 set -euo pipefail
 DATA_BIN=${1:?usage: pretrain.sh DATA_BIN CRITERION [fairseq-train flags]}

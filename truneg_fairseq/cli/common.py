@@ -34,6 +34,23 @@ def setup_logging(name: str) -> logging.Logger:
     return logging.getLogger(name)
 
 
+def hydra_train(argv) -> None:
+    """fairseq-hydra-train with the arguments ``argv``, as a recipe runs it: hydra 1.3's
+    :data:`HYDRA_NOTICES` and its working-directory notice left out, and fairseq's own
+    ``logging.basicConfig(level=DEBUG)`` (made at import by one of its models) undone, so
+    hydra's set-up does not print ``DEBUG:hydra`` lines before the run's logging starts."""
+    import warnings
+
+    notices = HYDRA_NOTICES + (r"\s*Future Hydra versions will no longer change working directory",)
+    for message in notices:
+        warnings.filterwarnings("ignore", message=message, category=UserWarning)
+    from fairseq_cli import hydra_train as fairseq_hydra_train
+
+    logging.getLogger().setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
+    sys.argv = ["fairseq-hydra-train", *argv]
+    fairseq_hydra_train.cli_main()
+
+
 def interruptible(main):
     """``main`` of a command, with Ctrl-C (SIGINT) said in one line and exit status 130 (the
     shell's 128 + SIGINT) instead of a KeyboardInterrupt traceback; outputs are written

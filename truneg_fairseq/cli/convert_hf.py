@@ -12,7 +12,9 @@
   export CHECKPOINT HF_DIR [--vocab VOCAB] [--data DIR]
       A plugin ELECTRA checkpoint -> ElectraForPreTraining (+ HF_DIR/generator with
       ElectraForMaskedLM), a bert_hf_* checkpoint -> BertForMaskedLM, a fairseq roberta_*
-      checkpoint -> RobertaForMaskedLM; loadable with transformers' from_pretrained.
+      checkpoint -> RobertaForMaskedLM; loadable with transformers' from_pretrained. Each gets
+      the tokenizer of its data: WordPiece (vocab.txt) for WordPiece data; for sentencepiece
+      or GPT-2 BPE data (RoBERTa, ELECTRA) a tokenizer whose ids are dict.txt's rows.
 
 Examples:
   truneg-convert-hf import bert-base-uncased imported/bert-base
@@ -75,21 +77,24 @@ def main(argv=None) -> int:
     )
     case.add_argument("--cased", dest="lowercase", action="store_false")
     exp.add_argument(
-        "--gpt2-encoder-json", help="RoBERTa on GPT-2 BPE: encoder.json, to write vocab.json"
+        "--gpt2-encoder-json",
+        help="RoBERTa or ELECTRA on GPT-2 BPE: encoder.json, to write vocab.json",
     )
     exp.add_argument(
-        "--gpt2-vocab-bpe", help="RoBERTa on GPT-2 BPE: vocab.bpe, written as merges.txt"
+        "--gpt2-vocab-bpe", help="RoBERTa or ELECTRA on GPT-2 BPE: vocab.bpe, written as merges.txt"
     )
     exp.add_argument(
         "--spm-model",
-        help="RoBERTa on sentencepiece data: the .model that tokenized it (default: the one the "
+        help="RoBERTa or ELECTRA on sentencepiece data: the .model that tokenized it (default: "
+        "the one the "
         "data directory's tokenizer_fingerprint.json records)",
     )
     exp.add_argument(
         "--no-tokenizer",
         dest="tokenizer",
         action="store_false",
-        help="RoBERTa: write fairseq's dict.txt instead of a HuggingFace tokenizer (the "
+        help="RoBERTa, ELECTRA of sentencepiece/GPT-2 BPE data: write fairseq's dict.txt "
+        "instead of a HuggingFace tokenizer (the "
         "directory then loads as a model, but nothing can tokenize text for it)",
     )
     args = p.parse_args(argv)

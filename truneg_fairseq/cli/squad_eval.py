@@ -2,8 +2,10 @@
 
   truneg-squad-eval dev-v1.1.json predictions.json
 
-predictions.json maps question id -> answer text. Prints {"exact_match", "f1", ...}; questions
-without a prediction score 0 and are counted in "missing_predictions".
+predictions.json maps question id -> answer text. Prints on stdout the JSON the official SQuAD
+v1.1 evaluate-v1.1.py prints, {"exact_match", "f1", ...} in % at full precision (the same
+floats, for programs that read it), then on stderr the two scores rounded to 2 decimals for the
+reader; questions without a prediction score 0 and are counted in "missing_predictions".
 """
 
 import argparse
@@ -37,5 +39,9 @@ def main(argv=None) -> int:
             "prediction (scored 0)",
             file=sys.stderr,
         )
-    print(json.dumps(res))
+    print(json.dumps(res), flush=True)
+    print(
+        f"exact_match {res['exact_match']:.2f} | f1 {res['f1']:.2f} | {res['questions']} questions",
+        file=sys.stderr,
+    )
     return 0

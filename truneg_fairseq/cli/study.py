@@ -2,7 +2,8 @@
 20/40/60/80/100% of training), the MLM-side effects and Figure-3 cases, from one command.
 
 For each model family (RoBERTa with fairseq's masked_lm task, the plugin's ELECTRA), one plain
-first stage from scratch (masked_lm / electra), then the baseline, mlm_hard_correction (HC),
+first stage from scratch (mlm_plain: fairseq's masked_lm loss / electra, both logging the
+false-negative ratios), then the baseline, mlm_hard_correction (HC),
 mlm_soft_reg (SR) and mlm_sent_kl (sentence-level KL) each continued from that same checkpoint
 for the same number of updates, with checkpoints at 20/40/60/80/100% of the continuation. Every
 checkpoint is scored on the same masked valid blocks (for ELECTRA: its generator).

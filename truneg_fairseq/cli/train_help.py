@@ -38,6 +38,10 @@ def training_help(argv: Sequence[str]) -> str:
 
 HELP = """Print every flag a fairseq-train command line accepts, including those of its task, model
 and criterion (``fairseq-train --help`` stops before adding them).
+"""
+
+EPILOG = """Any other flag of the fairseq-train command line (DATA, --lr, a plugin's flags) may follow:
+it is checked against the flags of that task, model and criterion.
 
 Example:
   truneg-train-help --user-dir truneg_fairseq --task electra --arch electra_small \\
@@ -54,6 +58,7 @@ def choices_parser():
     p = argparse.ArgumentParser(
         prog="truneg-train-help",
         description=HELP,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
@@ -63,9 +68,35 @@ def choices_parser():
         required=True,
         help="the model whose flags to list (e.g. roberta_base, electra_small)",
     )
-    for flag in ("--user-dir", "--task", "--criterion", "--optimizer", "--lr-scheduler"):
-        p.add_argument(flag)
+    p.add_argument("--user-dir", help="a plugin folder (e.g. truneg_fairseq)")
+    p.add_argument("--task", help="the task whose flags to add (e.g. masked_lm, electra)")
+    p.add_argument("--criterion", help="the criterion whose flags to add")
+    p.add_argument("--optimizer", help="the optimizer whose flags to add")
+    p.add_argument("--lr-scheduler", help="the learning-rate scheduler whose flags to add")
     return p
+
+
+def _check_choices(chooser, argv) -> None:
+    """Refuse at once, before fairseq is imported, a command line without a model: the flags
+    it names that are not the chooser's are named too (which fairseq-train flags exist depends
+    on the model, so they are checked once --arch is given)."""
+    import argparse
+
+    if any(a in ("-a", "--arch") or a.startswith(("-a=", "--arch=")) for a in argv):
+        chooser.parse_known_args(argv)  # a malformed --arch: argparse's own message
+        return
+    optional = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for action in chooser._actions:
+        if action.option_strings and action.dest not in ("help", "arch"):
+            optional.add_argument(*action.option_strings, dest=action.dest)
+    unknown = [a for a in optional.parse_known_args(argv)[1] if a.startswith("-")]
+    if unknown:
+        chooser.error(
+            f"unrecognized arguments: {' '.join(unknown)} (a fairseq-train command line's flags "
+            "depend on its model: with --arch ARCH they are checked against them); the "
+            "following arguments are required: --arch/-a"
+        )
+    chooser.error("the following arguments are required: --arch/-a")
 
 
 @interruptible
@@ -74,11 +105,11 @@ def main(argv=None) -> int:
     import sys
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv in ([], ["-h"], ["--help"]):
-        print(HELP)
-        return 0
     chooser = choices_parser()
-    chooser.parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    if argv in ([], ["-h"], ["--help"]):
+        chooser.print_help()
+        return 0
+    _check_choices(chooser, [a for a in argv if a not in ("-h", "--help")])
     argv = _package_user_dir(argv)
     saved = sys.argv
     sys.argv = [saved[0] if saved else "truneg-train-help", *argv]  # fairseq reads --user-dir there

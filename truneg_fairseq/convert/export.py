@@ -1,10 +1,12 @@
 """Export (:func:`export_hf`): an ELECTRA checkpoint gives ``ElectraForPreTraining``
 (+ ``generator/`` with ``ElectraForMaskedLM`` when the checkpoint has a generator), a ``bert``
 checkpoint ``BertForMaskedLM`` and a fairseq ``roberta`` checkpoint ``RobertaForMaskedLM``, each
-with ``config.json`` and its tokenizer (WordPiece; RoBERTa: GPT-2's BPE files or a fast
-tokenizer of its sentencepiece pieces, :func:`~truneg_fairseq.convert.vocab.roberta_tokenizer`).
-Only torch, safetensors and the tokenizer libraries are needed (no ``transformers``), so an
-export runs wherever the plugin trains."""
+with ``config.json`` and the tokenizer of its data: WordPiece (``vocab.txt``) for WordPiece data;
+for sentencepiece or GPT-2 BPE data (RoBERTa, and ELECTRA pre-trained on the same data) GPT-2's
+BPE files or a fast tokenizer of its sentencepiece pieces whose ids are the dictionary's rows
+(:func:`~truneg_fairseq.convert.vocab.roberta_tokenizer`). Only torch, safetensors and the
+tokenizer libraries are needed (no ``transformers``), so an export runs wherever the plugin
+trains."""
 
 import json
 import logging
@@ -28,13 +30,13 @@ from truneg_fairseq.convert.keys import (
     _layer_table,
 )
 from truneg_fairseq.convert.vocab import (
+    _check_wordpiece_data,
+    _data_pieces,
+    _fairseq_vocab,
     _hf_vocab_order,
     _recorded_lowercase,
-    _write_dict_only,
-    _write_gpt2_tokenizer,
-    _write_sentencepiece_tokenizer,
+    _write_fairseq_tokenizer,
     _write_wordpiece,
-    gpt2_vocab,
     roberta_tokenizer,
 )
 from truneg_fairseq.errors import ConversionError
@@ -95,12 +97,28 @@ def _common_config(
     }
 
 
-def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> List[str]:
+def _export_electra(
+    model,
+    symbols,
+    vocab_file,
+    out: Path,
+    lowercase: bool,
+    fairseq_ids: bool = False,
+    tokenizer=None,
+    dict_txt: Optional[Path] = None,
+) -> List[str]:
+    """``fairseq_ids``: the data was sentencepiece or GPT-2 BPE, so the export keeps the
+    dictionary's ids and writes ``tokenizer`` (:func:`_fairseq_vocab`) instead of WordPiece."""
     c = model.cfg
     s = {k: v for k, v in model.state_dict().items()}
-    vocab, rows = _hf_vocab_order(symbols, vocab_file)
-    rows_t = torch.tensor(rows)
     pad = model.padding_idx
+    if fairseq_ids:
+        vocab, rows, hf_tok = _fairseq_vocab(symbols, tokenizer)
+        hf_pad = pad
+    else:
+        vocab, rows = _hf_vocab_order(symbols, vocab_file)
+        hf_pad = vocab.index("[PAD]")
+    rows_t = torch.tensor(rows)
     E, H = c.electra_embed_dim, c.electra_hidden_dim
     emb = {
         "electra.embeddings.word_embeddings.weight": s["embeddings.embed_tokens.weight"][rows_t],
@@ -112,7 +130,6 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
         "electra.embeddings.LayerNorm.bias": s["embeddings.layer_norm.bias"],
     }
     max_pos = emb["electra.embeddings.position_embeddings.weight"].size(0)
-    hf_pad = vocab.index("[PAD]")
     act = str(c.electra_activation_fn)
     if act != "gelu":
         raise ConversionError(
@@ -162,8 +179,15 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
         "ElectraForPreTraining",
     )
     t.update(_fairseq_to_hf(s, DISCRIMINATOR_HEAD))
+
+    def write_tokenizer(where: Path) -> None:
+        if fairseq_ids:  # HF's ELECTRA counts positions from 0: the whole table is usable
+            _write_fairseq_tokenizer(where, tokenizer, hf_tok, dict_txt, max_pos)
+        else:
+            _write_wordpiece(where, vocab, lowercase, max_pos)
+
     _write_hf(out, conf, t)
-    _write_wordpiece(out, vocab, lowercase, max_pos)
+    write_tokenizer(out)
     written = ["ElectraForPreTraining"]
     if model.generator is not None:
         g = out / "generator"
@@ -178,8 +202,11 @@ def _export_electra(model, symbols, vocab_file, out: Path, lowercase: bool) -> L
         )
         t.update(_fairseq_to_hf(s, GENERATOR_HEAD))
         t["generator_lm_head.bias"] = s["generator_bias"][rows_t]
+        # rows for pieces fairseq reads as <unk>: never predicted, so the distribution over the
+        # dictionary's rows stays the checkpoint's
+        t["generator_lm_head.bias"][len(symbols) :] = UNPREDICTED
         _write_hf(g, conf, t)
-        _write_wordpiece(g, vocab, lowercase, max_pos)
+        write_tokenizer(g)
         written.append("ElectraForMaskedLM (generator/)")
     return written
 
@@ -205,17 +232,7 @@ def _export_roberta_family(
             raise ConversionError(
                 "--vocab is for WordPiece (BERT/ELECTRA) checkpoints; a RoBERTa export keeps fairseq's ids"
             )
-        vocab, rows = list(symbols), list(range(len(symbols)))
-        extra: List[str] = []
-        if tokenizer is not None and tokenizer[0] == "sentencepiece":
-            from truneg_fairseq.text.hf_tokenizer import sentencepiece_tokenizer
-
-            hf_tok, extra = sentencepiece_tokenizer(tokenizer[1], vocab)
-        elif tokenizer is not None:
-            hf_tok, extra = gpt2_vocab(symbols, tokenizer[1][0])
-        # the pieces the dictionary lacks read as <unk> in fairseq: rows that copy <unk>'s
-        vocab += extra
-        rows += [symbols.index("<unk>")] * len(extra)
+        vocab, rows, hf_tok = _fairseq_vocab(symbols, tokenizer)
         prefix, arch, mtype = "roberta.", "RobertaForMaskedLM", "roberta"
         # HF's RoBERTa counts positions from padding_idx + 1 exactly as fairseq does
         positions, types = table, torch.zeros(1, table.size(1))
@@ -275,47 +292,8 @@ def _export_roberta_family(
     if is_bert:
         _write_wordpiece(out, vocab, lowercase, positions.size(0))
     else:  # fairseq's positions start after padding_idx, as HF RoBERTa's do
-        max_length = positions.size(0) - pad - 1
-        if tokenizer is None:
-            _write_dict_only(out, dict_txt)
-        elif tokenizer[0] == "sentencepiece":
-            _write_sentencepiece_tokenizer(out, hf_tok, dict_txt, max_length)
-        else:
-            _write_gpt2_tokenizer(out, hf_tok, tokenizer[1][1], dict_txt, max_length)
+        _write_fairseq_tokenizer(out, tokenizer, hf_tok, dict_txt, positions.size(0) - pad - 1)
     return [arch]
-
-
-def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
-    """A BERT/ELECTRA export writes a WordPiece tokenizer (``BertTokenizer``): refuse a model
-    whose data directory records another tokenizer (``tokenizer_fingerprint.json``), whose
-    pieces a ``BertTokenizer`` would not produce (a sentencepiece ``▁word`` or a GPT-2 BPE id is
-    never a WordPiece of the text: most words would become ``[UNK]``)."""
-    from truneg_fairseq.text.marks import word_marks
-    from truneg_fairseq.text.record import RECORD_NAME, read_record
-    from truneg_fairseq.text.spec import SP_SPACE, TokenizerError
-
-    where = Path(str(data or cfg.task.data).split(os.pathsep)[0])
-    try:
-        rec = read_record(where)
-    except TokenizerError:
-        rec = None  # an unreadable record: the vocabulary alone decides, as without one
-    if rec is None:
-        # no record: a dictionary of sentencepiece pieces shows by its word-start marks
-        marked = word_marks(symbols)[1]["sentencepiece"]
-        if marked * 10 < len(symbols):
-            return
-        found = f"{marked} of {len(symbols)} entries of its dictionary start with {SP_SPACE!r}"
-        rec = {"tokenizer": "sentencepiece"}
-    elif rec["tokenizer"] in ("wordpiece", "whitespace"):
-        return
-    else:
-        found = str(where / RECORD_NAME)
-    raise ConversionError(
-        f"{checkpoint} is a {kind} trained on {rec['tokenizer']} pieces ({found}); "
-        "a HuggingFace BERT/ELECTRA export writes a WordPiece tokenizer, which would read most "
-        "words as [UNK]. Train on WordPiece data to export it (prepare_corpus.py --tokenizer "
-        "wordpiece --vocab VOCAB.txt), or use the checkpoint with fairseq (truneg_fairseq.models.hub)"
-    )
 
 
 def export_hf(
@@ -331,10 +309,11 @@ def export_hf(
     """Write a plugin ELECTRA, BERT or fairseq RoBERTa checkpoint as a HuggingFace directory;
     returns the architectures written. ``vocab_file`` restores the original WordPiece ids;
     ``lowercase`` defaults to the import's record (``import.json``), else to what the
-    vocabulary shows (:func:`_recorded_lowercase`). A RoBERTa export writes the tokenizer of
-    its data: a fast tokenizer of its sentencepiece pieces (``spm_model``, else the data
-    directory's record), or GPT-2's BPE files (``gpt2_files``, else the record's);
-    ``tokenizer=False`` writes ``dict.txt`` alone. The checkpoint is read by
+    vocabulary shows (:func:`_recorded_lowercase`). A RoBERTa export, and an ELECTRA export of
+    sentencepiece or GPT-2 BPE data (:func:`_data_pieces`, or ``spm_model``/``gpt2_files``
+    given), keeps fairseq's ids and writes the tokenizer of its data: a fast tokenizer of its
+    sentencepiece pieces (``spm_model``, else the data directory's record), or GPT-2's BPE
+    files (``gpt2_files``, else the record's); ``tokenizer=False`` writes ``dict.txt`` alone. The checkpoint is read by
     :func:`~truneg_fairseq.checkpoints.load_for_inference`, as every script reads one: a missing or
     unusable file is its :class:`~truneg_fairseq.checkpoints.CheckpointError`."""
     from fairseq.models.roberta import RobertaModel
@@ -350,25 +329,50 @@ def export_hf(
         "export a checkpoint saved before training diverged (an earlier checkpoint_N_M.pt)",
     )
     symbols = list(task.source_dictionary.symbols)
-    wordpiece = isinstance(model, (ElectraModel, BertModel))
     where = Path(str(data or cfg.task.data).split(os.pathsep)[0])
-    if wordpiece:
-        for flag, given in (("--spm-model", spm_model), ("--no-tokenizer", not tokenizer)):
+    name = type(model).__name__
+    # an ELECTRA of sentencepiece or GPT-2 BPE data keeps fairseq's ids and writes its data's
+    # tokenizer, as a RoBERTa does; of WordPiece (or word-level) data, a WordPiece vocabulary
+    # (the plugin's BERT is a fairseq RoBERTa subclass: it is told apart first)
+    fairseq_ids = (isinstance(model, RobertaModel) and not isinstance(model, BertModel)) or (
+        isinstance(model, ElectraModel)
+        and bool(
+            spm_model
+            or gpt2_files
+            or _data_pieces(cfg, data, symbols)[0] not in ("wordpiece", "whitespace")
+        )
+    )
+    if not fairseq_ids:
+        flags = (("--spm-model", spm_model), ("--gpt2-encoder-json", gpt2_files))
+        for flag, given in flags + (("--no-tokenizer", not tokenizer),):
             if given:
                 raise ConversionError(
-                    f"{flag} is for a RoBERTa export; {checkpoint} holds a "
-                    f"{type(model).__name__}, exported with a WordPiece vocabulary"
+                    f"{flag} is for a RoBERTa or an ELECTRA of sentencepiece or GPT-2 BPE "
+                    f"data; {checkpoint} holds a {name} exported with a WordPiece vocabulary"
                 )
-        _check_wordpiece_data(checkpoint, cfg, data, type(model).__name__, symbols)
+        if isinstance(model, BertModel):
+            _check_wordpiece_data(checkpoint, cfg, data, name, symbols)
         tok_source = None
-    elif isinstance(model, RobertaModel) and tokenizer:
-        tok_source = roberta_tokenizer(checkpoint, where, symbols, gpt2_files, spm_model)
     else:
-        tok_source = None
-    if vocab_file is None and wordpiece and (Path(checkpoint).parent / "vocab.txt").is_file():
-        vocab_file = (
-            Path(checkpoint).parent / "vocab.txt"
-        )  # an imported directory exported as it is
+        if vocab_file is not None:
+            raise ConversionError(
+                f"--vocab is for models of WordPiece data; {checkpoint} is a {name} of "
+                "sentencepiece or GPT-2 BPE data, whose export keeps fairseq's ids"
+            )
+        tok_source = (
+            roberta_tokenizer(
+                checkpoint,
+                where,
+                symbols,
+                gpt2_files,
+                spm_model,
+                "ELECTRA" if isinstance(model, ElectraModel) else "RoBERTa",
+            )
+            if tokenizer
+            else None
+        )
+    if vocab_file is None and not fairseq_ids and (Path(checkpoint).parent / "vocab.txt").is_file():
+        vocab_file = Path(checkpoint).parent / "vocab.txt"  # an imported directory, as it is
     if lowercase is None:
         lowercase = _recorded_lowercase(checkpoint, vocab_file, symbols)
     if getattr(model, "classification_heads", None):
@@ -385,10 +389,12 @@ def export_hf(
         "--spm-model": spm_model,
     }
     with atomic_dir(hf_dir, "convert_hf.py export", inputs=inputs) as work, torch.no_grad():
+        dict_txt = Path(str(cfg.task.data).split(os.pathsep)[0]) / "dict.txt"
         if isinstance(model, ElectraModel):
-            written = _export_electra(model, symbols, vocab_file, work, lowercase)
+            written = _export_electra(
+                model, symbols, vocab_file, work, lowercase, fairseq_ids, tok_source, dict_txt
+            )
         elif isinstance(model, RobertaModel):
-            dict_txt = Path(str(cfg.task.data).split(os.pathsep)[0]) / "dict.txt"
             written = _export_roberta_family(
                 model, symbols, vocab_file, work, lowercase, dict_txt, tok_source
             )

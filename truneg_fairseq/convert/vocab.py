@@ -4,12 +4,14 @@ decides how every embedding and output row moves.
 fairseq puts ``<s> <pad> </s> <unk>`` first and adds ``<mask>`` last, so the fairseq rows are
 HF's ``[CLS] [PAD] [SEP] [UNK]``, then every other WordPiece entry in HF id order, then
 ``[MASK]``; ``dict.txt`` lists the entries between (same vocabulary size). An export writes
-the tokenizer files ``transformers`` reads: WordPiece for BERT and ELECTRA; for RoBERTa, GPT-2's
-byte-level BPE or a fast tokenizer of its sentencepiece pieces (:func:`roberta_tokenizer` finds
-which, from the flags or the data's record)."""
+the tokenizer files ``transformers`` reads: WordPiece for BERT, and for ELECTRA of WordPiece data;
+for RoBERTa, and for ELECTRA of sentencepiece or GPT-2 BPE data, GPT-2's byte-level BPE or a
+fast tokenizer of its sentencepiece pieces (:func:`roberta_tokenizer` finds which, from the flags or the data's
+record; :func:`_data_pieces` tells the data's pieces)."""
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -94,7 +96,7 @@ def _write_dict_only(out: Path, dict_txt: Path) -> None:
     """fairseq's dict alone (``--no-tokenizer``)."""
     shutil.copyfile(dict_txt, out / "dict.txt")
     logger.warning(
-        "RoBERTa export with --no-tokenizer: only dict.txt is written; transformers cannot "
+        "export with --no-tokenizer: only dict.txt is written; transformers cannot "
         "tokenize text for this directory"
     )
 
@@ -165,9 +167,10 @@ NO_TOKENIZER = (
 )
 
 
-def roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model):
-    """(``"sentencepiece"``, .model) or (``"gpt2"``, (encoder.json, vocab.bpe)): the tokenizer a
-    RoBERTa export writes, from the flags or else the data directory's record
+def roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model, model="RoBERTa"):
+    """(``"sentencepiece"``, .model) or (``"gpt2"``, (encoder.json, vocab.bpe)): the tokenizer an
+    export that keeps fairseq's ids writes (a RoBERTa's, an ELECTRA's of the same data: ``model``
+    names it in the errors), from the flags or else the data directory's record
     (``tokenizer_fingerprint.json``), checked against that record and the dictionary; one
     :class:`ConversionError` naming the flags or the missing file when none can be written."""
     from truneg_fairseq.text import build_tokenizer, check_record, read_record, word_marks
@@ -195,7 +198,7 @@ def roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model):
                     "--gpt2-vocab-bpe FILE (GPT-2 BPE: the files"
                 )
             raise ConversionError(
-                f"a RoBERTa export writes the tokenizer of the checkpoint's data, and {where} has "
+                f"the export writes the tokenizer of the {model} checkpoint's data, and {where} has "
                 f"no {RECORD_NAME} naming it: give {need} that tokenized its data), {NO_TOKENIZER}"
             )
         else:
@@ -207,7 +210,7 @@ def roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model):
                 flags = "--gpt2-encoder-json FILE --gpt2-vocab-bpe FILE"
             else:
                 raise ConversionError(
-                    f"{checkpoint} is a RoBERTa trained on {kind} tokens ({record}); the export "
+                    f"{checkpoint} was trained on {kind} tokens ({record}); the {model} export "
                     "writes a HuggingFace tokenizer for sentencepiece and GPT-2 BPE data: "
                     f"export it {NO_TOKENIZER[3:]}"
                 )
@@ -231,3 +234,77 @@ def roberta_tokenizer(checkpoint, where: Path, symbols, gpt2_files, spm_model):
     if spec.kind == "gpt2":
         return "gpt2", (spec.gpt2_encoder_json, spec.gpt2_vocab_bpe)
     return "sentencepiece", spec.spm_model
+
+
+def _fairseq_vocab(symbols, tokenizer) -> Tuple[List[str], List[int], object]:
+    """(vocabulary, fairseq row of each id, the HF tokenizer to write or None) of an export that
+    keeps fairseq's ids (sentencepiece or GPT-2 BPE data): the dictionary's rows, then the
+    pieces the tokenizer can produce that the dictionary lacks, each on a row copying
+    ``<unk>``'s (fairseq reads them as ``<unk>``)."""
+    vocab, rows = list(symbols), list(range(len(symbols)))
+    extra: List[str] = []
+    hf_tok = None
+    if tokenizer is not None and tokenizer[0] == "sentencepiece":
+        from truneg_fairseq.text.hf_tokenizer import sentencepiece_tokenizer
+
+        hf_tok, extra = sentencepiece_tokenizer(tokenizer[1], vocab)
+    elif tokenizer is not None:
+        hf_tok, extra = gpt2_vocab(symbols, tokenizer[1][0])
+    vocab += extra
+    rows += [symbols.index("<unk>")] * len(extra)
+    return vocab, rows, hf_tok
+
+
+def _write_fairseq_tokenizer(out: Path, tokenizer, hf_tok, dict_txt: Path, max_length: int) -> None:
+    """The tokenizer files of an export that keeps fairseq's ids (``dict.txt`` alone when
+    ``tokenizer`` is None: ``--no-tokenizer``)."""
+    if tokenizer is None:
+        _write_dict_only(out, dict_txt)
+    elif tokenizer[0] == "sentencepiece":
+        _write_sentencepiece_tokenizer(out, hf_tok, dict_txt, max_length)
+    else:
+        _write_gpt2_tokenizer(out, hf_tok, tokenizer[1][1], dict_txt, max_length)
+
+
+def _data_pieces(cfg, data, symbols) -> Tuple[str, str]:
+    """(tokenizer, how it is known) of the checkpoint's data: the one its data directory records
+    (``tokenizer_fingerprint.json``), else what its dictionary shows (sentencepiece's word-start
+    marks, GPT-2 BPE's numeric ids), else ``"wordpiece"``."""
+    from truneg_fairseq.text.marks import word_marks
+    from truneg_fairseq.text.record import RECORD_NAME, read_record
+    from truneg_fairseq.text.spec import SP_SPACE, TokenizerError
+
+    where = Path(str(data or cfg.task.data).split(os.pathsep)[0])
+    try:
+        rec = read_record(where)
+    except TokenizerError:
+        rec = None  # an unreadable record: the vocabulary alone decides, as without one
+    if rec is not None:
+        return rec["tokenizer"], str(where / RECORD_NAME)
+    marked = word_marks(symbols)[1]["sentencepiece"]
+    if marked * 10 >= len(symbols):
+        return (
+            "sentencepiece",
+            f"{marked} of {len(symbols)} entries of its dictionary start with {SP_SPACE!r}",
+        )
+    digits = sum(s.isdigit() for s in symbols)
+    if digits * 2 > len(symbols):
+        return "gpt2", f"{digits} of {len(symbols)} entries of its dictionary are GPT-2 BPE ids"
+    return "wordpiece", "its dictionary"
+
+
+def _check_wordpiece_data(checkpoint, cfg, data, kind: str, symbols=()) -> None:
+    """A BERT export writes a WordPiece tokenizer (``BertTokenizer``): refuse a model whose data
+    is of other pieces (:func:`_data_pieces`), which a ``BertTokenizer`` would not produce (a
+    sentencepiece ``▁word`` or a GPT-2 BPE id is never a WordPiece of the text: most words
+    would become ``[UNK]``)."""
+    pieces, found = _data_pieces(cfg, data, symbols)
+    if pieces in ("wordpiece", "whitespace"):
+        return
+    raise ConversionError(
+        f"{checkpoint} is a {kind} trained on {pieces} pieces ({found}); a HuggingFace BERT "
+        "export writes a WordPiece tokenizer, which would read most words as [UNK]. Train on "
+        "WordPiece data to export it (prepare_corpus.py --tokenizer wordpiece --vocab "
+        "VOCAB.txt), or use the checkpoint with fairseq (truneg_fairseq.models.hub); an ELECTRA "
+        "or a RoBERTa of such data exports with its own tokenizer"
+    )

@@ -15,6 +15,15 @@ the task's recipe config and the checkpoint to fine-tune.
 * **Paths** (data, checkpoint, save directory, log, plugin) are written into the config, not
   passed as hydra overrides, so spaces, commas, quotes and non-ASCII characters need no
   escaping; ``${`` (an OmegaConf interpolation) is refused.
+* **The schedule follows the run**: the learning rate's ``total_num_update`` is the number of
+  updates the run makes (:func:`planned_updates`: the train examples of ``meta.json`` in
+  batches of ``dataset.batch_size``, over the workers, grouped by ``optimization.update_freq``,
+  for ``optimization.max_epoch`` epochs, at most ``optimization.max_update``), read from the
+  recipe config with the run's hydra overrides applied, so ``optimization.max_epoch=2`` decays
+  the rate to 0 at the run's last update. The warm-up is 10% of it, or ``WARMUP`` updates.
+* **Hydra's run directory** is ``SAVE_DIR/hydra`` and the working directory stays where the
+  recipe was started (``hydra.job.chdir: false``): nothing is written into the directory the
+  recipe runs from.
 """
 
 import argparse
@@ -22,7 +31,7 @@ import json
 import math
 import os
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from truneg_fairseq.errors import (
     GlueFinetuneError,  # noqa: F401  (defined in the one place of the errors)
@@ -112,6 +121,94 @@ def check_path(what: str, path: str) -> str:
     return os.path.abspath(path)
 
 
+# set by the recipe from the run itself: an override of them would part the schedule from the run
+SCHEDULE_KEYS = {
+    "lr_scheduler.total_num_update": "the run's length: optimization.max_epoch=N or "
+    "optimization.max_update=N",
+    "lr_scheduler.warmup_updates": "the warm-up: WARMUP=N (updates)",
+}
+
+
+def apply_overrides(cfg, overrides: Sequence[str]) -> None:
+    """The hydra overrides among ``overrides`` (``key=value``, ``+key=value``, ``~key``: what
+    fairseq-hydra-train will apply) applied to ``cfg``, so what the run will do can be read
+    from it; options (``--cfg``, ...) and their values are left to hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+    from omegaconf import OmegaConf, open_dict
+
+    texts = [o for o in overrides if "=" in o and not o.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(texts)
+    except OverrideParseException as e:
+        raise GlueFinetuneError(f"a hydra override: {e}") from None
+    for o in parsed:
+        key = o.key_or_group
+        if key in SCHEDULE_KEYS:
+            raise GlueFinetuneError(
+                f"{key} is set from the updates the run makes; change {SCHEDULE_KEYS[key]}"
+            )
+        if "." not in key or key.startswith("hydra.") or o.is_sweep_override():
+            continue  # a config group, hydra's own settings, a sweep: nothing the schedule reads
+        with open_dict(cfg):
+            if o.is_delete():
+                parent, _, leaf = key.rpartition(".")
+                node = OmegaConf.select(cfg, parent)
+                if node is not None and leaf in node:
+                    del node[leaf]
+            else:
+                OmegaConf.update(cfg, key, o.value(), merge=True, force_add=True)
+
+
+def default_world_size() -> int:
+    """The workers fairseq-hydra-train will train on: torchrun's ``WORLD_SIZE``, else fairseq's
+    default (every visible GPU, at least one)."""
+    if os.environ.get("WORLD_SIZE", "").isdigit():
+        return max(1, int(os.environ["WORLD_SIZE"]))
+    import torch
+
+    return max(1, torch.cuda.device_count())
+
+
+def planned_updates(cfg, train_examples: int, world_size: int) -> int:
+    """The updates fairseq-train makes with ``cfg`` on ``train_examples`` sentences: batches of
+    ``dataset.batch_size`` (every one kept: the plugin keeps the last, smaller batch) dealt
+    out to ``world_size`` workers, grouped by the epoch's ``optimization.update_freq`` (the
+    last group smaller unless ``skip_remainder_batch``), for ``optimization.max_epoch`` epochs,
+    at most ``optimization.max_update``."""
+    from omegaconf import OmegaConf
+
+    def value(key, default):
+        got = OmegaConf.select(cfg, key, default=default)
+        return default if got is None else got
+
+    if value("dataset.max_tokens", None):
+        raise GlueFinetuneError(
+            "dataset.max_tokens: the recipe counts its updates in batches of sentences; give "
+            "BSZ (or dataset.batch_size) instead"
+        )
+    bsz = int(value("dataset.batch_size", 0))
+    if bsz <= 0:
+        raise GlueFinetuneError(f"dataset.batch_size {bsz}: give BSZ > 0 sentences per batch")
+    epochs = int(value("optimization.max_epoch", 0))
+    max_update = int(value("optimization.max_update", 0))
+    if epochs <= 0 and max_update <= 0:
+        raise GlueFinetuneError(
+            "the run has no end: give optimization.max_epoch=N or optimization.max_update=N"
+        )
+    freq = value("optimization.update_freq", [1])  # fairseq's is a list: one per epoch
+    freq = [int(freq)] if isinstance(freq, (int, float, str)) else [int(f) for f in freq] or [1]
+    skip = bool(value("optimization.skip_remainder_batch", False))
+    per_worker = math.ceil(math.ceil(train_examples / bsz) / world_size)
+    if epochs <= 0:
+        return max_update
+    total = 0
+    for epoch in range(1, epochs + 1):
+        f = freq[epoch - 1] if epoch <= len(freq) else freq[-1]
+        total += per_worker // f if skip else math.ceil(per_worker / f)
+    return min(total, max_update) if max_update > 0 else total
+
+
 def write_run_config(
     template: str,
     out: str,
@@ -123,11 +220,16 @@ def write_run_config(
     batch_size: int,
     precision: str = "fp32",
     arch: Optional[str] = None,
+    overrides: Sequence[str] = (),
+    warmup: Optional[int] = None,
+    world_size: Optional[int] = None,
 ) -> Dict[str, object]:
     """Write ``out``: the recipe config ``template`` with the model section of ``checkpoint``,
-    the paths, the learning rate, batch size, precision (fp32 | fp16 | bf16) and the schedule
-    (the template's epochs over the train examples of ``data``/meta.json, 10% warm-up).
-    Returns a summary (arch, positions, updates) for the log."""
+    the paths, the learning rate, batch size, precision (fp32 | fp16 | bf16) and the schedule:
+    :func:`planned_updates` of the config with the run's hydra ``overrides`` applied (they are
+    not written: fairseq-hydra-train applies them), ``warmup`` updates of warm-up (default
+    10%). ``world_size``: the workers (default :func:`default_world_size`). Returns a summary
+    (arch, positions, updates, warmup) for the log."""
     from omegaconf import OmegaConf
 
     from truneg_fairseq.outputs import atomic_open
@@ -140,8 +242,18 @@ def write_run_config(
     model = checkpoint_model(checkpoint, arch)
     cfg = OmegaConf.load(template)
     n_pos = positions(model)
-    epochs = int(cfg.optimization.max_epoch)
-    total = max(1, math.ceil(int(meta["examples"]["train"]) / batch_size) * epochs)
+    OmegaConf.update(cfg, "dataset.batch_size", int(batch_size), merge=False)
+    run = OmegaConf.create(OmegaConf.to_container(cfg))
+    apply_overrides(run, overrides)
+    workers = world_size or default_world_size()
+    total = max(1, planned_updates(run, int(meta["examples"]["train"]), workers))
+    if warmup is None:
+        warmup = total // 10
+    elif warmup < 0 or (warmup >= total and warmup > 0):
+        raise GlueFinetuneError(
+            f"WARMUP={warmup}: the warm-up must end before the run's last update (the run makes "
+            f"{total} updates); give WARMUP between 0 and {total - 1}"
+        )
     save_dir = check_path("SAVE_DIR", save_dir)
     values = {
         "model": model,
@@ -157,14 +269,15 @@ def write_run_config(
         "optimization.lr": [float(lr)],
         "dataset.batch_size": int(batch_size),
         "lr_scheduler.total_num_update": total,
-        "lr_scheduler.warmup_updates": max(1, total // 10),
+        "lr_scheduler.warmup_updates": warmup,
         "hydra.run.dir": os.path.join(save_dir, "hydra"),
+        "hydra.job.chdir": False,
     }
     for key, value in values.items():
         OmegaConf.update(cfg, key, value, merge=False)
     with atomic_open(out) as f:
         f.write(OmegaConf.to_yaml(cfg))
-    return {"arch": model["_name"], "positions": n_pos, "updates": total}
+    return {"arch": model["_name"], "positions": n_pos, "updates": total, "warmup": warmup}
 
 
 def size_flags(checkpoint: str) -> List[str]:

@@ -11,8 +11,10 @@ The pipeline that ``scripts/demo.py`` and ``examples/study/run_study.py`` share:
             learns ``<unk>`` as an answer, which would otherwise be its most frequent prediction;
 2. table    the WordNet synonym table of that dictionary (what ``build_synonym_table.py`` builds,
             built in this process: WordNet is loaded here already for the corpus);
-3. stage 1  one plain pre-training per model family (``masked_lm`` for RoBERTa, ``electra``
-            for ELECTRA) from scratch: the shared start, as the paper continues its base models;
+3. stage 1  one plain pre-training per model family (``mlm_plain`` for RoBERTa, ``electra``
+            for ELECTRA, both given the synonym table: the loss of fairseq's ``masked_lm`` and
+            ELECTRA's, with the false-negative ratios in the training log) from scratch: the
+            shared start, as the paper continues its base models;
 4. stage 2  each criterion continued from that same checkpoint for the same number of updates
             (``--restore-file ... --reset-optimizer --reset-dataloader --reset-meters
             --reset-lr-scheduler``), the learning rate going on from where stage 1 left it and

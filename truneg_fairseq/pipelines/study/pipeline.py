@@ -65,7 +65,7 @@ def study_setting(cfg: StudyConfig) -> Setting:
     families = []
     if "roberta" in cfg.families:
         families.append(
-            Family("roberta", "masked_lm", roberta_arch, "masked_lm", list(cfg.roberta_criteria))
+            Family("roberta", "masked_lm", roberta_arch, "mlm_plain", list(cfg.roberta_criteria))
         )
     if "electra" in cfg.families:
         families.append(

@@ -1,7 +1,7 @@
 """The study's preset scales: the models of each family and the budgets (``truneg-study
 --scale``)."""
 
-ROBERTA_CRITERIA = ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+ROBERTA_CRITERIA = ["mlm_plain", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
 
 # RoBERTa at the cpu scale, the demo's model too: pre-LayerNorm, 4 layers x 128, no dropout

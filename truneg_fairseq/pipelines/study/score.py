@@ -30,12 +30,15 @@ def _start_scorer(args: tuple, threads: int) -> None:
     global _SCORER
     truneg_fairseq.register()  # a spawned worker: as registered as its parent
     torch.set_num_threads(threads)
-    # a spawned worker: warnings and errors in fairseq's format; the parent logs each score
+    # a spawned worker: warnings and errors in fairseq's format; the parent logs each score.
+    # force: importing fairseq ran a logging.basicConfig(level=DEBUG) of its own, whose handler
+    # would print every worker's INFO lines raw (INFO:fairseq...), once per worker
     logging.basicConfig(
         format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
         datefmt="%Y-%m-%d %H:%M:%S",
         level=logging.WARNING,
         stream=sys.stderr,
+        force=True,
     )
     _SCORER = FixedMaskScorer(*args)
 

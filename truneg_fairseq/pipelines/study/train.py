@@ -110,7 +110,9 @@ def train_command(
         ]
     if s.cpu:
         cmd += ["--cpu"]
-    if criterion not in ("masked_lm", "electra"):
+    # every criterion of the plugin, the baselines too (mlm_plain, electra), so that each run's
+    # log holds the ratios; fairseq's own masked_lm takes no table
+    if criterion != "masked_lm":
         cmd += ["--synonym-table", table]
     return cmd + list(s.extra_train_args)
 
