@@ -10,6 +10,15 @@ def grads(model) -> dict:
     return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
+def loss_and_grads(criterion, model, sample):
+    """One step of ``criterion`` on ``sample`` from zeroed gradients: (loss, sample_size,
+    logging output, :func:`grads`)."""
+    model.zero_grad()
+    loss, sample_size, log = criterion(model, sample)
+    loss.backward()
+    return loss.detach(), sample_size, log, grads(model)
+
+
 def recording_aot_eager(graphs: list):
     """torch.compile's ``aot_eager`` backend (AOTAutograd's graph run as traced, no code made)
     that appends each graph it is given to ``graphs``: the aten operators inductor would compile

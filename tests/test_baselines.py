@@ -18,7 +18,7 @@ from fairseq_runs import (
     model_state,
     valid_batch,
 )
-from step_checks import grads
+from step_checks import loss_and_grads
 
 GOLD, SYNONYM = "\u2581primary", "\u2581main"
 RESTART = ["--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
@@ -60,14 +60,8 @@ def test_mlm_plain_is_fairseq_masked_lm_while_it_counts_synonyms(
     predict_a_synonym(task, sample, model.encoder.lm_head.bias)
     ref = MaskedLmLoss(MaskedLmConfig(tpu=False), task)
 
-    model.zero_grad()
-    loss_ref, ss_ref, _ = ref(model, sample)
-    loss_ref.backward()
-    g_ref = grads(model)
-    model.zero_grad()
-    loss, ss, log = plain(model, sample)
-    loss.backward()
-    g = grads(model)
+    loss_ref, ss_ref, _, g_ref = loss_and_grads(ref, model, sample)
+    loss, ss, log, g = loss_and_grads(plain, model, sample)
 
     assert int(ss_ref) == int(ss) > 0
     torch.testing.assert_close(loss, loss_ref, rtol=1e-6, atol=0)
@@ -95,10 +89,7 @@ def test_electra_with_a_table_is_electra_without_one(data_bin, synonym_table):
     def step(table):
         crit.lookup = table
         torch.manual_seed(5)  # the generator's samples: the same draws in both steps
-        model.zero_grad()
-        loss, ss, log = crit(model, sample)
-        loss.backward()
-        return loss.detach(), ss, log, grads(model)
+        return loss_and_grads(crit, model, sample)
 
     without = step(None)
     with_table = step(lookup)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
 from fairseq_runs import TINY_TN_ROBERTA, arch_for, build_components, valid_batch
-from step_checks import grads
+from step_checks import loss_and_grads
 
 from truneg_fairseq.lexicon import SynonymTable, SynonymTableError
 
@@ -34,15 +34,8 @@ def test_hc_with_empty_table_equals_fairseq_masked_lm(data_bin, synonym_table, e
     sample = valid_batch(task)
     ref = MaskedLmLoss(MaskedLmConfig(tpu=False), task)
 
-    model.zero_grad()
-    loss_ref, ss_ref, _ = ref(model, sample)
-    loss_ref.backward()
-    g_ref = grads(model)
-
-    model.zero_grad()
-    loss_hc, ss_hc, log = hc(model, sample)
-    loss_hc.backward()
-    g_hc = grads(model)
+    loss_ref, ss_ref, _, g_ref = loss_and_grads(ref, model, sample)
+    loss_hc, ss_hc, log, g_hc = loss_and_grads(hc, model, sample)
 
     assert int(ss_ref) == int(ss_hc) > 0
     assert torch.allclose(loss_ref, loss_hc, rtol=1e-6)
