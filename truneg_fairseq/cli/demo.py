@@ -42,13 +42,18 @@ BASELINE = "mlm_plain"
 # sentence-KL (about 2.4x the step time of the others) is in the study, not in the demo's budget
 DEMO_CRITERIA = [BASELINE, "mlm_hard_correction", "mlm_soft_reg"]
 # the columns of the tables the demo prints (the first look's and the full run's)
-COLUMNS = (
-    "update: stage-2 updates of the run (0: the shared stage-1 checkpoint); valid loss: the "
-    "masked-LM loss per masked word, in bits; MLM acc: % of masked words predicted exactly; "
-    "pred-level: % of mispredicted masked words whose prediction is a WordNet synonym of the gold word; "
-    "iter-level: % of masked lines with at least one (512: the lines packed into 512-token units, the paper's "
-    "sequence length); syn-aware acc: a synonym prediction counted as right; "
-    "content preds: % of predictions that are content words (not stopwords or punctuation)."
+COLUMNS = "\n".join(
+    (
+        "update: stage-2 updates of the run (0: the shared stage-1 checkpoint)",
+        "valid loss: the masked-LM loss per masked word, in bits",
+        "MLM acc: % of masked words predicted exactly",
+        "pred-level: % of mispredicted masked words whose prediction is a WordNet synonym of the "
+        "gold word",
+        "iter-level: % of masked lines with at least one (512: the lines packed into 512-token "
+        "units, the paper's sequence length)",
+        "syn-aware acc: a synonym prediction counted as right",
+        "content preds: % of predictions that are content words (not stopwords or punctuation)",
+    )
 )
 
 
