@@ -22,6 +22,7 @@ def ensure_corpus(workdir: str, vocab_size: int, max_lines: int = 0) -> str:
         ]
         if max_lines:
             cmd += ["--max-lines", str(max_lines)]
+        cmd += ["--keep-intermediates"]  # squad_throughput.py reads raw/train.txt
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     table = os.path.join(data_bin, "synonyms.npz")
     if not os.path.isfile(table):

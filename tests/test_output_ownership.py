@@ -25,6 +25,7 @@ def text(tmp_path_factory):
 def test_prepare_corpus_rerun_keeps_the_spm_model_it_was_given_and_a_synonym_table(tmp_path, text):
     out = tmp_path / "work"
     args = ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+    args += ["--keep-intermediates"]  # raw/ is what the test is about
     assert run_script("prepare_corpus.py", args).returncode == 0
     spm = (out / "spm.model").read_bytes()
     # the user builds the table where the docs say, then re-runs on the model already there
@@ -82,6 +83,7 @@ def test_prepare_corpus_rerun_keeps_the_spm_model_it_was_given_and_a_synonym_tab
 def test_prepare_corpus_refuses_an_input_it_would_overwrite(tmp_path, text):
     out = tmp_path / "work"
     args = ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+    args += ["--keep-intermediates"]  # raw/ is what the test is about
     assert run_script("prepare_corpus.py", args).returncode == 0
     before = snapshot(out)
     proc = run_script(
@@ -93,6 +95,7 @@ def test_prepare_corpus_refuses_an_input_it_would_overwrite(tmp_path, text):
             str(out),
             "--vocab-size",
             "100",
+            "--keep-intermediates",
         ],
     )
     assert (

@@ -165,7 +165,7 @@ def test_a_second_prepare_corpus_on_the_same_output_is_refused_and_deletes_nothi
 
 def test_a_failed_prepare_corpus_rerun_leaves_the_earlier_outputs_whole(tmp_path):
     """The second run fails while training sentencepiece (its model file cannot be written):
-    raw/, spm.*, tok/ and data-bin/ of the first run stay as they were, no staging leftovers, and
+    spm.* and data-bin/ of the first run stay as they were, no staging leftovers, and
     the error says what happened instead of blaming a --spm-model flag never given."""
     from corpus_fixtures import tiny_corpus_lines
 
@@ -209,7 +209,9 @@ def test_prepare_corpus_never_replaces_entries_it_did_not_write(tmp_path):
     (out / "raw" / "train.txt").write_text("my own data")  # where an output would go
     (out / "notes.txt").write_text("kept")
     proc = run_script(
-        "prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+        "prepare_corpus.py",
+        ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+        + ["--keep-intermediates"],  # raw/train.txt among its outputs
     )
     assert (
         proc.returncode == 2
@@ -221,7 +223,9 @@ def test_prepare_corpus_never_replaces_entries_it_did_not_write(tmp_path):
     # other files beside the outputs, or inside their directories, are fine, and stay
     (out / "raw" / "train.txt").rename(out / "raw" / "mine.txt")
     proc = run_script(
-        "prepare_corpus.py", ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+        "prepare_corpus.py",
+        ["--input", str(text), "--output-dir", str(out), "--vocab-size", "100"]
+        + ["--keep-intermediates"],  # raw/train.txt among its outputs
     )
     assert proc.returncode == 0, proc.stderr
     assert (out / "raw" / "mine.txt").read_text() == "my own data" and (

@@ -3,9 +3,15 @@
 fairseq's log format, no process left behind by a SIGKILL or SIGTERM, and the <unk> warning
 telling a cased text from a vocabulary mismatch; the <unk> rate logged by prepare_corpus.py and
 by SQuAD's windows; prepare_corpus.py on binary or non-UTF-8 input (one error naming the line,
-nothing written), on gzip input, and failing part way (nothing left)."""
+nothing written), on gzip input, and failing part way (nothing left); several plain and
+compressed inputs giving the very files the in-memory pipeline wrote, and the intermediates
+(raw/, tok/) removed unless --keep-intermediates."""
 
+import bz2
+import gzip
+import hashlib
 import logging
+import lzma
 import os
 import re
 import signal
@@ -53,6 +59,7 @@ def test_one_and_two_workers_write_the_same_bytes(tmp_path, corpus_dir):
             inputs=[str(src)],
             tokenizer=TokenizerSpec("sentencepiece", spm_model=str(corpus_dir / "spm.model")),
             workers=workers,
+            keep_intermediates=True,
         )
         prepare_corpus(cfg)
         outs[workers] = _files(tmp_path / f"w{workers}")
@@ -97,6 +104,8 @@ def test_progress_lines_of_every_stage_in_fairseq_format(tmp_path, corpus_dir):
     lines = proc.stdout.splitlines()
     for pattern in (
         r"read: [\d,]+ lines$",
+        r"split: wrote [\d,]+ of [\d,]+ distinct lines$",
+        r"split: \d+ train, \d+ valid lines \(duplicates removed: \d+\)$",
         r"train sentencepiece: \d+ s$",
         r"encode train: [\d,]+ lines read, [\d,]+ pieces written$",
         r"binarize train: [\d,]+ of [\d,]+ lines \(\d+%\), [\d,]+ tokens$",
@@ -109,7 +118,7 @@ def test_progress_lines_of_every_stage_in_fairseq_format(tmp_path, corpus_dir):
     assert len(replaced) == 2 and "[None]" not in proc.stdout, replaced
     assert all(f"{tmp_path / 'out' / 'tok'}/" in x for x in replaced), replaced
     final = [x for x in lines if "encode train:" in x][-1]
-    n_train = len((tmp_path / "out" / "raw" / "train.txt").read_text().splitlines())
+    n_train = int(re.search(r"split: (\d+) train", proc.stdout).group(1))
     assert f"encode train: {n_train:,} lines read" in final
 
 
@@ -213,6 +222,7 @@ def test_prepare_corpus_reads_gzip(tmp_path):
             "100",
             "--model-type",
             "bpe",
+            "--keep-intermediates",
         ],
     )
     assert proc.returncode == 0, proc.stderr
@@ -231,6 +241,142 @@ def test_prepare_corpus_failure_leaves_nothing(tmp_path):
     )
     assert proc.returncode != 0 and "Vocabulary size is smaller" in proc.stderr
     assert not out.exists()
+
+
+def _mixed_inputs(root: Path) -> list:
+    """A plain text (a byte-order mark, CRLF and tab-separated lines, blank lines between) and
+    gzip, bzip2 and xz ones (one named without its suffix), with lines repeated across them."""
+    root.mkdir(parents=True, exist_ok=True)
+    a = tiny_corpus_lines(1200, seed=21)
+    b = tiny_corpus_lines(900, seed=22) + a[:100]
+    c = tiny_corpus_lines(700, seed=23)
+    d = tiny_corpus_lines(500, seed=24) + b[-50:]
+    text_a = "\ufeff" + "".join(
+        ("  " + x.replace(" ", "\t", 1) + " \r\n")
+        if i % 7 == 0
+        else (x + "\n") + ("\n" if i % 11 == 0 else "")
+        for i, x in enumerate(a)
+    )
+    (root / "a.txt").write_text(text_a, encoding="utf-8")
+    with gzip.open(root / "b.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(b) + "\n")
+    with bz2.open(root / "c.txt.bz2", "wt", encoding="utf-8") as f:
+        f.write("\n".join(c))
+    with lzma.open(root / "d.xz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(d) + "\n\n")
+    return [str(root / n) for n in ("a.txt", "b.txt.gz", "c.txt.bz2", "d.xz")]
+
+
+def _digests(root: Path) -> dict:
+    """sha256[:16] of every output but the logs, the marker, the tokenizer record (absolute
+    paths) and spm.model (sentencepiece stores a varying field in it; spm.vocab is its
+    content)."""
+    skip = ("preprocess.log", ".truneg-output.json", "tokenizer_fingerprint.json", "spm.model")
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name not in skip
+    }
+
+
+# the files of _mixed_inputs as the pipeline wrote them when it held the corpus in memory
+EARLIER_OUTPUTS = {
+    "whitespace": {
+        "data-bin/dict.txt": "7d834a8802cf0a89",
+        "data-bin/train.bin": "9fa219ce321047fc",
+        "data-bin/train.idx": "73daea2a04fce1b0",
+        "data-bin/valid.bin": "423b2bcf1097243e",
+        "data-bin/valid.idx": "6d5506a4c5206463",
+        "raw/train.txt": "6dfd0e9308b0336e",
+        "raw/valid.txt": "a1973b16ccb20f29",
+        "tok/train.txt": "6dfd0e9308b0336e",
+        "tok/valid.txt": "a1973b16ccb20f29",
+    },
+    "sentencepiece": {
+        "data-bin/dict.txt": "9a9cea74a0fee5ca",
+        "data-bin/train.bin": "939c97e5535d67d8",
+        "data-bin/train.idx": "c29b0e891e1b653b",
+        "data-bin/valid.bin": "901f7d7b873e2627",
+        "data-bin/valid.idx": "54fce5837699d412",
+        "raw/train.txt": "c99cebc9dd9e166f",
+        "raw/valid.txt": "8fdc1e4d487513f4",
+        "spm.vocab": "89df11f8bcc57cd6",
+        "tok/train.txt": "b2339dd44dbeff1b",
+        "tok/valid.txt": "d8149e5eeb72cfa4",
+    },
+}
+MIXED_SETTINGS = {
+    "whitespace": dict(
+        tokenizer=TokenizerSpec("whitespace"),
+        vocab_size=300,
+        workers=1,
+        valid_fraction=0.05,
+        seed=3,
+    ),
+    # sentencepiece trained on the text, and --max-lines stopping the reading in the third file
+    "sentencepiece": dict(vocab_size=150, workers=2, max_lines=2500),
+}
+
+
+@pytest.mark.parametrize("setting", sorted(MIXED_SETTINGS))
+def test_plain_and_compressed_files_give_the_outputs_written_before(tmp_path, caplog, setting):
+    """Four inputs (plain, .gz, .bz2, .xz without its suffix): the same raw/, tok/ and data-bin
+    files, byte for byte, as when the corpus was held in memory, and the same counts in the
+    log; without --keep-intermediates the same data-bin and spm.*, and no raw/ or tok/."""
+    inputs = _mixed_inputs(tmp_path / "in")
+    caplog.set_level(logging.INFO)
+    kept = tmp_path / "kept"
+    prepare_corpus(
+        CorpusConfig(str(kept), inputs, keep_intermediates=True, **MIXED_SETTINGS[setting])
+    )
+    assert _digests(kept) == EARLIER_OUTPUTS[setting]
+    read, split = {
+        "whitespace": (
+            "read 3450 non-empty lines from 4 file(s) (95 empty lines skipped)",
+            "split: 2002 train, 105 valid lines (duplicates removed: 1343)",
+        ),
+        "sentencepiece": (
+            "read 2500 non-empty lines from 4 file(s) (94 empty lines skipped; "
+            "stopped at --max-lines 2500, the rest not read)",
+            "split: 1577 train, 32 valid lines (duplicates removed: 891)",
+        ),
+    }[setting]
+    assert read in caplog.text and split in caplog.text
+    default = tmp_path / "default"
+    prepare_corpus(CorpusConfig(str(default), inputs, **MIXED_SETTINGS[setting]))
+    want = {k: v for k, v in EARLIER_OUTPUTS[setting].items() if not k.startswith(("raw", "tok"))}
+    assert _digests(default) == want
+    assert not (default / "raw").exists() and not (default / "tok").exists()
+    assert "removed the intermediates raw/ and tok/" in caplog.text
+
+
+def test_intermediates_go_unless_kept_and_a_kept_set_goes_with_the_next_run(tmp_path):
+    """The command line: by default the output is spm.* and data-bin/ only, less than 1.5x the
+    text; --keep-intermediates keeps raw/ and tok/ (the same data-bin); a later run without it
+    removes the raw/ and tok/ the earlier one kept, and nothing else."""
+    text = _text(tmp_path / "corpus.txt", 3000, seed=6)
+    out = tmp_path / "out"
+    args = ["--input", str(text), "--output-dir", str(out), "--tokenizer", "whitespace"]
+    proc = run_script("prepare_corpus.py", args)
+    assert proc.returncode == 0, proc.stderr
+    assert "removed the intermediates raw/ and tok/" in proc.stdout
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["data-bin"]
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    assert size < 1.5 * text.stat().st_size, (size, text.stat().st_size)
+    data_bin = _files(out / "data-bin")
+    proc = run_script("prepare_corpus.py", [*args, "--keep-intermediates"])
+    assert proc.returncode == 0, proc.stderr
+    assert {"raw/train.txt", "raw/valid.txt", "tok/train.txt", "tok/valid.txt"} <= set(_files(out))
+    assert _files(out / "data-bin") == data_bin
+    (out / "raw" / "notes.txt").write_text("mine")  # the user's, beside the outputs
+    proc = run_script("prepare_corpus.py", args)
+    assert proc.returncode == 0, proc.stderr
+    left = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert left == {f"data-bin/{f}" for f in data_bin} | {
+        ".truneg-output.json",
+        "data-bin/preprocess.log",
+        "raw/notes.txt",
+    }
 
 
 def _start(tmp_path: Path, n_lines: int, binarizer: str = "fast"):

@@ -71,6 +71,7 @@ def wp(tmp_path_factory):
             str(vocab),
             "--valid-fraction",
             "0.2",
+            "--keep-intermediates",
         ],
     )
     assert proc.returncode == 0, proc.stderr

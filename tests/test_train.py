@@ -147,6 +147,7 @@ def test_prepare_corpus_wordnet_entries(tmp_path):
             "2000",
             "--output-dir",
             str(out),
+            "--keep-intermediates",
         ],
     )
     assert proc.returncode == 0, proc.stderr
@@ -190,14 +191,10 @@ def test_prepare_corpus_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "1 empty lines skipped" in proc.stdout
-    for f in (
-        "spm.model",
-        "data-bin/dict.txt",
-        "data-bin/train.bin",
-        "data-bin/valid.idx",
-        "raw/train.txt",
-    ):
+    for f in ("spm.model", "data-bin/dict.txt", "data-bin/train.bin", "data-bin/valid.idx"):
         assert (tmp_path / "out" / f).is_file(), f
+    # the split and tokenized text are gone once the data-bin is written
+    assert not (tmp_path / "out" / "raw").exists() and not (tmp_path / "out" / "tok").exists()
 
 
 @pytest.mark.slow

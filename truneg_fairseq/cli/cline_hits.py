@@ -10,6 +10,7 @@ Hits = % of triplets with sim(ori, syn) > sim(ori, ant), per layer (0 = embeddin
 over layers, for three similarities: cosine of the <s> vectors (cls), cosine of mean-pooled
 token vectors (mean), BERTScore F1 of greedy token matching (bertscore).
 
+  # work/raw/: the split text truneg-prepare-corpus --keep-intermediates keeps
   truneg-cline-hits checkpoints/cline/checkpoint_last.pt --data work/cline/data-bin \\
       --tokenizer sentencepiece --spm-model work/spm.model --sentences work/raw/valid.txt
   truneg-cline-hits roberta.base/model.pt --data roberta.base --tokenizer gpt2 \\

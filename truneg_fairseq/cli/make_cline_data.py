@@ -18,7 +18,8 @@ An input (the sentences, --dict, the tokenizer's files) is never replaced by an 
 that would be is an error naming its flag.
 
 Examples:
-  # sentencepiece data of truneg-prepare-corpus, same dictionary as the masked-LM model
+  # sentencepiece data of truneg-prepare-corpus --keep-intermediates, same dictionary as the
+  # masked-LM model
   truneg-make-cline-data --train work/raw/train.txt --valid work/raw/valid.txt \\
       --tokenizer sentencepiece --spm-model work/spm.model --dict work/data-bin/dict.txt \\
       --output-dir work/cline

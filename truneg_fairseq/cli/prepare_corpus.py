@@ -1,14 +1,20 @@
 """Prepare a corpus for pre-training: raw text -> tokenizer -> fairseq data-bin.
 
 Writes, under --output-dir:
-  raw/train.txt raw/valid.txt   the text, deduplicated, shuffled and split (seeded)
-  spm.model spm.vocab           a sentencepiece model trained on raw/train.txt (--tokenizer
+  spm.model spm.vocab           a sentencepiece model trained on the training split (--tokenizer
                                 sentencepiece without --spm-model; the default)
-  tok/train.txt tok/valid.txt   the text as dict.txt symbols
   data-bin/                     what fairseq-preprocess --only-source writes (dict.txt, mmap
                                 shards, preprocess.log) and tokenizer_fingerprint.json (the
                                 tokenizer and its files' sha256: build_synonym_table.py checks
                                 it, --mask-whole-words finds the tokenizer there)
+and, with --keep-intermediates, what the data-bin is made from (otherwise removed once it is
+written; together they take about twice the text's size):
+  raw/train.txt raw/valid.txt   the text, deduplicated, shuffled and split (seeded)
+  tok/train.txt tok/valid.txt   the text as dict.txt symbols
+
+The text is read, deduplicated and split as a stream, through temporary files in the output
+directory (about twice the distinct text while the split runs): memory does not grow with the
+corpus. The log counts the lines read, the empty lines skipped and the duplicates dropped.
 
 --tokenizer wordpiece --vocab VOCAB tokenizes with BERT's WordPiece (HF tokenizers; lower-cased
 as the vocabulary's tokenizer_config.json/config.json says, else when it has no upper-case
@@ -111,6 +117,12 @@ def get_parser():
         "a tenth of its time; fairseq-preprocess: fairseq's own (default: fast)",
     )
     p.add_argument(
+        "--keep-intermediates",
+        action="store_true",
+        help="keep raw/ (the split text) and tok/ (the tokenized text) beside the data-bin; "
+        "by default they are removed once it is written",
+    )
+    p.add_argument(
         "--progress-every",
         type=float,
         default=d.progress_every,
@@ -139,6 +151,7 @@ def config_from_args(args):
         workers=args.workers,
         binarizer=args.binarizer,
         progress_every=args.progress_every,
+        keep_intermediates=args.keep_intermediates,
     )
 
 

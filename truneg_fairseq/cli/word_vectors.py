@@ -8,7 +8,7 @@ unit length; writes one row per dictionary entry (fairseq's specials and <mask> 
 vectors. The demo uses it so that a 4 x 128 model leaves the unigram plateau within minutes on a
 CPU; a model trained for long does not need it.
 
-Example:
+Example (work/raw/ is what truneg-prepare-corpus --keep-intermediates keeps):
   truneg-word-vectors --dict work/data-bin/dict.txt --text work/raw/train.txt \\
       --dim 128 --output work/data-bin/word_vectors.npy
 """

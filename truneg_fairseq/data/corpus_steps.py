@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import re
 import shutil
 import tempfile
@@ -58,6 +57,19 @@ def _open_binary(path: Path):
 
             return importlib.import_module(module).open(path, "rb")
     return open(path, "rb")
+
+
+def text_size_hint(path: os.PathLike) -> int:
+    """About how many bytes of text ``path`` holds: its size, times 4 when it is compressed
+    (about what gzip, bzip2 and xz make of English text; only a hint, for sizing work)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+        size = path.stat().st_size
+    except OSError:
+        return 0
+    return size * 4 if any(head.startswith(m) for m in _COMPRESSED) else size
 
 
 def read_text_lines(path: os.PathLike) -> Iterator[str]:
@@ -135,22 +147,17 @@ def _synset_words(head: str) -> List[str]:
 
 
 def write_split_corpus(
-    lines: Sequence[str], out_dir: os.PathLike, valid_fraction: float = 0.02, seed: int = 1
+    lines: Iterable[str], out_dir: os.PathLike, valid_fraction: float = 0.02, seed: int = 1
 ) -> Tuple[Path, Path, int, int]:
-    """Deduplicate, shuffle (seeded) and split ``lines`` into train.txt / valid.txt."""
-    uniq = list(dict.fromkeys(line for line in lines if line.strip()))
-    if len(uniq) < 2:
-        raise CorpusError(
-            f"corpus has {len(uniq)} non-empty distinct lines; need at least 2 to split train/valid"
-        )
-    rng = random.Random(seed)
-    rng.shuffle(uniq)
-    n_valid = max(1, int(len(uniq) * valid_fraction))
-    out = Path(out_dir)
-    train, valid = out / "train.txt", out / "valid.txt"
-    atomic_write_lines(valid, uniq[:n_valid])
-    atomic_write_lines(train, uniq[n_valid:])
-    return train, valid, len(uniq) - n_valid, n_valid
+    """Deduplicate, shuffle (seeded) and split ``lines`` (those with more than whitespace)
+    into train.txt / valid.txt; returns (train, valid, train lines, valid lines). A stream:
+    ``lines`` may be a generator, and memory does not grow with it
+    (:class:`~truneg_fairseq.data.corpus_split.ExternalSplit`, which says the exact order)."""
+    from truneg_fairseq.data.corpus_split import ExternalSplit
+
+    with ExternalSplit(out_dir) as split:
+        split.feed(line for line in lines if line.strip())
+        return split.finish(out_dir, valid_fraction, seed)
 
 
 # ---- sentencepiece ----------------------------------------------------------------------------
@@ -332,6 +339,34 @@ def binarize(
         if report:
             report_unknown_rates(tmp, name_as or destdir)
     return destdir
+
+
+def write_mmap_index(path: Path, dtype, sizes_parts: Sequence[Path], n: int) -> None:
+    """The ``.idx`` fairseq's ``MMapIndexedDataset.Index.writer(path, dtype).write(sizes)``
+    writes, from the sizes of each part in order, a part at a time (that writer takes every
+    size as one Python list: tens of bytes a sentence). Its layout: the header fairseq writes
+    (magic, version, dtype code, then the number of sentences), every size as int32, then every
+    sentence's byte offset in the ``.bin`` as int64."""
+    import struct
+
+    import numpy as np
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    with MMapIndexedDataset.Index.writer(str(path), dtype) as index:
+        index.write([])  # the header, with a count of 0 that is put right below
+    itemsize = np.dtype(dtype).itemsize
+    with open(path, "r+b") as f:
+        f.seek(-8, os.SEEK_END)
+        f.write(struct.pack("<Q", n))
+        for p in sizes_parts:
+            with open(p, "rb") as part:
+                shutil.copyfileobj(part, f, 16 << 20)
+        offset = 0
+        for p in sizes_parts:
+            nbytes = np.fromfile(p, dtype=np.int32).astype(np.int64) * itemsize
+            ends = np.cumsum(nbytes)
+            f.write((ends - nbytes + offset).tobytes())
+            offset += int(ends[-1]) if ends.size else 0
 
 
 @contextlib.contextmanager

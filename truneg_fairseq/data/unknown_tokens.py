@@ -20,16 +20,22 @@ UNKNOWN_WARNING = (
 
 def unknown_rate(prefix: os.PathLike, unk: int = 3) -> Tuple[int, int]:
     """(``<unk>`` tokens, tokens) of a binarized split (``prefix``.bin/.idx): both the words
-    fairseq-preprocess did not find in dict.txt and the tokenizer's own unknown pieces."""
+    fairseq-preprocess did not find in dict.txt and the tokenizer's own unknown pieces. The
+    ``.bin`` is read a chunk at a time: a paper-size split is billions of tokens, and a mask
+    over all of them at once would be as many bytes of memory."""
     import numpy as np
     from fairseq.data import indexed_dataset
 
-    ds = indexed_dataset.MMapIndexedDataset(str(prefix))
-    try:
-        tokens = np.frombuffer(ds._bin_buffer, dtype=ds._index.dtype)  # every token of the split
-    except AttributeError:  # another fairseq layout: one sequence at a time
-        tokens = np.concatenate([ds[i].numpy() for i in range(len(ds))]) if len(ds) else np.zeros(0)
-    return int((tokens == unk).sum()), int(tokens.size)
+    dtype = indexed_dataset.MMapIndexedDataset.Index(f"{prefix}.idx").dtype
+    n_unk = n = 0
+    with open(f"{prefix}.bin", "rb") as f:
+        while True:
+            tokens = np.fromfile(f, dtype=dtype, count=1 << 22)
+            if not tokens.size:
+                break
+            n_unk += int(np.count_nonzero(tokens == unk))
+            n += int(tokens.size)
+    return n_unk, n
 
 
 def report_unknown_rates(

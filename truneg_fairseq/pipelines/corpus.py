@@ -4,6 +4,11 @@ text -> a fairseq data-bin (``dict.txt`` and mmap ``.bin``/``.idx``, as fairseq-
 them), configured by :class:`CorpusConfig` and run by :func:`prepare_corpus`
 (``scripts/prepare_corpus.py`` is its command line).
 
+The text is read, de-duplicated and split as a stream (:mod:`truneg_fairseq.data.corpus_split`):
+the command's memory does not grow with the corpus. The split text (``raw/``) and the tokenized
+text (``tok/``) are intermediates, removed once the data-bin is written unless
+``keep_intermediates`` (``--keep-intermediates``).
+
 Everything is built in a staging directory inside the output directory and moved in as one set
 at the end (:func:`truneg_fairseq.outputs.staged_entries`): a failed, interrupted or killed run
 leaves the earlier outputs as they were. Tokenizing and binarizing run over ``workers``
@@ -60,6 +65,7 @@ class CorpusConfig:
     workers: Optional[int] = None  # processes for tokenizing and binarizing (None: every core)
     binarizer: str = "fast"  # or fairseq-preprocess (same files, ~10x the CPU time)
     progress_every: float = 5.0  # seconds between progress lines of a stage
+    keep_intermediates: bool = False  # keep raw/ and tok/ beside the data-bin
 
     def check(self) -> None:
         """One :class:`CorpusError` naming the flag for a setting that cannot run."""
@@ -104,6 +110,7 @@ def command_line(cfg: CorpusConfig) -> List[str]:
         cmd += [flag, str(value)] if value is not None else []
     if t.lowercase is not None:
         cmd += ["--lowercase", "yes" if t.lowercase else "no"]
+    cmd += ["--keep-intermediates"] if cfg.keep_intermediates else []
     for name in (
         "model_type",
         "spm_sample_lines",
@@ -123,8 +130,9 @@ def prepare_corpus(
     log: Optional[logging.Logger] = None,
     on_stage: Optional[Callable[[str, str], None]] = None,
 ) -> Path:
-    """Build ``raw/``, ``spm.*`` (a trained sentencepiece model), ``tok/`` and ``data-bin/``
-    under ``cfg.output_dir``; returns the data-bin. ``on_stage(name, "start"|"end")`` is called
+    """Build ``spm.*`` (a trained sentencepiece model) and ``data-bin/`` under
+    ``cfg.output_dir`` (and ``raw/`` and ``tok/`` with ``cfg.keep_intermediates``); returns the
+    data-bin. ``on_stage(name, "start"|"end")`` is called
     around each stage (read, split, train-sentencepiece, encode, binarize). Raises
     :class:`CorpusError` / :class:`OutputDirError` with a one-line message naming the file or
     flag and the fix."""
@@ -162,12 +170,13 @@ class _Run:
             _check_wordpiece_dict(cfg.dict, lines_wp, spec.vocab)
         # a file of the user's where this run would write: one error now, not after the work
         check_entries(cfg.output_dir, OWNER, self.expected_files(train_spm), self.inputs())
-        with self.stage("read"):
-            lines = self.read_lines()
+        for path in cfg.inputs:  # every input checked before the first is read
+            if not os.path.isfile(path):
+                raise CorpusError(f"--input {path} not found")
         with staged_entries(
             cfg.output_dir, OWNER, OUTPUTS, self.log.warning, inputs=self.inputs()
         ) as stage:
-            self.build(Path(stage), lines, tokenizer, lines_wp)
+            self.build(Path(stage), tokenizer, lines_wp)
         dest = os.path.join(cfg.output_dir, "data-bin")
         self.log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')})")
         return Path(dest)
@@ -175,7 +184,8 @@ class _Run:
     def expected_files(self, train_spm: bool) -> List[str]:
         """The files every run writes (a run may write more: shards, logs)."""
         splits = ("train", "valid")
-        names = [f"{d}/{s}.txt" for d in ("raw", "tok") for s in splits]
+        kept = ("raw", "tok") if self.cfg.keep_intermediates else ()
+        names = [f"{d}/{s}.txt" for d in kept for s in splits]
         names += ["data-bin/dict.txt"] + [
             f"data-bin/{s}.{x}" for s in splits for x in ("bin", "idx")
         ]
@@ -191,53 +201,73 @@ class _Run:
             inputs["--" + attr.replace("_", "-")] = path
         return inputs
 
-    def read_lines(self) -> List[str]:
+    def read(self, split) -> None:
+        """Feed the corpus to ``split`` (:class:`ExternalSplit`), one line at a time: each
+        input's lines with their whitespace runs made one space, the empty ones counted and
+        left out, up to ``max_lines`` lines (the rest is not read)."""
         from truneg_fairseq.data import corpus_steps
 
         cfg, log = self.cfg, self.log
         if cfg.wordnet_glosses:
-            lines = list(corpus_steps.wordnet_gloss_lines(headwords=cfg.wordnet_headwords))
+            split.feed(
+                corpus_steps.wordnet_gloss_lines(headwords=cfg.wordnet_headwords), cfg.max_lines
+            )
             heads = " with their headwords" if cfg.wordnet_headwords else ""
-            log.info(f"WordNet glosses{heads}: {len(lines)} lines")
-            return lines[: cfg.max_lines] if cfg.max_lines else lines
-        lines: List[str] = []
+            cut = f" (--max-lines {cfg.max_lines})" if split.lines == cfg.max_lines else ""
+            log.info(f"WordNet glosses{heads}: {split.lines} lines{cut}")
+            return
         empty = 0
-        with par.Progress(log, cfg.progress_every, lambda: f"read: {len(lines):,} lines"):
-            for path in cfg.inputs:  # checked before anything is written
+
+        def non_empty():
+            nonlocal empty
+            for path in cfg.inputs:
                 for raw in corpus_steps.read_text_lines(path):
                     line = " ".join(raw.split())
                     if line:
-                        lines.append(line)
+                        yield line
                     else:
                         empty += 1
-        log.info(
-            f"read {len(lines)} non-empty lines from {len(cfg.inputs)} file(s) ({empty} empty lines skipped)"
+
+        with par.Progress(log, cfg.progress_every, lambda: f"read: {split.lines:,} lines"):
+            split.feed(non_empty(), cfg.max_lines)
+        rest = (
+            f"; stopped at --max-lines {cfg.max_lines}, the rest not read"
+            if cfg.max_lines and split.lines == cfg.max_lines
+            else ""
         )
-        if not lines:
+        log.info(
+            f"read {split.lines} non-empty lines from {len(cfg.inputs)} file(s) ({empty} empty "
+            f"lines skipped{rest})"
+        )
+        if not split.lines:
             raise CorpusError(
                 f"--input {' '.join(cfg.inputs)}: no text (all lines empty); give a corpus with one "
                 "sentence per line"
             )
-        if cfg.max_lines:
-            del lines[cfg.max_lines :]
-        return lines
 
-    def build(self, stage: Path, lines: List[str], tokenizer, lines_wp) -> None:
-        """raw/, spm.*, tok/ and data-bin/ under ``stage``."""
+    def build(self, stage: Path, tokenizer, lines_wp) -> None:
+        """raw/, spm.*, tok/ and data-bin/ under ``stage``; raw/ and tok/ removed at the end
+        unless ``keep_intermediates``."""
         from truneg_fairseq.data import corpus_steps
+        from truneg_fairseq.data.corpus_split import ExternalSplit
         from truneg_fairseq.text import build_tokenizer, write_record
 
         cfg, log = self.cfg, self.log
-        with self.stage("split"):
-            train, valid, n_train, n_valid = corpus_steps.write_split_corpus(
-                lines, stage / "raw", cfg.valid_fraction, cfg.seed
-            )
-            n_lines = len(lines)
-            lines.clear()  # the text is on disk now; its memory is given back
-            log.info(
-                f"split: {n_train} train, {n_valid} valid lines (duplicates removed: "
-                f"{n_lines - n_train - n_valid})"
-            )
+        hint = sum(corpus_steps.text_size_hint(p) for p in cfg.inputs) or 16 << 20
+        with ExternalSplit(stage, size_hint=hint) as split:
+            with self.stage("read"):
+                self.read(split)
+            with (
+                self.stage("split"),
+                par.Progress(log, cfg.progress_every, lambda: f"split: {split.status()}"),
+            ):
+                train, valid, n_train, n_valid = split.finish(
+                    stage / "raw", cfg.valid_fraction, cfg.seed
+                )
+                log.info(
+                    f"split: {n_train} train, {n_valid} valid lines (duplicates removed: "
+                    f"{split.duplicates})"
+                )
         spec = cfg.tokenizer
         if tokenizer is None:
             with self.stage("train-sentencepiece"):
@@ -279,6 +309,22 @@ class _Run:
             dest, shown, tokenizer=tokenizer, texts={"train": train, "valid": valid}
         )
         log.info(f"{spec.kind} tokenizer fingerprint {tokenizer.fingerprint()[:12]}")
+        if not cfg.keep_intermediates:
+            self.remove_intermediates(stage)
+
+    def remove_intermediates(self, stage: Path) -> None:
+        """raw/ and tok/ go once the data-bin is written: the data-bin is what training reads,
+        and the two would more than double the disk the output takes."""
+        import shutil
+
+        parts = [stage / "raw", stage / "tok"]
+        size = sum(f.stat().st_size for d in parts for f in d.rglob("*") if f.is_file())
+        for d in parts:
+            shutil.rmtree(d, ignore_errors=True)
+        self.log.info(
+            f"removed the intermediates raw/ and tok/ ({size / 2**20:.1f} MiB: the split text "
+            "and the tokenized text); --keep-intermediates keeps them"
+        )
 
     def binarize_fast(self, stage: Path, enc: dict, srcdict, nwords: int) -> Path:
         """What fairseq-preprocess --only-source writes (:mod:`corpus_parallel`), and its log."""

@@ -137,8 +137,8 @@ def _init_binarizer(dict_path, counters):
 
 
 def _binarize_job(job):
-    """ids of each line of one tokenized chunk (``</s>`` appended) into ``part``.bin; returns
-    (sizes, symbols replaced by <unk>)."""
+    """ids of each line of one tokenized chunk (``</s>`` appended) into ``part``, each line's
+    length into ``part``.sizes (int32); returns (lines, tokens, symbols replaced by <unk>)."""
     from fairseq.data.indexed_dataset import best_fitting_int_dtype
 
     i, src, start, end, part = job
@@ -164,7 +164,8 @@ def _binarize_job(job):
             lines += len(batch)
             tokens += len(ids)
             counters[2 * i], counters[2 * i + 1] = lines, tokens
-    return np.asarray(sizes, dtype=np.int32), replaced
+    np.asarray(sizes, dtype=np.int32).tofile(f"{part}.sizes")
+    return lines, tokens, replaced
 
 
 # ---- parent side ------------------------------------------------------------------------------
@@ -175,6 +176,8 @@ def _worker_main(conn, fn, jobs, init, initargs):
     import signal
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # told to stop, it just stops
+    if hasattr(signal, "pthread_sigmask"):  # held by the parent over the fork (_sigterm_held)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     try:
         init(*initargs)
         for k, job in jobs:
@@ -188,19 +191,26 @@ def _worker_main(conn, fn, jobs, init, initargs):
         conn.close()
 
 
-def _run_jobs(fn, jobs, workers: int, init, initargs):
+def _run_jobs(fn, jobs, workers: int, init, initargs, on_result=None):
     """``fn`` over ``jobs``, results in order: in this process with one worker, else over
     ``workers`` forked processes (job k goes to worker k mod ``workers``), each with its own
-    pipe back, that end with this process (no shared queue, so killing one blocks no other)."""
+    pipe back, that end with this process (no shared queue, so killing one blocks no other).
+    With ``on_result``, each result goes to ``on_result(k, result)`` as it comes (in any order)
+    and none is kept: a corpus of thousands of chunks does not hold thousands of results."""
     if workers <= 1 or len(jobs) <= 1:
         init(*initargs)
-        return [fn(j) for j in jobs]
+        if on_result is None:
+            return [fn(j) for j in jobs]
+        for k, j in enumerate(jobs):
+            on_result(k, fn(j))
+        return None
     from multiprocessing.connection import wait
 
     ctx = fork_context()
     n = min(workers, len(jobs))
     procs, conns = [], {}
     results: dict = {}
+    received = 0
     with children_end_with_us():
         try:
             for w in range(n):
@@ -209,7 +219,8 @@ def _run_jobs(fn, jobs, workers: int, init, initargs):
                 p = ctx.Process(
                     target=_worker_main, args=(send, fn, mine, init, initargs), daemon=True
                 )
-                p.start()
+                with _sigterm_held():
+                    p.start()
                 send.close()
                 procs.append(p)
                 conns[recv] = p
@@ -222,18 +233,40 @@ def _run_jobs(fn, jobs, workers: int, init, initargs):
                         continue
                     if not ok:
                         raise value
-                    results[k] = value
-            if len(results) != len(jobs):
+                    received += 1
+                    if on_result is None:
+                        results[k] = value
+                    else:
+                        on_result(k, value)
+            if received != len(jobs):
                 codes = [p.exitcode for p in procs]
                 raise RuntimeError(
                     f"a worker process ended without its results (exit codes {codes})"
                 )
-            return [results[k] for k in range(len(jobs))]
+            return None if on_result is not None else [results[k] for k in range(len(jobs))]
         finally:
             for p in procs:
                 if p.is_alive():
                     p.kill()
                 p.join()
+
+
+@contextlib.contextmanager
+def _sigterm_held():
+    """A SIGTERM that comes while a worker is forked waits until the fork is done: its handler
+    (:mod:`~truneg_fairseq.pipelines.children`) would otherwise run inside the interpreter's
+    at-fork callbacks, which print and drop the SystemExit it raises, and the command would go
+    on with its workers killed."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _shared(n: int):
@@ -289,16 +322,21 @@ def encode_split(
         n, pieces = sum(counters[0::2]), sum(counters[1::2])
         return f"encode {name}: {n:,} lines read, {pieces:,} pieces written"
 
+    total: Counter = Counter()
     try:
         with Progress(log, every, message):
-            results = _run_jobs(_encode_job, jobs, workers, _init_encoder, (spec, counters))
+            _run_jobs(
+                _encode_job,
+                jobs,
+                workers,
+                _init_encoder,
+                (spec, counters),
+                on_result=lambda k, counts: total.update(counts),
+            )
         _join(parts, dst)
     finally:
         for p in parts:
             p.unlink(missing_ok=True)
-    total: Counter = Counter()
-    for c in results:
-        total.update(c)
     return Encoded(dst, sum(counters[0::2]), total)
 
 
@@ -327,7 +365,9 @@ def binarize_split(
     """``prefix``.bin/.idx of the tokenized split ``src`` with the dictionary ``dict_path`` (of
     ``n_symbols`` entries); returns fairseq's :class:`~fairseq.binarizer.BinarizeSummary`."""
     from fairseq.binarizer import BinarizeSummary
-    from fairseq.data.indexed_dataset import MMapIndexedDataset, best_fitting_int_dtype
+    from fairseq.data.indexed_dataset import best_fitting_int_dtype
+
+    from truneg_fairseq.data.corpus_steps import write_mmap_index
 
     prefix = Path(prefix)
     ranges = cut(src.path, workers)
@@ -342,24 +382,37 @@ def binarize_split(
             f"binarize {name}: {n:,} of {total:,} lines ({100 * n // max(total, 1)}%), {t:,} tokens"
         )
 
+    done = {"lines": 0, "tokens": 0, "replaced": 0}
+
+    def add(k, result):
+        for key, n in zip(("lines", "tokens", "replaced"), result):
+            done[key] += n
+
     try:
         with Progress(log, every, message):
-            results = _run_jobs(
-                _binarize_job, jobs, workers, _init_binarizer, (dict_path, counters)
+            _run_jobs(
+                _binarize_job,
+                jobs,
+                workers,
+                _init_binarizer,
+                (dict_path, counters),
+                on_result=add,
             )
         _join(parts, Path(f"{prefix}.bin"))
+        write_mmap_index(
+            Path(f"{prefix}.idx"),
+            best_fitting_int_dtype(n_symbols),
+            [Path(f"{p}.sizes") for p in parts],
+            done["lines"],
+        )
     finally:
         for p in parts:
             p.unlink(missing_ok=True)
-    sizes = np.concatenate([s for s, _ in results]) if results else np.zeros(0, np.int32)
-    with MMapIndexedDataset.Index.writer(
-        f"{prefix}.idx", best_fitting_int_dtype(n_symbols)
-    ) as index:
-        index.write(sizes.tolist())
+            Path(f"{p}.sizes").unlink(missing_ok=True)
     summary = BinarizeSummary(
-        num_seq=int(sizes.size),
-        replaced=Counter({"<unk>": sum(r for _, r in results)}),
-        num_tok=int(sizes.sum()),
+        num_seq=done["lines"],
+        replaced=Counter({"<unk>": done["replaced"]}),
+        num_tok=done["tokens"],
     )
     return summary
 

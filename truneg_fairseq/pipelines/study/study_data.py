@@ -61,6 +61,7 @@ def prepare_data(
             vocab_size=setting.vocab_size,
             valid_fraction=setting.valid_fraction,
             seed=setting.seed,
+            keep_intermediates=True,  # raw/train.txt: the text the word vectors are counted on
         )
         run.here(lambda: prepare(cfg), command_line(cfg), "prepare_corpus")
     else:
