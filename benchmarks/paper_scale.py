@@ -158,7 +158,8 @@ def rehearse(workdir: Path, size_mb: int, updates: int, workers) -> dict:
 
     save = run / "fairseq"
     cmd = [_bin("fairseq-train"), str(data_bin), "--user-dir", str(REPO / "truneg_fairseq")]
-    cmd += ["--task", "masked_lm", "--criterion", "mlm_hard_correction"]
+    cmd += ["--task", "batch_masked_lm", "--criterion", "mlm_hard_correction"]  # the recipes'
+    cmd += ["--sample-break-mode", "complete", "--skip-invalid-size-inputs-valid-test"]
     cmd += ["--synonym-table", str(table), "--arch", "truneg_roberta_base"]
     cmd += ["--encoder-layers", "2", "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim"]
     cmd += ["128", "--encoder-attention-heads", "2", "--tokens-per-sample", "128"]

@@ -76,9 +76,11 @@ def test_run_checkpoints_statistics_and_resume(tiny, tmp_path, capsys):
     # interrupted after 4 updates, in the middle of saving checkpoint-6: the same command goes
     # on from checkpoint-4, the last complete one, and ends where the run without interruption
     # ended (optimizer, schedule, data position and masks as they were)
+    record = json.loads((out / "checkpoint-6" / "truneg_run.json").read_text())
     shutil.rmtree(out / "checkpoint-6")
     (out / "model.safetensors").unlink()
-    (out / "checkpoint-6").mkdir()
+    (out / "checkpoint-6").mkdir()  # as a save leaves it: the run's record first, no settings yet
+    (out / "checkpoint-6" / "truneg_run.json").write_text(json.dumps({**record, "settings": None}))
     (out / "checkpoint-6" / "config.json").write_text("{")
     assert hf_train.main(args) == 0
     log = capsys.readouterr().out

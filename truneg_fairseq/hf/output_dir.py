@@ -12,17 +12,21 @@ may hold, which checkpoints the run wrote, and what each checkpoint was trained 
   ``checkpoint-*`` or not, is never touched.
 * Each checkpoint holds the run's settings (:mod:`truneg_fairseq.hf.run_record`); a resume with
   other settings is refused, naming the setting, both values and how to start afresh.
+* A listed folder is deleted, replaced or resumed only when it carries the run's own record
+  (:data:`RECORD` naming the command and the run id of the marker, written into the folder as
+  soon as a save makes it): a listed name that is a link, or a folder without that record (a
+  user's folder under a listed name), is refused before any work and never followed or deleted.
 
 Everything here is the standard library and :mod:`truneg_fairseq.outputs`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import re
+import secrets
 import shutil
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -63,19 +67,31 @@ def checkpoints(out: os.PathLike) -> Dict[str, str]:
     return dict(data["checkpoints"]) if data else {}
 
 
-def _write_marker(out: Path, found: Dict[str, str]) -> None:
+def run_id(out: os.PathLike) -> Optional[str]:
+    """The id the run marker of ``out`` gives its run (None: a marker written before runs had
+    one, whose checkpoints are recognised by their record's command alone)."""
+    data = _marker(Path(out))
+    found = data.get("run") if data else None
+    return found if isinstance(found, str) else None
+
+
+def _write_marker(out: Path, found: Dict[str, str], run: Optional[str] = None) -> None:
     by_step = dict(sorted(found.items(), key=lambda kv: _step(kv[0])))
+    data = {"command": OWNER, "files": {}, "checkpoints": by_step}
+    run = run or run_id(out)
+    data.update({"run": run} if run else {})
     with atomic_open(out / MARKER, "w", encoding="utf-8") as f:
-        json.dump({"command": OWNER, "files": {}, "checkpoints": by_step}, f, indent=1)
+        json.dump(data, f, indent=1)
         f.write("\n")
 
 
 def mark(out: os.PathLike) -> None:
-    """Make ``out`` a run directory (its marker, before anything else is written there)."""
+    """Make ``out`` a run directory (its marker, with a new run id, before anything else is
+    written there)."""
     out = Path(out)
     if _marker(out) is None:
         out.mkdir(parents=True, exist_ok=True)
-        _write_marker(out, {})
+        _write_marker(out, {}, run=secrets.token_hex(8))
 
 
 def note(out: os.PathLike, name: str, state: Optional[str]) -> None:
@@ -96,6 +112,60 @@ def note(out: os.PathLike, name: str, state: Optional[str]) -> None:
 
 def _step(name: str) -> int:
     return int(_CHECKPOINT.fullmatch(name).group(1))
+
+
+# ---- whose folder a listed name is ---------------------------------------------------------------
+def stamp(out: os.PathLike, name: str) -> None:
+    """Make the folder of checkpoint ``name`` with the run's record in it (the command and the
+    run id, the settings once the save is whole): from then on it is this run's."""
+    from truneg_fairseq.hf.run_record import write_record
+
+    (Path(out) / name).mkdir()
+    write_record(Path(out) / name, None, run=run_id(out))
+
+
+def not_ours(out: os.PathLike, name: str) -> str:
+    """Why the listed ``name`` of ``out`` is not a folder this run wrote ('' when it is, or
+    when nothing is there): a link (never followed), not a folder, or a folder without the
+    run's record; an empty folder (a save killed before its record) counts as the run's."""
+    path = Path(out) / name
+    if path.is_symlink():
+        return f"{path} is a symbolic link"
+    if not path.exists():
+        return ""
+    if not path.is_dir():
+        return f"{path} is not a folder"
+    record = path / RECORD
+    try:
+        if record.is_symlink() or not record.is_file() or record.stat().st_size > 1 << 20:
+            raise ValueError
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        if not any(path.iterdir()):
+            return ""
+        return f"{path} holds no readable {RECORD} of this run (files this run did not write)"
+    run = run_id(out)
+    if not isinstance(data, dict) or data.get("command") != OWNER:
+        return f"{path}'s {RECORD} is not a record of {OWNER}"
+    if run is not None and data.get("run") != run:
+        return (
+            f"{path}'s {RECORD} is another run's (run id {data.get('run')!r}, this run's {run!r})"
+        )
+    return ""
+
+
+def refuse_unowned(out: os.PathLike) -> None:
+    """Before any work: every folder the marker of ``out`` lists carries the run's record
+    (:func:`not_ours`); else one :class:`OutputDirError` naming it, nothing changed."""
+    out = Path(out)
+    for name in sorted(checkpoints(out), key=_step) if out.is_dir() else ():
+        why = not_ours(out, name)
+        if why:
+            raise OutputDirError(
+                f"{why}, though {out / MARKER} lists it as a checkpoint of this run: it is never "
+                "followed, resumed, replaced or deleted, and nothing was changed. Move it out of "
+                f"{out}, or give a new --output-dir"
+            )
 
 
 # ---- before the run ----------------------------------------------------------------------------
@@ -173,17 +243,20 @@ def run_inputs(cfg) -> dict:
 def resume_point(cfg, settings: dict) -> Optional[str]:
     """The checkpoint to resume (None: start from MODEL_DIR), checked against the settings; a
     checkpoint folder the run would save into that it did not write is refused now."""
+    refuse_unowned(cfg.output_dir)
     last = last_checkpoint(cfg.output_dir) if cfg.resume else None
     start = 0
     if last:
         check_resume(last, settings)
-        with open(os.path.join(last, "trainer_state.json"), encoding="utf-8") as f:
-            start = int(json.load(f)["global_step"])
+        start = global_step(last)
     refuse_foreign_checkpoints(cfg.output_dir, start, cfg.max_steps, cfg.save_steps)
     return last
 
 
 # ---- resuming ------------------------------------------------------------------------------------
+MAX_STEP = 2**53  # more updates than any run makes: a larger global_step is not a count
+
+
 def _unreadable_json(path: Path, key: str) -> str:
     """Why the JSON object file ``path`` (with ``key``) cannot be used ('' when it can)."""
     if not path.is_file():
@@ -197,6 +270,34 @@ def _unreadable_json(path: Path, key: str) -> str:
     return ""
 
 
+def _malformed(checkpoint: Path) -> str:
+    """What is wrong with the values of a complete checkpoint's ``trainer_state.json`` and
+    :data:`RECORD` ('' when nothing): ``global_step`` a whole number of updates, the settings
+    an object."""
+    step = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    step = step["global_step"]
+    if type(step) is not int or not 0 <= step <= MAX_STEP:
+        return (
+            f"{checkpoint / 'trainer_state.json'}: global_step is {json.dumps(step)[:40]}, not a "
+            "whole number of updates"
+        )
+    settings = json.loads((checkpoint / RECORD).read_text(encoding="utf-8"))["settings"]
+    if settings is not None and not isinstance(settings, dict):
+        return f"{checkpoint / RECORD}: its settings are {type(settings).__name__}, not an object"
+    return ""
+
+
+def _no_settings(checkpoint: Path) -> str:
+    record = json.loads((checkpoint / RECORD).read_text(encoding="utf-8"))
+    return f"its {RECORD} records no settings" if record["settings"] is None else ""
+
+
+def global_step(checkpoint: os.PathLike) -> int:
+    """The update count of a checkpoint :func:`last_checkpoint` returned (checked there)."""
+    path = Path(checkpoint) / "trainer_state.json"
+    return json.loads(path.read_text(encoding="utf-8"))["global_step"]
+
+
 def last_checkpoint(out: os.PathLike) -> Optional[str]:
     """The last checkpoint the run marker of ``out`` lists as complete whose
     ``trainer_state.json`` and :data:`RECORD` are whole; a later one that is not (a save cut
@@ -208,8 +309,17 @@ def last_checkpoint(out: os.PathLike) -> Optional[str]:
     for name in sorted(found, key=_step, reverse=True):
         path = out / name
         why = "cut short while it was written" if found[name] != "complete" else ""
+        why = why or not_ours(out, name)
         why = why or _unreadable_json(path / "trainer_state.json", "global_step")
         why = why or _unreadable_json(path / RECORD, "settings")
+        why = why or _no_settings(path)
+        if not why:
+            bad = _malformed(path)
+            if bad:
+                raise OutputDirError(
+                    f"{bad}: transformers' Trainer does not write that, and nothing was changed. "
+                    f"Move {path} away to resume from the checkpoint before it, or {AFRESH}"
+                )
         if not why:
             if skipped:
                 logger.warning(
@@ -233,92 +343,17 @@ def begin_checkpoint(out: os.PathLike, name: str) -> None:
     write is :class:`OutputDirError`; then ``name`` is recorded as ``saving``."""
     out = Path(out)
     if os.path.lexists(out / name):
-        if name not in checkpoints(out):
+        why = "" if name in checkpoints(out) else f"{out / name} was not written by this run"
+        why = why or not_ours(out, name)
+        if why:
             raise OutputDirError(
-                f"{out / name} was not written by this run, and the run would save a checkpoint "
-                "there; move it away, or give a new output directory"
+                f"{why}, and the run would save a checkpoint there; nothing was deleted. Move it "
+                "away, or give a new output directory"
             )
         remove(out, name)
     out.mkdir(parents=True, exist_ok=True)
     note(out, name, "saving")
-
-
-_WRITER_TEXTS = (
-    (("os error 27", "File too large"), "File too large"),
-    (("os error 28", "No space left"), "No space left on device"),
-    (("os error 122", "Disk quota"), "Disk quota exceeded"),
-)
-
-
-def write_failure_line(path, e: BaseException, need: int, what: str, last: Optional[str]) -> str:
-    """The one line said of a checkpoint or model whose write into ``path`` failed for lack of
-    space or a file-size limit: where, why, the space free there and what a save takes."""
-    why = e.strerror if isinstance(e, OSError) and e.strerror else ""
-    for errno_text, said in _WRITER_TEXTS:  # a writer's own error (safetensors, torch's zip)
-        if not why and any(t in str(e) for t in errno_text):
-            why = said
-    why = why or "disk full or a file-size limit"
-    try:
-        free = f"{shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free / 1e6:,.0f} MB"
-    except OSError:
-        free = "unknown space"
-    then = f"the same command resumes from {last}" if last else "no checkpoint was complete yet"
-    return (
-        f"{path}: writing failed ({why}); {free} free on that disk, and a checkpoint of this "
-        f"model (weights and optimizer state) takes about {need / 1e6:,.1f} MB: free space (or "
-        f"raise the file-size limit, ulimit -f) or give another --output-dir; {what}; {then}"
-    )
-
-
-@contextlib.contextmanager
-def loading(checkpoint, names):
-    """Loading the files ``names`` of ``checkpoint`` (torch ``weights_only`` loads): a file that
-    holds other Python objects (torch refuses it), or is truncated or damaged, is one
-    :class:`OutputDirError` naming it; any other error passes."""
-    try:
-        yield
-    except Exception as e:
-        if isinstance(e, OutputDirError):
-            raise
-        line = _unloadable(Path(checkpoint), names, e)
-        if line is None:
-            raise
-        raise OutputDirError(line) from None
-
-
-def _unloadable(checkpoint: Path, names, error: BaseException) -> Optional[str]:
-    import pickle
-
-    import torch
-
-    present = [checkpoint / n for n in names if (checkpoint / n).is_file()]
-    if not present:
-        return None
-    culprit, why = None, error
-    if len(present) > 1:  # which one: each loaded alone, tensors and plain values only
-        for path in present:
-            try:
-                torch.load(path, map_location="cpu", weights_only=True)
-            except Exception as e:
-                culprit, why = path, e
-                break
-        if culprit is None:
-            return None
-    else:
-        culprit = present[0]
-    after = f"move {checkpoint} away to resume from the checkpoint before it, or {AFRESH}"
-    if isinstance(why, pickle.UnpicklingError):
-        m = re.search(r"Unsupported global: GLOBAL (\S+)", str(why))
-        what = f" ({m.group(1)})" if m else ""
-        return (
-            f"{culprit} holds Python objects{what} where a checkpoint holds tensors and plain "
-            f"values only: it was not loaded (loading it could run code). It is not a file this "
-            f"run wrote; {after}"
-        )
-    if isinstance(why, (RuntimeError, EOFError, ValueError, OSError)):
-        first = (str(why).strip().splitlines() or [type(why).__name__])[0][:160]
-        return f"{culprit} cannot be read ({first}): it is truncated or damaged; {after}"
-    return None
+    stamp(out, name)
 
 
 # ---- rotation ------------------------------------------------------------------------------------
@@ -326,6 +361,11 @@ def remove(out: os.PathLike, name: str) -> None:
     """Delete checkpoint ``name`` of ``out`` that the run wrote (recorded ``deleting`` first, so
     a kill part way leaves it recorded and never resumed from)."""
     out = Path(out)
+    why = not_ours(out, name)
+    if why:  # a folder the run did not write: forgotten, never deleted or followed
+        logger.warning(f"{why}: left in place, and no longer listed as this run's checkpoint")
+        note(out, name, None)
+        return
     note(out, name, "deleting")
     shutil.rmtree(out / name, ignore_errors=True)
     note(out, name, None)

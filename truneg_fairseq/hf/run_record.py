@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Optional
 
 from truneg_fairseq.errors import OutputDirError
 from truneg_fairseq.outputs import atomic_open
@@ -107,9 +108,13 @@ def check_resume(checkpoint: os.PathLike, settings: dict) -> None:
         )
 
 
-def write_record(checkpoint: os.PathLike, settings: dict) -> None:
+def write_record(checkpoint: os.PathLike, settings: Optional[dict], run: Optional[str]) -> None:
+    """The record of ``checkpoint``: the command, the run id of the output directory's marker
+    (the folder is the run's) and the settings (None while the save is under way)."""
+    data = {"command": OWNER, "settings": settings}
+    data.update({"run": run} if run else {})
     with atomic_open(Path(checkpoint) / RECORD, "w", encoding="utf-8") as f:
-        json.dump({"command": OWNER, "settings": settings}, f, indent=1)
+        json.dump(data, f, indent=1)
         f.write("\n")
 
 

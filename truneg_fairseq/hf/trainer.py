@@ -48,6 +48,7 @@ import torch
 from transformers import Trainer, TrainerCallback
 
 from truneg_fairseq.errors import OutputDirError
+from truneg_fairseq.hf import checkpoint_errors
 from truneg_fairseq.hf import output_dir as outdir
 from truneg_fairseq.hf.objective import TrueNegativeMLM
 from truneg_fairseq.hf.run_record import write_record
@@ -283,8 +284,8 @@ class TrueNegativeTrainer(Trainer):
         try:
             with self.write_errors(path, "this checkpoint was removed"):
                 super()._save_checkpoint(model, trial)
-                if self.args.should_save and self.run_settings is not None:
-                    write_record(path, self.run_settings)
+                if self.args.should_save:
+                    write_record(path, self.run_settings, run=outdir.run_id(out))
         except OutputDirError:
             if self.args.should_save:
                 with contextlib.suppress(OSError, OutputDirError):
@@ -308,18 +309,20 @@ class TrueNegativeTrainer(Trainer):
                 raise
             need = 3 * sum(p.numel() * p.element_size() for p in self.model.parameters())
             last = outdir.last_checkpoint(self.args.output_dir)
-            raise OutputDirError(outdir.write_failure_line(path, e, need, what, last)) from None
+            raise OutputDirError(
+                checkpoint_errors.write_failure_line(path, e, need, what, last)
+            ) from None
 
     def _load_rng_state(self, checkpoint):
         i = self.args.process_index
         names = (f"rng_state_{i}.pth",) if self.args.world_size > 1 else ("rng_state.pth",)
-        with outdir.loading(checkpoint, names):
+        with checkpoint_errors.loading(checkpoint, names):
             super()._load_rng_state(checkpoint)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
-        with outdir.loading(checkpoint, ("optimizer.pt", "scheduler.pt")):
+        with checkpoint_errors.loading(checkpoint, ("optimizer.pt", "scheduler.pt")):
             super()._load_optimizer_and_scheduler(checkpoint)
 
     def _load_scaler(self, checkpoint):
-        with outdir.loading(checkpoint, ("scaler.pt",)):
+        with checkpoint_errors.loading(checkpoint, ("scaler.pt",)):
             super()._load_scaler(checkpoint)

@@ -14,7 +14,6 @@ CPU, NCCL on GPUs); ``batch_size`` is per process.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -139,11 +138,9 @@ def finished_run(cfg: HFTrainConfig, last: Optional[str]) -> bool:
     updates: the run is over and another one would add an update; logged in one line."""
     if not last:
         return False
-    try:
-        with open(os.path.join(last, "trainer_state.json"), encoding="utf-8") as f:
-            step = int(json.load(f).get("global_step", 0))
-    except (OSError, ValueError):
-        return False
+    from truneg_fairseq.hf.output_dir import global_step
+
+    step = global_step(last)  # a whole number: last_checkpoint checked it
     if step < cfg.max_steps:
         return False
     logger.info(
@@ -270,6 +267,7 @@ def _train(cfg: HFTrainConfig) -> str:
     from truneg_fairseq.hf.run_record import run_settings
     from truneg_fairseq.hf.trainer import TrueNegativeTrainer
 
+    outdir.refuse_unowned(cfg.output_dir)  # a listed name that is not the run's: before any work
     if cfg.resume and finished_run(cfg, outdir.last_checkpoint(cfg.output_dir)):
         return cfg.output_dir
     tok, mlm, disc = load_models(cfg)
