@@ -346,6 +346,33 @@ def test_study_tiny_one_family(roberta_study):
         assert re.search(r"\| train \| .*pred_corr_ratio [\d.]+ \| iter_corr_ratio", train_log), run
 
 
+@pytest.mark.slow
+def test_a_step_made_with_other_flags_is_made_again_not_reused(roberta_study, tmp_path):
+    """The work directory of the one-family run asked for another learning rate: the corpus,
+    data-bin, table and word vectors are reused (their commands and inputs are the same); both
+    trainings are made again, the log saying what differs, and the new checkpoints hold the new
+    learning rate (a step is never taken for another by its folder's name)."""
+    work = tmp_path / "work"
+    shutil.copytree(roberta_study["work"], work)
+    proc = run_study(
+        work, tmp_path / "results", "--families", "roberta", "--roberta-criteria", "mlm_plain",
+        "--lr", "1e-3",
+    )  # fmt: skip
+    commands = (tmp_path / "results" / "commands.sh").read_text()
+    assert commands.count("# reused") == 4 and commands.count("fairseq_cli.train") == 2, commands
+    said = re.findall(
+        r"(\S+): not reused, made from other inputs or flags \((.*)\); made", proc.stdout
+    )
+    assert {Path(p).name for p, _ in said} == {"roberta_stage1", "roberta_mlm_plain"}, proc.stdout
+    why = {Path(p).name: why for p, why in said}
+    assert "0.002 -> 0.001" in why["roberta_stage1"], why  # the continuation: half of it, and
+    assert "0.001 -> 0.0005" in why["roberta_mlm_plain"], why  # the new stage 1 it starts from
+    assert re.search(r"\d+:[0-9a-f]{32} -> \d+:[0-9a-f]{32}", why["roberta_mlm_plain"]), why
+    ckpt = work / "checkpoints" / "roberta_mlm_plain" / "checkpoint_last.pt"
+    cfg = torch.load(ckpt, map_location="cpu", weights_only=False)["cfg"]
+    assert list(cfg["optimization"]["lr"]) == [0.0005]
+
+
 @pytest.fixture(scope="module")
 def roberta_study_all(roberta_study, tmp_path_factory):
     """The RoBERTa study completed with its three other criteria, in a copy of the smaller run's
@@ -364,9 +391,8 @@ def test_study_tiny_goes_on_from_an_earlier_run(roberta_study_all):
     assert_study_outputs(out, ROBERTA_RUNS)
     commands = (out / "commands.sh").read_text()
     assert commands.count("fairseq_cli.train") == 3 and commands.count("--restore-file") == 3
-    assert (
-        commands.count("# reused") == 3 + 2
-    )  # data-bin, table, word vectors; stage 1, the baseline
+    # the corpus, data-bin, table, word vectors; stage 1, the baseline
+    assert commands.count("# reused") == 4 + 2, commands
     assert (
         "running 3 commands, 2 at a time, " in log and "scoring 9 checkpoints, 2 at a time" in log
     )
@@ -385,7 +411,8 @@ def test_study_tiny_end_to_end(roberta_study_all, tmp_path):
     commands = (out / "commands.sh").read_text()
     # with the earlier runs' 2 + 3: 8 training commands, 6 of them continuations
     assert commands.count("fairseq_cli.train") == 3 and commands.count("--restore-file") == 2
-    assert commands.count("# reused") == 3 + 5  # data-bin, table, word vectors; RoBERTa's 5 runs
+    # the corpus, data-bin, table, word vectors; RoBERTa's 5 runs
+    assert commands.count("# reused") == 4 + 5, commands
     assert (
         "running 2 commands, 2 at a time, " in log and "scoring 14 checkpoints, 2 at a time" in log
     )

@@ -251,9 +251,8 @@ def test_recipe_reuses_a_finished_warm_up_and_reruns_an_unfinished_one(
         tmp_path,
         **env,
     )
-    assert (
-        again.returncode == 0
-        and "is complete (checkpoint_1_4.pt): continuing from it" in again.stderr
+    assert again.returncode == 0 and re.search(
+        r"is complete \(checkpoint_1_4.pt\) and was made by\s+this warm-up's command", again.stderr
     ), (again.stdout + again.stderr)[-3000:]
     assert re.search(r"train_inner .*pred_corr_ratio=.*iter_corr_ratio=", again.stdout)
     # a warm-up that did not reach its last update is run again, not continued from; SR's flag
@@ -276,6 +275,29 @@ def test_recipe_reuses_a_finished_warm_up_and_reruns_an_unfinished_one(
         "bert/pretrain.sh", ["base", str(imported), str(data_bin), "masked_lm"], tmp_path
     )
     assert old.returncode == 2 and "import directory first" in old.stderr
+
+
+@pytest.mark.slow
+def test_a_finished_warm_up_made_otherwise_is_refused_not_taken_by_its_name(
+    published, recipe_hc, tmp_path
+):
+    """The warm-up folder of the fixture asked for a warm-up of another learning rate, or on
+    other data: one error saying what differs, nothing trained."""
+    imported, data_bin = published["imported"], published["data_bin"]
+    env = dict(recipe_hc["env"], HEAD_DIR=str(recipe_hc["root"] / "head"))
+    other_data = shutil.copytree(data_bin, tmp_path / "other-data")
+    with open(other_data / "valid.idx", "ab") as f:
+        f.write(b"\0")  # another valid split, the same size of dictionary
+    for change, env2, said in (
+        ("lr", dict(env, HEAD_LR="5e-4"), "1e-3 -> 5e-4"),
+        ("data", dict(env), "valid.idx"),
+    ):
+        data = other_data if change == "data" else data_bin
+        r = run_recipe("bert/pretrain.sh", [str(imported), str(data), "mlm_plain", *RECIPE_TINY],
+                       tmp_path, **dict(env2, SAVE_DIR=str(tmp_path / f"mlm-{change}")))  # fmt: skip
+        assert r.returncode == 1 and "holds a finished warm-up that is not this one" in r.stderr
+        assert said in r.stderr and "Remove" in r.stderr, r.stderr[-2000:]
+        assert not (tmp_path / f"mlm-{change}").exists()
 
 
 @pytest.mark.slow

@@ -19,8 +19,8 @@
               gold's WordNet synonyms) from the last checkpoints
 
 The table is printed and written to WORKDIR/results/ (results.json, progress.tsv, the Table-2
-views, cases.txt, commands.sh with every command run). Steps whose outputs exist are reused;
---force redoes everything (it removes only what the demo wrote in WORKDIR). The study
+views, cases.txt, commands.sh with every command run). Steps made earlier by the same command
+from the same inputs are reused; --force redoes everything (it removes only what the demo wrote in WORKDIR). The study
 (examples/study/) runs the same pipeline at other sizes, with ELECTRA, and plots the curves.
 """
 

@@ -29,7 +29,10 @@ side by side, ``Setting.jobs`` at a time (default: one per usable CPU core, one 
 at a time on a GPU). Every training goes through the real ``fairseq-train`` command line (``python -m
 fairseq_cli.train --user-dir truneg_fairseq``); the exact commands are written to
 ``commands.sh`` in the results folder (the synonym table and the word vectors, built in this
-process, as the script commands that build the same files). Steps whose outputs exist are reused.
+process, as the script commands that build the same files). A step is reused only when its
+outputs were made by the same command from the same inputs (``.truneg-stages.json`` in the work
+directory records each step's command with its inputs' fingerprints); one made otherwise is
+made again, and the log says what differs.
 
 Each step lives in its own module: :mod:`.setting` (families, the setting), :mod:`.run` (the
 runner of commands), :mod:`.corpus` (corpus lines, data-bin, synonym table), :mod:`.train`

@@ -90,7 +90,7 @@ def study_setting(cfg: StudyConfig) -> Setting:
 
 def run_study(cfg: StudyConfig, log: Optional[logging.Logger] = None) -> StudyResult:
     """Corpus, table, word vectors, stage 1 and the continuations, scores, tables, plots and
-    the summary under ``cfg.out``; steps whose outputs exist in ``cfg.workdir`` are reused."""
+    the summary under ``cfg.out``; steps of ``cfg.workdir`` made by the same commands from the same inputs are reused."""
     from truneg_fairseq.pipelines import study
 
     log = log or logging.getLogger("truneg_fairseq.pipelines.study")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import shutil
 import subprocess
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
@@ -54,6 +55,46 @@ class Runner:
         step()
         self.seconds[name] = time.time() - t0
         return self.seconds[name]
+
+    def reuse(
+        self,
+        name: str,
+        items: Sequence[object],
+        outputs: Sequence[str],
+        what: str,
+        remove: bool = True,
+        record_dir: Optional[str] = None,
+    ):
+        """Stage ``name`` (made from ``items``, a command line, into ``outputs``): None when its
+        outputs are there and were made from the same items (recorded ``# reused``); else the
+        description to :meth:`made` once it has run, with a log line saying what differs; the
+        outputs of a stage made otherwise are removed first (they are the pipeline's own), unless
+        ``remove`` is False (a command that replaces its own outputs itself). The record is
+        kept in ``record_dir`` (default: the work directory; :meth:`made` is given the same)."""
+        from truneg_fairseq.outputs import stages
+
+        record_dir = record_dir or self.work
+        desc = stages.describe(items, outputs, root=record_dir)
+        if outputs and all(os.path.exists(p) for p in outputs):
+            why = stages.stale(record_dir, name, desc)
+            if why is None:
+                self.commands.append(f"# reused {what}")
+                return None
+            self.log.info(f"{what}: not reused, {why}; made again")
+        for path in outputs if remove else ():
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            elif os.path.lexists(path):
+                os.unlink(path)
+        stages.forget(record_dir, name)
+        return desc
+
+    def made(self, name: str, desc: Optional[List[str]], record_dir: Optional[str] = None) -> None:
+        """Record that stage ``name`` was made from ``desc`` (:meth:`reuse`)."""
+        from truneg_fairseq.outputs import stages
+
+        if desc is not None:
+            stages.record(record_dir or self.work, name, desc)
 
     def run_many(self, jobs: Sequence[Tuple[Sequence[str], str]], parallel: int = 1) -> None:
         """Runs the (command, name) pairs, ``parallel`` at a time, in the given order of starting;

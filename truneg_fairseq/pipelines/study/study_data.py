@@ -1,6 +1,7 @@
 """The study's data: the word-level corpus (WordNet or the user's text, lower-cased, punctuation
 split off, lines with a word outside the dictionary left out), its data-bin and the WordNet
-synonym table of its dictionary. Steps whose outputs exist are reused."""
+synonym table of its dictionary. A step is reused only when made by the
+same command from the same inputs (:meth:`Runner.reuse`)."""
 
 from __future__ import annotations
 
@@ -30,51 +31,57 @@ def prepare_data(
     data_bin = os.path.join(work, "data-bin")
     table = os.path.join(data_bin, "synonyms.npz")
     text = os.path.join(work, "corpus.txt")
-    if not os.path.isfile(os.path.join(data_bin, "dict.txt")):
-        if not os.path.isfile(text):
-            from truneg_fairseq.data.corpus_steps import read_text_lines, wordnet_gloss_lines
+    sources = list(inputs) if inputs else [f"wordnet-glosses:{setting.corpus}"]
+    made = ["corpus", *sources, f"max_lines={setting.max_lines}", f"vocab={setting.vocab_size}"]
+    made += [f"tokens={setting.tokens_per_sample}", f"in_vocab_only={setting.in_vocab_only}"]
+    desc = run.reuse("corpus", made, [text], f"{text} (the corpus)")
+    if desc is not None:
+        from truneg_fairseq.data.corpus_steps import read_text_lines, wordnet_gloss_lines
 
-            raw = (
-                (line for p in inputs for line in read_text_lines(p))
-                if inputs
-                else wordnet_gloss_lines(headwords=setting.corpus == "entries")
-            )
-            lines = corpus_lines(raw, setting, run.log)
-            with atomic_open(text, "w", encoding="utf-8") as f:
-                f.writelines(line + "\n" for line in lines)
-            run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
-        from truneg_fairseq.errors import CorpusError
-        from truneg_fairseq.outputs import OutputDirError
-        from truneg_fairseq.pipelines.corpus import CorpusConfig, command_line, prepare_corpus
-        from truneg_fairseq.text import TokenizerSpec
-
-        def prepare(cfg):
-            try:
-                prepare_corpus(cfg, run.log)
-            except (CorpusError, OutputDirError) as e:
-                raise SystemExit(f"error: prepare_corpus failed: {e}") from None
-
-        cfg = CorpusConfig(
-            output_dir=work,
-            inputs=[text],
-            tokenizer=TokenizerSpec("whitespace"),
-            vocab_size=setting.vocab_size,
-            valid_fraction=setting.valid_fraction,
-            seed=setting.seed,
-            keep_intermediates=True,  # raw/train.txt: the text the word vectors are counted on
+        raw = (
+            (line for p in inputs for line in read_text_lines(p))
+            if inputs
+            else wordnet_gloss_lines(headwords=setting.corpus == "entries")
         )
-        run.here(lambda: prepare(cfg), command_line(cfg), "prepare_corpus")
-    else:
-        run.commands.append(
-            f"# reused {data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)"
-        )
-    if not os.path.isfile(table):
-        from truneg_fairseq.pipelines.build_synonym_table import command_line
+        lines = corpus_lines(raw, setting, run.log)
+        with atomic_open(text, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+        run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
+        run.made("corpus", desc)
+    from truneg_fairseq.errors import CorpusError
+    from truneg_fairseq.outputs import OutputDirError
+    from truneg_fairseq.pipelines.corpus import CorpusConfig, command_line, prepare_corpus
+    from truneg_fairseq.text import TokenizerSpec
 
-        cmd = command_line(_table_config(data_bin, table))
+    def prepare(cfg):
+        try:
+            prepare_corpus(cfg, run.log)
+        except (CorpusError, OutputDirError) as e:
+            raise SystemExit(f"error: prepare_corpus failed: {e}") from None
+
+    cfg = CorpusConfig(
+        output_dir=work,
+        inputs=[text],
+        tokenizer=TokenizerSpec("whitespace"),
+        vocab_size=setting.vocab_size,
+        valid_fraction=setting.valid_fraction,
+        seed=setting.seed,
+        keep_intermediates=True,  # raw/train.txt: the text the word vectors are counted on
+    )
+    cmd = command_line(cfg)
+    outputs = [os.path.join(work, d) for d in ("data-bin", "raw", "tok")]
+    what = f"{data_bin} (scripts/prepare_corpus.py --tokenizer whitespace)"
+    desc = run.reuse("prepare_corpus", cmd, outputs, what, remove=False)  # it replaces its own
+    if desc is not None:
+        run.here(lambda: prepare(cfg), cmd, "prepare_corpus")
+        run.made("prepare_corpus", desc)
+    from truneg_fairseq.pipelines.build_synonym_table import command_line
+
+    cmd = command_line(_table_config(data_bin, table))
+    desc = run.reuse("synonym_table", cmd, [table], f"{table} (truneg-build-synonyms)")
+    if desc is not None:
         run.here(lambda: build_synonym_table(data_bin, table, run.log), cmd, "synonym_table")
-    else:
-        run.commands.append(f"# reused {table} (truneg-build-synonyms --tokenizer whitespace)")
+        run.made("synonym_table", desc)
     return data_bin, table
 
 
@@ -131,8 +138,9 @@ def unknown_rates(data_bin: str) -> Dict[str, float]:
     out = {}
     path = os.path.join(data_bin, "preprocess.log")
     if os.path.isfile(path):
-        for line in open(path, encoding="utf-8"):
-            m = re.search(r"/(\w+)\.txt: .*?([0-9.]+)% replaced", line)
-            if m:
-                out[m.group(1)] = float(m.group(2))
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                m = re.search(r"/(\w+)\.txt: .*?([0-9.]+)% replaced", line)
+                if m:
+                    out[m.group(1)] = float(m.group(2))
     return out

@@ -146,27 +146,24 @@ def write_word_vectors(setting: Setting, work: str, data_bin: str, run: Runner) 
         return
     for dim in sorted({init[1] for init in map(embed_init_flag, setting.families) if init}):
         out = vectors_path(data_bin, dim)
-        if os.path.isfile(out):
-            run.commands.append(f"# reused {out} (truneg-word-vectors)")
-            continue
         from truneg_fairseq.data.ppmi_vectors import write_vectors
 
-        dict_txt, text = os.path.join(data_bin, "dict.txt"), os.path.join(work, "raw", "train.txt")
-        run.here(  # the library function truneg-word-vectors calls, recorded as that command
-            lambda: write_vectors(dict_txt, text, out, dim, 5),
-            [
-                "truneg-word-vectors",
-                "--dict",
-                dict_txt,
-                "--text",
-                text,
-                "--dim",
-                str(dim),
-                "--output",
-                out,
-            ],
-            f"word_vectors_{dim}",
+        # the corpus's split text beside its data-bin (kept by the study's corpus step), and the
+        # record there too: a first look in a work folder of its own reuses the vectors
+        corpus = os.path.dirname(os.path.abspath(data_bin))
+        dict_txt, text = (
+            os.path.join(data_bin, "dict.txt"),
+            os.path.join(corpus, "raw", "train.txt"),
         )
+        cmd = ["truneg-word-vectors", "--dict", dict_txt, "--text", text, "--dim", str(dim)]
+        cmd += ["--output", out]
+        name, what = f"word_vectors_{dim}", f"{out} (truneg-word-vectors)"
+        desc = run.reuse(name, cmd, [out], what, record_dir=corpus)
+        if desc is None:
+            continue
+        # the library function truneg-word-vectors calls, recorded as that command
+        run.here(lambda: write_vectors(dict_txt, text, out, dim, 5), cmd, name)
+        run.made(name, desc, record_dir=corpus)
 
 
 def train_all(
@@ -174,44 +171,41 @@ def train_all(
 ) -> Dict[str, float]:
     """Stage 1 of every family (side by side), then every continuation (side by side, slowest
     first); returns the training seconds per run."""
-    from truneg_fairseq.evaluation.false_negatives import interval_checkpoints
-
     ck = os.path.join(work, "checkpoints")
     jobs = setting.jobs or default_jobs(setting)
     write_word_vectors(setting, work, data_bin, run)
-    stage1 = []
+    stage1, made = [], []
     for fam in setting.families:
         save = os.path.join(ck, f"{fam.name}_stage1")
-        if not os.path.isfile(os.path.join(save, "checkpoint_last.pt")):
+        cmd = train_command(setting, fam, fam.baseline, data_bin, table, save, 1)
+        name = f"train_{fam.name}_stage1"
+        desc = run.reuse(name, cmd, [save], save)  # reused only when made by this command
+        if desc is not None:
             run.log.info(
                 f"stage 1: {fam.name} with --criterion {fam.baseline}, {setting.stage1_updates} updates"
             )
-            stage1.append(
-                (
-                    train_command(setting, fam, fam.baseline, data_bin, table, save, 1),
-                    f"train_{fam.name}_stage1",
-                )
-            )
-        else:
-            run.commands.append(f"# reused {save}/checkpoint_last.pt")
+            stage1.append((cmd, name))
+            made.append((name, desc))
     run.run_many(stage1, jobs)
-    stage2 = []
+    for name, desc in made:
+        run.made(name, desc)
+    stage2, made = [], []
     for fam in setting.families:
         for crit in fam.criteria:
             save = os.path.join(ck, run_id(fam, crit))
-            if os.path.isdir(save) and setting.stage2_updates in interval_checkpoints(save):
-                run.commands.append(f"# reused {save}")
+            cmd = train_command(setting, fam, crit, data_bin, table, save, 2)
+            name = f"train_{run_id(fam, crit)}"
+            desc = run.reuse(name, cmd, [save], save)  # its stage 1 checkpoint among the inputs
+            if desc is None:
                 continue
             run.log.info(
                 f"stage 2: {fam.name} continued with --criterion {crit}, {setting.stage2_updates} updates"
             )
-            stage2.append(
-                (
-                    train_command(setting, fam, crit, data_bin, table, save, 2),
-                    f"train_{run_id(fam, crit)}",
-                )
-            )
+            stage2.append((cmd, name))
+            made.append((name, desc))
     # sentence-KL runs two encoder passes per step: start it first so the others fill in around it
     stage2.sort(key=lambda job: "mlm_sent_kl" not in job[1])
     run.run_many(stage2, jobs)
+    for name, desc in made:
+        run.made(name, desc)
     return dict(run.seconds)

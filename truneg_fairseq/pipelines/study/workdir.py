@@ -26,6 +26,7 @@ ENTRIES = (
     "tok",
     "data-bin",
     ".truneg-output.json",
+    ".truneg-stages.json",
     ".data-bin.lock",
     "logs",
     "checkpoints",
