@@ -18,7 +18,10 @@ Stages, each a command in a process of its own (what a user runs):
 The text is ``prepare_corpus_scale.make_text``'s: WordNet's glosses recombined, seeded, written
 once into ``--workdir`` and reused. Peak memory is the largest resident set of the stage's
 processes (``os.wait4``'s ``ru_maxrss`` of the command, which covers the children it waited
-for); disk is what the stage left under its output folder. The model sizes are tiny on purpose:
+for; it counts the pages of memory-mapped files read, e.g. the data-bin and the tokenized Arrow
+cache, which the kernel can drop); peak heap is the anonymous resident memory (``RssAnon``,
+sampled every 0.2 s) of the main process and of the largest process: what the processes
+themselves hold; disk is what the stage left under its output folder. The model sizes are tiny on purpose:
 what is measured is what the corpus size does to each stage, not the training step.
 """
 
@@ -29,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -49,12 +53,61 @@ def disk_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
 
 
+def _anon_mb(pid: int) -> int:
+    """The anonymous resident memory of process ``pid`` (its heap: what the process itself
+    holds, not the pages of files it maps, which the kernel can drop), MiB; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _descendants(pid: int) -> list:
+    """``pid`` and the processes it started (and theirs), from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, todo = [pid], [pid]
+    while todo:
+        here = todo.pop()
+        kids = [p for p, parent in parents.items() if parent == here]
+        found += kids
+        todo += kids
+    return found
+
+
+def _watch_anon(pid: int, peaks: dict, stop: threading.Event) -> None:
+    """Sample, every 0.2 s until ``stop``, the peak anonymous memory of the command's main
+    process (``main``) and of its largest process (``any``: a worker included)."""
+    while not stop.wait(0.2):
+        for p in _descendants(pid):
+            mb = _anon_mb(p)
+            peaks["any"] = max(peaks.get("any", 0), mb)
+            if p == pid:
+                peaks["main"] = max(peaks.get("main", 0), mb)
+
+
 def run_stage(name: str, cmd, out: Path, log: Path, env=None) -> dict:
     """Run ``cmd`` (its output to ``log``) and measure it; a failure stops the rehearsal."""
     t0 = time.time()
+    peaks: dict = {}
+    stop = threading.Event()
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+        watch = threading.Thread(target=_watch_anon, args=(proc.pid, peaks, stop), daemon=True)
+        watch.start()
         _, status, usage = os.wait4(proc.pid, 0)
+        stop.set()
+        watch.join()
     wall = time.time() - t0
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
@@ -65,6 +118,8 @@ def run_stage(name: str, cmd, out: Path, log: Path, env=None) -> dict:
         "wall_s": round(wall, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
         "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "peak_anon_main_mb": peaks.get("main", 0),
+        "peak_anon_any_mb": peaks.get("any", 0),
         "disk_mb": round(disk_mb(out), 2),
         "started": t0,
     }
@@ -203,14 +258,18 @@ def main(argv=None) -> int:
         for size in (args.size_mb or [1024])
     ]
     print(f"\n{os.cpu_count()} cores; load average now {os.getloadavg()}")
-    print("| text MB | stage | wall s | CPU s | peak RSS MB | disk MB | to first step s |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| text MB | stage | wall s | CPU s | peak RSS MB | peak heap MB (main / largest) | "
+        "disk MB | to first step s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         for s in r["stages"]:
             first = s.get("first_step_s", "")
             print(
                 f"| {r['text_mb']} | {s['stage']} | {s['wall_s']} | {s['cpu_s']} | "
-                f"{s['peak_rss_mb']} | {s['disk_mb']} | {first} |"
+                f"{s['peak_rss_mb']} | {s['peak_anon_main_mb']} / {s['peak_anon_any_mb']} | "
+                f"{s['disk_mb']} | {first} |"
             )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
