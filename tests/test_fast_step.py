@@ -81,18 +81,30 @@ def test_bf16_autocast_refuses_fp16(data_bin):
         )
 
 
-def test_bf16_autocast_runs_the_forward_in_bf16(data_bin):
-    task, model, crit = build_components(
-        data_bin,
-        ["--criterion", "electra", "--electra-bf16-autocast"],
-        arch_args=TINY_ELECTRA,
-        task="electra",
-    )
+def test_bf16_autocast_follows_the_device_and_runs_the_forward_in_bf16(data_bin, caplog):
+    """--electra-bf16-autocast (set by the ELECTRA configs) on a CPU run: off, said in the log,
+    the step in fp32; the autocast it turns on for a GPU run (the task's mark) runs the forward
+    in bf16 with fp32 weights, loss and gradients."""
+    from truneg_fairseq.precision import AUTOCAST_ATTR
+
+    with caplog.at_level("INFO"):
+        task, model, crit = build_components(
+            data_bin,
+            ["--criterion", "electra", "--electra-bf16-autocast", "--cpu"],
+            arch_args=TINY_ELECTRA,
+            task="electra",
+        )
+    assert not getattr(task, AUTOCAST_ATTR, False)
+    assert "this run is on the CPU" in caplog.text and "without autocast" in caplog.text
     seen = []
     hook = model.discriminator.layers[0].fc1.register_forward_hook(
         lambda m, i, o: seen.append(o.dtype)
     )
     opt = FusedAdamW(FusedAdamWConfig(lr=[1e-3]), list(model.parameters()))
+    task.train_step(valid_batch(task), model, crit, opt, 0)
+    assert seen == [torch.float32]
+    setattr(task, AUTOCAST_ATTR, True)  # as on a GPU
+    seen.clear()
     loss, sample_size, log = task.train_step(valid_batch(task), model, crit, opt, 0)
     hook.remove()
     assert seen == [torch.bfloat16]

@@ -71,6 +71,33 @@ def test_validate_roberta_hard_correction(data_bin, synonym_table, roberta_hc):
     assert out["bsz"] == n
 
 
+def test_validate_names_the_task_the_checkpoint_was_trained_with(data_bin, synonym_table, tmp_path):
+    """A checkpoint of the recipes' task (batch_masked_lm) validated with --task masked_lm: one
+    line naming the task to give (not a blame of the file); with that task it is scored; with no
+    --task at all: one line saying to give it (fairseq's own is `KeyError: None`)."""
+    ckpt = train(
+        data_bin,
+        tmp_path / "ckpt",
+        [*TINY_TN_ROBERTA, "--task", "batch_masked_lm", "--criterion", "mlm_hard_correction"],
+    )
+    wrong = fairseq_validate(data_bin, ckpt, ["--task", "masked_lm"])
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr, wrong.stderr[-2000:]
+    assert (
+        f"{ckpt} was trained with --task batch_masked_lm, and this command gives --task "
+        "masked_lm"
+        in wrong.stderr
+        and "give --task batch_masked_lm" in wrong.stderr
+    )
+    assert "if you made it yourself" not in wrong.stderr
+    none = fairseq_validate(data_bin, ckpt, [])
+    assert none.returncode == 2 and "Traceback" not in none.stderr, none.stderr[-2000:]
+    assert "fairseq-validate: no --task given" in none.stderr and "--task batch_masked_lm" in (
+        none.stderr
+    )
+    ok = fairseq_validate(data_bin, ckpt, ["--task", "batch_masked_lm"])
+    assert ok.returncode == 0 and 0 < summary(ok)["loss"] < 20, ok.stderr[-2000:]
+
+
 def test_validate_electra(data_bin, synonym_table, electra):
     proc = fairseq_validate(
         data_bin,

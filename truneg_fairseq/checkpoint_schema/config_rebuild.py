@@ -75,8 +75,20 @@ class _Rebuild:
         self.path = path
         self.overrides = dict(overrides or {})
         self.task_schema = None  # the task's fields, which a task copies into its model's config
+        self.trained_task = None  # cfg.task._name: the task the checkpoint was trained with
         self.evaluated = _evaluated
         self.safe_literal = safe_literal
+
+    def other_task(self, key: str) -> bool:
+        """Whether field ``key`` is unknown because the command gives another ``--task`` than
+        the checkpoint was trained with (``fairseq-validate --task masked_lm`` on a
+        ``batch_masked_lm`` checkpoint): it is a field of the trained task."""
+        given = self.overrides.get("task")
+        trained = self.trained_task
+        if not (isinstance(given, str) and isinstance(trained, str)) or given == trained:
+            return False
+        schema = component_schema("task", trained)
+        return schema is not None and key in schema
 
     # a value of a field -------------------------------------------------------------------
     def value(self, value, spec, where: str, key: str, depth: int):
@@ -259,6 +271,12 @@ class _Rebuild:
                 out[key] = child
                 continue
             specs = schema.get(key)
+            if not specs and self.other_task(key):
+                raise UnsafeCheckpointError(
+                    f"{self.path} was trained with --task {self.trained_task}, and this command "
+                    f"gives --task {self.overrides['task']}, whose arguments do not include "
+                    f"{dotted} (holding {_show(child)}): give --task {self.trained_task}"
+                )
             if not specs:
                 _refuse(
                     self.path,
@@ -390,9 +408,8 @@ def rebuild_config(cfg, path: str, overrides=None):
     out = {}
     task = items.get("task")
     task = (vars(task) if isinstance(task, argparse.Namespace) else task) or {}
-    rebuild.task_schema = component_schema(
-        "task", task.get("_name") if isinstance(task, dict) else None
-    )
+    rebuild.trained_task = task.get("_name") if isinstance(task, dict) else None
+    rebuild.task_schema = component_schema("task", rebuild.trained_task)
     for key, value in items.items():
         if key == "job_logging_cfg":  # fairseq-hydra-train's record of its logging setup
             out[key] = rebuild.logging_config(value, f"cfg.{key}", 1)

@@ -154,7 +154,32 @@ def excepthook(exc_type, exc, tb):
     if name is not None and is_refusal(exc):
         say_refusal(exc, name)
         return
+    if name is not None and _no_task(exc, tb):
+        command = "fairseq-" + name.rsplit(".", 1)[-1].replace("_", "-")
+        print(refusal_line(RuntimeError(NO_TASK.format(command=command)), name), file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(2)  # an argument error, as argparse's
     _original["excepthook"](exc_type, exc, tb)
+
+
+NO_TASK = (
+    "{command}: no --task given; give the task the checkpoint was trained with (the recipes' "
+    "RoBERTa and BERT: --task batch_masked_lm; ELECTRA: --task electra; CLINE: --task cline; "
+    "fairseq's own: --task masked_lm): fairseq reads the task's arguments before it opens the "
+    "checkpoint"
+)
+
+
+def _no_task(exc: BaseException, tb) -> bool:
+    """Whether ``exc`` is fairseq's ``KeyError: None`` of a command line without ``--task``
+    (``parse_args_and_arch`` looks the task up in its registry before anything else)."""
+    if not isinstance(exc, KeyError) or exc.args != (None,):
+        return False
+    last = tb
+    while last is not None and last.tb_next is not None:
+        last = last.tb_next
+    code = last.tb_frame.f_code if last is not None else None
+    return code is not None and code.co_name == "parse_args_and_arch"
 
 
 excepthook.truneg_refusals = True

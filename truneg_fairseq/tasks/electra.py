@@ -53,7 +53,8 @@ class ElectraTaskConfig(
         metadata={
             "help": "run each forward pass under torch.autocast(bfloat16) with fp32 weights and no "
             "loss scaler (bf16 mixed precision on CUDA GPUs from Ampere on); the same as --bf16 "
-            "with the plugin. Do not combine with --fp16/--amp"
+            "with the plugin. Follows the device: a CPU run (--cpu, or no CUDA device) runs in "
+            "fp32 and says so in its log. Do not combine with --fp16/--amp"
         },
     )
     electra_compile: bool = field(
@@ -78,8 +79,17 @@ class ElectraTaskConfig(
     # mixed-precision choices of the run (the same flags), checked against --electra-bf16-autocast
     fp16: bool = II("common.fp16")
     amp: bool = II("common.amp")
+    # the device of the run: --electra-bf16-autocast follows it (on for a GPU, off on the CPU)
+    cpu: bool = II("common.cpu")
     # the split trained on: with --electra-compile its batches all get one shape
     train_subset: str = II("dataset.train_subset")
+
+
+def _on_cpu(cfg) -> bool:
+    """Whether the run's steps run on the CPU: ``--cpu``, or no CUDA device to run on."""
+    import torch
+
+    return _flag(cfg, "cpu") or not torch.cuda.is_available()
 
 
 @register_task("electra", dataclass=ElectraTaskConfig)
@@ -93,9 +103,13 @@ class ElectraTask(BatchMaskedLMTask):
                 "--electra-bf16-autocast is a mixed-precision mode of its own: drop --fp16/--amp "
                 "(or drop --electra-bf16-autocast to use fairseq's fp16 loss scaling)"
             )
-        if (
-            cfg.electra_bf16_autocast
-        ):  # fairseq's train_step/valid_step then autocast (precision.py)
+        if cfg.electra_bf16_autocast and _on_cpu(cfg):
+            logger.info(
+                "--electra-bf16-autocast (task.electra_bf16_autocast): this run is on the CPU "
+                "(--cpu, or no CUDA device), so its steps run in fp32 without autocast; on a GPU "
+                "the same flag turns bf16 autocast on"
+            )
+        elif cfg.electra_bf16_autocast:  # fairseq's train_step/valid_step autocast (precision.py)
             setattr(self, AUTOCAST_ATTR, True)
         if cfg.mask_whole_words:
             self.args  # the tokenizer is checked here, not at the first load_dataset
