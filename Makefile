@@ -23,7 +23,7 @@ PIP := $(PY) -m pip
 WORDNET_DIR ?= /usr/share/wordnet
 STAMP := $(VENV)/.installed
 
-.PHONY: install wordnet demo demo-quick study test test-quick bench gpu-check lint clean
+.PHONY: install wordnet demo demo-quick study test test-quick test-hf-alone bench gpu-check lint clean
 
 install: $(STAMP) wordnet
 	@echo "installed in $(VENV); activate it in your shell with: source $(VENV)/bin/activate (the recipes in examples/ find it without)"
@@ -70,6 +70,16 @@ test: install
 
 test-quick: install
 	$(PYTEST) -m "not slow" --durations=5
+
+# The HuggingFace side installed alone (docs/hf.md): a fresh virtualenv with requirements-hf.txt
+# and the package, no fairseq; truneg-hf-train, examples/hf/continue.sh and truneg-plot-run there
+HF_VENV ?= .venv-hf
+test-hf-alone:
+	rm -rf $(HF_VENV) && $(PYTHON) -m venv $(HF_VENV)
+	$(HF_VENV)/bin/python -m pip install -q --upgrade pip
+	$(HF_VENV)/bin/python -m pip install -q -r requirements-hf.txt
+	$(HF_VENV)/bin/python -m pip install -q --no-deps -e .
+	PYTHONPATH=tests $(HF_VENV)/bin/python tests/hf_alone_check.py
 
 # Benchmarks print numbers (docs/benchmarks.md); transformers is installed for the HF baseline only.
 bench: install

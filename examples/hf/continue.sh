@@ -17,7 +17,8 @@
 # resumes from the last one. MAX_STEPS, LR, WARMUP, SEQ, BATCH, ACCUM, SAVE_STEPS override.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-. "$REPO/examples/venv.sh"  # fairseq-train from REPO/.venv when no environment is active
+VENV_COMMAND=truneg-hf-train  # what this recipe needs: the HF side alone is enough, no fairseq
+. "$REPO/examples/venv.sh"  # truneg-hf-train from REPO/.venv when no environment is active
 USAGE="usage: continue.sh MODEL_DIR TEXT OBJECTIVE [flags]"
 MODEL=${1:?$USAGE}
 TEXT=${2:?$USAGE}
