@@ -170,3 +170,30 @@ def test_a_script_taken_for_a_command_never_meets_an_unregistered_fairseq(tmp_pa
     assert "waits True" in proc.stdout, proc.stdout
     assert "safe archives True" in proc.stdout, proc.stdout
     assert "registered True" in proc.stdout, proc.stdout
+
+
+def test_hf_train_refuses_a_model_dir_before_importing_torch(tmp_path):
+    """truneg-hf-train checks MODEL_DIR as soon as its line is parsed: a missing folder, one
+    without config.json and an encoder without a masked-LM head are each one error, with none of
+    torch, transformers or fairseq imported (they take seconds); checked on the console command
+    with the interpreter's import log."""
+    from pathlib import Path
+
+    headless = tmp_path / "headless"
+    headless.mkdir()
+    (headless / "config.json").write_text('{"architectures": ["BertModel"], "model_type": "bert"}')
+    (tmp_path / "empty").mkdir()
+    script = Path(sys.executable).with_name("truneg-hf-train")
+    for model, said in (
+        (tmp_path / "missing", "is not a local model directory"),
+        (tmp_path / "empty", "has no config.json"),
+        (headless, "--allow-fresh-head"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", str(script), str(model), "--train", "t.txt",
+             "--output-dir", "out"],
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+        assert not imported & {"torch", "transformers", "fairseq"}, said

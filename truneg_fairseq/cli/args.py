@@ -18,18 +18,21 @@ class CommandParser(argparse.ArgumentParser):
     neither fairseq nor torch (the package root's docstring). ``check(parser, args)``, when
     given, runs before that, so that a command line missing what argparse cannot require (one of
     two flags, say) is refused at once too. An unset ``OMP_NUM_THREADS`` is chosen then too
-    (:mod:`truneg_fairseq.cli.threads`)."""
+    (:mod:`truneg_fairseq.cli.threads`). A command that never uses fairseq (the HuggingFace
+    front end's) gives ``register=False``: its bad input is refused without fairseq's import."""
 
-    def __init__(self, *args, check=None, **kwargs):
+    def __init__(self, *args, check=None, register=True, **kwargs):
         super().__init__(*args, **kwargs)
         self.check = check
+        self.register = register
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
         if self.check is not None:
             self.check(self, parsed)
         set_threads_if_unset()  # before torch is imported
-        _register_whole()
+        if self.register:
+            _register_whole()
         return parsed
 
 
@@ -57,11 +60,14 @@ def _register_whole() -> None:
         raise KeyboardInterrupt
 
 
-def command_parser(doc: str, check=None) -> CommandParser:
+def command_parser(doc: str, check=None, register: bool = True) -> CommandParser:
     """The parser of a command whose ``--help`` shows ``doc`` (its module docstring) as written;
-    ``check``: :class:`CommandParser`'s."""
+    ``check`` and ``register``: :class:`CommandParser`'s."""
     return CommandParser(
-        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, check=check
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        check=check,
+        register=register,
     )
 
 

@@ -95,7 +95,9 @@ OBJECTIVES = ("mlm", "hard_correction", "soft_reg", "sent_kl")
 
 
 def build_parser():
-    p = command_parser(__doc__)
+    # MODEL_DIR and --generator checked as soon as the line is parsed, before torch or
+    # transformers is imported; fairseq is never needed here
+    p = command_parser(__doc__, check=lambda parser, args: _check_model_dirs(args), register=False)
     p.add_argument("model_dir", metavar="MODEL_DIR", help="local HuggingFace model directory")
     p.add_argument(
         "--train",
@@ -191,26 +193,29 @@ def build_parser():
 
 
 def _check_model_dirs(args) -> None:
-    """MODEL_DIR and GEN_DIR refused at once, before any model or tokenizer is loaded: a hub id
-    (nothing is downloaded), a WordPiece vocabulary without '##' pieces."""
-    import os
+    """MODEL_DIR and GEN_DIR refused at once, before torch, transformers or any model is loaded:
+    a hub id (nothing is downloaded), a folder without config.json (an ELECTRA run's output
+    folder: its discriminator/ and generator/ named), a WordPiece vocabulary without '##'
+    pieces, a model without a masked-LM head unless --allow-fresh-head."""
+    from truneg_fairseq.errors import HFTrainError
+    from truneg_fairseq.hf.loading import check_architecture, local_model_dir
 
-    from truneg_fairseq.hf.model_dir import not_local_message, wordpiece_problem
-
-    for flag, path in (("MODEL_DIR", args.model_dir), ("--generator", args.generator)):
-        if path and not os.path.isdir(path):
-            fail(not_local_message(path, flag))
-        problem = path and wordpiece_problem(Path(path))
-        if problem:
-            fail(problem)
+    try:
+        for flag, path in (("MODEL_DIR", args.model_dir), ("--generator", args.generator)):
+            if path:
+                local_model_dir(path, flag)
+        fresh = args.allow_fresh_head or bool(args.build_synonyms)  # a table needs no head
+        check_architecture(Path(args.model_dir), args.generator, fresh)
+    except HFTrainError as e:
+        fail(str(e))
 
 
 @interruptible
 def main(argv=None) -> int:
     p = build_parser()
-    args = p.parse_args(argv)
-    _check_model_dirs(args)
+    args = p.parse_args(argv)  # MODEL_DIR and --generator checked (_check_model_dirs)
     log = setup_logging("truneg_fairseq.hf_train")
+    log.info(f"loading torch, transformers and the model of {args.model_dir}")
     import sys
 
     from transformers.utils import logging as hf_logging

@@ -17,33 +17,40 @@ who continue a published BERT, RoBERTa or ELECTRA with ``Trainer``, ``accelerate
 import it. The trainer needs ``accelerate`` too, as ``transformers.Trainer`` does.
 """
 
-from truneg_fairseq.hf.collator import (
-    IGNORE,
-    MaskedLMCollator,
-    TokenizerWithoutMaskError,
-    check_tokenizer,
-    tokenize_lines,
-)
-from truneg_fairseq.hf.electra_pair import ElectraPretraining
-from truneg_fairseq.hf.heads import ModelError, check_masked_lm
-from truneg_fairseq.hf.objective import OBJECTIVES, TrueNegativeMLM
-from truneg_fairseq.hf.stats import StatSums
-from truneg_fairseq.hf.text_corpus import IndexedRows, tokenized_text
-from truneg_fairseq.hf.tokenizer_tables import (
-    build_synonym_table,
-    hf_vocab_view,
-    load_synonym_table,
-    synonym_lookup,
-)
+import importlib
+
+# each public name -> the module that defines it, imported at the first use of the name: importing
+# a submodule (``truneg_fairseq.hf.model_dir``, checked before anything heavy is loaded) does not
+# import torch or transformers through this package
+_EXPORTS = {
+    "IGNORE": "collator",
+    "MaskedLMCollator": "collator",
+    "TokenizerWithoutMaskError": "collator",
+    "check_tokenizer": "collator",
+    "tokenize_lines": "collator",
+    "ElectraPretraining": "electra_pair",
+    "ModelError": "heads",
+    "check_masked_lm": "heads",
+    "OBJECTIVES": "objective",
+    "TrueNegativeMLM": "objective",
+    "StatSums": "stats",
+    "IndexedRows": "text_corpus",
+    "tokenized_text": "text_corpus",
+    "build_synonym_table": "tokenizer_tables",
+    "hf_vocab_view": "tokenizer_tables",
+    "load_synonym_table": "tokenizer_tables",
+    "synonym_lookup": "tokenizer_tables",
+    "TrueNegativeTrainer": "trainer",
+}
 
 
 def __getattr__(name):
-    # the trainer imports transformers.Trainer (and accelerate): only when asked for
-    if name == "TrueNegativeTrainer":
-        from truneg_fairseq.hf.trainer import TrueNegativeTrainer
-
-        return TrueNegativeTrainer
-    raise AttributeError(name)
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

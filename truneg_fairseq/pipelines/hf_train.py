@@ -115,6 +115,10 @@ def synonym_table(cfg: HFTrainConfig, tok):
         except SynonymTableError as e:
             raise HFTrainError(str(e)) from None
     needed = cfg.objective == "hard_correction" or cfg.rtd_synonym_policy != "replaced"
+    logger.info(
+        f"building the WordNet synonym table of the tokenizer's {len(tok)}-entry vocabulary "
+        f"(once: kept as {path} for a resume; --synonym-table FILE gives one built before)"
+    )
     try:
         table, _ = build_synonym_table(tok)
     except WordNetNotFoundError as e:
