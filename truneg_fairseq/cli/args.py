@@ -19,17 +19,22 @@ class CommandParser(argparse.ArgumentParser):
     given, runs before that, so that a command line missing what argparse cannot require (one of
     two flags, say) is refused at once too. An unset ``OMP_NUM_THREADS`` is chosen then too
     (:mod:`truneg_fairseq.cli.threads`). A command that never uses fairseq (the HuggingFace
-    front end's) gives ``register=False``: its bad input is refused without fairseq's import."""
+    front end's) gives ``register=False``: its bad input is refused without fairseq's import.
+    ``inputs(args)``, when given, checks the files the line names (it exits with one error) right
+    after ``check``, before anything heavy is imported."""
 
-    def __init__(self, *args, check=None, register=True, **kwargs):
+    def __init__(self, *args, check=None, register=True, inputs=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.check = check
         self.register = register
+        self.inputs = inputs
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
         if self.check is not None:
             self.check(self, parsed)
+        if self.inputs is not None:
+            self.inputs(parsed)
         set_threads_if_unset()  # before torch is imported
         if self.register:
             _register_whole()
@@ -60,14 +65,15 @@ def _register_whole() -> None:
         raise KeyboardInterrupt
 
 
-def command_parser(doc: str, check=None, register: bool = True) -> CommandParser:
+def command_parser(doc: str, check=None, register: bool = True, inputs=None) -> CommandParser:
     """The parser of a command whose ``--help`` shows ``doc`` (its module docstring) as written;
-    ``check`` and ``register``: :class:`CommandParser`'s."""
+    ``check``, ``register`` and ``inputs``: :class:`CommandParser`'s."""
     return CommandParser(
         description=doc,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         check=check,
         register=register,
+        inputs=inputs,
     )
 
 

@@ -97,7 +97,7 @@ OBJECTIVES = ("mlm", "hard_correction", "soft_reg", "sent_kl")
 def build_parser():
     # MODEL_DIR and --generator checked as soon as the line is parsed, before torch or
     # transformers is imported; fairseq is never needed here
-    p = command_parser(__doc__, check=lambda parser, args: _check_model_dirs(args), register=False)
+    p = command_parser(__doc__, inputs=_check_model_dirs, register=False)
     p.add_argument("model_dir", metavar="MODEL_DIR", help="local HuggingFace model directory")
     p.add_argument(
         "--train",
