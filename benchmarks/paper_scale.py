@@ -186,7 +186,7 @@ def tiny_bert(text: Path, out: Path, sample_lines: int = 200_000) -> Path:
     return out
 
 
-def rehearse(workdir: Path, size_mb: int, updates: int, workers) -> dict:
+def rehearse(workdir: Path, size_mb: int, updates: int, workers, shards: int = 1) -> dict:
     from prepare_corpus_scale import make_text
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -203,6 +203,7 @@ def rehearse(workdir: Path, size_mb: int, updates: int, workers) -> dict:
     prepared = run / "prepared"
     cmd = [_bin("truneg-prepare-corpus"), "--input", str(text), "--output-dir", str(prepared)]
     cmd += ["--vocab-size", "8000"] + (["--workers", str(workers)] if workers else [])
+    cmd += ["--shards", str(shards)]
     rows.append(run_stage("prepare corpus", cmd, prepared, run / "prepare.log", env))
     data_bin = prepared / "data-bin"
     table = data_bin / "synonyms.npz"
@@ -212,7 +213,8 @@ def rehearse(workdir: Path, size_mb: int, updates: int, workers) -> dict:
     rows.append(run_stage("synonym table", cmd, table, run / "table.log", env))
 
     save = run / "fairseq"
-    cmd = [_bin("fairseq-train"), str(data_bin), "--user-dir", str(REPO / "truneg_fairseq")]
+    data = ":".join([str(data_bin)] + [str(data_bin / f"shard{k}") for k in range(1, shards)])
+    cmd = [_bin("fairseq-train"), data, "--user-dir", str(REPO / "truneg_fairseq")]
     cmd += ["--task", "batch_masked_lm", "--criterion", "mlm_hard_correction"]  # the recipes'
     cmd += ["--sample-break-mode", "complete", "--skip-invalid-size-inputs-valid-test"]
     cmd += ["--synonym-table", str(table), "--arch", "truneg_roberta_base"]
@@ -252,9 +254,15 @@ def main(argv=None) -> int:
     p.add_argument("--updates", type=int, default=20)
     p.add_argument("--workers", type=int, default=None, help="default: every core")
     p.add_argument("--json", help="also write the numbers here")
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="truneg-prepare-corpus --shards: fairseq-train then holds one shard's index",
+    )
     args = p.parse_args(argv)
     results = [
-        rehearse(Path(args.workdir), size, args.updates, args.workers)
+        rehearse(Path(args.workdir), size, args.updates, args.workers, args.shards)
         for size in (args.size_mb or [1024])
     ]
     print(f"\n{os.cpu_count()} cores; load average now {os.getloadavg()}")

@@ -7,6 +7,9 @@ Writes, under --output-dir:
                                 shards, preprocess.log) and tokenizer_fingerprint.json (the
                                 tokenizer and its files' sha256: build_synonym_table.py checks
                                 it, --mask-whole-words finds the tokenizer there)
+  data-bin/shard1 ... shardN-1/  with --shards N: the training split's other shards (shard 0 is
+                                data-bin/train.*); fairseq-train DATA is data-bin:data-bin/shard1:...
+                                (one shard an epoch; the log prints it)
 and, with --keep-intermediates, what the data-bin is made from (otherwise removed once it is
 written; together they take about twice the text's size):
   raw/train.txt raw/valid.txt   the text, deduplicated, shuffled and split (seeded)
@@ -123,6 +126,15 @@ def get_parser():
         "by default they are removed once it is written",
     )
     p.add_argument(
+        "--shards",
+        type=_positive,
+        default=d.shards,
+        metavar="N",
+        help="write the training split in N shards (data-bin/ and data-bin/shard1 ...; fairseq "
+        "trains epoch e on shard (e-1) %% N), so that a training process holds the index of one "
+        "shard, not of the whole corpus; the log gives the DATA argument (default 1)",
+    )
+    p.add_argument(
         "--progress-every",
         type=float,
         default=d.progress_every,
@@ -152,6 +164,7 @@ def config_from_args(args):
         binarizer=args.binarizer,
         progress_every=args.progress_every,
         keep_intermediates=args.keep_intermediates,
+        shards=args.shards,
     )
 
 

@@ -66,6 +66,7 @@ class CorpusConfig:
     binarizer: str = "fast"  # or fairseq-preprocess (same files, ~10x the CPU time)
     progress_every: float = 5.0  # seconds between progress lines of a stage
     keep_intermediates: bool = False  # keep raw/ and tok/ beside the data-bin
+    shards: int = 1  # the training split in this many shards (pipelines/corpus_shards.py)
 
     def check(self) -> None:
         """One :class:`CorpusError` naming the flag for a setting that cannot run."""
@@ -83,6 +84,10 @@ class CorpusConfig:
             raise CorpusError(f"--binarizer {self.binarizer}: one of {', '.join(BINARIZERS)}")
         if not 0 < self.valid_fraction < 1:
             raise CorpusError(f"--valid-fraction {self.valid_fraction}: give a share in (0, 1)")
+        if self.shards < 1 or (self.shards > 1 and self.binarizer != "fast"):
+            raise CorpusError(
+                f"--shards {self.shards}: give 1 or more, with --binarizer fast (the default)"
+            )
         if self.spm_sample_lines < 1:
             raise CorpusError(f"--spm-sample-lines {self.spm_sample_lines}: give 1 or more")
 
@@ -119,6 +124,7 @@ def command_line(cfg: CorpusConfig) -> List[str]:
         "seed",
         "binarizer",
         "progress_every",
+        "shards",
     ):
         if getattr(cfg, name) != getattr(d, name):
             cmd += ["--" + name.replace("_", "-"), str(getattr(cfg, name))]
@@ -179,6 +185,13 @@ class _Run:
             self.build(Path(stage), tokenizer, lines_wp)
         dest = os.path.join(cfg.output_dir, "data-bin")
         self.log.info(f"binarized data in {dest} (dictionary {os.path.join(dest, 'dict.txt')})")
+        if cfg.shards > 1:
+            from truneg_fairseq.pipelines.corpus_shards import data_arg
+
+            self.log.info(
+                f"the training split in {cfg.shards} shards, one an epoch: give fairseq-train "
+                f"{data_arg(dest, cfg.shards)}"
+            )
         return Path(dest)
 
     def expected_files(self, train_spm: bool) -> List[str]:
@@ -361,6 +374,7 @@ class _Run:
                 cfg.progress_every,
                 split,
                 len(d),
+                shards=cfg.shards if split == "train" else 1,
             )
             shown = Path(cfg.output_dir) / "tok" / f"{split}.txt"
             log_lines.append(f"{shown}: {summary} (by {d.unk_word})")

@@ -29,6 +29,7 @@ from typing import Callable, List, Sequence, Tuple
 
 import numpy as np
 
+from truneg_fairseq.errors import CorpusError
 from truneg_fairseq.pipelines.children import children_end_with_us
 
 BATCH = 2048  # lines tokenized in one call
@@ -60,11 +61,12 @@ class Progress:
             self.log.info(self.message())
 
 
-def cut(path: os.PathLike, workers: int) -> List[Tuple[int, int]]:
+def cut(path: os.PathLike, workers: int, at_least: int = 1) -> List[Tuple[int, int]]:
     """(start, end) byte ranges of ``path`` that begin and end at line starts: at least
-    ``workers`` of them (for a file of more than ``workers`` x 64 KiB), at most 8 MiB each."""
+    ``workers`` of them (for a file of more than ``workers`` x 64 KiB) and ``at_least`` (where
+    the lines allow), at most 8 MiB each."""
     size = os.path.getsize(path)
-    n = max(1, min(workers, size // MIN_CHUNK))
+    n = max(1, min(workers, size // MIN_CHUNK), at_least)
     n = max(n, -(-size // CHUNK))
     bounds = [0]
     with open(path, "rb") as f:
@@ -361,16 +363,21 @@ def binarize_split(
     every: float,
     name: str,
     n_symbols: int,
+    shards: int = 1,
 ):
     """``prefix``.bin/.idx of the tokenized split ``src`` with the dictionary ``dict_path`` (of
-    ``n_symbols`` entries); returns fairseq's :class:`~fairseq.binarizer.BinarizeSummary`."""
+    ``n_symbols`` entries), in ``shards`` shards (:mod:`.corpus_shards`); returns fairseq's
+    :class:`~fairseq.binarizer.BinarizeSummary`."""
     from fairseq.binarizer import BinarizeSummary
     from fairseq.data.indexed_dataset import best_fitting_int_dtype
 
     from truneg_fairseq.data.corpus_steps import write_mmap_index
+    from truneg_fairseq.pipelines.corpus_shards import write_shards
 
     prefix = Path(prefix)
-    ranges = cut(src.path, workers)
+    ranges = cut(src.path, workers, at_least=shards)
+    if len(ranges) < shards:
+        raise CorpusError(f"--shards {shards}: the {name} split has too few lines for that many")
     counters = _shared(len(ranges))
     parts = [prefix.with_name(f".{prefix.name}.bin.part{i}") for i in range(len(ranges))]
     jobs = [(i, str(src.path), a, b, str(p)) for i, ((a, b), p) in enumerate(zip(ranges, parts))]
@@ -383,8 +390,10 @@ def binarize_split(
         )
 
     done = {"lines": 0, "tokens": 0, "replaced": 0}
+    lines = [0] * len(ranges)
 
     def add(k, result):
+        lines[k] = result[0]
         for key, n in zip(("lines", "tokens", "replaced"), result):
             done[key] += n
 
@@ -398,13 +407,8 @@ def binarize_split(
                 (dict_path, counters),
                 on_result=add,
             )
-        _join(parts, Path(f"{prefix}.bin"))
-        write_mmap_index(
-            Path(f"{prefix}.idx"),
-            best_fitting_int_dtype(n_symbols),
-            [Path(f"{p}.sizes") for p in parts],
-            done["lines"],
-        )
+        dtype = best_fitting_int_dtype(n_symbols)
+        write_shards(prefix, parts, lines, dtype, shards, _join, write_mmap_index)
     finally:
         for p in parts:
             p.unlink(missing_ok=True)
