@@ -13,6 +13,18 @@ check_data_path() {
   esac
 }
 
+# sharded_data DATA_BIN: DATA = the data argument of fairseq-train for DATA_BIN: DATA_BIN itself,
+# or, for a data-bin that truneg-prepare-corpus --shards N wrote, DATA_BIN:DATA_BIN/shard1:...
+# (fairseq trains epoch e on shard (e - 1) mod N; said once on stderr)
+sharded_data() {
+  local k=1
+  DATA=$1
+  while [ -f "$1/shard$k/train.idx" ]; do DATA="$DATA:$1/shard$k"; k=$((k + 1)); done
+  if [ "$k" -gt 1 ]; then
+    echo "$(basename "$0"): $1 holds the training split in $k shards: one shard an epoch" >&2
+  fi
+}
+
 # import_positions IMPORT_JSON: the position count an import recorded (BERT's max_positions or
 # ELECTRA's electra_max_positions)
 import_positions() {

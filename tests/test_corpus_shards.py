@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from command_runs import run_recipe
 from corpus_fixtures import tiny_corpus_lines
 from fairseq_runs import TINY_TN_ROBERTA, fairseq_train
 
@@ -59,6 +60,20 @@ def test_shards_join_into_the_unsharded_split_and_train_one_an_epoch(tmp_path, c
     out = fairseq_train(Path(data_arg(sharded, 3)), tmp_path / "ckpt", args)
     loaded = re.findall(r"loaded \d+ blocks from: (\S+)/train\n", out.stdout)
     assert loaded[:3] == [str(d) for d in dirs], loaded
+    # the recipe given the data-bin finds its shards and gives fairseq-train all of them
+    r = run_recipe(
+        "mlm/pretrain.sh",
+        [str(sharded), "masked_lm", "--cpu", "--log-interval", "1"],
+        tmp_path,
+        RESTORE=str(tmp_path / "ckpt" / "checkpoint_last.pt"),
+        SAVE_DIR=str(tmp_path / "recipe"),
+        MAX_UPDATE="1",
+        MAX_SENTENCES="4",
+        UPDATE_FREQ="1",
+    )
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert f"{sharded} holds the training split in 3 shards" in r.stderr
+    assert f"'data': '{data_arg(sharded, 3)}'" in r.stdout
 
 
 def test_more_shards_than_lines_or_with_fairseq_preprocess_is_one_error(

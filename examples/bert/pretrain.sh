@@ -52,6 +52,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PYTHON=${PYTHON:-python}
 . "$REPO/examples/paths.sh"
 check_data_path DATA_BIN "$DATA_BIN"
+sharded_data "$DATA_BIN"  # DATA: DATA_BIN, or its shards
 case "$IMPORTED" in
   base|large) echo "error: pretrain.sh takes the import directory first (its sizes come from its import.json):" \
                    "bash examples/bert/pretrain.sh IMPORTED_DIR DATA_BIN CRITERION" >&2; exit 2 ;;
@@ -97,7 +98,7 @@ if [ "$HEAD_UPDATES" -gt 0 ]; then
   warmup_flags "--synonym- --mlm-" "$@"  # the warm-up runs masked_lm
   WHAT="$NAME's masked-LM head is $HEAD: warming it up for $HEAD_UPDATES updates with the encoder frozen"
   warm_up "$HEAD_DIR" "$HEAD_UPDATES" "$WHAT (masked_lm, lr ${HEAD_LR:-1e-3}) into $HEAD_DIR" \
-    fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion masked_lm \
+    fairseq-train "$DATA" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion masked_lm \
       --restore-file "$START" "${RESET[@]}" --save-dir "$HEAD_DIR" --tensorboard-logdir "$HEAD_DIR/tb" \
       ${WARMUP_FLAGS[@]+"${WARMUP_FLAGS[@]}"} \
       --bert-freeze-encoder --lr "${HEAD_LR:-1e-3}" --warmup-updates "$(( HEAD_UPDATES / 10 ))" \
@@ -105,7 +106,7 @@ if [ "$HEAD_UPDATES" -gt 0 ]; then
   START="$WARM_CHECKPOINT"
 fi
 
-exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion "$CRITERION" "${TABLE[@]}" \
+exec fairseq-train "$DATA" --user-dir "$REPO/truneg_fairseq" "${MODEL[@]}" --criterion "$CRITERION" "${TABLE[@]}" \
   "${COMPILE_FLAGS[@]}" \
   --restore-file "$START" "${RESET[@]}" \
   --lr "${LR:-5e-5}" --warmup-updates "$WARMUP" --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \

@@ -53,6 +53,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 . "$REPO/examples/paths.sh"
 check_data_path DATA_BIN "$DATA_BIN"
+sharded_data "$DATA_BIN"  # DATA: DATA_BIN, or its shards
 NAME=""
 case "$SIZE" in
   small) ARCH=electra_small; SEQ=${SEQ:-128}; LR=${LR:-5e-4}; MAX_UPDATE=${MAX_UPDATE:-1000000}
@@ -120,7 +121,7 @@ if [ "${GENERATOR:-imported}" = fresh ] && [ "${HEAD_UPDATES:-2000}" -gt 0 ]; th
   warmup_flags "--synonym-" "$@"  # the warm-up runs the electra criterion
   WHAT="$NAME has no generator: warming a fresh one up for $HEAD_UPDATES updates with the discriminator frozen"
   warm_up "$HEAD_DIR" "$HEAD_UPDATES" "$WHAT (criterion electra, lr ${HEAD_LR:-1e-3}) into $HEAD_DIR" \
-    fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
+    fairseq-train "$DATA" --user-dir "$REPO/truneg_fairseq" \
       --task electra --arch "$ARCH" --criterion electra \
       --tokens-per-sample "$SEQ" --sample-break-mode none "${MODEL[@]}" \
       --optimizer fused_adamw --fused-adamw-betas '(0.9,0.999)' --fused-adamw-eps 1e-6 \
@@ -134,7 +135,7 @@ if [ "${GENERATOR:-imported}" = fresh ] && [ "${HEAD_UPDATES:-2000}" -gt 0 ]; th
   RESET=(--restore-file "$WARM_CHECKPOINT" --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler)
 fi
 
-exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
+exec fairseq-train "$DATA" --user-dir "$REPO/truneg_fairseq" \
   --task electra --arch "$ARCH" --criterion "$CRITERION" "${TABLE[@]}" \
   --tokens-per-sample "$SEQ" --sample-break-mode none "${MODEL[@]}" \
   --optimizer fused_adamw --fused-adamw-betas '(0.9,0.999)' --fused-adamw-eps 1e-6 \

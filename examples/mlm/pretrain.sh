@@ -39,6 +39,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 . "$REPO/examples/precision.sh"  # mixed_precision_flag: --bf16 or --fp16 for this GPU, nothing on a CPU
 . "$REPO/examples/paths.sh"
 check_data_path DATA_BIN "$DATA_BIN"
+sharded_data "$DATA_BIN"  # DATA: DATA_BIN, or its shards
 ARCH=${ARCH:-truneg_roberta_base}
 MODEL=(--arch "$ARCH")
 POSITIONS=512
@@ -66,7 +67,7 @@ fi
 . "$REPO/examples/compile.sh"  # mlm_compile_flags: the flags for COMPILE
 mlm_compile_flags "$CRITERION" || exit 2
 
-exec fairseq-train "$DATA_BIN" --user-dir "$REPO/truneg_fairseq" \
+exec fairseq-train "$DATA" --user-dir "$REPO/truneg_fairseq" \
   --task batch_masked_lm --num-workers "${NUM_WORKERS:-1}" --criterion "$CRITERION" "${TABLE_FLAGS[@]}" "${COMPILE_FLAGS[@]}" \
   "${MODEL[@]}" --sample-break-mode complete --tokens-per-sample "$SEQ" --skip-invalid-size-inputs-valid-test \
   --optimizer fused_adamw --fused-adamw-betas '(0.9,0.98)' --fused-adamw-eps 1e-6 --clip-norm 0.0 --fused-adamw-weight-decay 0.01 \
