@@ -228,6 +228,9 @@ def test_padding_rows_fill_batches_and_count_nowhere(setup):
     order.set_epoch(1)
     assert list(order)[:12] != first[:12]  # another epoch, another order
     assert list(EpochOrder(12, 3, 1, shuffle=False)) == list(range(12))
+    # held as int32 (4 bytes an example), it is torch's int64 permutation of the same seed
+    drawn = torch.randperm(12, generator=torch.Generator().manual_seed(3 + 1)).tolist()
+    assert list(order)[:12] == drawn
 
     data = PaddedRows(features)
     col = MaskedLMCollator(tok, seed=5)

@@ -44,14 +44,16 @@ class EpochOrder(torch.utils.data.Sampler):
         return -(-self.size // self.multiple) * self.multiple
 
     def __iter__(self) -> Iterator[int]:
+        # 4 bytes an example (int32 below 2^31 examples: torch draws the same permutation for
+        # either type), read out in pieces: as one Python list the order of 100M lines would take
+        # 3.6 GB
+        dtype = torch.int32 if self.size < 2**31 else torch.int64
         if self.shuffle:
             g = torch.Generator()
             g.manual_seed(self.seed + self.epoch)
-            order = torch.randperm(self.size, generator=g)
+            order = torch.randperm(self.size, generator=g, dtype=dtype)
         else:
-            order = torch.arange(self.size)
-        # 8 bytes an example as a tensor, read out in pieces: as one Python list the order of
-        # 100M lines would take 3.6 GB
+            order = torch.arange(self.size, dtype=dtype)
         for piece in order.split(1 << 16):
             yield from piece.tolist()
         for j in range(len(self) - self.size):  # the repeats, from the epoch's beginning
