@@ -17,7 +17,7 @@ from truneg_fairseq.cli.common import interruptible
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = command_parser(__doc__)
+    p = command_parser(__doc__, register=False)  # logs only: fairseq is not needed
     p.add_argument("runs", help="folder holding one sub-folder per task (with train.log)")
     p.add_argument("--name", default="model", help="row label")
     return p
