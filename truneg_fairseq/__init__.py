@@ -87,6 +87,13 @@ def register() -> None:
     global _registered
     if _registered:
         return
+    import warnings
+
+    # fairseq 0.12 scripts functions with torch.jit.script when it is imported; torch 2.13
+    # deprecates that call, which says nothing to a user of the plugin
+    warnings.filterwarnings(
+        "ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning
+    )
     from . import compat, training
 
     compat.install()
