@@ -29,7 +29,7 @@ import re
 import secrets
 import shutil
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from truneg_fairseq.errors import OutputDirError
 from truneg_fairseq.hf.run_record import AFRESH, OWNER, RECORD, check_resume
@@ -270,26 +270,26 @@ def _unreadable_json(path: Path, key: str) -> str:
     return ""
 
 
-def _malformed(checkpoint: Path) -> str:
-    """What is wrong with the values of a complete checkpoint's ``trainer_state.json`` and
-    :data:`RECORD` ('' when nothing): ``global_step`` a whole number of updates, the settings
-    an object."""
+def _values(checkpoint: Path) -> Tuple[str, str]:
+    """(why a whole checkpoint is passed over, what is forged in it), '' for none: its record
+    holds no settings yet (a save under way) / ``global_step`` is not a whole number of updates
+    or the settings are not an object (nothing transformers' Trainer or this run writes)."""
     step = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
     step = step["global_step"]
+    settings = json.loads((checkpoint / RECORD).read_text(encoding="utf-8"))["settings"]
     if type(step) is not int or not 0 <= step <= MAX_STEP:
-        return (
+        return "", (
             f"{checkpoint / 'trainer_state.json'}: global_step is {json.dumps(step)[:40]}, not a "
             "whole number of updates"
         )
-    settings = json.loads((checkpoint / RECORD).read_text(encoding="utf-8"))["settings"]
-    if settings is not None and not isinstance(settings, dict):
-        return f"{checkpoint / RECORD}: its settings are {type(settings).__name__}, not an object"
-    return ""
-
-
-def _no_settings(checkpoint: Path) -> str:
-    record = json.loads((checkpoint / RECORD).read_text(encoding="utf-8"))
-    return f"its {RECORD} records no settings" if record["settings"] is None else ""
+    if settings is None:
+        return f"its {RECORD} records no settings", ""
+    if not isinstance(settings, dict):
+        return (
+            "",
+            f"{checkpoint / RECORD}: its settings are {type(settings).__name__}, not an object",
+        )
+    return "", ""
 
 
 def global_step(checkpoint: os.PathLike) -> int:
@@ -312,9 +312,8 @@ def last_checkpoint(out: os.PathLike) -> Optional[str]:
         why = why or not_ours(out, name)
         why = why or _unreadable_json(path / "trainer_state.json", "global_step")
         why = why or _unreadable_json(path / RECORD, "settings")
-        why = why or _no_settings(path)
         if not why:
-            bad = _malformed(path)
+            why, bad = _values(path)
             if bad:
                 raise OutputDirError(
                     f"{bad}: transformers' Trainer does not write that, and nothing was changed. "

@@ -5,9 +5,9 @@ A stage is described by its command line (or any list of settings): every item t
 existing file is taken with its fingerprint, every item that names a directory with the
 fingerprints of the files directly in it (a data-bin: ``dict.txt``, the ``.bin``/``.idx``
 shards; not its logs, nor the synonym tables and word vectors built there later: a stage that
-reads one names that file), and the stage's own outputs are left out. A fingerprint is the size and sha256 of the
-file, of its first and last 4 MiB for a file over 64 MiB (a corpus's shards: read in
-milliseconds, and any change of length shows). The description is recorded beside the outputs
+reads one names that file), and the stage's own outputs are left out. A fingerprint is the size
+and sha256 of the file, of its first and last 4 MiB for a file over 64 MiB (a corpus's shards:
+read in milliseconds, and any change of length shows). The description is recorded beside the outputs
 (:data:`STAGES`, one JSON object of ``{stage: description}``) once the stage has finished;
 :func:`stale` says what differs when the stage is asked for again.
 
