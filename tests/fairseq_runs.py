@@ -14,6 +14,8 @@ from typing import List, Sequence
 from command_runs import as_a_process
 from repo_paths import REPO, USER_DIR
 
+from truneg_fairseq.core import objectives
+
 TINY_ROBERTA = [
     "--arch",
     "roberta_base",
@@ -37,12 +39,11 @@ TINY_TN_ROBERTA = ["--arch", "truneg_roberta_base", *TINY_ROBERTA[2:]]
 
 
 def arch_for(criterion: str) -> List[str]:
-    """fairseq's RoBERTa for the objectives that need its logits only, the plugin's otherwise."""
-    return (
-        TINY_ROBERTA
-        if criterion in ("masked_lm", "mlm_plain", "mlm_hard_correction")
-        else TINY_TN_ROBERTA
-    )
+    """fairseq's RoBERTa for the objectives that need its logits only (no model outputs
+    besides), the plugin's otherwise."""
+    entry = objectives.by_criterion(criterion)
+    logits_only = criterion == "masked_lm" or (entry is not None and not entry.outputs)
+    return TINY_ROBERTA if logits_only else TINY_TN_ROBERTA
 
 
 def build_components(

@@ -18,6 +18,7 @@ from fairseq_runs import (
     updates,
     valid_batch,
 )
+from objective_cases import criteria_with_terms
 from squad_fixtures import write_squad_dir
 
 from truneg_fairseq.precision import AUTOCAST_ATTR
@@ -128,9 +129,7 @@ def test_bf16_with_amp_is_refused(data_bin, tmp_path):
     assert "--bf16 and --amp are two mixed-precision modes: give one of them" in proc.stderr
 
 
-@pytest.mark.parametrize(
-    "criterion", ["masked_lm", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
-)
+@pytest.mark.parametrize("criterion", ["masked_lm", *criteria_with_terms()])
 def test_masked_lm_objectives(data_bin, synonym_table, tmp_path, criterion):
     table = [] if criterion == "masked_lm" else ["--synonym-table", "synonyms.npz"]
     bf16_against_fp32(data_bin, tmp_path, [*arch_for(criterion), "--criterion", criterion, *table])

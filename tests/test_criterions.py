@@ -4,11 +4,12 @@ import pytest
 import torch
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
 from fairseq_runs import TINY_TN_ROBERTA, arch_for, build_components, valid_batch
+from objective_cases import roberta_criteria
 from step_checks import loss_and_grads
 
 from truneg_fairseq.lexicon import SynonymTable, SynonymTableError
 
-CRITERIA = ["mlm_plain", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+CRITERIA = roberta_criteria()
 
 
 @pytest.fixture(scope="module")

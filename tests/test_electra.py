@@ -7,9 +7,10 @@ import torch
 from fairseq_runs import TINY_ELECTRA, build_components, valid_batch
 from repo_paths import REPO
 
-from truneg_fairseq.core import losses
+from truneg_fairseq.core import losses, objectives
 
-ELECTRA_CRITERIA = ["electra", "mlm_plain", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+# every criterion on an ELECTRA model (mlm_plain there is electra's step)
+ELECTRA_CRITERIA = [e.criterion for e in objectives.entries()]
 PAD = 1
 
 

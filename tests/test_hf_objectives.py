@@ -12,6 +12,7 @@ import pytest
 import torch
 from corpus_fixtures import tiny_corpus_lines
 from hf_fixtures import _randomize, bert_config, wordpiece_vocab, write_vocab
+from objective_cases import fairseq_fields, objective_cases
 from step_checks import grads
 
 from truneg_fairseq.convert import hf as hf_convert
@@ -22,10 +23,15 @@ from truneg_fairseq.convert.keys import (
     GENERATOR_HEAD,
     _layer_table,
 )
+from truneg_fairseq.core import objectives
 
 MASK_PROB = 0.3  # more masks per row: more corrections to compare
 LOSS_TOL = dict(rtol=1e-5, atol=1e-5)
 GRAD_TOL = dict(rtol=1e-4, atol=2e-6)
+# every registered objective, its weights away from their defaults: on BERT, and on the ELECTRA
+# pair (the objective on the generator's term) with the discriminator's term
+CASES = objective_cases(moved=True)
+PAIR_CASES = objective_cases(discriminator=True, moved=True)
 
 
 def fairseq_order_vocab():
@@ -118,18 +124,11 @@ def fairseq_sample(batch, pad: int):
 
 
 def fairseq_criterion(name, world, task, arch, **fields):
-    from truneg_fairseq.criterions.cfn_base import SynonymCriterionConfig
-    from truneg_fairseq.criterions.electra import ElectraLoss
-    from truneg_fairseq.criterions.mlm_hard_correction import HardCorrectionLoss
-    from truneg_fairseq.criterions.mlm_sent_kl import SentKLConfig, SentKLLoss
-    from truneg_fairseq.criterions.mlm_soft_reg import SoftRegConfig, SoftRegLoss
+    """The fairseq criterion of the objective ``name`` (``fields``: its config's)."""
+    from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
 
-    cls, cfg_cls = {
-        "hard_correction": (HardCorrectionLoss, SynonymCriterionConfig),
-        "soft_reg": (SoftRegLoss, SoftRegConfig),
-        "sent_kl": (SentKLLoss, SentKLConfig),
-        "electra": (ElectraLoss, SynonymCriterionConfig),
-    }[name]
+    criterion = objectives.get(name).criterion
+    cls, cfg_cls = CRITERION_REGISTRY[criterion], CRITERION_DATACLASS_REGISTRY[criterion]
     cfg = cfg_cls(
         synonym_table=str(world["root"] / "synonyms.npz"),
         mlm_prediction_slots="static",
@@ -176,16 +175,8 @@ BERT_PAIRS = (
 )
 
 
-@pytest.mark.parametrize(
-    "objective,fields",
-    [
-        ("hard_correction", {}),
-        ("soft_reg", {"synonym_sr_weight": 0.7}),
-        ("sent_kl", {"synonym_kl_weight": 2.0}),
-        ("sent_kl", {"synonym_kl_grad_original": True}),
-    ],
-)
-def test_bert_objectives_equal_the_fairseq_criterions(world, objective, fields):
+@pytest.mark.parametrize("objective,params", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bert_objectives_equal_the_fairseq_criterions(world, objective, params):
     from transformers import BertForMaskedLM
 
     from truneg_fairseq.checkpoints import load_for_inference
@@ -193,31 +184,30 @@ def test_bert_objectives_equal_the_fairseq_criterions(world, objective, fields):
 
     models, _, task = load_for_inference(world["bert_fs"] / "model.pt")
     fs_model = models[0]
-    crit = fairseq_criterion(objective, world, task, "bert_hf_tiny", **fields)
+    crit = fairseq_criterion(
+        objective, world, task, "bert_hf_tiny", **fairseq_fields(objective, params)
+    )
     sample = fairseq_sample(world["batch"], task.source_dictionary.pad())
     fs_loss, fs_size, fs_log = crit(fs_model, sample)
     fs_loss.backward()
 
     hf_model = BertForMaskedLM.from_pretrained(str(world["root"] / "bert_hf")).eval()
-    kw = {
-        "sr_weight": fields.get("synonym_sr_weight", 1.0),
-        "kl_weight": fields.get("synonym_kl_weight", 1.0),
-        "kl_grad_original": fields.get("synonym_kl_grad_original", False),
-    }
-    obj = TrueNegativeMLM(hf_model, world["tok"], objective, world["table"], **kw)
+    obj = TrueNegativeMLM(hf_model, world["tok"], objective, world["table"], **params)
     out = obj(**world["batch"])
     out["loss"].backward()
 
     assert int(out["sample_size"]) == int(fs_size) > 0
     assert torch.allclose(out["loss"], fs_loss, **LOSS_TOL)
     assert_same_logs(fs_log, out["logging"])
-    if objective == "hard_correction":
+    if objectives.get(objective).needs_table:
         assert 0 < int(fs_log["fn_synonym"]) < int(fs_log["fn_masked"])  # some, not all, corrected
     assert_same_grads(grads(fs_model), grads(hf_model), BERT_PAIRS)
 
 
-@pytest.mark.parametrize("objective", ["mlm", "hard_correction"])
-def test_electra_pair_equals_the_fairseq_electra(world, objective):
+@pytest.mark.parametrize(
+    "objective,params", [c[1:] for c in PAIR_CASES], ids=[c[0] for c in PAIR_CASES]
+)
+def test_electra_pair_equals_the_fairseq_electra(world, objective, params):
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
     from truneg_fairseq.checkpoints import load_for_inference
@@ -226,8 +216,10 @@ def test_electra_pair_equals_the_fairseq_electra(world, objective):
     models, _, task = load_for_inference(world["electra_fs"] / "model.pt")
     fs_model = models[0]
     pad = task.source_dictionary.pad()
-    name = "electra" if objective == "mlm" else "hard_correction"
-    crit = fairseq_criterion(name, world, task, "electra_tiny", electra_rtd_synonym_policy="ignore")
+    crit = fairseq_criterion(
+        objective, world, task, "electra_tiny", electra_rtd_synonym_policy="ignore",
+        **fairseq_fields(objective, params),
+    )  # fmt: skip
     torch.manual_seed(11)
     fs_loss, fs_size, fs_log = crit(fs_model, fairseq_sample(world["batch"], pad))
     fs_loss.backward()
@@ -236,7 +228,7 @@ def test_electra_pair_equals_the_fairseq_electra(world, objective):
     disc = ElectraForPreTraining.from_pretrained(str(world["root"] / "disc_hf")).eval()
     obj = ElectraPretraining(
         gen, disc, world["tok"], objective, world["table"], mask_prob=MASK_PROB,
-        rtd_synonym_policy="ignore",
+        rtd_synonym_policy="ignore", **params,
     )  # fmt: skip
     assert obj.shared_embeddings and gen.generator_lm_head.weight is (
         disc.electra.embeddings.word_embeddings.weight

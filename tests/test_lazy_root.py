@@ -131,13 +131,16 @@ def test_the_commands_the_root_knows_are_pyprojects():
     assert sorted(truneg_fairseq.COMMANDS) == sorted(scripts)
 
 
-def test_hf_train_names_the_objectives_the_library_has():
-    """``truneg-hf-train --objective`` lists its choices without importing torch: the same
-    tuple as the library's."""
+def test_hf_train_flags_are_the_registry_s():
+    """``truneg-hf-train --objective`` offers every registered objective and a flag for each of
+    their parameters (its ``--help`` imports no torch: tests/test_console_commands.py)."""
     from truneg_fairseq.cli import hf_train
-    from truneg_fairseq.hf.objective import OBJECTIVES
+    from truneg_fairseq.core import objectives
 
-    assert hf_train.OBJECTIVES == OBJECTIVES
+    actions = {a.dest: a for a in hf_train.build_parser()._actions}
+    assert tuple(actions["objective"].choices) == objectives.names()
+    for _, param in objectives.all_params():
+        assert actions[param.name].option_strings == [param.flag]
 
 
 SHAPES = {

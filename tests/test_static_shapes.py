@@ -5,12 +5,13 @@ ELECTRA step (the property that lets the step be compiled and captured on a GPU)
 import pytest
 import torch
 from fairseq_runs import TINY_ELECTRA, TINY_TN_ROBERTA, build_components, valid_batch
+from objective_cases import electra_criteria, roberta_criteria
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from truneg_fairseq.core.selection import MaskSelection, SlotSelection, static_slot_count
 
-ELECTRA_CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
-ROBERTA_CRITERIA = ["mlm_plain", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+ELECTRA_CRITERIA = electra_criteria()
+ROBERTA_CRITERIA = roberta_criteria()
 # replacements sampled at temperature ~0 are the argmax: the same on both paths
 COLD = ["--electra-sample-temperature", "1e-6"]
 

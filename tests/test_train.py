@@ -5,8 +5,11 @@ import re
 import pytest
 from command_runs import run_script
 from fairseq_runs import TINY_ROBERTA, TINY_TN_ROBERTA, arch_for, fairseq_train, updates
+from objective_cases import roberta_criteria
 
-CRITERIA = ["mlm_plain", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+from truneg_fairseq.core import objectives
+
+CRITERIA = roberta_criteria()
 
 
 @pytest.mark.slow
@@ -28,10 +31,8 @@ def test_train_save_resume_restore(data_bin, synonym_table, tmp_path, criterion)
     assert "synonym table" in out and "pairs" in out  # the relative path was found in the data dir
     assert re.search(r"train_inner .*mlm_loss=.*pred_corr_ratio=.*iter_corr_ratio=", out)
     assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| mlm_loss [\d.]+", out)
-    if criterion == "mlm_soft_reg":
-        assert "sr_loss=" in out
-    if criterion == "mlm_sent_kl":
-        assert "kl_loss=" in out
+    for term in objectives.by_criterion(criterion).logged_terms:  # each term the objective adds
+        assert f"{term}=" in out, term
     assert updates(out) == 6
     assert list((tmp_path / "tb").rglob("events.out.tfevents.*"))
 

@@ -6,8 +6,9 @@ import re
 import pytest
 from corpus_fixtures import make_classification_data
 from fairseq_runs import TINY_ELECTRA, TINY_ELECTRA_MODEL, TINY_ROBERTA, fairseq_train, updates
+from objective_cases import electra_criteria
 
-CRITERIA = ["electra", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"]
+CRITERIA = electra_criteria()
 
 
 def electra_train(data_bin, save, criterion, n, extra=()):

@@ -30,6 +30,8 @@ Examples:
   truneg-hf-train bert-base-uncased --build-synonyms bert-synonyms.npz
 """
 
+import argparse
+import sys
 from pathlib import Path
 
 from truneg_fairseq.cli.args import command_parser
@@ -39,6 +41,8 @@ from truneg_fairseq.cli.common import (
     refuse_inputs_as_outputs,
     setup_logging,
 )
+from truneg_fairseq.core import objectives
+from truneg_fairseq.core.objectives.electra import RTD_PARAMS
 
 # the files of a save_pretrained directory (model, configuration, tokenizer) a run reads
 HF_FILES = (
@@ -89,15 +93,15 @@ def _written(args) -> list:
     return [("--output-dir", os.path.join(args.output_dir, n)) for n in names]
 
 
-# hf.objective.OBJECTIVES, named here so that --help imports neither torch nor fairseq (a test
-# checks that the two agree; HFTrainConfig refuses any other objective)
-OBJECTIVES = ("mlm", "hard_correction", "soft_reg", "sent_kl")
-
-
 def build_parser():
+    """The command's parser; ``--objective``'s choices and the objectives' flags are the
+    registered objectives' (:mod:`truneg_fairseq.core.objectives`, which imports no torch), those
+    of ``--user-dir`` included when :func:`main` imported it first."""
     # MODEL_DIR and --generator checked as soon as the line is parsed, before torch or
     # transformers is imported; fairseq is never needed here
-    p = command_parser(__doc__, inputs=_check_model_dirs, register=False)
+    p = command_parser(
+        __doc__, check=_check_objective_flags, inputs=_check_model_dirs, register=False
+    )
     p.add_argument("model_dir", metavar="MODEL_DIR", help="local HuggingFace model directory")
     p.add_argument(
         "--train",
@@ -114,7 +118,19 @@ def build_parser():
     )
     p.add_argument("--output-dir", help="checkpoints, logs and the final model")
     p.add_argument("--generator", metavar="GEN_DIR", help="ELECTRA: the generator's directory")
-    p.add_argument("--objective", choices=OBJECTIVES, default="hard_correction")
+    p.add_argument(
+        "--objective",
+        choices=objectives.names(),
+        default="hard_correction",
+        help="the objective (default hard_correction); electra needs --generator",
+    )
+    p.add_argument(
+        "--user-dir",
+        metavar="DIR",
+        help="a package directory (or .py file) of your own objectives, imported first as "
+        "fairseq-train --user-dir imports it: its objectives and their flags join the others "
+        "(docs/objectives.md)",
+    )
     p.add_argument(
         "--synonym-table",
         help="a table built for this tokenizer (default: built from WordNet on the first run)",
@@ -175,21 +191,69 @@ def build_parser():
         help="read and tokenize --train as training goes: nothing converted or cached, lines in "
         "file order (docs/hf.md says what else it gives up)",
     )
-    o = p.add_argument_group("objectives")
-    o.add_argument("--sr-weight", type=float, default=1.0, help="soft_reg: lambda")
-    o.add_argument("--kl-weight", type=float, default=1.0, help="sent_kl: weight of the KL")
-    o.add_argument(
-        "--kl-grad-original", action="store_true", help="sent_kl: gradient through H_s too"
-    )
-    o.add_argument("--gen-weight", type=float, default=1.0, help="ELECTRA: generator MLM weight")
-    o.add_argument("--disc-weight", type=float, default=50.0, help="ELECTRA: RTD weight")
-    o.add_argument(
-        "--rtd-synonym-policy",
-        choices=("replaced", "original", "ignore"),
-        default="replaced",
-        help="ELECTRA: label of a sampled synonym of the original word",
-    )
+    o = p.add_argument_group("objectives' parameters (each for the objective it names)")
+    for entry, param in objectives.all_params():
+        # None when not given: a flag of another objective than --objective's is refused
+        _add_param(o, param, f"{entry.name}: ", None)
+    for param in RTD_PARAMS:
+        _add_param(o, param, "", param.default)
     return p
+
+
+def _add_param(group, param, owner: str, default) -> None:
+    """The flag of an objective's parameter (:class:`truneg_fairseq.core.objectives.Param`)."""
+    text = f"{owner}{param.help} (default {param.default})"
+    if param.type is bool:
+        action = "store_true" if param.default is False else argparse.BooleanOptionalAction
+        group.add_argument(param.flag, dest=param.name, action=action, default=default, help=text)
+    else:
+        group.add_argument(
+            param.flag,
+            dest=param.name,
+            type=param.type,
+            choices=param.choices,
+            default=default,
+            metavar=None if param.choices else param.type.__name__.upper(),
+            help=text,
+        )
+
+
+def objective_params(args) -> dict:
+    """The parameters of ``args.objective`` given on the command line, by name."""
+    entry = objectives.get(args.objective)
+    return {
+        p.name: getattr(args, p.name) for p in entry.params if getattr(args, p.name) is not None
+    }
+
+
+def _check_objective_flags(parser, args) -> None:
+    """A flag of another objective's parameter is a usage error (it would change nothing)."""
+    mine = {p.name for p in objectives.get(args.objective).params}
+    for entry, param in objectives.all_params():
+        if param.name not in mine and getattr(args, param.name) is not None:
+            parser.error(
+                f"{param.flag} is a parameter of --objective {entry.name}; --objective "
+                f"{args.objective} has none such: drop it or give --objective {entry.name}"
+            )
+    if objectives.get(args.objective).needs_discriminator and not args.generator:
+        parser.error(
+            f"--objective {args.objective} needs an ELECTRA pair: MODEL_DIR the discriminator "
+            "and --generator GEN_DIR"
+        )
+
+
+def user_dir_first(argv) -> None:
+    """Import the ``--user-dir`` of ``argv`` (the command line when None) before the parser is
+    built, so that its objectives are choices and their parameters flags."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--user-dir")
+    given, _ = pre.parse_known_args(argv)
+    if given.user_dir:
+        try:
+            objectives.import_user_dir(given.user_dir)
+        except objectives.ObjectiveError as e:
+            fail(str(e))
 
 
 def _check_model_dirs(args) -> None:
@@ -212,11 +276,11 @@ def _check_model_dirs(args) -> None:
 
 @interruptible
 def main(argv=None) -> int:
+    user_dir_first(argv)
     p = build_parser()
     args = p.parse_args(argv)  # MODEL_DIR and --generator checked (_check_model_dirs)
     log = setup_logging("truneg_fairseq.hf_train")
     log.info(f"loading torch, transformers and the model of {args.model_dir}")
-    import sys
 
     from transformers.utils import logging as hf_logging
 
@@ -245,8 +309,9 @@ def main(argv=None) -> int:
             return 0
         if not args.train or not args.output_dir:
             p.error("--train and --output-dir are required (or --build-synonyms FILE)")
-        fields = {k: v for k, v in vars(args).items() if k not in ("build_synonyms",)}
-        run(HFTrainConfig(**fields))
+        params = {p.name for _, p in objectives.all_params()}
+        fields = {k: v for k, v in vars(args).items() if k != "build_synonyms" and k not in params}
+        run(HFTrainConfig(**fields, objective_params=objective_params(args)))
     except (HFTrainError, SynonymTableError, WordNetNotFoundError, OutputDirError) as e:
         fail(str(e))
     return 0

@@ -21,8 +21,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 import torch
 
 from truneg_fairseq.core import losses
-
-RTD_POLICIES = ("replaced", "original", "ignore")
+from truneg_fairseq.core.objectives.electra import RTD_POLICIES  # noqa: F401  (re-exported)
 
 
 class RTDSettings(NamedTuple):

@@ -44,6 +44,8 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 import torch
 
+from truneg_fairseq.core.objectives import registry
+
 
 # ---------------------------------------------------------------------------------------------
 # the counts
@@ -210,8 +212,8 @@ LOGGED = (
 # sums -> logged values
 # ---------------------------------------------------------------------------------------------
 # every term of the loss is logged as its sum / masked tokens / ln 2 (bits per masked token,
-# fairseq's unit for ``loss``), so the logged loss is the weighted sum of the logged terms
-TERMS = ("mlm_loss", "corrected_loss", "sr_loss", "kl_loss", "disc_loss")
+# fairseq's unit for ``loss``), so the logged loss is the weighted sum of the logged terms; the
+# terms are those the registered objectives declare (objectives.term_names)
 
 
 class Scalar(NamedTuple):
@@ -238,9 +240,10 @@ def sum_logs(logging_outputs: Iterable[dict]) -> Dict[str, float]:
     return {k: _number(v) for k, v in out.items()}
 
 
-def loss_scalars(summed: Dict[str, float], terms: Sequence[str] = TERMS) -> List[Scalar]:
-    """``loss`` and each of ``terms`` the sums hold, in bits per masked token; empty when nothing
-    was masked."""
+def loss_scalars(summed: Dict[str, float], terms: Optional[Sequence[str]] = None) -> List[Scalar]:
+    """``loss`` and each of ``terms`` the sums hold (by default every registered objective's),
+    in bits per masked token; empty when nothing was masked."""
+    terms = registry.term_names() if terms is None else terms
     n = summed.get("sample_size", 0)
     if n == 0:
         return []
@@ -276,15 +279,17 @@ def rtd_scalars(summed: Dict[str, float]) -> List[Scalar]:
 
 def step_scalars(summed: Dict[str, float]) -> List[Scalar]:
     """The values besides the loss terms and the false-negative ratios: ``slots_dropped`` (masked
-    positions beyond the static slots, a mean per update), ``sr_dist`` (the mean cosine distance
-    of soft regularization, in [0, 2]) and the discriminator's (:func:`rtd_scalars`)."""
-    n = summed.get("sample_size", 0)
+    positions beyond the static slots, a mean per update), the registered objectives' own
+    statistics whose sums are present (soft regularization's ``sr_dist``, the mean cosine
+    distance in [0, 2]) and the discriminator's (:func:`rtd_scalars`)."""
     out = []
     if "slots_dropped" in summed:
         updates = summed.get("updates", 0) or 1
         out.append(Scalar("slots_dropped", summed["slots_dropped"] / updates, updates, 1))
-    if "sr_dist_sum" in summed:
-        out.append(Scalar("sr_dist", summed["sr_dist_sum"] / n, n, 4))
+    for s in registry.statistics():
+        if s.total in summed:
+            per = summed.get(s.per, 0)
+            out.append(Scalar(s.name, summed[s.total] / per if per else 0.0, per, s.decimals))
     return out + rtd_scalars(summed)
 
 

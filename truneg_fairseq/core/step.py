@@ -8,16 +8,9 @@ and the step's summable statistics. What happens inside the model pass that ever
 shares is here too: the prediction-filled sentence and the sentence-KL encodings given an
 ``encode`` callable (:func:`prediction_filled`, :func:`sentence_kl_encodings`).
 
-The objectives (``objective``):
-
-* ``mlm``: Eq. 1, plain masked-LM (a synonym table, if given, only adds the statistics);
-* ``hard_correction``: Eq. 2, positions whose argmax is a synonym of the gold word (a whole word,
-  never a piece) are left out of the loss: ``loss = mlm_loss - corrected_loss``;
-* ``soft_reg``: Eq. 1 + ``weight`` x sum (1 - cos(e_gold, e_pred)) over the input-embedding rows of
-  the gold and predicted tokens (``gold_embed``, ``pred_embed``);
-* ``sent_kl``: Eq. 1 + ``weight`` x sum over non-pad tokens of KL(softmax(H_p) || softmax(H_s)),
-  H_p the encoding of the sentence with its masks filled by the predictions and H_s of the
-  original sentence (``kl_h_p``, ``kl_h_s``).
+The objectives are the entries of :mod:`truneg_fairseq.core.objectives` (``mlm``,
+``hard_correction``, ``soft_reg``, ``sent_kl``, ``electra`` and any registered later): each adds
+its terms to the masked-LM term (Eq. 1) and declares the model outputs they read.
 
 With a discriminator (ELECTRA: ``rtd_*`` keys and :class:`~truneg_fairseq.core.replaced_tokens.RTDSettings`)
 the replaced-token-detection term is added (:mod:`truneg_fairseq.core.replaced_tokens`). Every term is a
@@ -28,15 +21,14 @@ update.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
 
-from truneg_fairseq.core import losses
+from truneg_fairseq.core import losses, objectives
 from truneg_fairseq.core import statistics as st
+from truneg_fairseq.core.objectives.registry import MLM_TERM, Objective
 from truneg_fairseq.core.replaced_tokens import RTDSettings, add_rtd_terms
-
-OBJECTIVES = ("mlm", "hard_correction", "soft_reg", "sent_kl")
 
 # a loss term: (logged name, weight, summed value); the loss is sum(weight * value)
 Term = Tuple[str, float, torch.Tensor]
@@ -55,6 +47,11 @@ class MaskedLMStep:
     valid: torch.Tensor  # S bool: gold is not padding
     nll: torch.Tensor  # S fp32 -log p(gold), 0 where not valid
     synonym: torch.Tensor  # S bool: the argmax is a WordNet synonym of a whole-word gold token
+    nonpad: Optional[torch.Tensor] = None  # B x T bool: the sentence's tokens
+    original: Optional[torch.Tensor] = None  # B x T: the input with the gold tokens unmasked
+    lookup: object = None  # the synonym lookup (core/lookup.py), None without a table
+    whole: Optional[torch.Tensor] = None  # S bool: the gold entry ends its word (with a table)
+    pad: int = 1  # the padding id
 
 
 class StepResult(NamedTuple):
@@ -95,27 +92,9 @@ def sentence_kl_pass(
 
 
 # ---- the loss ----------------------------------------------------------------------------
-def objective_terms(
-    objective: str, step: MaskedLMStep, nonpad: torch.Tensor, weight: float = 1.0
-) -> Tuple[List[Term], Dict[str, torch.Tensor]]:
-    """The objective's loss as named, weighted sums and the summable statistics it logs besides.
-    ``nonpad``: B x T, the tokens the sentence-KL term sums over; ``weight``: the soft
-    regularization's or the sentence KL's weight."""
-    terms: List[Term] = [("mlm_loss", 1.0, step.nll.sum())]
-    stats: Dict[str, torch.Tensor] = {}
-    if objective == "hard_correction":
-        terms.append(("corrected_loss", -1.0, losses.corrected_nll(step.nll, step.synonym).sum()))
-    elif objective == "soft_reg":
-        sr = losses.soft_regularization(step.net["gold_embed"], step.net["pred_embed"])  # S
-        sr_sum = (sr * step.valid.float()).sum()
-        terms.append(("sr_loss", weight, sr_sum))
-        stats["sr_dist_sum"] = sr_sum
-    elif objective == "sent_kl":
-        kl = losses.sentence_kl(step.net["kl_h_p"], step.net["kl_h_s"])  # B x T
-        terms.append(("kl_loss", weight, (kl * nonpad.float()).sum()))
-    elif objective != "mlm":
-        raise ValueError(f"objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
-    return terms, stats
+def objective_of(objective) -> Objective:
+    """An objective instance: given, or the registered one of that name with its defaults."""
+    return objective if isinstance(objective, Objective) else objectives.get(objective)()
 
 
 def masked_lm_step(
@@ -124,20 +103,20 @@ def masked_lm_step(
     src_tokens: torch.Tensor,
     target: torch.Tensor,
     pad: int,
-    objective: str,
+    objective,
     *,
     lookup=None,
     words: Callable[[torch.Tensor], torch.Tensor],
     nonpad: torch.Tensor,
     ntokens,
     nsentences,
-    weight: float = 1.0,
     dropped: Optional[torch.Tensor] = None,
     rtd: Optional[RTDSettings] = None,
 ) -> StepResult:
     """The loss and the logged sums of one step.
 
-    net: the model pass's outputs; sel: its selection; src_tokens, target: B x T (the masked
+    net: the model pass's outputs; sel: its selection; objective: an
+    :class:`~truneg_fairseq.core.objectives.Objective` (or a registered name: its defaults); src_tokens, target: B x T (the masked
     input; the gold ids at the masked positions, ``pad`` elsewhere); lookup: the synonym lookup
     (:class:`~truneg_fairseq.core.lookup.SynonymLookup`) or None; words: S gold ids -> S bool,
     the ordinary entries (not specials, not the mask) whose masked positions are counted as words;
@@ -156,8 +135,24 @@ def masked_lm_step(
         synonym = valid & st.synonym_predictions(gold, pred, lookup.is_synonym(gold, pred), whole)
     else:
         synonym = torch.zeros_like(valid)
-    step = MaskedLMStep(net, sel, src_tokens, target, gold, valid, nll, synonym)
-    terms, stats = objective_terms(objective, step, nonpad, weight)
+    step = MaskedLMStep(
+        net,
+        sel,
+        src_tokens,
+        target,
+        gold,
+        valid,
+        nll,
+        synonym,
+        nonpad,
+        original,
+        lookup,
+        whole,
+        pad,
+    )
+    own, stats = objective_of(objective).loss_terms(step)
+    terms = [(MLM_TERM, 1.0, nll.sum()), *own]
+    stats = dict(stats)
     if rtd is not None:
         terms = add_rtd_terms(
             terms, stats, net, sel, original, gold, valid, whole, lookup, pad, rtd

@@ -9,10 +9,12 @@ objectives that need the logits alone.
 
 This is the fairseq front end of the step: the step itself (the objectives' terms, the synonym
 lookup of the argmax predictions, ELECTRA's replaced-token-detection term, the logged sums) is
-:func:`truneg_fairseq.core.step.masked_lm_step`, which the HF objective calls too. Subclasses
-(``mlm_plain``, ``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electra``) name their objective
-(``objective``), the flag of its weight (``weight_field``) and the extra model outputs they need
-(``model_outputs``). The logged ``loss`` is exactly the weighted sum of the logged terms, all in
+:func:`truneg_fairseq.core.step.masked_lm_step`, which the HF objective calls too. The criterions
+(``mlm_plain``, ``mlm_hard_correction``, ``mlm_soft_reg``, ``mlm_sent_kl``, ``electra``, and one for
+each objective registered later) are subclasses made by :mod:`.objective_criteria`, each naming its
+objective (``entry``, a class of :mod:`truneg_fairseq.core.objectives`: whether it needs a table or
+a discriminator, the model outputs it reads, its parameters as config fields). The logged ``loss``
+is exactly the weighted sum of the logged terms, all in
 one unit (bits per masked token); the false-negative statistics of the paper's Table 2
 (``mlm_acc``, ``syn_acc``, ``pred_corr_ratio``, ``iter_corr_ratio``, ``content_pred``, ``nseq``,
 ``special_masked``) are counted and defined in :mod:`truneg_fairseq.core.statistics`, the one
@@ -26,7 +28,7 @@ When the model detects replaced tokens (ELECTRA), the MLM terms are weighted by
 
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Type
 
 import torch
 from fairseq.criterions import FairseqCriterion
@@ -37,6 +39,8 @@ from omegaconf import II
 
 from truneg_fairseq.core import statistics as st
 from truneg_fairseq.core.lookup import SynonymLookup
+from truneg_fairseq.core.objectives import Objective, term_names
+from truneg_fairseq.core.objectives.masked_lm import PlainMaskedLM
 from truneg_fairseq.core.replaced_tokens import RTDSettings
 from truneg_fairseq.core.selection import MaskSelection, SlotSelection, static_slot_count
 from truneg_fairseq.core.step import MaskedLMStep, masked_lm_step
@@ -106,23 +110,25 @@ def _resolved(value):
 
 
 class CounterFalseNegativeLoss(FairseqCriterion):
-    """Masked-LM loss plus a counter-false-negative term (see subclasses)."""
+    """Masked-LM loss plus a counter-false-negative term: the objective ``entry`` (the
+    criterions of :mod:`.objective_criteria` name theirs; this base is plain masked LM)."""
 
-    requires_table = False
+    entry: Type[Objective] = PlainMaskedLM
     # every logged value is a sum over the update's samples (or weighted by the number of
     # updates, ``updates``): fairseq-train reduces them once per --log-interval, summed on the
     # device (training/device_stats.py)
     summed_statistics = True
-    requires_discriminator = False
-    # extra model outputs the objective reads (models/objectives.py OUTPUTS)
-    model_outputs: Tuple[str, ...] = ()
-    # the step's objective (core/step.py OBJECTIVES) and the config field of its weight
-    objective = "mlm"
-    weight_field: Optional[str] = None
 
     def __init__(self, cfg: SynonymCriterionConfig, task):
         super().__init__(task)
         self.cfg = plain_config(cfg)  # read inside every step: plain values, nothing to trace
+        entry = self.entry
+        self.requires_table = entry.needs_table
+        self.requires_discriminator = entry.needs_discriminator
+        # the objective with its parameters' values (config fields under the owner's prefix)
+        self.objective = entry(
+            **{p.name: getattr(cfg, entry.prefix + p.name) for p in entry.params}
+        )
         # unresolved only for a config built in code, outside fairseq: then the task's own value
         mask_prob = (
             cfg.mask_prob
@@ -173,7 +179,6 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         if self.mask_idx is not None:
             ordinary[self.mask_idx] = False
         self.register_buffer("ordinary", ordinary, persistent=False)
-        self.weight = float(getattr(cfg, self.weight_field)) if self.weight_field else 1.0
         # used when the model has a discriminator (has_discriminator)
         self.rtd_settings = RTDSettings(
             float(self.cfg.electra_gen_weight),
@@ -266,7 +271,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             fairseq_roberta = False
         elif issubclass(model_cls, RobertaModel):
             fairseq_roberta = True
-            need = [o for o in self.model_outputs if not o.endswith("_grad")]
+            need = [o for o in self.entry.outputs if not o.endswith("_grad")]
             if need:
                 raise FlagError(
                     f"{crit} needs the model's forward to return {' and '.join(need)} as well as the "
@@ -313,7 +318,7 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         return MaskSelection(masked)
 
     def model_output_names(self) -> Tuple[str, ...]:
-        return self.model_outputs
+        return self.objective.model_outputs()
 
     def run_model(self, model, sample, sel) -> Dict[str, torch.Tensor]:
         """The one call of the model's forward in a step."""
@@ -347,7 +352,6 @@ class CounterFalseNegativeLoss(FairseqCriterion):
             nonpad=src_tokens.ne(self.padding_idx),
             ntokens=sample["ntokens"],
             nsentences=sample["nsentences"],
-            weight=self.weight,
             dropped=sel.dropped,
             rtd=self.rtd_settings if self.has_discriminator else None,
         )
@@ -363,14 +367,14 @@ class CounterFalseNegativeLoss(FairseqCriterion):
         """Called with each step's tensors (the offline scorer keeps them)."""
 
     # ---- metrics ---------------------------------------------------------------------
-    TERMS = st.TERMS
-
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         """fairseq's meters over :mod:`truneg_fairseq.core.statistics`' values, in the order of
         fairseq's log line: the loss and its terms, the false-negative counts and ratios, then
-        ``slots_dropped``, ``sr_dist`` and the discriminator's."""
-        if logs.log_loss_terms(logging_outputs, cls.TERMS) == 0:
+        ``slots_dropped``, the objective's own (``sr_dist``) and the discriminator's."""
+        # every registered objective's terms the sums hold (a criterion's own, and any other's
+        # in sums made elsewhere)
+        if logs.log_loss_terms(logging_outputs, term_names()) == 0:
             return
         logs.log_false_negatives(logging_outputs)
         logs.log_scalars(st.step_scalars(st.sum_logs(logging_outputs)))

@@ -14,41 +14,39 @@ becomes (in expectation) the per-token mean BCE that ELECTRA weights by 50; it i
 ``disc_loss`` (in the loss's unit), and the plain per-token mean as ``disc_bce``.
 """
 
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields, make_dataclass
 from typing import Optional
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
-from truneg_fairseq.core import replaced_tokens as electra
+from truneg_fairseq.core.objectives import Param
+from truneg_fairseq.core.objectives.electra import RTD_PARAMS, RTD_PREFIX
 
-RTD_POLICIES = ChoiceEnum(list(electra.RTD_POLICIES))
+
+def dataclass_field(p: Param, prefix: str):
+    """(name, type, field) of an objective's parameter ``p`` for
+    :func:`dataclasses.make_dataclass`: fairseq makes its flag and hydra config entry from them."""
+    kind = ChoiceEnum(list(p.choices)) if p.choices else p.type
+    return prefix + p.name, kind, field(default=p.default, metadata={"help": p.help})
 
 
-@dataclass
-class ReplacedTokenDetectionConfig(FairseqDataclass):
-    electra_gen_weight: float = field(
-        default=1.0, metadata={"help": "ELECTRA only: weight of the generator MLM term"}
-    )
-    electra_disc_weight: float = field(
-        default=50.0,
-        metadata={"help": "ELECTRA only: weight of the replaced-token-detection term (per token)"},
-    )
-    electra_rtd_synonym_policy: RTD_POLICIES = field(
-        default="replaced",
-        metadata={
-            "help": "ELECTRA only: label for a sampled replacement that is a WordNet synonym of the "
-            "original token: replaced (ELECTRA), original, or ignore (no loss); needs --synonym-table"
-        },
-    )
-    # the task's masking rate (the same --mask-prob flag; None for tasks without one): scales the
-    # RTD sum to a per-token mean
-    mask_prob: Optional[float] = II("oc.select:task.mask_prob,null")
-
+# --electra-gen-weight, --electra-disc-weight, --electra-rtd-synonym-policy (the parameters'
+# one definition: core/objectives/electra.py), and the task's masking rate (the same --mask-prob
+# flag; None for tasks without one), which scales the RTD sum to a per-token mean
+ReplacedTokenDetectionConfig = make_dataclass(
+    "ReplacedTokenDetectionConfig",
+    [
+        *(dataclass_field(p, RTD_PREFIX) for p in RTD_PARAMS),
+        ("mask_prob", Optional[float], field(default=II("oc.select:task.mask_prob,null"))),
+    ],
+    bases=(FairseqDataclass,),
+    namespace={"__module__": __name__},
+)
 
 # flags that only mean something when the model has a discriminator, with their defaults
 ELECTRA_ONLY = {
-    f.name: f.default for f in fields(ReplacedTokenDetectionConfig) if f.name.startswith("electra_")
+    f.name: f.default for f in fields(ReplacedTokenDetectionConfig) if f.name.startswith(RTD_PREFIX)
 }
 
 

@@ -12,9 +12,11 @@ the one step of :func:`truneg_fairseq.core.step.masked_lm_step` (the objectives'
 lookup, the logged sums), so a model moved between the two worlds with ``truneg-convert-hf`` gets
 the same loss, gradients and statistics on the same batch.
 
-``objective`` (:data:`truneg_fairseq.core.step.OBJECTIVES`, defined there): ``mlm``,
-``hard_correction``, ``soft_reg`` (weight ``sr_weight``) or ``sent_kl`` (weight ``kl_weight``;
-H_s a fixed target unless ``kl_grad_original``).
+``objective``: the name of any registered objective (:mod:`truneg_fairseq.core.objectives`):
+``mlm``, ``hard_correction``, ``soft_reg`` (parameter ``sr_weight``), ``sent_kl`` (``kl_weight``;
+H_s a fixed target unless ``kl_grad_original``), ``electra`` (with a discriminator:
+:class:`~truneg_fairseq.hf.electra_pair.ElectraPretraining`) or one of your own package's; its
+parameters are keyword arguments (``TrueNegativeMLM(model, tok, "soft_reg", sr_weight=0.5)``).
 
 ``forward`` returns a dict: ``loss`` (nats; the sum over the batch, fairseq's
 ``reduction="sum"``, to be divided by the masked tokens of the whole update; given
@@ -38,12 +40,9 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.nn as nn
 
+from truneg_fairseq.core import objectives
 from truneg_fairseq.core.selection import SlotSelection
-from truneg_fairseq.core.step import (
-    OBJECTIVES,
-    masked_lm_step,
-    sentence_kl_pass,
-)
+from truneg_fairseq.core.step import masked_lm_step, sentence_kl_pass
 from truneg_fairseq.hf.collator import IGNORE, check_tokenizer
 from truneg_fairseq.hf.heads import MaskedLMParts, ModelError, describe
 from truneg_fairseq.hf.tokenizer_tables import synonym_lookup
@@ -59,25 +58,20 @@ PLAIN_TRAINER = (
     "truneg_fairseq.hf.TrueNegativeTrainer's, and its outputs hold no logits for compute_metrics"
 )
 
-# the fairseq criterion each objective gives the numbers of
-CRITERIONS = {
-    "mlm": "masked_lm",
-    "hard_correction": "mlm_hard_correction",
-    "soft_reg": "mlm_soft_reg",
-    "sent_kl": "mlm_sent_kl",
-}
-
 
 class TrueNegativeMLM(nn.Module):
     """``TrueNegativeMLM(model, tokenizer, objective, synonym_table=...)``; see the module
     docstring. ``model``: a HF masked-LM model (kept as ``self.mlm``); ``tokenizer``: its
     tokenizer (mask and padding tokens, special tokens, the vocabulary the table is checked
     against); ``synonym_table``: a :class:`~truneg_fairseq.lexicon.SynonymTable` built for the
-    tokenizer (:func:`truneg_fairseq.hf.build_synonym_table`), needed by ``hard_correction``."""
+    tokenizer (:func:`truneg_fairseq.hf.build_synonym_table`), needed by ``hard_correction``;
+    ``**params``: the objective's parameters (:mod:`truneg_fairseq.core.objectives`)."""
 
     # Trainer: count the batch's items (labels != -100) over the accumulated micro-batches and
     # the processes, and pass that count to compute_loss
     accepts_loss_kwargs = True
+    # a discriminator in the step (ElectraPretraining): what an objective such as ``electra`` needs
+    has_discriminator = False
 
     def __init__(
         self,
@@ -85,19 +79,21 @@ class TrueNegativeMLM(nn.Module):
         tokenizer,
         objective: str = "hard_correction",
         synonym_table=None,
-        sr_weight: float = 1.0,
-        kl_weight: float = 1.0,
-        kl_grad_original: bool = False,
+        **params,
     ):
         super().__init__()
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
+        entry = objectives.get(objective)  # ObjectiveError (a ValueError) for an unknown name
+        self.objective_entry = entry(**params)  # the objective with its parameters' values
         check_tokenizer(tokenizer)
         self.mlm = model
         self.parts = MaskedLMParts(model)
         self.objective = objective
-        self.sr_weight, self.kl_weight = float(sr_weight), float(kl_weight)
-        self.kl_grad_original = bool(kl_grad_original)
+        if entry.needs_discriminator and not self.has_discriminator:
+            raise ModelError(
+                f"objective {objective} needs a discriminator: "
+                "truneg_fairseq.hf.ElectraPretraining(generator, discriminator, tokenizer, "
+                f"{objective!r}) (truneg-hf-train: --generator GEN_DIR)"
+            )
         rows = model.get_input_embeddings().num_embeddings
         if rows < len(tokenizer):
             raise ModelError(
@@ -105,18 +101,19 @@ class TrueNegativeMLM(nn.Module):
                 f"tokenizer's {len(tokenizer)} entries: give the model's own tokenizer, or "
                 "model.resize_token_embeddings(len(tokenizer))"
             )
-        if objective == "hard_correction" and synonym_table is None:
+        if entry.needs_table and synonym_table is None:
             raise ValueError(
-                "objective hard_correction needs a synonym table built for the tokenizer: "
+                f"objective {objective} needs a synonym table built for the tokenizer: "
                 "truneg_fairseq.hf.build_synonym_table(tokenizer) (or truneg-hf-train "
                 "MODEL_DIR --build-synonyms FILE)"
             )
-        if objective == "sent_kl" and not self.parts.gives_encodings():
+        if "sentence_kl" in entry.outputs and not self.parts.gives_encodings():
+            others = [e.name for e in objectives.entries() if "sentence_kl" not in e.outputs]
             raise ModelError(
-                f"objective sent_kl needs sentence encodings (B x T x C hidden states) from the "
-                f"model; {describe(model)} gives none (its forward returns no hidden_states and "
-                "it has no base model and masked-LM head apart). Use hard_correction, soft_reg or "
-                "mlm, or a BERT, RoBERTa, ELECTRA, DistilBERT or ALBERT masked-LM model"
+                f"objective {objective} needs sentence encodings (B x T x C hidden states) from "
+                f"the model; {describe(model)} gives none (its forward returns no hidden_states "
+                f"and it has no base model and masked-LM head apart). Use {', '.join(others)}, "
+                "or a BERT, RoBERTa, ELECTRA, DistilBERT or ALBERT masked-LM model"
             )
         self.lookup = synonym_lookup(synonym_table, tokenizer) if synonym_table else None
         self.pad = int(tokenizer.pad_token_id)
@@ -153,10 +150,11 @@ class TrueNegativeMLM(nn.Module):
         gold = sel.take(target)  # S
         valid = gold.ne(self.pad)  # S
         net = {"mlm_logits": logits, "mlm_pred": pred}
-        if self.objective == "soft_reg":
+        outputs = self.objective_entry.model_outputs()
+        if "embeddings" in outputs:
             weight = self.mlm.get_input_embeddings().weight  # V x E
             net["gold_embed"], net["pred_embed"] = weight[gold], weight[pred]  # S x E each
-        if self.objective == "sent_kl":
+        if "sentence_kl" in outputs:
             b = input_ids.size(0)
 
             def encode(tokens):  # B or 2B rows (s_p and s batched)
@@ -166,8 +164,9 @@ class TrueNegativeMLM(nn.Module):
                 return self.encode(tokens, torch.cat([attention_mask, attention_mask], dim=0), tt)
 
             net["kl_h_p"], net["kl_h_s"] = sentence_kl_pass(
-                encode, sel, input_ids, target, pred, valid, self.pad, self.kl_grad_original
-            )  # B x T x C each
+                encode, sel, input_ids, target, pred, valid, self.pad,
+                "sentence_kl_grad" in outputs,
+            )  # B x T x C each  # fmt: skip
         return net
 
     # ---- the step ----------------------------------------------------------------------------
@@ -201,13 +200,12 @@ class TrueNegativeMLM(nn.Module):
             input_ids,
             target,
             pad,
-            self.objective,
+            self.objective_entry,
             lookup=self.lookup,
             words=self.ordinary.__getitem__,
             nonpad=attention_mask,
             ntokens=attention_mask.sum(),
             nsentences=input_ids.size(0),
-            weight=self.sr_weight if self.objective == "soft_reg" else self.kl_weight,
             # masked positions beyond the slots: not in the loss (fairseq's slots_dropped)
             dropped=(target.ne(pad).sum(dim=1) - sel.shape[1]).clamp(min=0).sum(),
             rtd=self.rtd_settings(),

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from truneg_fairseq.core.objectives import all_params
+from truneg_fairseq.core.objectives.electra import RTD_PARAMS
 from truneg_fairseq.errors import OutputDirError
 from truneg_fairseq.outputs import atomic_open
 
@@ -40,13 +42,9 @@ FLAGS = {
     "warmup_steps": "--warmup-steps",
     "weight_decay": "--weight-decay",
     "max_grad_norm": "--max-grad-norm",
-    "sr_weight": "--sr-weight",
-    "kl_weight": "--kl-weight",
-    "kl_grad_original": "--kl-grad-original",
-    "gen_weight": "--gen-weight",
-    "disc_weight": "--disc-weight",
-    "rtd_synonym_policy": "--rtd-synonym-policy",
 }
+# and every objective's parameter and the discriminator term's (recorded after them): --sr-weight,
+# --kl-weight, --kl-grad-original, --gen-weight, --disc-weight, --rtd-synonym-policy, ...
 
 # files of a model directory that are not the model (a checkpoint's training state)
 _NOT_MODEL = {"trainer_state.json", "training_args.bin", RECORD}
@@ -73,13 +71,15 @@ def run_settings(cfg, table, processes: int, keep: float, rand: float) -> dict:
         "warmup_steps": cfg.warmup_steps,
         "weight_decay": cfg.weight_decay,
         "max_grad_norm": cfg.max_grad_norm,
-        "sr_weight": cfg.sr_weight,
-        "kl_weight": cfg.kl_weight,
-        "kl_grad_original": cfg.kl_grad_original,
-        "gen_weight": cfg.gen_weight,
-        "disc_weight": cfg.disc_weight,
-        "rtd_synonym_policy": cfg.rtd_synonym_policy,
+        **{p.name: cfg.objective_params.get(p.name, p.default) for _, p in all_params()},
+        **{p.name: getattr(cfg, p.name) for p in RTD_PARAMS},
     }
+
+
+def _flag(key: str) -> str:
+    """The flag that sets the setting ``key``."""
+    params = {p.name: p for _, p in all_params()} | {p.name: p for p in RTD_PARAMS}
+    return FLAGS.get(key) or (params[key].flag if key in params else key)
 
 
 def _shown(value) -> str:
@@ -100,7 +100,7 @@ def check_resume(checkpoint: os.PathLike, settings: dict) -> None:
         else:
             same = was == given
         if not same:
-            differ.append(f"{FLAGS.get(key, key)}: recorded {_shown(was)}, given {_shown(given)}")
+            differ.append(f"{_flag(key)}: recorded {_shown(was)}, given {_shown(given)}")
     if differ:
         raise OutputDirError(
             f"{checkpoint} was trained with other settings ({'; '.join(differ)}): resume with the "

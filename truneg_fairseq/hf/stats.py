@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from truneg_fairseq.core.statistics import TERMS, logged_values
+from truneg_fairseq.core.objectives import term_names
+from truneg_fairseq.core.statistics import logged_values
 from truneg_fairseq.core.sums import StatSums
-
-BITS = ("loss", *TERMS)  # the values logged_values gives in bits per masked token
 
 
 def reduce(summed: Dict[str, float]) -> Dict[str, float]:
@@ -38,7 +37,8 @@ def interval_values(
     ``eval_loss``; in training logs ``loss`` is ``Trainer``'s own). Keys prefixed with
     ``prefix_`` when given."""
     summed = sums.pop()
-    values = {f"{k}_bits" if k in BITS else k: v for k, v in reduce(summed).items()}
+    bits = ("loss", *term_names())  # the values logged_values gives in bits per masked token
+    values = {f"{k}_bits" if k in bits else k: v for k, v in reduce(summed).items()}
     n = summed.get("sample_size", 0)
     if with_loss and n:
         values = {"loss": float(summed["loss"]) / n, **values}

@@ -49,12 +49,10 @@ from typing import Dict, Optional, Sequence
 
 import torch
 
+from truneg_fairseq.core.objectives import MODEL_OUTPUTS as OUTPUTS  # what mlm_outputs may ask
 from truneg_fairseq.core.replaced_tokens import corrupt
 from truneg_fairseq.core.selection import from_forward_kwargs
 from truneg_fairseq.core.step import sentence_kl_pass
-
-# what a criterion may ask for in ``mlm_outputs``
-OUTPUTS = ("embeddings", "sentence_kl", "sentence_kl_grad")
 
 
 class MaskedLMObjectives(abc.ABC):

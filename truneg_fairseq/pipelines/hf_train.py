@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import dataclass
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
 
-from truneg_fairseq.core.step import OBJECTIVES
+from truneg_fairseq.core import objectives
 from truneg_fairseq.errors import HFTrainError
 from truneg_fairseq.hf.loading import (
     check_architecture,
@@ -45,6 +45,10 @@ class HFTrainConfig:
     valid: Any = None
     generator: Optional[str] = None
     objective: str = "hard_correction"
+    # the objective's parameters by name (sr_weight, kl_weight, ...; the defaults where absent)
+    objective_params: Dict[str, Any] = field(default_factory=dict)
+    # a package or .py file of your own objectives, imported before the objective is looked up
+    user_dir: Optional[str] = None
     synonym_table: Optional[str] = None
     max_steps: int = 1000
     batch_size: int = 8
@@ -65,9 +69,6 @@ class HFTrainConfig:
     save_total_limit: Optional[int] = None
     log_steps: int = 10
     eval_steps: Optional[int] = None
-    sr_weight: float = 1.0
-    kl_weight: float = 1.0
-    kl_grad_original: bool = False
     gen_weight: float = 1.0
     disc_weight: float = 50.0
     rtd_synonym_policy: str = "replaced"
@@ -83,8 +84,17 @@ class HFTrainConfig:
     streaming: bool = False  # --train read and tokenized as training goes (hf/streamed_text.py)
 
     def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise HFTrainError(f"--objective {self.objective!r}: one of {', '.join(OBJECTIVES)}")
+        try:
+            if self.user_dir:
+                objectives.import_user_dir(self.user_dir)
+            objectives.get(self.objective)(**self.objective_params)
+        except objectives.ObjectiveError as e:
+            raise HFTrainError(f"--objective {self.objective}: {e}") from None
+        if objectives.get(self.objective).needs_discriminator and not self.generator:
+            raise HFTrainError(
+                f"--objective {self.objective} needs an ELECTRA pair: MODEL_DIR the discriminator "
+                "and --generator GEN_DIR"
+            )
         for flag, value in (
             ("--max-steps", self.max_steps),
             ("--batch-size", self.batch_size),
@@ -114,7 +124,7 @@ def synonym_table(cfg: HFTrainConfig, tok):
             return load_synonym_table(path, tok, flag)
         except SynonymTableError as e:
             raise HFTrainError(str(e)) from None
-    needed = cfg.objective == "hard_correction" or cfg.rtd_synonym_policy != "replaced"
+    needed = objectives.get(cfg.objective).needs_table or cfg.rtd_synonym_policy != "replaced"
     logger.info(
         f"building the WordNet synonym table of the tokenizer's {len(tok)}-entry vocabulary "
         f"(once: kept as {path} for a resume; --synonym-table FILE gives one built before)"
@@ -181,8 +191,7 @@ def build_objective(cfg: HFTrainConfig, tok, mlm, disc, table):
     from truneg_fairseq.hf.heads import ModelError
     from truneg_fairseq.hf.objective import TrueNegativeMLM
 
-    kw = dict(sr_weight=cfg.sr_weight, kl_weight=cfg.kl_weight)
-    kw["kl_grad_original"] = cfg.kl_grad_original
+    kw = dict(cfg.objective_params)
     try:
         if disc is None:
             return TrueNegativeMLM(mlm, tok, cfg.objective, table, **kw)

@@ -32,6 +32,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from omegaconf import II
 
+from truneg_fairseq.core import objectives
 from truneg_fairseq.data.batch_masking import BatchMaskedLMDataset
 from truneg_fairseq.errors import FlagError
 from truneg_fairseq.tasks.fixed_shapes import full_batches_only, is_set
@@ -152,9 +153,10 @@ class BatchMaskedLMTask(MaskedLMTask):
         if self._compiles_mlm():
             slots = getattr(getattr(criterion, "cfg", None), "mlm_prediction_slots", None)
             if slots is None:
+                criteria = ", ".join(e.criterion for e in objectives.entries())
                 raise FlagError(
-                    f"--batch-mlm-compile compiles the plugin's criterions (mlm_hard_correction, "
-                    f"mlm_soft_reg, mlm_sent_kl) with --mlm-prediction-slots static; --criterion "
+                    f"--batch-mlm-compile compiles the plugin's criterions ({criteria}) with "
+                    f"--mlm-prediction-slots static; --criterion "
                     f"{getattr(cfg, '_name', None)} picks the masked positions with a shape only "
                     "the device knows: use one of those or drop --batch-mlm-compile"
                 )
