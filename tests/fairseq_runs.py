@@ -80,11 +80,13 @@ def valid_batch(task, n: int = 8):
     return ds.collater([ds[i] for i in range(min(n, len(ds)))])
 
 
-def train_argv(data_bin: Path, save_dir: Path, args: Sequence[str]) -> List[str]:
+def train_argv(
+    data_bin: Path, save_dir: Path, args: Sequence[str], user_dir: str = USER_DIR
+) -> List[str]:
     return [
         str(data_bin),
         "--user-dir",
-        USER_DIR,
+        user_dir,
         "--task",
         "masked_lm",
         "--cpu",
@@ -110,14 +112,20 @@ def train_argv(data_bin: Path, save_dir: Path, args: Sequence[str]) -> List[str]
 
 
 def fairseq_train(
-    data_bin: Path, save_dir: Path, args: Sequence[str], check: bool = True, cli: bool = False
+    data_bin: Path,
+    save_dir: Path,
+    args: Sequence[str],
+    check: bool = True,
+    cli: bool = False,
+    user_dir: str = USER_DIR,
 ) -> subprocess.CompletedProcess:
     """Run fairseq-train with the plugin: fairseq's own training entry point (parse, convert,
     ``fairseq_cli.train.main``) in this process, or with ``cli=True`` the ``fairseq-train``
     command in a subprocess, for tests about the command itself (its exit, its stderr, signals).
     Both give a CompletedProcess: the log in ``stdout`` (fairseq logs to stdout), warnings and
-    errors in ``stderr``, exit status 1 for an exception, argparse's status for a bad flag."""
-    argv = train_argv(data_bin, save_dir, args)
+    errors in ``stderr``, exit status 1 for an exception, argparse's status for a bad flag.
+    ``user_dir``: the ``--user-dir`` (the plugin's by default)."""
+    argv = train_argv(data_bin, save_dir, args, user_dir)
     if cli:
         cmd = [sys.executable, "-m", "fairseq_cli.train", *argv]
         env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")

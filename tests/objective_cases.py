@@ -2,9 +2,12 @@
 "each criterion" or "each objective" takes its list from here, so a newly registered objective is
 covered by them without an edit."""
 
+import sys
+from contextlib import contextmanager
 from typing import List, Tuple
 
 from truneg_fairseq.core import objectives
+from truneg_fairseq.core.objectives import registry
 
 
 def _distinct(entries):
@@ -71,3 +74,25 @@ def fairseq_fields(name: str, params: dict) -> dict:
     """The fairseq config fields of an objective's parameters (owner's prefix added)."""
     entry = objectives.get(name)
     return {entry.prefix + k: v for k, v in params.items()}
+
+
+@contextmanager
+def registry_kept():
+    """What is registered inside (a user dir's objectives, their fairseq criteria and modules)
+    is taken out again on leaving: a test that imports a package of objectives leaves the
+    registry of its worker as it found it."""
+    before, modules = set(objectives.names()), set(sys.modules)
+    try:
+        yield
+    finally:
+        for name in set(objectives.names()) - before:
+            criterion = registry._ENTRIES.pop(name).criterion
+            if "fairseq.criterions" in sys.modules:
+                from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
+
+                CRITERION_REGISTRY.pop(criterion, None)
+                CRITERION_DATACLASS_REGISTRY.pop(criterion, None)
+        for module in set(sys.modules) - modules:
+            if not module.startswith(("truneg_fairseq", "fairseq", "torch", "transformers")):
+                if "objectives" in str(getattr(sys.modules[module], "__file__", "")):
+                    sys.modules.pop(module)

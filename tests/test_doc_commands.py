@@ -29,6 +29,7 @@ from typing import List, NamedTuple
 import pytest
 import tomllib
 from fairseq_runs import TINY_ROBERTA, fairseq_train
+from objective_cases import registry_kept
 from repo_paths import REPO
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -226,7 +227,8 @@ def test_a_command_line_parses_as_written(command, monkeypatch, capsys):
         assert module.main(args) == 0, command.where
         return
     try:
-        module.main(args)
+        with registry_kept():  # a --user-dir's objectives leave with the test
+            module.main(args)
     except SystemExit as e:
         pytest.fail(f"{command.where}: {' '.join(command.argv)}\n{capsys.readouterr().err}{e}")
     except _Parsed as p:
@@ -375,8 +377,9 @@ def test_fairseq_train_flags_exist(command):
     truneg_fairseq.register()
     args = [_expand(a) for a in command.argv[1:] if a != "..."]
     args = [a.replace('"', "") for a in args]
-    parser = options.get_training_parser()
-    _, unknown = options.parse_args_and_arch(parser, args, parse_known=True)
+    with registry_kept():  # a --user-dir's objectives leave with the test
+        parser = options.get_training_parser()
+        _, unknown = options.parse_args_and_arch(parser, args, parse_known=True)
     unknown = [a for a in unknown if a.startswith("-")]
     assert not unknown, f"{command.where}: fairseq-train has no {unknown}"
 

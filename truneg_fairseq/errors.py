@@ -135,3 +135,8 @@ class TokenizerWithoutMaskError(ValueError):
 
 class ModelError(ValueError):
     """A model that cannot be trained with the asked objective; the message names the fix."""
+
+
+class ObjectiveError(ValueError):
+    """An objective that cannot be registered, made or found (core/objectives), or a parameter
+    it does not take; the message names the objective and the fix."""

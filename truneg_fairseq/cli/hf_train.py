@@ -42,7 +42,7 @@ from truneg_fairseq.cli.common import (
     setup_logging,
 )
 from truneg_fairseq.core import objectives
-from truneg_fairseq.core.objectives.electra import RTD_PARAMS
+from truneg_fairseq.core.objectives.electra_rtd import RTD_PARAMS
 
 # the files of a save_pretrained directory (model, configuration, tokenizer) a run reads
 HF_FILES = (

@@ -4,10 +4,13 @@ alone. The fairseq criterions (:mod:`truneg_fairseq.criterions`) and the Hugging
 and these sums into its world's log. Nothing here imports fairseq or transformers
 (``tests/test_core.py`` walks every import).
 
-* :mod:`.step`: one masked-LM step (the objectives' terms, the loss, the logged sums), the
+* :mod:`.objectives`: the registry of objectives, one class a file (``mlm``,
+  ``hard_correction``, ``soft_reg``, ``sent_kl``, ``electra``): their parameters, terms and
+  statistics, from which both front ends and their flags are made;
+* :mod:`.step`: one masked-LM step (the objective's terms, the loss, the logged sums), the
   prediction-filled sentence and the sentence-KL encodings given an ``encode`` callable;
 * :mod:`.losses`: the per-position loss math (Eq. 1-3, the sentence KL, ELECTRA's BCE);
-* :mod:`.electra`: ELECTRA's replacement sampling, corrupted input and RTD term;
+* :mod:`.replaced_tokens`: ELECTRA's replacement sampling, corrupted input and RTD term;
 * :mod:`.selection`: which positions the masked-LM head predicts (masked positions or static slots);
 * :mod:`.lookup`: the synonym table's device lookup (:mod:`.pairs`: its pair key);
 * :mod:`.masking`: whole-batch masking from counters (fairseq's task and the HF collator);

@@ -21,7 +21,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 import torch
 
 from truneg_fairseq.core import losses
-from truneg_fairseq.core.objectives.electra import RTD_POLICIES  # noqa: F401  (re-exported)
+from truneg_fairseq.core.objectives.electra_rtd import RTD_POLICIES  # noqa: F401  (re-exported)
 
 
 class RTDSettings(NamedTuple):

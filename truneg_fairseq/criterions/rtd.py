@@ -21,7 +21,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
 from truneg_fairseq.core.objectives import Param
-from truneg_fairseq.core.objectives.electra import RTD_PARAMS, RTD_PREFIX
+from truneg_fairseq.core.objectives.electra_rtd import RTD_PARAMS, RTD_PREFIX
 
 
 def dataclass_field(p: Param, prefix: str):
@@ -32,7 +32,7 @@ def dataclass_field(p: Param, prefix: str):
 
 
 # --electra-gen-weight, --electra-disc-weight, --electra-rtd-synonym-policy (the parameters'
-# one definition: core/objectives/electra.py), and the task's masking rate (the same --mask-prob
+# one definition: core/objectives/electra_rtd.py), and the task's masking rate (the same --mask-prob
 # flag; None for tasks without one), which scales the RTD sum to a per-token mean
 ReplacedTokenDetectionConfig = make_dataclass(
     "ReplacedTokenDetectionConfig",

@@ -64,7 +64,7 @@ class ElectraPretraining(TrueNegativeMLM):
     """``ElectraPretraining(generator, discriminator, tokenizer, objective="mlm", ...)``: the
     objective's arguments of :class:`TrueNegativeMLM` apply to the generator's masked-LM term;
     ``gen_weight``, ``disc_weight`` and ``rtd_synonym_policy`` are the discriminator term's
-    (:data:`truneg_fairseq.core.objectives.electra.RTD_PARAMS`)."""
+    (:data:`truneg_fairseq.core.objectives.electra_rtd.RTD_PARAMS`)."""
 
     has_discriminator = True
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from truneg_fairseq.core.objectives import all_params
-from truneg_fairseq.core.objectives.electra import RTD_PARAMS
+from truneg_fairseq.core.objectives.electra_rtd import RTD_PARAMS
 from truneg_fairseq.errors import OutputDirError
 from truneg_fairseq.outputs import atomic_open
 

@@ -3,13 +3,15 @@ a step runs, so listing them and their flags is instant). Importing this package
 built-in ones, in this order: ``mlm``, ``hard_correction``, ``soft_reg``, ``sent_kl`` and
 ``electra``. docs/objectives.md says how to write one, here or in your own package."""
 
-from truneg_fairseq.core.objectives import (  # noqa: F401  (registration, in this order)
-    electra,
-    hard_correction,
-    masked_lm,
-    sentence_kl,
-    soft_reg,
-)
+# isort: off
+# registration, in this order (the order of --objective's choices and of the logged terms)
+from truneg_fairseq.core.objectives import masked_lm  # noqa: F401
+from truneg_fairseq.core.objectives import hard_correction  # noqa: F401
+from truneg_fairseq.core.objectives import soft_reg  # noqa: F401
+from truneg_fairseq.core.objectives import sentence_kl  # noqa: F401
+from truneg_fairseq.core.objectives import electra_rtd  # noqa: F401
+
+# isort: on
 from truneg_fairseq.core.objectives.registry import (
     MODEL_OUTPUTS,
     Objective,

@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type
 
+from truneg_fairseq.errors import ObjectiveError
+
 # what a model pass can give besides the masked-LM logits and their argmax
 # (truneg_fairseq.models.objectives, truneg_fairseq.hf.objective): the input-embedding rows of the
 # gold and predicted tokens; the sentence-KL encodings (with gradient through the original too)
@@ -36,10 +38,6 @@ MODEL_OUTPUTS = ("embeddings", "sentence_kl", "sentence_kl_grad")
 # the term every objective's loss starts from (Eq. 1) and the discriminator's (ELECTRA)
 MLM_TERM = "mlm_loss"
 DISC_TERM = "disc_loss"
-
-
-class ObjectiveError(ValueError):
-    """An objective that cannot be registered, made or found."""
 
 
 @dataclass(frozen=True)

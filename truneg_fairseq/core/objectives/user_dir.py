@@ -7,7 +7,7 @@ import importlib.util
 import os
 import sys
 
-from truneg_fairseq.core.objectives.registry import ObjectiveError
+from truneg_fairseq.errors import ObjectiveError
 
 
 def import_user_dir(path: str):
