@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 from corpus_fixtures import tiny_corpus_lines
-from hf_fixtures import bert_config, wordpiece_vocab, write_vocab
+from hf_fixtures import bert_config, save_electra_pair, wordpiece_vocab, write_vocab
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # operators that make the host wait for the device (a value or a data-dependent shape read back)
@@ -59,20 +59,10 @@ def setup(tmp_path_factory, wn):
     return root, tok, table, features, MaskedLMCollator(tok, seed=5)(features)
 
 
-def electra_pair(n_vocab):
-    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
-
-    common = dict(vocab_size=n_vocab, embedding_size=16, num_hidden_layers=1, intermediate_size=32)
-    disc = ElectraForPreTraining(ElectraConfig(hidden_size=32, num_attention_heads=2, **common))
-    gen = ElectraForMaskedLM(ElectraConfig(hidden_size=16, num_attention_heads=1, **common))
-    gen.electra.embeddings.load_state_dict(disc.electra.embeddings.state_dict())
-    return gen, disc
-
-
 @pytest.mark.parametrize(
     "objective", ["mlm", "hard_correction", "soft_reg", "sent_kl", "sent_kl_grad", "electra"]
 )
-def test_no_sync_added_by_the_objective(setup, objective):
+def test_no_sync_added_by_the_objective(setup, objective, tmp_path):
     from transformers import BertForMaskedLM
 
     from truneg_fairseq.hf import ElectraPretraining, StatSums, TrueNegativeMLM
@@ -80,7 +70,7 @@ def test_no_sync_added_by_the_objective(setup, objective):
     root, tok, table, _, batch = setup
     det = SyncDetector()
     if objective == "electra":
-        gen, disc = electra_pair(len(tok))
+        disc, gen = (m.train() for m in save_electra_pair(tmp_path / "d", tmp_path / "g"))
         obj = ElectraPretraining(
             gen, disc, tok, "hard_correction", table, rtd_synonym_policy="ignore"
         )
@@ -103,13 +93,13 @@ def test_no_sync_added_by_the_objective(setup, objective):
     assert sums.pop()["sample_size"] == 2 * int(out["sample_size"])
 
 
-def test_the_pair_is_trained_by_one_forward(setup):
+def test_the_pair_is_trained_by_one_forward(setup, tmp_path):
     """Every parameter of generator and discriminator gets a gradient from one forward call
     (what DDP with find_unused_parameters=False needs), the embeddings shared."""
     from truneg_fairseq.hf import ElectraPretraining
 
     _, tok, table, _, batch = setup
-    gen, disc = electra_pair(len(tok))
+    disc, gen = (m.train() for m in save_electra_pair(tmp_path / "d", tmp_path / "g"))
     obj = ElectraPretraining(gen, disc, tok, "soft_reg", table)
     obj(**batch)["loss"].backward()
     missing = [n for n, p in obj.named_parameters() if p.grad is None]
