@@ -1,6 +1,6 @@
 """Commands run as a test needs them: a script's ``main`` in this process as a
-new interpreter would run it, a shell recipe of ``examples/``, and a snapshot of the files a
-command must leave alone."""
+new interpreter would run it, any command line as a new process (with its import log), a shell
+recipe of ``examples/``, and a snapshot of the files a command must leave alone."""
 
 import contextlib
 import io
@@ -114,6 +114,26 @@ def run_script(
     return subprocess.CompletedProcess(
         [str(path), *args], status.code, out.getvalue(), err.getvalue()
     )
+
+
+def run_command(args: Sequence, cwd: Path, importtime: bool = False) -> subprocess.CompletedProcess:
+    """``ARGS`` (each ``str()``'d) as a new process in ``cwd``, one torch thread, 120 s at most;
+    with ``importtime=True`` run by this interpreter with ``-X importtime``, which logs every
+    import on stderr (:func:`imported_modules`)."""
+    prefix = [sys.executable, "-X", "importtime"] if importtime else []
+    return subprocess.run(
+        [*prefix, *[str(a) for a in args]],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        timeout=120,
+    )
+
+
+def imported_modules(stderr: str) -> set:
+    """The modules the ``-X importtime`` log on ``stderr`` names."""
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if "|" in line}
 
 
 def run_recipe(script: str, args: Sequence[str], cwd: Path, **env) -> subprocess.CompletedProcess:

@@ -18,6 +18,7 @@ from fairseq_runs import (
     updates,
     valid_batch,
 )
+from finetune_flags import sentence_prediction_args
 from objective_cases import criteria_with_terms
 from squad_fixtures import write_squad_dir
 
@@ -185,25 +186,7 @@ def test_cline(corpus_dir, data_bin, wn, tmp_path):
 
 def test_sentence_prediction(corpus_dir, tmp_path):
     data = make_classification_data(corpus_dir, tmp_path / "cls")
-    bf16_against_fp32(
-        data,
-        tmp_path,
-        [
-            *TINY_ELECTRA_MODEL,
-            "--task",
-            "sentence_prediction",
-            "--criterion",
-            "sentence_prediction",
-            "--num-classes",
-            "2",
-            "--init-token",
-            "0",
-            "--separator-token",
-            "2",
-            "--max-positions",
-            "64",
-        ],
-    )
+    bf16_against_fp32(data, tmp_path, sentence_prediction_args(TINY_ELECTRA_MODEL))
 
 
 def test_squad(data_bin, corpus_dir, tmp_path):

@@ -9,6 +9,7 @@ import torch
 from command_runs import run_script
 from corpus_fixtures import make_classification_data
 from fairseq_runs import TINY_ROBERTA, fairseq_train, updates
+from finetune_flags import sentence_prediction_args
 
 from truneg_fairseq.text import TokenizerSpec
 
@@ -106,31 +107,11 @@ def test_continue_resume_finetune_and_hits(corpus_dir, data_bin, tmp_path, wn):
     ft = fairseq_train(
         cls_data,
         tmp_path / "ft",
-        [
-            "--arch",
-            "cline_roberta_tiny",
-            *SIZES,
-            "--task",
-            "sentence_prediction",
-            "--criterion",
-            "sentence_prediction",
-            "--num-classes",
-            "2",
-            "--init-token",
-            "0",
-            "--separator-token",
-            "2",
-            "--max-positions",
-            "64",
-            "--restore-file",
-            str(tmp_path / "ck" / "checkpoint_last.pt"),
-            "--reset-optimizer",
-            "--reset-dataloader",
-            "--reset-meters",
-            "--reset-lr-scheduler",
-            "--max-update",
-            "3",
-        ],
+        sentence_prediction_args(
+            ["--arch", "cline_roberta_tiny", *SIZES],
+            max_update=3,
+            restore=tmp_path / "ck" / "checkpoint_last.pt",
+        ),
     )
     log3 = ft.stdout + ft.stderr
     assert "dropped 7 CLINE pre-training tensors" in log3  # 6 RTD head tensors + the log-variances
@@ -291,29 +272,7 @@ def test_cline_on_electra_end_to_end(corpus_dir, data_bin, cline_valid_data, tmp
     ft = fairseq_train(
         cls_data,
         tmp_path / "ft",
-        [
-            *TINY_ELECTRA_MODEL,
-            "--task",
-            "sentence_prediction",
-            "--criterion",
-            "sentence_prediction",
-            "--num-classes",
-            "2",
-            "--init-token",
-            "0",
-            "--separator-token",
-            "2",
-            "--max-positions",
-            "64",
-            "--restore-file",
-            str(ck),
-            "--reset-optimizer",
-            "--reset-dataloader",
-            "--reset-meters",
-            "--reset-lr-scheduler",
-            "--max-update",
-            "2",
-        ],
+        sentence_prediction_args(TINY_ELECTRA_MODEL, max_update=2, restore=ck),
     )
     log3 = ft.stdout + ft.stderr
     assert (

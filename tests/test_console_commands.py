@@ -3,14 +3,13 @@ interpreter and work from any directory: each answers --help without importing f
 and a real one builds a synonym table from a directory outside the checkout."""
 
 import importlib.util
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tomllib
+from command_runs import imported_modules, run_command
 from repo_paths import REPO
 
 BIN = Path(sys.executable).parent
@@ -25,17 +24,6 @@ def _command(name: str) -> Path:
             f"pip install --no-deps -e {REPO}) to put its console commands there"
         )
     return path
-
-
-def _run(args, cwd):
-    return subprocess.run(
-        [str(a) for a in args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, OMP_NUM_THREADS="1"),
-        timeout=120,
-    )
 
 
 def test_every_command_follows_the_naming_and_has_a_module():
@@ -56,12 +44,12 @@ def test_help_from_another_directory(name, tmp_path):
         pytest.skip(f"{module} is not in this checkout yet")
     # the interpreter's import log (-X importtime, on stderr): --help needs neither fairseq nor
     # torch (the package root registers the plugin once a command line is parsed)
-    proc = _run([sys.executable, "-X", "importtime", _command(name), "--help"], tmp_path)
+    proc = run_command([_command(name), "--help"], tmp_path, importtime=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage:" in proc.stdout.lower() or "example" in proc.stdout.lower(), proc.stdout[:500]
     assert "Traceback" not in proc.stderr
     assert not any(tmp_path.iterdir()), "--help wrote files into the current directory"
-    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    imported = imported_modules(proc.stderr)
     assert "truneg_fairseq.cli" in imported  # the log is there
     assert not {"fairseq", "torch", "transformers"} & imported, f"{name} --help imports them"
 
@@ -69,7 +57,7 @@ def test_help_from_another_directory(name, tmp_path):
 def test_build_synonyms_from_another_directory(tmp_path, corpus_dir, data_bin, synonym_table):
     """truneg-build-synonyms run in an empty directory (relative output path) writes the table
     the library builds for the session corpus."""
-    proc = _run(
+    proc = run_command(
         [
             _command("truneg-build-synonyms"),
             "--dict",
@@ -91,13 +79,13 @@ def test_build_synonyms_from_another_directory(tmp_path, corpus_dir, data_bin, s
     assert len(built.pairs) > 0 and np.array_equal(built.pairs, want.pairs)
     assert built.fingerprint == want.fingerprint
     # a bad flag is one clear error from the command too
-    bad = _run([_command("truneg-build-synonyms"), "--tokenizer", "whitespace"], tmp_path)
+    bad = run_command([_command("truneg-build-synonyms"), "--tokenizer", "whitespace"], tmp_path)
     assert bad.returncode == 2 and "--dict" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_train_help_finds_the_plugin_from_another_directory(tmp_path):
     """``--user-dir truneg_fairseq`` names the installed package where no such folder is."""
-    proc = _run(
+    proc = run_command(
         [
             _command("truneg-train-help"),
             "--user-dir",

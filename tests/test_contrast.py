@@ -5,6 +5,7 @@ import pytest
 from command_runs import run_script
 from corpus_fixtures import make_classification_data
 from fairseq_runs import TINY_ROBERTA, fairseq_train
+from finetune_flags import sentence_prediction_args
 
 from truneg_fairseq.evaluation.contrast import contrast_consistency
 
@@ -58,26 +59,8 @@ def test_report_cli(tmp_path):
 @pytest.mark.slow
 def test_predictions_from_a_finetuned_checkpoint(corpus_dir, tmp_path):
     data = make_classification_data(corpus_dir, tmp_path / "cls")
-    model = [a for a in TINY_ROBERTA[:-2]]  # without --tokens-per-sample (a masked_lm flag)
-    fairseq_train(
-        data,
-        tmp_path / "ft",
-        [
-            *model,
-            "--task",
-            "sentence_prediction",
-            "--criterion",
-            "sentence_prediction",
-            "--num-classes",
-            "2",
-            "--init-token",
-            "0",
-            "--separator-token",
-            "2",
-            "--max-update",
-            "2",
-        ],
-    )
+    # without --tokens-per-sample (a masked_lm flag)
+    fairseq_train(data, tmp_path / "ft", sentence_prediction_args(TINY_ROBERTA[:-2], max_update=2))
     out = run_script(
         "glue_predict.py",
         [

@@ -9,6 +9,7 @@ import torch
 from command_runs import run_script
 from failures import full_disk_run
 from fairseq_runs import TINY_ROBERTA, fairseq_train
+from finetune_flags import sentence_prediction_args
 
 # ---- GLUE predictions on other data ---------------------------------------------------------
 
@@ -39,17 +40,7 @@ def sst2_checkpoint(glue_bin, tmp_path_factory):
     fairseq_train(
         glue_bin / "SST-2",
         save,
-        [*TINY_ROBERTA[:-2], "--task", "sentence_prediction", "--criterion", "sentence_prediction"]
-        + [
-            "--num-classes",
-            "2",
-            "--init-token",
-            "0",
-            "--separator-token",
-            "2",
-            "--max-update",
-            "1",
-        ],
+        sentence_prediction_args(TINY_ROBERTA[:-2], max_update=1),
     )
     return save / "checkpoint_last.pt"
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 from corpus_fixtures import tiny_corpus_lines
-from hf_fixtures import bert_config, wordpiece_vocab, write_vocab
+from hf_fixtures import bert_config, save_electra_pair, wordpiece_vocab, write_vocab
 from objective_cases import objective_cases
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -62,16 +62,6 @@ def setup(tmp_path_factory, wn):
     return root, tok, table, features, MaskedLMCollator(tok, seed=5)(features)
 
 
-def electra_pair(n_vocab):
-    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
-
-    common = dict(vocab_size=n_vocab, embedding_size=16, num_hidden_layers=1, intermediate_size=32)
-    disc = ElectraForPreTraining(ElectraConfig(hidden_size=32, num_attention_heads=2, **common))
-    gen = ElectraForMaskedLM(ElectraConfig(hidden_size=16, num_attention_heads=1, **common))
-    gen.electra.embeddings.load_state_dict(disc.electra.embeddings.state_dict())
-    return gen, disc
-
-
 # every registered objective on BERT, and those that need a discriminator on an ELECTRA pair
 # (with the synonym policy's lookup of the samples)
 SYNC_CASES = [(*c, False) for c in objective_cases()] + [
@@ -84,7 +74,7 @@ SYNC_CASES = [(*c, False) for c in objective_cases()] + [
 @pytest.mark.parametrize(
     "objective,params,pair", [c[1:] for c in SYNC_CASES], ids=[c[0] for c in SYNC_CASES]
 )
-def test_no_sync_added_by_the_objective(setup, objective, params, pair):
+def test_no_sync_added_by_the_objective(setup, objective, params, pair, tmp_path):
     from transformers import BertForMaskedLM
 
     from truneg_fairseq.hf import ElectraPretraining, StatSums, TrueNegativeMLM
@@ -92,7 +82,7 @@ def test_no_sync_added_by_the_objective(setup, objective, params, pair):
     root, tok, table, _, batch = setup
     det = SyncDetector()
     if pair:
-        gen, disc = electra_pair(len(tok))
+        disc, gen = (m.train() for m in save_electra_pair(tmp_path / "d", tmp_path / "g"))
         obj = ElectraPretraining(
             gen, disc, tok, objective, table, rtd_synonym_policy="ignore", **params
         )
@@ -113,13 +103,13 @@ def test_no_sync_added_by_the_objective(setup, objective, params, pair):
     assert sums.pop()["sample_size"] == 2 * int(out["sample_size"])
 
 
-def test_the_pair_is_trained_by_one_forward(setup):
+def test_the_pair_is_trained_by_one_forward(setup, tmp_path):
     """Every parameter of generator and discriminator gets a gradient from one forward call
     (what DDP with find_unused_parameters=False needs), the embeddings shared."""
     from truneg_fairseq.hf import ElectraPretraining
 
     _, tok, table, _, batch = setup
-    gen, disc = electra_pair(len(tok))
+    disc, gen = (m.train() for m in save_electra_pair(tmp_path / "d", tmp_path / "g"))
     obj = ElectraPretraining(gen, disc, tok, "soft_reg", table)
     obj(**batch)["loss"].backward()
     missing = [n for n, p in obj.named_parameters() if p.grad is None]

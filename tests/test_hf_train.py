@@ -11,11 +11,11 @@ import torch
 from command_runs import run_script
 from corpus_fixtures import tiny_corpus_lines
 from fairseq_runs import TINY_ELECTRA_MODEL, fairseq_train, updates
+from finetune_flags import RESET, sentence_prediction_args
 from hf_fixtures import save_bert, save_electra_pair, wordpiece_vocab
 
 from truneg_fairseq.convert import hf as hf_convert
 
-RESET = ["--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
 TINY_BERT = ["--arch", "bert_hf_tiny", "--tokens-per-sample", "64"]
 
 
@@ -147,31 +147,12 @@ def test_finetune_imported_electra_discriminator_with_sentence_prediction(import
     out = fairseq_train(
         data,
         tmp_path / "ft",
-        [
-            *TINY_ELECTRA_MODEL,
-            "--electra-layernorm-eps",
-            "1e-12",
-            "--task",
-            "sentence_prediction",
-            "--criterion",
-            "sentence_prediction",
-            "--num-classes",
-            "2",
-            "--init-token",
-            "0",
-            "--separator-token",
-            "2",
-            "--max-positions",
-            "64",
-            "--restore-file",
-            str(imported["electra"] / "model.pt"),
-            *RESET,
-            "--max-update",
-            "4",
-            "--best-checkpoint-metric",
-            "accuracy",
-            "--maximize-best-checkpoint-metric",
-        ],
+        sentence_prediction_args(
+            [*TINY_ELECTRA_MODEL, "--electra-layernorm-eps", "1e-12"],
+            max_update=4,
+            restore=imported["electra"] / "model.pt",
+            best_accuracy=True,
+        ),
     )
     log = out.stdout + out.stderr
     assert "loading the discriminator only: dropped" in log and "Loaded checkpoint" in log

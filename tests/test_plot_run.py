@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from command_runs import run_script
 from fairseq_runs import TINY_ROBERTA, fairseq_train
+from finetune_flags import sentence_prediction_args
 
 RATIO = "pred-level %"
 
@@ -294,10 +295,8 @@ def test_a_glue_log_plots_its_accuracy(corpus_dir, tmp_path):
     fairseq_train(
         data,
         tmp_path / "ft",
-        [*TINY_ROBERTA[:-2], "--task", "sentence_prediction", "--criterion"]
-        + ["sentence_prediction", "--num-classes", "2", "--init-token", "0"]
-        + ["--separator-token", "2", "--max-update", "4", "--validate-interval-updates", "2"]
-        + ["--log-file", str(tmp_path / "ft" / "train.log")],
+        sentence_prediction_args(TINY_ROBERTA[:-2], max_update=4)
+        + ["--validate-interval-updates", "2", "--log-file", str(tmp_path / "ft" / "train.log")],
     )
     proc = run_script(
         "plot_run.py", [str(tmp_path / "ft" / "train.log"), "--out", str(tmp_path / "o")]

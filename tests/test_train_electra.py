@@ -6,6 +6,7 @@ import re
 import pytest
 from corpus_fixtures import make_classification_data
 from fairseq_runs import TINY_ELECTRA, TINY_ELECTRA_MODEL, TINY_ROBERTA, fairseq_train, updates
+from finetune_flags import sentence_prediction_args
 from objective_cases import electra_criteria
 
 CRITERIA = electra_criteria()
@@ -62,32 +63,9 @@ def test_electra_pretrain_and_resume(data_bin, synonym_table, tmp_path, criterio
 
 
 def finetune(data, save, restore, check=True):
-    cmd_args = [
-        *TINY_ELECTRA_MODEL,
-        "--task",
-        "sentence_prediction",
-        "--criterion",
-        "sentence_prediction",
-        "--num-classes",
-        "2",
-        "--init-token",
-        "0",
-        "--separator-token",
-        "2",
-        "--max-positions",
-        "64",
-        "--restore-file",
-        str(restore),
-        "--reset-optimizer",
-        "--reset-dataloader",
-        "--reset-meters",
-        "--reset-lr-scheduler",
-        "--max-update",
-        "6",
-        "--best-checkpoint-metric",
-        "accuracy",
-        "--maximize-best-checkpoint-metric",
-    ]
+    cmd_args = sentence_prediction_args(
+        TINY_ELECTRA_MODEL, max_update=6, restore=restore, best_accuracy=True
+    )
     # fairseq_train's defaults set --task masked_lm first; argparse keeps the last --task
     return fairseq_train(data, save, cmd_args, check=check)
 

@@ -16,13 +16,6 @@ from fairseq_runs import TINY_ROBERTA, fairseq_train
 from repo_paths import REPO
 
 
-@pytest.fixture(scope="module")
-def plain_checkpoint(data_bin, tmp_path_factory):
-    save = tmp_path_factory.mktemp("values") / "run"
-    fairseq_train(data_bin, save, [*TINY_ROBERTA, "--criterion", "masked_lm", "--max-update", "1"])
-    return save / "checkpoint_last.pt"
-
-
 def _crafted(plain: Path, out: Path, **fields) -> Path:
     """A copy of a real checkpoint with model config fields set; still plain data."""
     state = torch.load(plain, map_location="cpu", weights_only=True)
