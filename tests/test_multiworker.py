@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, TINY_TN_ROBERTA, free_port, train_in_process
+from objective_cases import roberta_criteria
 from repo_paths import REPO, USER_DIR
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -525,6 +526,37 @@ def test_every_backend_equals_one_process_on_the_combined_batch(
     two = _spawn(tmp_path, key, WORLD, data_bin, case)
     assert_same(two[0], two[1], f"{key} rank 0 vs rank 1")
     assert_same(two[0], one, f"{key} 2 workers vs 1 process")
+
+
+def _objective_case(criterion):
+    return ("masked_lm", [*TINY_TN_ROBERTA, *NO_DROPOUT], ["--criterion", criterion], "pytorch_ddp")
+
+
+def _each_objective_worker(rank, world, init_file, data_bin, out):
+    """:func:`_trainer_worker` for every registered objective a RoBERTa trains, in turn: one
+    spawn of the workers for them all."""
+    for criterion in roberta_criteria():
+        case = _objective_case(criterion)
+        _trainer_worker(
+            rank, world, f"{init_file}.{criterion}", data_bin, *case, f"{out}.{criterion}"
+        )
+
+
+@pytest.mark.slow
+def test_every_objective_with_two_workers_equals_one_process(data_bin, synonym_table, tmp_path):
+    """Each registered objective's criterion (the plugin's RoBERTa, whose forward serves them
+    all) under fairseq's Trainer with 2 workers (pytorch_ddp, gloo): both workers end with the
+    weights of one process on the combined batches."""
+    import torch.multiprocessing as mp
+
+    out = tmp_path / "each"
+    args = (WORLD, str(tmp_path / "init_each"), str(data_bin), str(out))
+    mp.spawn(_each_objective_worker, args=args, nprocs=WORLD, join=True)
+    for criterion in roberta_criteria():
+        (one,) = _spawn(tmp_path, criterion, 1, data_bin, _objective_case(criterion))
+        two = [torch.load(f"{out}.{criterion}.rank{r}") for r in range(WORLD)]
+        assert_same(two[0], two[1], f"{criterion} rank 0 vs rank 1")
+        assert_same(two[0], one, f"{criterion} 2 workers vs 1 process")
 
 
 @pytest.mark.slow
