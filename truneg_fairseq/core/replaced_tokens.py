@@ -21,6 +21,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 import torch
 
 from truneg_fairseq.core import losses
+from truneg_fairseq.core.model_outputs import MaskedLMOutputs
 from truneg_fairseq.core.objectives.electra_rtd import RTD_POLICIES  # noqa: F401  (re-exported)
 
 
@@ -59,7 +60,7 @@ def corrupt(
 
 
 def rtd_term(
-    net: Dict[str, torch.Tensor],
+    net: MaskedLMOutputs,
     original: torch.Tensor,
     padding_idx: int,
     synonym_sample: Optional[torch.Tensor],
@@ -72,7 +73,7 @@ def rtd_term(
     replacement is a synonym of the original token (None without a synonym table); policy: the
     label of such a replacement. Returns (sum of per-token BCE, summable logged counts).
     """
-    corrupted, disc_logits = net["rtd_corrupted"], net["rtd_logits"]  # B x T each
+    corrupted, disc_logits = net.rtd_corrupted, net.rtd_logits  # B x T each
     nonpad = original.ne(padding_idx)  # B x T
     syn = synonym_sample if synonym_sample is not None else torch.zeros_like(nonpad)
     labels, weights, replaced = losses.rtd_targets(original, corrupted, nonpad, syn, policy)
@@ -97,7 +98,7 @@ def rtd_term(
 def add_rtd_terms(
     terms: List,
     stats: Dict[str, torch.Tensor],
-    net: Dict[str, torch.Tensor],
+    net: MaskedLMOutputs,
     sel,
     original: torch.Tensor,
     gold: torch.Tensor,
@@ -114,7 +115,7 @@ def add_rtd_terms(
     if lookup is not None:
         syn_sample = sel.put(
             torch.zeros_like(original, dtype=torch.bool),
-            valid & whole & lookup.is_synonym(gold, net["rtd_sampled"]),
+            valid & whole & lookup.is_synonym(gold, net.rtd_sampled),
         )  # B x T
     rtd_sum, rtd_stats = rtd_term(net, original, pad, syn_sample, rtd.synonym_policy)
     terms = [(name, rtd.gen_weight * w, value) for name, w, value in terms]

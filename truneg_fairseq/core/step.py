@@ -27,6 +27,7 @@ import torch
 
 from truneg_fairseq.core import losses, objectives
 from truneg_fairseq.core import statistics as st
+from truneg_fairseq.core.model_outputs import MaskedLMOutputs
 from truneg_fairseq.core.objectives.registry import MLM_TERM, Objective
 from truneg_fairseq.core.replaced_tokens import RTDSettings, add_rtd_terms
 
@@ -39,7 +40,7 @@ class MaskedLMStep:
     """One step's tensors. S is the number of selected positions (M masked positions, or B * N
     static slots)."""
 
-    net: Dict[str, torch.Tensor]  # the model's outputs (models/objectives.py)
+    net: MaskedLMOutputs  # the model pass's outputs (core/model_outputs.py)
     sel: object  # the selection (core/selection.py)
     src_tokens: torch.Tensor  # B x T masked input
     target: torch.Tensor  # B x T gold ids at the masked positions, padding elsewhere
@@ -98,7 +99,7 @@ def objective_of(objective) -> Objective:
 
 
 def masked_lm_step(
-    net: Dict[str, torch.Tensor],
+    net: MaskedLMOutputs,
     sel,
     src_tokens: torch.Tensor,
     target: torch.Tensor,
@@ -126,8 +127,8 @@ def masked_lm_step(
     gold = sel.take(target)  # S
     valid = gold.ne(pad)  # S
     sample_size = valid.sum()
-    nll = losses.masked_nll(net["mlm_logits"], gold, pad)  # S
-    pred = net["mlm_pred"]  # S
+    nll = losses.masked_nll(net.mlm_logits, gold, pad)  # S
+    pred = net.mlm_pred  # S
     original = torch.where(target.ne(pad), target, src_tokens)  # B x T
     whole = None
     if lookup is not None:

@@ -28,7 +28,7 @@ When the model detects replaced tokens (ELECTRA), the MLM terms are weighted by
 
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple, Type
+from typing import Optional, Tuple, Type
 
 import torch
 from fairseq.criterions import FairseqCriterion
@@ -39,6 +39,7 @@ from omegaconf import II
 
 from truneg_fairseq.core import statistics as st
 from truneg_fairseq.core.lookup import SynonymLookup
+from truneg_fairseq.core.model_outputs import MaskedLMOutputs
 from truneg_fairseq.core.objectives import Objective, term_names
 from truneg_fairseq.core.objectives.masked_lm import PlainMaskedLM
 from truneg_fairseq.core.replaced_tokens import RTDSettings
@@ -320,13 +321,13 @@ class CounterFalseNegativeLoss(FairseqCriterion):
     def model_output_names(self) -> Tuple[str, ...]:
         return self.objective.model_outputs()
 
-    def run_model(self, model, sample, sel) -> Dict[str, torch.Tensor]:
+    def run_model(self, model, sample, sel) -> MaskedLMOutputs:
         """The one call of the model's forward in a step."""
         net_input, target = sample["net_input"], sample["target"]
         if self.fairseq_roberta:
             # fairseq's RoBERTa masked-LM forward: logits at the masked positions, nothing else
             logits = model(**net_input, **sel.forward_kwargs())[0]  # M x V
-            return {"mlm_logits": logits, "mlm_pred": logits.detach().argmax(dim=-1)}
+            return MaskedLMOutputs(logits, logits.detach().argmax(dim=-1))
         return model(
             **net_input,
             **sel.forward_kwargs(),

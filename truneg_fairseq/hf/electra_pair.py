@@ -118,11 +118,11 @@ class ElectraPretraining(TrueNegativeMLM):
         and the discriminator's logits (``rtd_sampled``, ``rtd_corrupted``, ``rtd_logits``)."""
         net = super().mlm_pass(input_ids, attention_mask, target, sel, token_type_ids)
         valid = sel.take(target).ne(self.pad)  # S
-        sampled = sample_replacements(net["mlm_logits"], self.sample_temperature, self.pad)  # S
-        net["rtd_sampled"], net["rtd_corrupted"] = corrupt(sel, input_ids, sampled, valid)
+        sampled = sample_replacements(net.mlm_logits, self.sample_temperature, self.pad)  # S
+        net.rtd_sampled, net.rtd_corrupted = corrupt(sel, input_ids, sampled, valid)
         kw = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        net["rtd_logits"] = self.disc(
-            input_ids=net["rtd_corrupted"], attention_mask=attention_mask, **kw
+        net.rtd_logits = self.disc(
+            input_ids=net.rtd_corrupted, attention_mask=attention_mask, **kw
         ).logits  # B x T
         return net
 

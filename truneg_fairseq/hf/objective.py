@@ -41,6 +41,7 @@ import torch
 import torch.nn as nn
 
 from truneg_fairseq.core import objectives
+from truneg_fairseq.core.model_outputs import MaskedLMOutputs
 from truneg_fairseq.core.selection import SlotSelection
 from truneg_fairseq.core.step import masked_lm_step, sentence_kl_pass
 from truneg_fairseq.hf.collator import IGNORE, check_tokenizer
@@ -137,7 +138,9 @@ class TrueNegativeMLM(nn.Module):
             return self.parts.encode(input_ids, attention_mask, token_type_ids)
         return self.parts.whole(input_ids, attention_mask, True, token_type_ids)[1]
 
-    def mlm_pass(self, input_ids, attention_mask, target, sel, token_type_ids=None) -> Dict:
+    def mlm_pass(
+        self, input_ids, attention_mask, target, sel, token_type_ids=None
+    ) -> MaskedLMOutputs:
         """What the fairseq models' ``objectives_forward`` returns (models/objectives.py), from
         the HF parts: ``mlm_logits`` S x V, ``mlm_pred`` S, and the objective's extras."""
         if self.parts.split:
@@ -149,11 +152,11 @@ class TrueNegativeMLM(nn.Module):
         pred = logits.detach().argmax(dim=-1)  # S
         gold = sel.take(target)  # S
         valid = gold.ne(self.pad)  # S
-        net = {"mlm_logits": logits, "mlm_pred": pred}
+        net = MaskedLMOutputs(logits, pred)
         outputs = self.objective_entry.model_outputs()
         if "embeddings" in outputs:
             weight = self.mlm.get_input_embeddings().weight  # V x E
-            net["gold_embed"], net["pred_embed"] = weight[gold], weight[pred]  # S x E each
+            net.gold_embed, net.pred_embed = weight[gold], weight[pred]  # S x E each
         if "sentence_kl" in outputs:
             b = input_ids.size(0)
 
@@ -163,7 +166,7 @@ class TrueNegativeMLM(nn.Module):
                 tt = None if token_type_ids is None else token_type_ids.repeat(2, 1)
                 return self.encode(tokens, torch.cat([attention_mask, attention_mask], dim=0), tt)
 
-            net["kl_h_p"], net["kl_h_s"] = sentence_kl_pass(
+            net.kl_h_p, net.kl_h_s = sentence_kl_pass(
                 encode, sel, input_ids, target, pred, valid, self.pad,
                 "sentence_kl_grad" in outputs,
             )  # B x T x C each  # fmt: skip

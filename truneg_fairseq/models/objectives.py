@@ -11,7 +11,8 @@ predictions, ELECTRA's sampling and corrupted input, the sentence-KL encodings) 
 ``src_tokens`` B x T is the masked input; ``mlm_targets`` B x T holds the gold ids at the masked
 positions and padding elsewhere (fairseq's ``masked_lm`` target); the positions are given as
 ``masked_tokens`` (B x T bool, dynamic) or ``mlm_positions`` (B x N, static slots), see
-:mod:`.selection`. ``net`` is a dict; S is the number of selected positions (M masked positions,
+:mod:`.selection`. ``net`` is a :class:`~truneg_fairseq.core.model_outputs.MaskedLMOutputs`
+(named fields, None where not asked for); S is the number of selected positions (M masked positions,
 or B * N slots), V the vocabulary, E the token-embedding size, C the hidden size:
 
 ===================  =========  =============================================================
@@ -35,7 +36,7 @@ The synonym lexicon and all loss math stay outside the model (:mod:`truneg_fairs
 
 Which models serve which objectives is declared by their class:
 
-* :class:`MaskedLMObjectives`: the dict above without the ``rtd_*`` keys (the plugin's RoBERTa
+* :class:`MaskedLMObjectives`: the fields above but the ``rtd_*`` ones (the plugin's RoBERTa
   ``truneg_roberta_*``, BERT ``bert_hf_*``, and ELECTRA's generator);
 * :class:`ReplacedTokenDetection`: also the ``rtd_*`` keys (the plugin's ELECTRA).
 
@@ -45,10 +46,11 @@ hard correction needs.
 """
 
 import abc
-from typing import Dict, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
+from truneg_fairseq.core.model_outputs import MaskedLMOutputs
 from truneg_fairseq.core.objectives import MODEL_OUTPUTS as OUTPUTS  # what mlm_outputs may ask
 from truneg_fairseq.core.replaced_tokens import corrupt
 from truneg_fairseq.core.selection import from_forward_kwargs
@@ -101,7 +103,7 @@ class MaskedLMObjectives(abc.ABC):
         masked_tokens: Optional[torch.Tensor],
         mlm_positions: Optional[torch.Tensor],
         outputs: Sequence[str],
-    ) -> Dict[str, torch.Tensor]:
+    ) -> MaskedLMOutputs:
         unknown = set(outputs) - set(OUTPUTS)
         if unknown:
             raise ValueError(f"unknown mlm_outputs {sorted(unknown)}; known: {', '.join(OUTPUTS)}")
@@ -112,13 +114,13 @@ class MaskedLMObjectives(abc.ABC):
         pred = logits.detach().argmax(dim=-1)  # S
         gold = sel.take(targets)  # S
         valid = gold.ne(pad)  # S
-        net = {"mlm_logits": logits, "mlm_pred": pred}
+        net = MaskedLMOutputs(logits, pred)
         if "embeddings" in outputs:
             weight = self.mlm_embedding_matrix()  # V x E
-            net["gold_embed"] = weight[gold]  # S x E
-            net["pred_embed"] = weight[pred]  # S x E
+            net.gold_embed = weight[gold]  # S x E
+            net.pred_embed = weight[pred]  # S x E
         if "sentence_kl" in outputs:
-            net["kl_h_p"], net["kl_h_s"] = sentence_kl_pass(
+            net.kl_h_p, net.kl_h_s = sentence_kl_pass(
                 self.mlm_encode,
                 sel,
                 src_tokens,
@@ -132,9 +134,9 @@ class MaskedLMObjectives(abc.ABC):
         return net
 
     def extend_objectives(
-        self, net: dict, src_tokens: torch.Tensor, sel, valid: torch.Tensor
+        self, net: MaskedLMOutputs, src_tokens: torch.Tensor, sel, valid: torch.Tensor
     ) -> None:
-        """Add further keys to ``net`` (ELECTRA: the replaced-token-detection pass)."""
+        """Fill further fields of ``net`` (ELECTRA: the replaced-token-detection pass)."""
 
 
 class ReplacedTokenDetection(MaskedLMObjectives):
@@ -150,8 +152,6 @@ class ReplacedTokenDetection(MaskedLMObjectives):
         """B x T tokens -> B x T replaced-token-detection logits."""
 
     def extend_objectives(self, net, src_tokens, sel, valid):
-        sampled = self.sample_replacements(net["mlm_logits"])  # S, no gradient
-        sampled, corrupted = corrupt(sel, src_tokens, sampled, valid)  # S, B x T
-        net["rtd_sampled"] = sampled
-        net["rtd_corrupted"] = corrupted
-        net["rtd_logits"] = self.discriminator_logits(corrupted)  # B x T
+        sampled = self.sample_replacements(net.mlm_logits)  # S, no gradient
+        net.rtd_sampled, net.rtd_corrupted = corrupt(sel, src_tokens, sampled, valid)  # S, B x T
+        net.rtd_logits = self.discriminator_logits(net.rtd_corrupted)  # B x T

@@ -22,6 +22,7 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
+from truneg_fairseq.core.model_outputs import MaskedLMOutputs
 from truneg_fairseq.criterions.cfn_base import CounterFalseNegativeLoss, SynonymCriterionConfig
 from truneg_fairseq.evaluation import false_negatives as fn
 
@@ -42,7 +43,7 @@ class _Scoring(CounterFalseNegativeLoss):
 
     def run_model(self, model, sample, sel):
         logits = model(**sample["net_input"], **sel.forward_kwargs())[0]  # M x V
-        return {"mlm_logits": logits, "mlm_pred": logits.detach().argmax(dim=-1)}
+        return MaskedLMOutputs(logits, logits.detach().argmax(dim=-1))
 
     def observe(self, step):
         self.step = step
@@ -182,7 +183,7 @@ class MaskedLMScorer:
             step.target.ne(self.d.pad()), step.target, step.src_tokens
         )  # B x T: before masking
         where = step.sel.masked.nonzero()  # S x 2 (row, column), the order of the selection
-        pred = step.net["mlm_pred"]
+        pred = step.net.mlm_pred
         out = []
         for m in fn.pick_cases(step.gold, pred, step.synonym, k, seen):
             row, col = where[m].tolist()

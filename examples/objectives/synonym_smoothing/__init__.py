@@ -33,7 +33,7 @@ class SynonymSmoothing(Objective):
     statistics = (Statistic("smoothed", "smoothed_sum", decimals=2),)
 
     def loss_terms(self, step):
-        logp = step.net["mlm_logits"].float().log_softmax(dim=-1)  # S x V
+        logp = step.net.mlm_logits.float().log_softmax(dim=-1)  # S x V
         ids, there = step.lookup.synonyms(step.gold, MAX_SYNONYMS)  # S x K each
         there = there & (step.valid & step.whole).unsqueeze(-1)  # whole words only
         n = there.sum(dim=-1)  # S

@@ -34,5 +34,5 @@ class SentKL(Objective):
     def loss_terms(self, step):
         from truneg_fairseq.core import losses
 
-        kl = losses.sentence_kl(step.net["kl_h_p"], step.net["kl_h_s"])  # B x T
+        kl = losses.sentence_kl(step.net.kl_h_p, step.net.kl_h_s)  # B x T
         return [("kl_loss", self.kl_weight, (kl * step.nonpad.float()).sum())], {}

@@ -33,6 +33,6 @@ class SoftReg(Objective):
     def loss_terms(self, step):
         from truneg_fairseq.core import losses
 
-        sr = losses.soft_regularization(step.net["gold_embed"], step.net["pred_embed"])  # S
+        sr = losses.soft_regularization(step.net.gold_embed, step.net.pred_embed)  # S
         sr_sum = (sr * step.valid.float()).sum()
         return [("sr_loss", self.sr_weight, sr_sum)], {"sr_dist_sum": sr_sum}
