@@ -17,7 +17,7 @@ from fairseq_runs import TINY_ELECTRA, TINY_ROBERTA, build_components, valid_bat
 from hf_fixtures import save_bert, wordpiece_vocab
 
 from truneg_fairseq.convert import hf as hf_convert
-from truneg_fairseq.convert.build import _save_checkpoint
+from truneg_fairseq.convert.build import save_fresh_checkpoint
 from truneg_fairseq.convert.hf import ConversionError
 
 
@@ -45,7 +45,7 @@ def _spm_checkpoint(root, corpus_dir, data_bin, name, arch_args, criterion, task
     )
     model.eval()
     ckpt = root / name
-    _save_checkpoint(ckpt, _cfg_of(data, arch_args, task), model)
+    save_fresh_checkpoint(ckpt, _cfg_of(data, arch_args, task), model)
     return {"root": root, "ckpt": ckpt, "task": task_obj, "model": model, "data": data}
 
 
@@ -302,7 +302,7 @@ def test_a_gpt2_roberta_exports_its_bpe_and_without_its_files_is_one_error(tmp_p
     data = corpus_steps.binarize(raw / "train.txt", raw / "valid.txt", tmp_path / "data-bin")
     write_record(data, plugin)
     task, model, _ = build_components(data, ["--criterion", "masked_lm"], arch_args=TINY_ROBERTA)
-    _save_checkpoint(tmp_path / "rob.pt", _cfg_of(data, TINY_ROBERTA), model)
+    save_fresh_checkpoint(tmp_path / "rob.pt", _cfg_of(data, TINY_ROBERTA), model)
     hf_convert.export_hf(tmp_path / "rob.pt", tmp_path / "hf")
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "hf"), local_files_only=True)
     d = task.source_dictionary

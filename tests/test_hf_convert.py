@@ -14,7 +14,7 @@ from hf_fixtures import padded_batch, save_bert, save_electra_pair, to_fairseq_i
 
 from truneg_fairseq.checkpoints import CheckpointError, load_for_inference
 from truneg_fairseq.convert import hf as hf_convert
-from truneg_fairseq.convert.build import _save_checkpoint
+from truneg_fairseq.convert.build import save_fresh_checkpoint
 from truneg_fairseq.convert.hf import ConversionError
 from truneg_fairseq.outputs import MARKER
 
@@ -339,7 +339,7 @@ def test_roberta_export_loads_in_transformers(tmp_path, data_bin, untie):
         with torch.no_grad():
             model.encoder.lm_head.weight.normal_(0, 0.2)
     ckpt = tmp_path / "rob.pt"
-    _save_checkpoint(ckpt, _cfg_of(data_bin, arch), model)
+    save_fresh_checkpoint(ckpt, _cfg_of(data_bin, arch), model)
     # the dictionary's rows alone (tests/test_export_tokenizer.py exports its tokenizer)
     assert hf_convert.export_hf(ckpt, tmp_path / "hf", tokenizer=False) == ["RobertaForMaskedLM"]
     hf = RobertaForMaskedLM.from_pretrained(str(tmp_path / "hf")).eval()

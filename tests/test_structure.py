@@ -443,6 +443,23 @@ def test_every_error_type_is_defined_in_errors_py():
     assert not bad, "error types outside truneg_fairseq/errors.py:\n" + "\n".join(bad)
 
 
+def test_every_error_type_has_the_package_base_and_keeps_its_builtin_one():
+    """``except TrunegError`` catches any error of the package; ``except ValueError`` (or
+    ``RuntimeError``) goes on catching those that were one."""
+    from truneg_fairseq import errors
+
+    types = [
+        t for t in vars(errors).values() if isinstance(t, type) and issubclass(t, BaseException)
+    ]
+    assert len(types) > 20
+    assert [t.__name__ for t in types if not issubclass(t, errors.TrunegError)] == []
+    plain = [t.__name__ for t in types if not issubclass(t, (ValueError, RuntimeError))]
+    assert plain == ["TrunegError"]
+    assert issubclass(errors.CorpusError, ValueError)
+    assert issubclass(errors.CheckpointError, RuntimeError)
+    assert issubclass(errors.OutputDirError, RuntimeError)
+
+
 def test_every_mend_names_its_upstream_defect():
     """compat/ holds mends only, each docstring naming the upstream defect (issue number where
     there is one) in an ``Upstream:`` paragraph."""

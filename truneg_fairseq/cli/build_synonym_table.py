@@ -64,9 +64,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     check_required_dict(parser, args)
     log = setup_logging("truneg_fairseq.build_synonym_table")
-    from truneg_fairseq.lexicon import SynonymTableError, WordNetNotFoundError
+    from truneg_fairseq.errors import TrunegError
     from truneg_fairseq.pipelines.build_synonym_table import SynonymTableConfig, build_synonym_table
-    from truneg_fairseq.text import TokenizerError
 
     cfg = SynonymTableConfig(
         dict=args.dict,
@@ -78,7 +77,7 @@ def main(argv=None) -> int:
     )
     try:
         report, view = build_synonym_table(cfg)
-    except (SynonymTableError, TokenizerError, WordNetNotFoundError) as e:
+    except TrunegError as e:  # the table, the tokenizer, WordNet
         fail(str(e))
     size_kb = os.path.getsize(args.output) / 1024
     log.info(f"source {args.source}: {report.num_pairs} synonym pairs")

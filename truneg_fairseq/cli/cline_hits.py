@@ -25,15 +25,17 @@ import argparse
 import json
 
 from truneg_fairseq.cli.args import command_parser
+from truneg_fairseq.cli.checkpoint_command import (
+    checkpoint_errors,
+    parse_checkpoint_command,
+    refuse_checkpoint_outputs,
+)
 from truneg_fairseq.cli.common import (
     TOKENIZER_FILE_FLAGS,
     add_checkpoint_args,
     fail,
     flag_inputs,
     interruptible,
-    refuse_inputs_as_outputs,
-    resolve_checkpoint_args,
-    setup_logging,
     write_output,
 )
 from truneg_fairseq.text import PIECE_KINDS, TokenizerSpec, add_tokenizer_args
@@ -58,16 +60,13 @@ def get_parser() -> argparse.ArgumentParser:
 
 @interruptible
 def main(argv=None) -> int:
-    parser = get_parser()
-    args = resolve_checkpoint_args(parser, parser.parse_args(argv), several=True)
-    setup_logging("truneg_fairseq.cline_hits")
+    args = parse_checkpoint_command(get_parser(), argv, "truneg_fairseq.cline_hits", several=True)
     from truneg_fairseq.outputs import OutputDirError, files_in
 
-    inputs = [("checkpoint", ck) for ck in args.checkpoints]
-    inputs += [("--data", p) for p in files_in(args.data, ["dict.txt"])]
+    inputs = [("--data", p) for p in files_in(args.data, ["dict.txt"])]
     inputs += flag_inputs(args, ("--triplets", "--sentences", *TOKENIZER_FILE_FLAGS))
-    refuse_inputs_as_outputs({"--save-triplets": args.save_triplets, "--json": args.json}, inputs)
-    from truneg_fairseq.checkpoints import CheckpointError
+    outputs = {"--save-triplets": args.save_triplets, "--json": args.json}
+    refuse_checkpoint_outputs(args, outputs, inputs)
     from truneg_fairseq.evaluation.hits import HITS_METHODS
     from truneg_fairseq.pipelines.cline_run import HitsConfig, cline_hits
 
@@ -83,9 +82,8 @@ def main(argv=None) -> int:
         seed=args.seed,
     )
     try:
-        n, results = cline_hits(cfg)
-    except (CheckpointError, ValueError) as e:
-        fail(str(e))
+        with checkpoint_errors(ValueError):
+            n, results = cline_hits(cfg)
     except OutputDirError as e:
         fail(f"--save-triplets {e}")
     for ck, res in results.items():

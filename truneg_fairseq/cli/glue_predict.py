@@ -10,15 +10,12 @@ import argparse
 import os
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import (
-    add_checkpoint_args,
-    fail,
-    interruptible,
-    refuse_inputs_as_outputs,
-    resolve_checkpoint_args,
-    setup_logging,
-    write_output,
+from truneg_fairseq.cli.checkpoint_command import (
+    checkpoint_errors,
+    parse_checkpoint_command,
+    refuse_checkpoint_outputs,
 )
+from truneg_fairseq.cli.common import add_checkpoint_args, fail, interruptible, write_output
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -35,11 +32,11 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def _inputs(args) -> list:
-    """(flag, file) of what the run reads: the checkpoint, and the task folder's dictionaries
+    """(flag, file) of what the run reads besides the checkpoint: the task folder's dictionaries
     and binarized split."""
     from truneg_fairseq.outputs import files_in, split_files
 
-    found = [("checkpoint", args.checkpoint)]
+    found = []
     for sub in ("input0", "input1", "label"):
         folder = os.path.join(args.data, sub)
         found += [("--data", p) for p in files_in(folder, ["dict.txt"])]
@@ -49,27 +46,20 @@ def _inputs(args) -> list:
 
 @interruptible
 def main(argv=None) -> int:
-    parser = get_parser()
-    args = resolve_checkpoint_args(parser, parser.parse_args(argv))
-    setup_logging("glue_predict")
-    if not os.path.isfile(args.checkpoint):
-        fail(f"checkpoint {args.checkpoint} not found")
+    args = parse_checkpoint_command(get_parser(), argv, "glue_predict", must_exist=True)
     if not os.path.isdir(os.path.join(args.data, "input0")):
         fail(
             f"--data {args.data} has no input0/: give the folder truneg-prepare-glue wrote for "
             "the task"
         )
-    refuse_inputs_as_outputs({"--output": args.output}, _inputs(args))
+    refuse_checkpoint_outputs(args, {"--output": args.output}, _inputs(args))
     import torch
 
-    from truneg_fairseq.checkpoints import CheckpointError
     from truneg_fairseq.evaluation.contrast import predict_labels
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    try:
+    with checkpoint_errors(ValueError, FileNotFoundError):
         labels = predict_labels(args.checkpoint, args.data, args.split, args.batch_size, device)
-    except (ValueError, FileNotFoundError, CheckpointError) as e:
-        fail(str(e))
     write_output("--output", args.output, lambda f: f.write("".join(f"{x}\n" for x in labels)))
     print(f"wrote {len(labels)} predictions to {args.output}")
     return 0

@@ -41,9 +41,8 @@ def get_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = get_parser().parse_args(argv)
     setup_logging("truneg_fairseq.data.perturbations")
-    from truneg_fairseq.errors import CorpusError
+    from truneg_fairseq.errors import TrunegError
     from truneg_fairseq.lexicon import WordNetNotFoundError, load_wordnet
-    from truneg_fairseq.outputs import OutputDirError
     from truneg_fairseq.pipelines.perturb import (
         PerturbConfig,
         perturb_glue_folder,
@@ -67,6 +66,6 @@ def main(argv=None) -> int:
             perturb_squad_file(cfg, wn)
         else:
             perturb_glue_folder(cfg, args.task, wn)
-    except (CorpusError, OutputDirError) as e:
+    except TrunegError as e:  # the input files, the output
         fail(str(e))
     return 0

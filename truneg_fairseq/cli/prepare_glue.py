@@ -54,8 +54,7 @@ def get_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parse_with_dict(get_parser(), argv)
     setup_logging("truneg_fairseq.prepare_glue")
-    from truneg_fairseq.errors import CorpusError
-    from truneg_fairseq.outputs import OutputDirError
+    from truneg_fairseq.errors import TrunegError
     from truneg_fairseq.pipelines.glue import PrepareGlueConfig, prepare_glue
 
     cfg = PrepareGlueConfig(
@@ -68,6 +67,6 @@ def main(argv=None) -> int:
     )
     try:
         prepare_glue(cfg)
-    except (CorpusError, OutputDirError) as e:
+    except TrunegError as e:  # its files and rows, the tokenizer, the output directories
         fail(str(e))
     return 0

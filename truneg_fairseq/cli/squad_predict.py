@@ -9,18 +9,14 @@ come from the checkpoint. The output is written atomically; score it with truneg
 
 import argparse
 import json
-import os
 
 from truneg_fairseq.cli.args import command_parser
-from truneg_fairseq.cli.common import (
-    add_checkpoint_args,
-    fail,
-    interruptible,
-    refuse_inputs_as_outputs,
-    resolve_checkpoint_args,
-    setup_logging,
-    write_output,
+from truneg_fairseq.cli.checkpoint_command import (
+    checkpoint_errors,
+    parse_checkpoint_command,
+    refuse_checkpoint_outputs,
 )
+from truneg_fairseq.cli.common import add_checkpoint_args, interruptible, write_output
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -35,24 +31,18 @@ def get_parser() -> argparse.ArgumentParser:
 
 @interruptible
 def main(argv=None) -> int:
-    parser = get_parser()
-    args = resolve_checkpoint_args(parser, parser.parse_args(argv))
-    setup_logging("truneg_fairseq.squad_predict")
-    if not os.path.isfile(args.checkpoint):
-        fail(f"checkpoint {args.checkpoint} not found")
+    args = parse_checkpoint_command(
+        get_parser(), argv, "truneg_fairseq.squad_predict", must_exist=True
+    )
     from truneg_fairseq.outputs import files_in
 
-    inputs = [("checkpoint", args.checkpoint)]
-    inputs += [("--data", p) for p in files_in(args.data, ["dict.txt", f"{args.subset}.json"])]
-    refuse_inputs_as_outputs({"--output": args.output}, inputs)
-    from truneg_fairseq.checkpoints import CheckpointError
+    inputs = [("--data", p) for p in files_in(args.data, ["dict.txt", f"{args.subset}.json"])]
+    refuse_checkpoint_outputs(args, {"--output": args.output}, inputs)
     from truneg_fairseq.pipelines.squad_run import SquadPredictConfig, predict_squad
 
     cfg = SquadPredictConfig(args.checkpoint, args.data, args.subset, args.batch_size)
-    try:
+    with checkpoint_errors():
         preds = predict_squad(cfg)
-    except CheckpointError as e:
-        fail(str(e))
     write_output("--output", args.output, lambda f: json.dump(preds, f, indent=1))
     print(f"wrote {len(preds)} predictions to {args.output}")
     return 0

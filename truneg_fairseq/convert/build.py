@@ -1,6 +1,8 @@
-"""What both importers share: HF embeddings and layers as fairseq tensors, the fairseq model built
-as fairseq-train builds it, filled with every tensor checked, and saved as a checkpoint
-fairseq-train can continue.
+"""What both importers (import_bert.py, import_electra.py, import_dir.py) share: HF embeddings
+and layers as fairseq tensors (:func:`embedding_tensors`, :func:`layer_tensors`), the fairseq
+model built as fairseq-train builds it (:func:`build_fairseq`), filled with every tensor checked
+(:func:`fill_model`), and saved as a checkpoint fairseq-train can continue
+(:func:`save_fresh_checkpoint`).
 
 Positions: BERT's 0-based row ``i`` is fairseq's row ``padding_idx + 1 + i``; the token-type
 row of segment 0 is added to every position row (fairseq feeds one segment)."""
@@ -20,7 +22,12 @@ from truneg_fairseq.errors import ConversionError
 logger = logging.getLogger(__name__)
 
 
-def _layers(state, hf_prefix: str, fs_prefix: str, n: int, where: str) -> Dict[str, torch.Tensor]:
+def layer_tensors(
+    state, hf_prefix: str, fs_prefix: str, n: int, where: str
+) -> Dict[str, torch.Tensor]:
+    """The ``n`` transformer layers under ``hf_prefix`` (``...layer.0.`` on) as fairseq tensors
+    under ``fs_prefix``; weights holding more layers than ``n`` (config.json's
+    ``num_hidden_layers``) are refused (:class:`ConversionError`, naming ``where``)."""
     found = {
         int(m.group(1))
         for k in state
@@ -43,8 +50,11 @@ def _positions(pos: torch.Tensor, type0: torch.Tensor, padding_idx: int) -> torc
     return table
 
 
-def _embeddings(state, prefix, order, padding_idx, where):
-    """Token rows in fairseq order, position table, segment offsets, embedding LayerNorm."""
+def embedding_tensors(state, prefix, order, padding_idx, where):
+    """The embeddings under ``prefix`` as fairseq tensors: ``tokens`` (rows in fairseq's
+    ``order``), ``positions`` (the table fairseq reads, see the module's docstring),
+    ``segment_offsets`` (every token-type row less row 0), ``ln_w``/``ln_b`` (the embedding
+    LayerNorm)."""
     words = _take(state, prefix + "word_embeddings.weight", where)
     types = _take(state, prefix + "token_type_embeddings.weight", where)
     return {
@@ -58,7 +68,9 @@ def _embeddings(state, prefix, order, padding_idx, where):
     }
 
 
-def _check_vocab_size(ck: HFCheckpoint, rows: int):
+def check_vocab_size(ck: HFCheckpoint, rows: int):
+    """Refuse (:class:`ConversionError`) a checkpoint whose vocabulary or config ``vocab_size``
+    is not the ``rows`` of its word embedding."""
     if len(ck.vocab) != rows or ck.config.get("vocab_size", rows) != rows:
         raise ConversionError(
             f"{ck.path}: the vocabulary has {len(ck.vocab)} entries but the word embedding has {rows} rows "
@@ -66,7 +78,7 @@ def _check_vocab_size(ck: HFCheckpoint, rows: int):
         )
 
 
-def _build(task: str, arch: str, sizes: Dict[str, object], data_dir: Path):
+def build_fairseq(task: str, arch: str, sizes: Dict[str, object], data_dir: Path):
     """fairseq (cfg, task, model) for ``--task task --arch arch`` with the model fields in
     ``sizes`` (typed values read from config.json, set on the config object: nothing read from a
     file passes through a command line), as fairseq-train builds them."""
@@ -87,7 +99,7 @@ def _build(task: str, arch: str, sizes: Dict[str, object], data_dir: Path):
     return cfg, task_, build_model(cfg, task_)
 
 
-def _fill(model, converted: Dict[str, torch.Tensor]) -> None:
+def fill_model(model, converted: Dict[str, torch.Tensor]) -> None:
     """Load ``converted`` into ``model``: every tensor must be given, except buffers the model
     keeps for itself (kept as built: e.g. the pooler of a source without one)."""
     own = model.state_dict()
@@ -114,7 +126,9 @@ def _fill(model, converted: Dict[str, torch.Tensor]) -> None:
     model.load_state_dict(merged, strict=True)
 
 
-def _save_checkpoint(path: Path, cfg, model) -> None:
+def save_fresh_checkpoint(path: Path, cfg, model) -> None:
+    """Write ``model`` with its ``cfg`` at ``path`` as a checkpoint fairseq-train continues from
+    (no optimizer state, update 0, epoch 1)."""
     from omegaconf import OmegaConf
 
     state = {
@@ -137,7 +151,10 @@ def _save_checkpoint(path: Path, cfg, model) -> None:
     torch.save(state, path)
 
 
-def _warn_untied(state, key, embeddings, what):
+def warn_untied(state, key, embeddings, what):
+    """Log a warning when ``state[key]`` (the ``what`` weight, tied to the word embeddings by
+    config.json) differs from ``embeddings``: the import keeps the embeddings, as transformers
+    does."""
     if key in state and state[key].shape == embeddings.shape:
         diff = (state[key].float() - embeddings).abs().max().item()
         if diff > 0:

@@ -9,12 +9,12 @@ from typing import Dict
 import torch
 
 from truneg_fairseq.convert.build import (
-    _build,
-    _check_vocab_size,
-    _embeddings,
-    _fill,
-    _layers,
-    _warn_untied,
+    build_fairseq,
+    check_vocab_size,
+    embedding_tensors,
+    fill_model,
+    layer_tensors,
+    warn_untied,
 )
 from truneg_fairseq.convert.hf_dir import HFCheckpoint
 from truneg_fairseq.convert.keys import (
@@ -61,13 +61,15 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
     c, s, where = ck.config, ck.state, str(ck.path)
     base = "bert." if any(k.startswith("bert.") for k in s) else ""
     rows = _take(s, base + "embeddings.word_embeddings.weight", where).size(0)
-    _check_vocab_size(ck, rows)
+    check_vocab_size(ck, rows)
     order = wordpiece_row_order(ck.vocab)
     max_positions = _take(s, base + "embeddings.position_embeddings.weight", where).size(0)
     untied = untied_decoder(ck)
-    cfg, task, model = _build("masked_lm", "bert_hf", _bert_sizes(c, max_positions, untied), work)
+    cfg, task, model = build_fairseq(
+        "masked_lm", "bert_hf", _bert_sizes(c, max_positions, untied), work
+    )
     pad = task.source_dictionary.pad()
-    emb = _embeddings(s, base + "embeddings.", order, pad, where)
+    emb = embedding_tensors(s, base + "embeddings.", order, pad, where)
     enc = "encoder.sentence_encoder."
     out = {
         enc + "embed_tokens.weight": emb["tokens"],
@@ -77,7 +79,9 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
         "bert_segment_offsets": emb["segment_offsets"],
         "encoder.lm_head.weight": emb["tokens"],
     }
-    out.update(_layers(s, base + "encoder.layer.", enc + "layers.", c["num_hidden_layers"], where))
+    out.update(
+        layer_tensors(s, base + "encoder.layer.", enc + "layers.", c["num_hidden_layers"], where)
+    )
     if _has(s, BERT_MLM_HEAD):
         head = "cls.predictions."
         # the decoder's own bias is what transformers adds when the head is untied (tied, the
@@ -93,7 +97,7 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
                 "imported as its own tensor (--untie-weights-roberta)"
             )
         else:  # transformers ties it to the word embeddings, whatever the file holds
-            _warn_untied(
+            warn_untied(
                 s,
                 DECODER,
                 _take(s, base + "embeddings.word_embeddings.weight", where),
@@ -119,7 +123,7 @@ def _import_bert(ck: HFCheckpoint, work: Path, seed: int = 1):
     dropped = sorted({k.rsplit(".", 1)[0] for k in s if k.startswith("cls.seq_relationship.")})
     if dropped:
         logger.info(f"not imported (no counterpart in the fairseq model): {', '.join(dropped)}")
-    _fill(model, out)
+    fill_model(model, out)
     return cfg, model
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from truneg_fairseq.convert.build import _save_checkpoint
+from truneg_fairseq.convert.build import save_fresh_checkpoint
 from truneg_fairseq.convert.hf_dir import BERT_ARCHS, ELECTRA_ARCHS, GENERATOR_ARCHS, read_hf_dir
 from truneg_fairseq.convert.import_bert import _bert_sizes, _import_bert, untied_decoder
 from truneg_fairseq.convert.import_electra import _electra_sizes, _import_electra
@@ -67,7 +67,7 @@ def import_hf(
                     ck.config, gen.config if gen else None, cfg.model.electra_max_positions
                 )
         cfg.task.data = str(out_dir)  # where dict.txt will be once the directory is in place
-        _save_checkpoint(work / "model.pt", cfg, model)
+        save_fresh_checkpoint(work / "model.pt", cfg, model)
         sizes.pop("tokens_per_sample")  # a task field; the recipes read max_positions
         info = {
             "source": str(ck.path),

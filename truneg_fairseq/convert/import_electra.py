@@ -9,12 +9,12 @@ from typing import Dict, Optional
 import torch
 
 from truneg_fairseq.convert.build import (
-    _build,
-    _check_vocab_size,
-    _embeddings,
-    _fill,
-    _layers,
-    _warn_untied,
+    build_fairseq,
+    check_vocab_size,
+    embedding_tensors,
+    fill_model,
+    layer_tensors,
+    warn_untied,
 )
 from truneg_fairseq.convert.hf_dir import HFCheckpoint
 from truneg_fairseq.convert.keys import (
@@ -130,16 +130,16 @@ def _import_electra(
                 f"ELECTRA with hidden_act {cfg_['hidden_act']!r}: only 'gelu' (erf) is supported"
             )
     words = _take(s, "electra.embeddings.word_embeddings.weight", where)
-    _check_vocab_size(ck, words.size(0))
+    check_vocab_size(ck, words.size(0))
     order = wordpiece_row_order(ck.vocab)
     pos = _take(s, "electra.embeddings.position_embeddings.weight", where)
     if gen is not None:
         _check_pair(ck, gen, words, pos, allow_unshared)
-    cfg, task, model = _build(
+    cfg, task, model = build_fairseq(
         "electra", "electra_base", _electra_sizes(d, gen.config if gen else None, pos.size(0)), work
     )
     pad = task.source_dictionary.pad()
-    emb = _embeddings(s, "electra.embeddings.", order, pad, where)
+    emb = embedding_tensors(s, "electra.embeddings.", order, pad, where)
     out = {
         "embeddings.embed_tokens.weight": emb["tokens"],
         "embeddings.embed_positions.weight": emb["positions"],
@@ -167,19 +167,19 @@ def _import_electra(
         out.update(_stack(gs, "generator.", gen.config, gwhere))
         out.update(_hf_to_fairseq(gs, GENERATOR_HEAD, gwhere))
         out["generator_bias"] = _take(gs, "generator_lm_head.bias", gwhere)[order]
-        _warn_untied(gs, "generator_lm_head.weight", words, "generator output")
+        warn_untied(gs, "generator_lm_head.weight", words, "generator output")
     else:
         logger.warning(
             f"no --generator given: {ck.path} is imported as a discriminator alone; it fine-tunes "
             "(sentence_prediction, squad) as it is, and ELECTRA pre-training adds a fresh generator, warmed up "
             "first with the discriminator frozen (--electra-freeze-discriminator; examples/electra/pretrain.sh does it)"
         )
-    _fill(model, out)
+    fill_model(model, out)
     return cfg, model
 
 
 def _stack(state, fs_prefix: str, config: dict, where: str) -> Dict[str, torch.Tensor]:
-    out = _layers(
+    out = layer_tensors(
         state, "electra.encoder.layer.", fs_prefix + "layers.", config["num_hidden_layers"], where
     )
     if _has(state, ELECTRA_PROJECTION):

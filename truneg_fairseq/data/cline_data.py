@@ -70,6 +70,7 @@ from truneg_fairseq.text.spec import SP_SPACE, TokenizerSpec  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
+# the five files of one split, written here and read by ``--task cline`` (tasks/cline.py)
 SPLIT_FILES = ("ori", "syn", "ant", "syn_label", "ant_label")
 META_FILE = "cline_meta.json"
 META_VERSION = 1

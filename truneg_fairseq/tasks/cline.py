@@ -34,11 +34,10 @@ from fairseq.data import (
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
+from truneg_fairseq.data.cline_data import META_FILE, SPLIT_FILES
 from truneg_fairseq.errors import CorpusError, FlagError
 
 logger = logging.getLogger(__name__)
-
-TRIPLE_FILES = ("ori", "syn", "ant", "syn_label", "ant_label")
 
 
 @dataclass
@@ -149,7 +148,7 @@ class ClineTask(MaskedLMTask):
             )
 
     def _check_meta(self, data_path):
-        meta_path = os.path.join(data_path, "cline_meta.json")
+        meta_path = os.path.join(data_path, META_FILE)
         if not os.path.isfile(meta_path):
             raise CorpusError(
                 f"{meta_path} not found: {data_path} is not a CLINE data directory; build it with "
@@ -174,7 +173,7 @@ class ClineTask(MaskedLMTask):
         if self.cfg.cline_check_dictionary:
             self._check_meta(data_path)
         raw = {}
-        for name in TRIPLE_FILES:
+        for name in SPLIT_FILES:
             prefix = os.path.join(data_path, f"{split}.{name}")
             ds = data_utils.load_indexed_dataset(
                 prefix, None if name.endswith("label") else self.source_dictionary
@@ -182,7 +181,7 @@ class ClineTask(MaskedLMTask):
             if ds is None:
                 raise CorpusError(
                     f"CLINE data {prefix}.bin/.idx not found: scripts/make_cline_data.py writes "
-                    f"{split}.{{{','.join(TRIPLE_FILES)}}} into the data directory"
+                    f"{split}.{{{','.join(SPLIT_FILES)}}} into the data directory"
                 )
             raw[name] = ds
         lengths = {n: len(d) for n, d in raw.items()}

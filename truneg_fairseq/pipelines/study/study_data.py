@@ -48,15 +48,14 @@ def prepare_data(
             f.writelines(line + "\n" for line in lines)
         run.log.info(f"{text}: {len(lines)} lines, lower-cased, punctuation split off")
         run.made("corpus", desc)
-    from truneg_fairseq.errors import CorpusError
-    from truneg_fairseq.outputs import OutputDirError
+    from truneg_fairseq.errors import TrunegError
     from truneg_fairseq.pipelines.corpus import CorpusConfig, command_line, prepare_corpus
     from truneg_fairseq.text import TokenizerSpec
 
     def prepare(cfg):
         try:
             prepare_corpus(cfg, run.log)
-        except (CorpusError, OutputDirError) as e:
+        except TrunegError as e:  # the corpus, the tokenizer, the output directory
             raise SystemExit(f"error: prepare_corpus failed: {e}") from None
 
     cfg = CorpusConfig(
