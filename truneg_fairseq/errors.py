@@ -139,6 +139,6 @@ class ModelError(ValueError, TrunegError):
     """A model that cannot be trained with the asked objective; the message names the fix."""
 
 
-class ObjectiveError(ValueError):
+class ObjectiveError(ValueError, TrunegError):
     """An objective that cannot be registered, made or found (core/objectives), or a parameter
     it does not take; the message names the objective and the fix."""

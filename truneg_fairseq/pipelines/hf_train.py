@@ -188,7 +188,6 @@ def check_inputs(cfg: HFTrainConfig) -> None:
 # ---- the run ----------------------------------------------------------------------------------
 def build_objective(cfg: HFTrainConfig, tok, mlm, disc, table):
     from truneg_fairseq.hf.electra_pair import ElectraPretraining
-    from truneg_fairseq.hf.heads import ModelError
     from truneg_fairseq.hf.objective import TrueNegativeMLM
 
     kw = dict(cfg.objective_params)
@@ -200,7 +199,7 @@ def build_objective(cfg: HFTrainConfig, tok, mlm, disc, table):
             gen_weight=cfg.gen_weight, disc_weight=cfg.disc_weight,
             rtd_synonym_policy=cfg.rtd_synonym_policy, **kw,
         )  # fmt: skip
-    except (ModelError, ValueError) as e:
+    except ValueError as e:  # ModelError, ObjectiveError and the checks of the objective
         raise HFTrainError(str(e)) from None
 
 
