@@ -18,10 +18,10 @@ from fairseq_runs import (
     model_state,
     valid_batch,
 )
+from finetune_flags import RESET
 from step_checks import loss_and_grads
 
 GOLD, SYNONYM = "\u2581primary", "\u2581main"
-RESTART = ["--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
 
 
 def predict_a_synonym(task, sample, bias: torch.Tensor):
@@ -152,7 +152,7 @@ def test_mlm_plain_trains_as_masked_lm_and_logs_the_ratios(
     weights to the bit, and only mlm_plain's log holds the ratios."""
     start = force_prediction(plain_checkpoint, data_bin, SYNONYM, tmp_path / "main.pt")
     common = [*arch, "--max-update", "3", "--log-format", "json", "--restore-file", str(start)]
-    common += RESTART
+    common += RESET
     ref = fairseq_train(data_bin, tmp_path / "ref", [*common, "--criterion", "masked_lm"])
     run = fairseq_train(
         data_bin,
@@ -189,7 +189,7 @@ def test_electra_with_a_table_trains_as_without_and_logs_the_ratios(
 ):
     common = [*TINY_ELECTRA, "--task", "electra", "--criterion", "electra", "--max-update", "3"]
     common += ["--log-format", "json", "--restore-file", str(electra_predicting_a_synonym)]
-    common += RESTART
+    common += RESET
     ref = fairseq_train(data_bin, tmp_path / "ref", common)
     run = fairseq_train(data_bin, tmp_path / "table", [*common, "--synonym-table", "synonyms.npz"])
     assert not any("pred_corr_ratio" in r for r in json_log(ref.stdout, "train_inner"))
