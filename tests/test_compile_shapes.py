@@ -10,6 +10,7 @@ import logging
 
 import torch
 from fairseq_runs import TINY_ELECTRA, build_components
+from objective_cases import criteria_with_terms
 from step_checks import cuda_graph_refusals, recording_aot_eager
 from torch._dynamo.utils import counters
 
@@ -106,7 +107,7 @@ def test_every_criterion_stays_compiled(data_bin, synonym_table, caplog):
     first step no new variant is compiled and dynamo never falls back to eager."""
     import pytest
 
-    for criterion in ("mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"):
+    for criterion in criteria_with_terms():
         flags = [
             "--criterion",
             criterion,

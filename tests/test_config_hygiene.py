@@ -11,6 +11,7 @@ import pytest
 from repo_paths import REPO, USER_DIR
 
 import truneg_fairseq  # noqa: F401  (registration)
+from truneg_fairseq.core import objectives
 
 PLUGIN = "truneg_fairseq"
 OWNER_PREFIXES = (
@@ -73,7 +74,7 @@ def _plugin_classes(groups):
 
 def test_the_plugin_registers_configs():
     names = {name for _, name, _ in _plugin_classes(_groups())}
-    assert {"electra", "squad", "mlm_hard_correction", "mlm_soft_reg", "mlm_sent_kl"} <= names
+    assert {"squad", "cline", *(e.criterion for e in objectives.entries())} <= names
 
 
 def test_no_plugin_field_shares_a_flag_with_another_config():
@@ -234,7 +235,8 @@ def test_criterion_model_mismatch_before_any_step(data_bin, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "criterion,needs", [("mlm_soft_reg", "embeddings"), ("mlm_sent_kl", "sentence_kl")]
+    "criterion,needs",
+    [(e.criterion, e.outputs[0]) for e in objectives.entries() if e.outputs],
 )
 def test_what_fairseqs_roberta_cannot_serve_is_refused_when_the_criterion_is_built(
     data_bin, synonym_table, criterion, needs

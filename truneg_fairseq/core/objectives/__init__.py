@@ -1,7 +1,11 @@
 """The objectives: one class per file, registered in :mod:`.registry` (torch is imported only when
 a step runs, so listing them and their flags is instant). Importing this package registers the
 built-in ones, in this order: ``mlm``, ``hard_correction``, ``soft_reg``, ``sent_kl`` and
-``electra``. docs/objectives.md says how to write one, here or in your own package."""
+``electra``, then every other module of this folder in name order (a new objective is one file
+here). docs/objectives.md says how to write one, here or in your own package."""
+
+import importlib
+import pkgutil
 
 # isort: off
 # registration, in this order (the order of --objective's choices and of the logged terms)
@@ -29,6 +33,9 @@ from truneg_fairseq.core.objectives.registry import (
     term_names,
 )
 from truneg_fairseq.core.objectives.user_dir import import_user_dir
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = [
     "MODEL_OUTPUTS",
