@@ -31,7 +31,6 @@ _EXPORTS = {
     "ElectraPretraining": "electra_pair",
     "ModelError": "heads",
     "check_masked_lm": "heads",
-    "OBJECTIVES": "objective",
     "TrueNegativeMLM": "objective",
     "StatSums": "stats",
     "IndexedRows": "text_corpus",
@@ -55,7 +54,6 @@ def __getattr__(name):
 
 __all__ = [
     "IGNORE",
-    "OBJECTIVES",
     "ElectraPretraining",
     "IndexedRows",
     "MaskedLMCollator",
