@@ -176,34 +176,28 @@ def fairseq_installed() -> bool:
         return False
 
 
-def import_from_path(name: str, file: str, package_dir: Optional[str] = None):
-    """Import ``file`` as the module ``name`` (a package's ``__init__.py`` with its folder
-    ``package_dir``), kept in ``sys.modules`` only if it imports whole."""
-    import importlib.util
-
-    search = [package_dir] if package_dir else None
-    spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=search)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
-
-
 def _under_another_name(name: str) -> None:
     """This package imported as module ``name`` (``fairseq-train --user-dir DIR`` imports DIR's
     basename: a symbolic link or a copy of another name): the package's one ``truneg_fairseq``
     (imported now from this directory, unless imported already) is registered, and ``name`` and
     its submodules become that package and its submodules, so that nothing is imported or
     registered twice (fairseq's own import of ``name.tasks.*`` and ``name.models.*`` included)."""
+    import importlib.util
+
     package = __package_name__
     real = sys.modules.get(package)
     if real is None:
         here = os.path.dirname(os.path.realpath(__file__))
-        real = import_from_path(package, os.path.join(here, "__init__.py"), here)
+        spec = importlib.util.spec_from_file_location(
+            package, os.path.join(here, "__init__.py"), submodule_search_locations=[here]
+        )
+        real = importlib.util.module_from_spec(spec)
+        sys.modules[package] = real
+        try:
+            spec.loader.exec_module(real)
+        except BaseException:
+            del sys.modules[package]
+            raise
     real.register()
     for key, module in list(sys.modules.items()):
         if key == package or key.startswith(package + "."):

@@ -3,10 +3,10 @@ imports a plugin: the directory's basename is the module name, so the same direc
 ``fairseq-train --user-dir DIR`` and ``truneg-hf-train --user-dir DIR``."""
 
 import importlib
+import importlib.util
 import os
 import sys
 
-from truneg_fairseq import import_from_path
 from truneg_fairseq.errors import ObjectiveError
 
 
@@ -28,13 +28,20 @@ def import_user_dir(path: str):
         init = os.path.join(path, "__init__.py")
         if not os.path.isfile(init):
             raise ObjectiveError(f"--user-dir {path}: no __init__.py in it (a package is needed)")
-        module = import_from_path(name, init, path)
+        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[path])
     elif os.path.isfile(path) and path.endswith(".py"):
-        module = import_from_path(name, path)
+        spec = importlib.util.spec_from_file_location(name, path)
     else:
         raise ObjectiveError(
             f"--user-dir {path}: not found (give a package directory or a .py file that registers "
             "objectives)"
         )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
     importlib.invalidate_caches()
     return module
