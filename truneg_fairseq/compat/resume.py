@@ -33,6 +33,7 @@ from truneg_fairseq.checkpoint_schema.load_errors import CheckpointError, descri
 
 from .dictionary_record import KEY as DICTIONARY
 from .dictionary_record import dictionary_record, difference
+from .namespace_conversion import wrap_once
 from .refusals import is_refusal
 
 RECORDS = "truneg_records"
@@ -87,19 +88,17 @@ def recorded_runs() -> None:
     """Add the run's records to every checkpoint fairseq-train saves (see the module docstring)."""
     from fairseq.trainer import Trainer
 
-    original = Trainer.state_dict
-    if getattr(original, "truneg_records", False):  # installed already
-        return
+    def with_records(original):
+        def state_dict(self):
+            state = original(self)
+            records = _records(self)
+            if records:
+                state["extra_state"][RECORDS] = records
+            return state
 
-    def state_dict(self):
-        state = original(self)
-        records = _records(self)
-        if records:
-            state["extra_state"][RECORDS] = records
-        return state
+        return state_dict
 
-    state_dict.truneg_records = True
-    Trainer.state_dict = state_dict
+    wrap_once(Trainer, "state_dict", with_records, marker="truneg_records")
 
 
 def _fields(model) -> dict:
@@ -223,42 +222,40 @@ def checked_resume() -> None:
     resume (see the module docstring)."""
     from fairseq.trainer import Trainer
 
-    original = Trainer.load_checkpoint
-    if getattr(original, "truneg_checked", False):  # installed already
-        return
+    def checked_on_resume(original):
+        def load_checkpoint(
+            self,
+            filename,
+            reset_optimizer=False,
+            reset_lr_scheduler=False,
+            optimizer_overrides=None,
+            reset_meters=False,
+        ):
+            try:
+                extra = original(
+                    self,
+                    filename,
+                    reset_optimizer,
+                    reset_lr_scheduler,
+                    optimizer_overrides,
+                    reset_meters=reset_meters,
+                )
+                if extra is not None:
+                    records = extra.get(RECORDS) or {}
+                    _check_resumed_dictionary(self.task, records.get(DICTIONARY), filename)
+                    for name, obj in (("criterion", self.get_criterion()), ("task", self.task)):
+                        check = getattr(obj, "check_checkpoint_record", None)
+                        if callable(check):
+                            check(records.get(name), str(filename), not reset_optimizer)
+            except Exception as e:
+                msg = resume_message(filename, e, self)
+                if msg is None:
+                    raise
+                if is_refusal(e):
+                    raise
+                raise CheckpointError(msg) from None
+            return extra
 
-    def load_checkpoint(
-        self,
-        filename,
-        reset_optimizer=False,
-        reset_lr_scheduler=False,
-        optimizer_overrides=None,
-        reset_meters=False,
-    ):
-        try:
-            extra = original(
-                self,
-                filename,
-                reset_optimizer,
-                reset_lr_scheduler,
-                optimizer_overrides,
-                reset_meters=reset_meters,
-            )
-            if extra is not None:
-                records = extra.get(RECORDS) or {}
-                _check_resumed_dictionary(self.task, records.get(DICTIONARY), filename)
-                for name, obj in (("criterion", self.get_criterion()), ("task", self.task)):
-                    check = getattr(obj, "check_checkpoint_record", None)
-                    if callable(check):
-                        check(records.get(name), str(filename), not reset_optimizer)
-        except Exception as e:
-            msg = resume_message(filename, e, self)
-            if msg is None:
-                raise
-            if is_refusal(e):
-                raise
-            raise CheckpointError(msg) from None
-        return extra
+        return load_checkpoint
 
-    load_checkpoint.truneg_checked = True
-    Trainer.load_checkpoint = load_checkpoint
+    wrap_once(Trainer, "load_checkpoint", checked_on_resume, marker="truneg_checked")
