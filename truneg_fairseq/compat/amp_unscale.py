@@ -17,6 +17,9 @@ optimizer, then steps through the outer one); no issue filed that we know of.
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 import torch
 
 from .namespace_conversion import wrap_once
@@ -28,8 +31,6 @@ def _amp_update_is_short() -> bool:
     ``GradScaler`` at scale 4, the trainer's calls (``backward``, ``clip_grad_norm``, ``step``).
     The parameter should move by 1; fairseq 0.12 moves it by 1/4. Anything that stops the probe
     (an ``AMPOptimizer`` built differently) counts as fixed: the shim is for the code it knows."""
-    import warnings
-
     from omegaconf import OmegaConf
 
     try:
@@ -65,8 +66,6 @@ def _amp_update_is_short() -> bool:
 def amp_unscales_once() -> None:
     """Unscale ``--amp`` gradients once (see the module docstring): ``clip_grad_norm``
     unscales through the fairseq optimizer that ``step`` hands to the ``GradScaler``."""
-    import logging
-
     from fairseq.optim.amp_optimizer import AMPOptimizer
 
     def unscale_once(original):

@@ -20,6 +20,8 @@ Upstream: fairseq issue #4696 (``--bf16`` without ``--tpu`` asks torch_xla for i
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import logging
 
 from truneg_fairseq.errors import (
@@ -32,15 +34,11 @@ _MARKER = "truneg_bf16"  # the marker of the wrappers this mend installs
 
 
 def _xla_installed() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("torch_xla") is not None
 
 
 def bf16_means_autocast() -> None:
     """``--bf16``: fp32 weights, bf16 autocast, no loss scaler (see the module docstring)."""
-    import functools
-
     from fairseq import checkpoint_utils  # noqa: F401  (imported, so that it is in sys.modules)
     from fairseq.dataclass import utils as dataclass_utils
     from fairseq.tasks import FairseqTask

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import contextvars
+import functools
 
 from truneg_fairseq.checkpoint_schema.config_bounds import bound_config
 from truneg_fairseq.checkpoint_schema.config_rebuild import rebuild_args, rebuild_config
@@ -206,8 +207,6 @@ def bounded_torch_load() -> None:
     """``torch.load`` called by fairseq's ``load_checkpoint_to_cpu`` (the one call it makes,
     while :data:`_READING` names the file) gives what it read to :func:`bound_checkpoint_configs`
     before fairseq does anything with it. Every other call is torch's own, unchanged."""
-    import functools
-
     import torch
 
     def bound_checkpoints(original):

@@ -25,6 +25,7 @@ more releases.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -104,8 +105,6 @@ def recorded_runs() -> None:
 def _fields(model) -> dict:
     """The fields of a model config: a dict, an omegaconf config or (fairseq's RoBERTa and the
     models registered without a dataclass) an argparse namespace."""
-    import argparse
-
     if isinstance(model, argparse.Namespace):
         return vars(model)
     try:
@@ -127,8 +126,6 @@ def _saved_model_config(path) -> dict:
 def _model_keys(arch) -> set:
     """The model fields of architecture ``arch`` (its dataclass, or the flags of its add_args):
     a legacy model's config is the whole command line, of which only these describe the model."""
-    import argparse
-
     from fairseq.models import (
         ARCH_MODEL_NAME_REGISTRY,
         ARCH_MODEL_REGISTRY,
