@@ -48,8 +48,12 @@ given a symbolic link or a copy of another name: fairseq imports the directory's
 the same package, registered once (:func:`_under_another_name`).
 """
 
+import importlib
+import importlib.util
 import os
+import re
 import sys
+import warnings
 from typing import Optional, Sequence
 
 __version__ = "0.1.0"
@@ -87,7 +91,6 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    import warnings
 
     # fairseq 0.12 scripts functions with torch.jit.script when it is imported; torch 2.13
     # deprecates that call, which says nothing to a user of the plugin
@@ -146,8 +149,6 @@ def _is_wrapper(path: str) -> bool:
     """Whether the script ``path`` is a wrapper of a command module ``truneg_fairseq.cli.<name>``
     (the checkout's scripts folder, ``examples/study/run_study.py``, or a copy): it imports that
     module's ``main``."""
-    import re
-
     here = os.path.dirname(os.path.abspath(__file__))
     if not path.endswith(".py"):
         return False
@@ -168,8 +169,6 @@ def fairseq_installed() -> bool:
     framework-free core and the HuggingFace front end (:mod:`truneg_fairseq.core`,
     :mod:`truneg_fairseq.hf`), and nothing registers; with it, a broken fairseq fails loudly
     at registration."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec("fairseq") is not None
     except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules
@@ -182,8 +181,6 @@ def _under_another_name(name: str) -> None:
     (imported now from this directory, unless imported already) is registered, and ``name`` and
     its submodules become that package and its submodules, so that nothing is imported or
     registered twice (fairseq's own import of ``name.tasks.*`` and ``name.models.*`` included)."""
-    import importlib.util
-
     package = __package_name__
     real = sys.modules.get(package)
     if real is None:
@@ -213,15 +210,11 @@ class _Alias:
         self.alias, self.package = alias, package
 
     def find_spec(self, fullname, path=None, target=None):
-        import importlib.util
-
         if not fullname.startswith(self.alias + "."):
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec):
-        import importlib
-
         return importlib.import_module(self.package + spec.name[len(self.alias) :])
 
     def exec_module(self, module):
@@ -239,8 +232,6 @@ class _RegisterAfterFairseq:
     itself at its first use."""
 
     def find_spec(self, fullname, path=None, target=None):
-        import importlib.util
-
         if fullname != "fairseq":
             return None
         if self in sys.meta_path:

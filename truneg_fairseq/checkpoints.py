@@ -29,8 +29,6 @@ def data_dir_for(
     (:mod:`truneg_fairseq.compat.dictionary_record`); the directory's ``needs`` must be that
     dictionary. Without it, a ``data`` given while the recorded directory still holds its
     ``needs`` must list the same symbols as that one."""
-    import os
-
     first = str(recorded).split(os.pathsep)[0] if recorded else None
     if first:  # the training data's dictionary: an input, whether it is compared or not
         reading(
@@ -94,8 +92,6 @@ def _check_same_dictionary(checkpoint, recorded, data, flag, needs) -> None:
     """``data`` given while the directory the checkpoint records still holds its ``needs``: both
     must list the same symbols, else the model's rows would be read as other words (a dictionary
     of another size fails to load; one of the same size would give wrong results in silence)."""
-    import os
-
     first = str(recorded).split(os.pathsep)[0] if recorded else None
     if not first or os.path.realpath(first) == os.path.realpath(data):
         return

@@ -4,6 +4,8 @@ command line is parsed), the study's ``--jobs`` flag, and parsing a command line
 ``--dict`` is required."""
 
 import argparse
+import signal
+import threading
 
 from truneg_fairseq.cli.common import check_required_dict, count_arg
 from truneg_fairseq.cli.threads import set_threads_if_unset
@@ -45,9 +47,6 @@ def _register_whole() -> None:
     """:func:`truneg_fairseq.register`, with a Ctrl-C that arrives during its imports taken after
     them: an import broken off halfway leaves a module half made (numpy's, say), which fails
     later in ways that have nothing to do with the interrupt."""
-    import signal
-    import threading
-
     import truneg_fairseq
 
     if not truneg_fairseq.fairseq_installed():

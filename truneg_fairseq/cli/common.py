@@ -1,8 +1,11 @@
 """Shared helpers for the thin CLIs in scripts/."""
 
+import argparse
+import functools
 import logging
 import os
 import sys
+import warnings
 
 # hydra 1.3's notices for the calls fairseq 0.12 makes when it composes a config from arguments
 # (hydra.experimental's initialize/compose, no version_base, the "_group_" package header of
@@ -20,8 +23,6 @@ HYDRA_NOTICES = (
 
 def setup_logging(name: str) -> logging.Logger:
     """Log to stdout in fairseq's format (hydra's :data:`HYDRA_NOTICES` left out)."""
-    import warnings
-
     for message in HYDRA_NOTICES:
         warnings.filterwarnings("ignore", message=message, category=UserWarning)
     logging.basicConfig(
@@ -39,8 +40,6 @@ def hydra_train(argv) -> None:
     :data:`HYDRA_NOTICES` and its working-directory notice left out, and fairseq's own
     ``logging.basicConfig(level=DEBUG)`` (made at import by one of its models) undone, so
     hydra's set-up does not print ``DEBUG:hydra`` lines before the run's logging starts."""
-    import warnings
-
     notices = HYDRA_NOTICES + (r"\s*Future Hydra versions will no longer change working directory",)
     for message in notices:
         warnings.filterwarnings("ignore", message=message, category=UserWarning)
@@ -57,8 +56,6 @@ def interruptible(main):
     atomically, so an interrupted command leaves no partial file. Every file the command reads
     is compared with its outputs as it is read (:mod:`truneg_fairseq.outputs.inputs`): one that
     is an output is one error line, nothing written."""
-    import functools
-
     from truneg_fairseq.outputs import InputAsOutputError, begin_run, end_run
 
     @functools.wraps(main)
@@ -84,8 +81,6 @@ def fail(msg: str, code: int = 2) -> "NoReturn":  # noqa: F821
 
 def count_arg(text: str) -> int:
     """argparse type: an integer >= 0."""
-    import argparse
-
     try:
         n = int(text)
     except ValueError:
@@ -98,7 +93,6 @@ def count_arg(text: str) -> int:
 def _renamed_flag_action(new_flag: str):
     """An argparse action for a flag kept under an old name: it stores into the new name's dest
     and says which name to use from now on."""
-    import argparse
 
     class Renamed(argparse.Action):
         def __call__(self, parser, namespace, values, option_string=None):
@@ -113,8 +107,6 @@ def _renamed_flag_action(new_flag: str):
 
 def add_renamed_flag(parser, old_flag: str, new_flag: str, dest: str, **kwargs) -> None:
     """Accept ``old_flag`` as an alias of ``new_flag`` (same ``dest``), hidden from ``--help``."""
-    import argparse
-
     parser.add_argument(
         old_flag, dest=dest, action=_renamed_flag_action(new_flag), help=argparse.SUPPRESS, **kwargs
     )
@@ -148,8 +140,6 @@ def add_checkpoint_args(parser, several: bool = False, help: str = "fairseq chec
 
 
 def _suppress():
-    import argparse
-
     return argparse.SUPPRESS
 
 

@@ -6,6 +6,9 @@ lists them. This builds the parser exactly as ``fairseq-train`` does for the giv
 returns its help: every flag once, with the owner prefix the plugin gives its own.
 """
 
+import argparse
+import os
+import sys
 from typing import Sequence
 
 from truneg_fairseq.cli.common import interruptible
@@ -53,8 +56,6 @@ def choices_parser():
     """The flags that decide which flags a fairseq-train command line has (its task, model,
     criterion, optimizer, scheduler and plugin folder), read before fairseq is imported so that
     a command line without a model is one usage line at once."""
-    import argparse
-
     p = argparse.ArgumentParser(
         prog="truneg-train-help",
         description=HELP,
@@ -80,8 +81,6 @@ def _check_choices(chooser, argv) -> None:
     """Refuse at once, before fairseq is imported, a command line without a model: the flags
     it names that are not the chooser's are named too (which fairseq-train flags exist depends
     on the model, so they are checked once --arch is given)."""
-    import argparse
-
     if any(a in ("-a", "--arch") or a.startswith(("-a=", "--arch=")) for a in argv):
         chooser.parse_known_args(argv)  # a malformed --arch: argparse's own message
         return
@@ -102,8 +101,6 @@ def _check_choices(chooser, argv) -> None:
 @interruptible
 def main(argv=None) -> int:
     """``truneg-train-help FAIRSEQ-TRAIN FLAGS``: the full help of that command line."""
-    import sys
-
     argv = list(sys.argv[1:] if argv is None else argv)
     chooser = choices_parser()
     if argv in ([], ["-h"], ["--help"]):
@@ -139,8 +136,6 @@ def main(argv=None) -> int:
 
 def _package_user_dir(argv):
     """``--user-dir truneg_fairseq`` run outside the checkout: the installed package's folder."""
-    import os
-
     import truneg_fairseq
 
     out = list(argv)

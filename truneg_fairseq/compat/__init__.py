@@ -73,8 +73,10 @@ fields, the plugin's model values, load errors in words) is not a mend: it is
 :mod:`truneg_fairseq.checkpoint_schema`, beside the checkpoint reader; ``checkpoint_configs``
 applies it to everything fairseq loads.
 
-``namespace_conversion`` is not a mend: 7. and 9. both wrap fairseq's
-``convert_namespace_to_omegaconf`` and rebind it where fairseq bound it by name.
+``namespace_conversion`` is not a mend: its ``wrap_once`` puts every mend's wrapper (and those
+of :mod:`truneg_fairseq.training`) in place, once, behind the marker the wrapper carries; and 7.
+and 9. both wrap fairseq's ``convert_namespace_to_omegaconf`` and rebind it where fairseq bound
+it by name.
 
 One more mend lives outside this package: ``masked_lm``'s ``--mask-whole-words`` reads a
 ``self.args`` fairseq 0.12 no longer sets
@@ -129,6 +131,7 @@ from .finished_run import finished_run_does_nothing  # noqa: F401
 from .first_speed import first_update_speed  # noqa: F401
 from .hub_archives import ArchiveError, UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .log_file import one_log_file_handler  # noqa: F401
+from .namespace_conversion import wrap_once  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
 from .refusals import is_refusal, one_line_refusals  # noqa: F401

@@ -17,7 +17,12 @@ optimizer, then steps through the outer one); no issue filed that we know of.
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 import torch
+
+from .namespace_conversion import wrap_once
 
 
 def _amp_update_is_short() -> bool:
@@ -26,8 +31,6 @@ def _amp_update_is_short() -> bool:
     ``GradScaler`` at scale 4, the trainer's calls (``backward``, ``clip_grad_norm``, ``step``).
     The parameter should move by 1; fairseq 0.12 moves it by 1/4. Anything that stops the probe
     (an ``AMPOptimizer`` built differently) counts as fixed: the shim is for the code it knows."""
-    import warnings
-
     from omegaconf import OmegaConf
 
     try:
@@ -63,36 +66,37 @@ def _amp_update_is_short() -> bool:
 def amp_unscales_once() -> None:
     """Unscale ``--amp`` gradients once (see the module docstring): ``clip_grad_norm``
     unscales through the fairseq optimizer that ``step`` hands to the ``GradScaler``."""
-    import logging
-
     from fairseq.optim.amp_optimizer import AMPOptimizer
 
-    if getattr(AMPOptimizer.clip_grad_norm, "truneg_unscale_once", False):  # installed already
-        return
-    if not _amp_update_is_short():
-        return
-    log = logging.getLogger("fairseq.optim.amp_optimizer")
+    def unscale_once(original):
+        if not _amp_update_is_short():  # a fairseq that has fixed it is left alone
+            return None
+        log = logging.getLogger("fairseq.optim.amp_optimizer")
 
-    def clip_grad_norm(self, max_norm, aggregate_norm_fn=None):
-        # the scaler remembers per object that it has unscaled (and whether it found inf/nan):
-        # unscaling through the object step() passes makes step() apply these gradients as they are
-        self.scaler.unscale_(self.fp32_optimizer)
-        grad_norm = self.fp32_optimizer.clip_grad_norm(max_norm, aggregate_norm_fn)
-        if not torch.isfinite(
-            grad_norm
-        ).all():  # step() skips the update, update() backs off the scale
-            next_scale = self.next_loss_scale
-            if next_scale <= self.min_loss_scale:
-                raise FloatingPointError(
-                    f"AMP: the loss scale would fall to {next_scale}, at or below --min-loss-scale "
-                    f"{self.min_loss_scale}: the loss is probably diverging. Restart from an earlier "
-                    "checkpoint (a lower --lr or a longer warm-up) or train in fp32"
+        def clip_grad_norm(self, max_norm, aggregate_norm_fn=None):
+            # the scaler remembers per object that it has unscaled (and whether it found
+            # inf/nan): unscaling through the object step() passes makes step() apply these
+            # gradients as they are
+            self.scaler.unscale_(self.fp32_optimizer)
+            grad_norm = self.fp32_optimizer.clip_grad_norm(max_norm, aggregate_norm_fn)
+            if not torch.isfinite(
+                grad_norm
+            ).all():  # step() skips the update, update() backs off the scale
+                next_scale = self.next_loss_scale
+                if next_scale <= self.min_loss_scale:
+                    raise FloatingPointError(
+                        f"AMP: the loss scale would fall to {next_scale}, at or below "
+                        f"--min-loss-scale {self.min_loss_scale}: the loss is probably diverging. "
+                        "Restart from an earlier checkpoint (a lower --lr or a longer warm-up) or "
+                        "train in fp32"
+                    )
+                log.info(
+                    "AMP: gradients overflowed; skipping the update, loss scale goes to %s",
+                    next_scale,
                 )
-            log.info(
-                "AMP: gradients overflowed; skipping the update, loss scale goes to %s", next_scale
-            )
-        return grad_norm
+            return grad_norm
 
-    clip_grad_norm.truneg_unscale_once = True
-    clip_grad_norm.__doc__ = AMPOptimizer.clip_grad_norm.__doc__
-    AMPOptimizer.clip_grad_norm = clip_grad_norm
+        clip_grad_norm.__doc__ = original.__doc__
+        return clip_grad_norm
+
+    wrap_once(AMPOptimizer, "clip_grad_norm", unscale_once, marker="truneg_unscale_once")

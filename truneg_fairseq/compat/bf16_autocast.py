@@ -20,25 +20,25 @@ Upstream: fairseq issue #4696 (``--bf16`` without ``--tpu`` asks torch_xla for i
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import logging
 
 from truneg_fairseq.errors import (
     PrecisionFlagError,  # noqa: F401  (defined in the one place of the errors)
 )
 
-from .namespace_conversion import rebind_conversion
+from .namespace_conversion import rebind_conversion, wrap_once
+
+_MARKER = "truneg_bf16"  # the marker of the wrappers this mend installs
 
 
 def _xla_installed() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("torch_xla") is not None
 
 
 def bf16_means_autocast() -> None:
     """``--bf16``: fp32 weights, bf16 autocast, no loss scaler (see the module docstring)."""
-    import functools
-
     from fairseq import checkpoint_utils  # noqa: F401  (imported, so that it is in sys.modules)
     from fairseq.dataclass import utils as dataclass_utils
     from fairseq.tasks import FairseqTask
@@ -49,9 +49,7 @@ def bf16_means_autocast() -> None:
 
     log = logging.getLogger("truneg_fairseq.precision")
 
-    convert = dataclass_utils.convert_namespace_to_omegaconf
-    if not getattr(convert, "truneg_bf16", False):
-
+    def undo_implied_tpu(convert):
         @functools.wraps(convert)
         def convert_namespace_to_omegaconf(args):
             if (
@@ -62,13 +60,16 @@ def bf16_means_autocast() -> None:
                 args.tpu = False  # fairseq's "--bf16 implies --tpu": there is no TPU runtime here
             return convert(args)
 
-        convert_namespace_to_omegaconf.truneg_bf16 = True
         convert_namespace_to_omegaconf.truneg_quiet = getattr(convert, "truneg_quiet", False)
-        rebind_conversion(convert, convert_namespace_to_omegaconf)
+        return convert_namespace_to_omegaconf
 
-    init = Trainer.__init__
-    if not getattr(init, "truneg_bf16", False):
+    convert = dataclass_utils.convert_namespace_to_omegaconf
+    if wrap_once(
+        dataclass_utils, "convert_namespace_to_omegaconf", undo_implied_tpu, marker=_MARKER
+    ):
+        rebind_conversion(convert, dataclass_utils.convert_namespace_to_omegaconf)
 
+    def fp32_weights(init):
         @functools.wraps(init)
         def __init__(self, cfg, task, model, criterion, *args, **kwargs):
             if isinstance(cfg, argparse.Namespace):
@@ -78,8 +79,9 @@ def bf16_means_autocast() -> None:
                 other = [f"--{f}" for f in ("fp16", "amp") if common.get(f, False)]
                 if other:
                     raise PrecisionFlagError(
-                        f"--bf16 and {' and '.join(other)} are two mixed-precision modes: give one of them "
-                        "(--bf16 on GPUs with bf16, A100/H100 and later; --fp16 on V100/T4)"
+                        f"--bf16 and {' and '.join(other)} are two mixed-precision modes: give "
+                        "one of them (--bf16 on GPUs with bf16, A100/H100 and later; --fp16 on "
+                        "V100/T4)"
                     )
                 with open_dict(common):
                     common.bf16 = False  # fp32 weights, batches and optimizer in fairseq's trainer
@@ -91,12 +93,11 @@ def bf16_means_autocast() -> None:
                 )
             init(self, cfg, task, model, criterion, *args, **kwargs)
 
-        __init__.truneg_bf16 = True
-        Trainer.__init__ = __init__
+        return __init__
 
-    train_step = FairseqTask.train_step
-    if not getattr(train_step, "truneg_bf16", False):
+    wrap_once(Trainer, "__init__", fp32_weights, marker=_MARKER)
 
+    def autocast_train_step(train_step):
         @functools.wraps(train_step)
         def task_train_step(
             self, sample, model, criterion, optimizer, update_num, ignore_grad=False
@@ -112,10 +113,15 @@ def bf16_means_autocast() -> None:
                 ignore_grad,
             )
 
-        @functools.wraps(FairseqTask.valid_step)
+        return task_train_step
+
+    def autocast_valid_step(valid_step):
+        @functools.wraps(valid_step)
         def task_valid_step(self, sample, model, criterion):
             return valid_step(self, sample, model, autocast_criterion(self, criterion))
 
-        valid_step = FairseqTask.valid_step
-        task_train_step.truneg_bf16 = task_valid_step.truneg_bf16 = True
-        FairseqTask.train_step, FairseqTask.valid_step = task_train_step, task_valid_step
+        return task_valid_step
+
+    # the two steps are replaced together, each with the marker
+    if wrap_once(FairseqTask, "train_step", autocast_train_step, marker=_MARKER):
+        wrap_once(FairseqTask, "valid_step", autocast_valid_step, marker=_MARKER)

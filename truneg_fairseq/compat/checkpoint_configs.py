@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import contextvars
+import functools
 
 from truneg_fairseq.checkpoint_schema.config_bounds import bound_config
 from truneg_fairseq.checkpoint_schema.config_rebuild import rebuild_args, rebuild_config
@@ -46,6 +47,8 @@ from truneg_fairseq.checkpoint_schema.evaluated_fields import (  # noqa: F401  (
 from truneg_fairseq.errors import (
     UnknownArchitectureError,  # noqa: F401  (defined in the one place of the errors)
 )
+
+from .namespace_conversion import wrap_once
 
 
 def rebuild_checkpoint_configs(state: dict, path: str, overrides=None) -> None:
@@ -204,25 +207,21 @@ def bounded_torch_load() -> None:
     """``torch.load`` called by fairseq's ``load_checkpoint_to_cpu`` (the one call it makes,
     while :data:`_READING` names the file) gives what it read to :func:`bound_checkpoint_configs`
     before fairseq does anything with it. Every other call is torch's own, unchanged."""
-    import functools
-
     import torch
 
-    original = torch.load
-    if getattr(original, "truneg_bounded", False):  # installed already
-        return
+    def bound_checkpoints(original):
+        @functools.wraps(original)
+        def load(*args, **kwargs):
+            state = original(*args, **kwargs)
+            path = _READING.get()
+            if path is not None:
+                _READING.set(None)  # the checkpoint itself only, not what a later call reads
+                bound_checkpoint_configs(state, path)
+            return state
 
-    @functools.wraps(original)
-    def load(*args, **kwargs):
-        state = original(*args, **kwargs)
-        path = _READING.get()
-        if path is not None:
-            _READING.set(None)  # the checkpoint itself only, not what a later call reads
-            bound_checkpoint_configs(state, path)
-        return state
+        return load
 
-    load.truneg_bounded = True
-    torch.load = load
+    wrap_once(torch, "load", bound_checkpoints, marker="truneg_bounded")
 
 
 def safe_checkpoint_configs() -> None:
@@ -236,28 +235,28 @@ def safe_checkpoint_configs() -> None:
     closed by the rebuild, which knows every field and every field fairseq evaluates."""
     from fairseq import checkpoint_utils
 
-    original = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(original, "truneg_safe", False):  # installed already
-        return
+    def rebuilt_configs(original):
+        bounded_torch_load()
 
-    bounded_torch_load()
+        def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+            token = _READING.set(str(path))
+            try:
+                state = original(
+                    path, arg_overrides=arg_overrides, load_on_all_ranks=load_on_all_ranks
+                )
+            except UnsafeCheckpointError:
+                raise  # said already, from what was read
+            except Exception:
+                _explain_failed_upgrade(str(path))
+                raise
+            finally:
+                _READING.reset(token)
+            if _FAMILIES_ONLY.get():
+                check_architecture(state, str(path))
+            rebuild_checkpoint_configs(state, str(path), arg_overrides)
+            check_plugin_model_values(state, str(path))
+            return state
 
-    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        token = _READING.set(str(path))
-        try:
-            state = original(path, arg_overrides=arg_overrides, load_on_all_ranks=load_on_all_ranks)
-        except UnsafeCheckpointError:
-            raise  # said already, from what was read
-        except Exception:
-            _explain_failed_upgrade(str(path))
-            raise
-        finally:
-            _READING.reset(token)
-        if _FAMILIES_ONLY.get():
-            check_architecture(state, str(path))
-        rebuild_checkpoint_configs(state, str(path), arg_overrides)
-        check_plugin_model_values(state, str(path))
-        return state
+        return load_checkpoint_to_cpu
 
-    load_checkpoint_to_cpu.truneg_safe = True
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", rebuilt_configs, marker="truneg_safe")

@@ -20,6 +20,8 @@ import shutil
 
 from truneg_fairseq.checkpoint_schema.load_errors import checkpoint_write_errors
 
+from .namespace_conversion import wrap_once
+
 
 def atomic_copy_file(src: str, dst: str) -> None:
     """Copy ``src`` to ``dst`` so that ``dst`` is never seen half-written, even if the process is
@@ -58,22 +60,20 @@ def atomic_checkpoint_copies() -> None:
     """Make fairseq's ``PathManager.copy`` atomic for local paths (see the module docstring)."""
     from fairseq.file_io import PathManager
 
-    original = PathManager.copy
-    if getattr(original, "truneg_atomic", False):  # installed already
-        return
+    def atomic_local_copies(original):
+        def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+            if PathManager.path_requires_pathmanager(
+                src_path
+            ) or PathManager.path_requires_pathmanager(dst_path):
+                return original(src_path, dst_path, overwrite=overwrite)
+            if os.path.exists(dst_path) and not overwrite:
+                return False  # as iopath does
+            atomic_copy_file(src_path, dst_path)
+            return True  # fairseq asserts the result
 
-    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-        if PathManager.path_requires_pathmanager(src_path) or PathManager.path_requires_pathmanager(
-            dst_path
-        ):
-            return original(src_path, dst_path, overwrite=overwrite)
-        if os.path.exists(dst_path) and not overwrite:
-            return False  # as iopath does
-        atomic_copy_file(src_path, dst_path)
-        return True  # fairseq asserts the result
+        return copy
 
-    copy.truneg_atomic = True
-    PathManager.copy = staticmethod(copy)
+    wrap_once(PathManager, "copy", atomic_local_copies, marker="truneg_atomic")
 
 
 def atomic_checkpoint_saves() -> None:
@@ -88,24 +88,22 @@ def atomic_checkpoint_saves() -> None:
     from fairseq import checkpoint_utils
     from fairseq.file_io import PathManager
 
-    original = checkpoint_utils.torch_persistent_save
-    if getattr(original, "truneg_atomic", False):  # installed already
-        return
+    def saves_of_their_own(original):
+        def torch_persistent_save(obj, filename, async_write: bool = False):
+            if async_write or PathManager.path_requires_pathmanager(filename):
+                return original(obj, filename, async_write=async_write)
+            from truneg_fairseq.outputs import temp_beside
 
-    def torch_persistent_save(obj, filename, async_write: bool = False):
-        if async_write or PathManager.path_requires_pathmanager(filename):
-            return original(obj, filename, async_write=async_write)
-        from truneg_fairseq.outputs import temp_beside
+            tmp = temp_beside(filename)
+            with checkpoint_write_errors(filename, tmp):
+                try:
+                    with open(tmp, "wb") as f:  # once: a retry would append to a partial file
+                        torch.save(obj, f)
+                    os.replace(tmp, filename)
+                except BaseException:
+                    tmp.unlink(missing_ok=True)
+                    raise
 
-        tmp = temp_beside(filename)
-        with checkpoint_write_errors(filename, tmp):
-            try:
-                with open(tmp, "wb") as f:  # once: a retry would append to a partial file
-                    torch.save(obj, f)
-                os.replace(tmp, filename)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
+        return torch_persistent_save
 
-    torch_persistent_save.truneg_atomic = True
-    checkpoint_utils.torch_persistent_save = torch_persistent_save
+    wrap_once(checkpoint_utils, "torch_persistent_save", saves_of_their_own, marker="truneg_atomic")

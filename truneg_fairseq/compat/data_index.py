@@ -48,6 +48,8 @@ from truneg_fairseq.errors import (  # noqa: F401  (defined in the one place of 
     SampleTooLongError,
 )
 
+from .namespace_conversion import wrap_once
+
 CHUNK = 1 << 22  # index entries checked at a time
 STORED_SLACK = 1 << 20  # bytes a sentence may claim beyond 4 x the file's bytes on disk
 
@@ -115,21 +117,19 @@ def checked_data_index() -> None:
     """Check every ``MMapIndexedDataset`` fairseq opens (see the module docstring)."""
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
-    original = MMapIndexedDataset._do_init
-    if getattr(original, "truneg_checked", False):  # installed already
-        return
+    def checked_on_open(original):
+        def _do_init(self, path):
+            from truneg_fairseq.outputs import reading
 
-    def _do_init(self, path):
-        from truneg_fairseq.outputs import reading
+            for ext in (".idx", ".bin"):  # an output of the command may not be a split it reads
+                reading(f"{path}{ext}", "binarized split")
+            original(self, path)
+            index = self._index
+            check_index(str(path), index.sizes, index._pointers, index.dtype().itemsize)
 
-        for ext in (".idx", ".bin"):  # an output of the command may not be a split it reads
-            reading(f"{path}{ext}", "binarized split")
-        original(self, path)
-        index = self._index
-        check_index(str(path), index.sizes, index._pointers, index.dtype().itemsize)
+        return _do_init
 
-    _do_init.truneg_checked = True
-    MMapIndexedDataset._do_init = _do_init
+    wrap_once(MMapIndexedDataset, "_do_init", checked_on_open, marker="truneg_checked")
 
 
 def _split_of(task, dataset) -> str:
@@ -147,30 +147,28 @@ def sized_samples() -> None:
     be left out, as one :class:`SampleTooLongError` (see the module docstring)."""
     from fairseq.tasks.fairseq_task import FairseqTask
 
-    original = FairseqTask.filter_indices_by_size
-    if getattr(original, "truneg_checked", False):  # installed already
-        return
+    def said_in_one_error(original):
+        def filter_indices_by_size(
+            self, indices, dataset, max_positions=None, ignore_invalid_inputs=False
+        ):
+            try:
+                return original(self, indices, dataset, max_positions, ignore_invalid_inputs)
+            except Exception as e:
+                found = _INVALID_SIZE.match(str(e)) if type(e) is Exception else None
+                if found is None:
+                    raise
+                sample, size, positions = found.groups()
+                raise SampleTooLongError(
+                    f"{_split_of(self, dataset)}.bin/.idx: sample {sample} has {size} tokens, more "
+                    f"than the {positions} positions the model takes (--tokens-per-sample, "
+                    "--max-positions): cut long sentences into blocks (--sample-break-mode none), "
+                    "leave them out (--skip-invalid-size-inputs-valid-test), or binarize "
+                    "shorter lines"
+                ) from None
 
-    def filter_indices_by_size(
-        self, indices, dataset, max_positions=None, ignore_invalid_inputs=False
-    ):
-        try:
-            return original(self, indices, dataset, max_positions, ignore_invalid_inputs)
-        except Exception as e:
-            found = _INVALID_SIZE.match(str(e)) if type(e) is Exception else None
-            if found is None:
-                raise
-            sample, size, positions = found.groups()
-            raise SampleTooLongError(
-                f"{_split_of(self, dataset)}.bin/.idx: sample {sample} has {size} tokens, more "
-                f"than the {positions} positions the model takes (--tokens-per-sample, "
-                "--max-positions): cut long sentences into blocks (--sample-break-mode none), "
-                "leave them out (--skip-invalid-size-inputs-valid-test), or binarize "
-                "shorter lines"
-            ) from None
+        return filter_indices_by_size
 
-    filter_indices_by_size.truneg_checked = True
-    FairseqTask.filter_indices_by_size = filter_indices_by_size
+    wrap_once(FairseqTask, "filter_indices_by_size", said_in_one_error, marker="truneg_checked")
 
 
 def bounded_token_ids() -> None:
@@ -178,30 +176,33 @@ def bounded_token_ids() -> None:
     (see the module docstring)."""
     from fairseq.data import indexed_dataset
 
-    original_make = indexed_dataset.make_dataset
-    if getattr(original_make, "truneg_checked", False):  # installed already
-        return
+    def bounded_by_dictionary(original):
+        def make_dataset(path, impl, fix_lua_indexing=False, dictionary=None):
+            dataset = original(path, impl, fix_lua_indexing, dictionary)
+            if dataset is not None and dictionary is not None:
+                setattr(dataset, DataIndexError.BOUND, (len(dictionary), str(path)))
+            return dataset
 
-    def make_dataset(path, impl, fix_lua_indexing=False, dictionary=None):
-        dataset = original_make(path, impl, fix_lua_indexing, dictionary)
-        if dataset is not None and dictionary is not None:
-            setattr(dataset, DataIndexError.BOUND, (len(dictionary), str(path)))
-        return dataset
+        return make_dataset
 
-    make_dataset.truneg_checked = True
-    indexed_dataset.make_dataset = make_dataset
+    def checked_on_read(original):
+        def __getitem__(self, i):
+            item = original(self, i)
+            bound = getattr(self, DataIndexError.BOUND, None)
+            if bound is not None and isinstance(i, int) and item.numel():
+                low, high = (int(v) for v in item.aminmax())
+                if low < 0 or high >= bound[0]:
+                    bad = high if high >= bound[0] else low
+                    raise DataIndexError.token_outside(self, f"sentence {i}", bad)
+            return item
 
-    cls = indexed_dataset.MMapIndexedDataset
-    original_get = cls.__getitem__
+        return __getitem__
 
-    def __getitem__(self, i):
-        item = original_get(self, i)
-        bound = getattr(self, DataIndexError.BOUND, None)
-        if bound is not None and isinstance(i, int) and item.numel():
-            low, high = (int(v) for v in item.aminmax())
-            if low < 0 or high >= bound[0]:
-                bad = high if high >= bound[0] else low
-                raise DataIndexError.token_outside(self, f"sentence {i}", bad)
-        return item
-
-    cls.__getitem__ = __getitem__
+    # the two are replaced together, each with the marker
+    if wrap_once(indexed_dataset, "make_dataset", bounded_by_dictionary, marker="truneg_checked"):
+        wrap_once(
+            indexed_dataset.MMapIndexedDataset,
+            "__getitem__",
+            checked_on_read,
+            marker="truneg_checked",
+        )

@@ -20,6 +20,8 @@ import functools
 import logging
 import os
 
+from .namespace_conversion import wrap_once
+
 logger = logging.getLogger(__name__)
 
 
@@ -36,23 +38,23 @@ def finished_run_does_nothing() -> None:
     call it on the module) so that a run already at ``--max-update`` ends there."""
     from fairseq import checkpoint_utils
 
-    original = checkpoint_utils.load_checkpoint
-    if getattr(original, "_truneg_finished_run", False):
-        return
+    def stops_when_finished(original):
+        @functools.wraps(original)
+        def load_checkpoint(cfg, trainer, **passthrough_args):
+            extra_state, epoch_itr = original(cfg, trainer, **passthrough_args)
+            max_update = int(trainer.cfg.optimization.max_update or 0)
+            done = trainer.get_num_updates()
+            if max_update > 0 and done >= max_update:
+                logger.info(
+                    f"the run is finished: {_loaded_file(cfg, trainer)} holds {done} updates and "
+                    f"--max-update is {max_update}; nothing was trained and no file was written "
+                    "(give a larger --max-update to train on, or a new --save-dir to start again)"
+                )
+                raise SystemExit(0)
+            return extra_state, epoch_itr
 
-    @functools.wraps(original)
-    def load_checkpoint(cfg, trainer, **passthrough_args):
-        extra_state, epoch_itr = original(cfg, trainer, **passthrough_args)
-        max_update = int(trainer.cfg.optimization.max_update or 0)
-        done = trainer.get_num_updates()
-        if max_update > 0 and done >= max_update:
-            logger.info(
-                f"the run is finished: {_loaded_file(cfg, trainer)} holds {done} updates and "
-                f"--max-update is {max_update}; nothing was trained and no file was written "
-                "(give a larger --max-update to train on, or a new --save-dir to start again)"
-            )
-            raise SystemExit(0)
-        return extra_state, epoch_itr
+        return load_checkpoint
 
-    load_checkpoint._truneg_finished_run = True
-    checkpoint_utils.load_checkpoint = load_checkpoint
+    wrap_once(
+        checkpoint_utils, "load_checkpoint", stops_when_finished, marker="_truneg_finished_run"
+    )

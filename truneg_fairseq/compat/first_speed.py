@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 import time
 
+from .namespace_conversion import wrap_once
+
 
 def _since_update_start(agg):
     """Seconds of the aggregator's updates so far (the one running included), or None when it
@@ -34,22 +36,20 @@ def first_update_speed() -> None:
     the module at each call) so that a speed meter made at an update times that update."""
     from fairseq.logging import meters, metrics
 
-    original = metrics.log_speed
-    if getattr(original, "_first_update_speed", False):
-        return
+    def times_the_update(original):
+        @functools.wraps(original)
+        def log_speed(key, value, priority=30, round=None):
+            for agg in metrics.get_active_aggregators():
+                if key in agg:
+                    agg[key].update(value)
+                    continue
+                agg.add_meter(key, meters.TimeMeter(round=round), priority)
+                elapsed = _since_update_start(agg)
+                if elapsed is None:
+                    agg[key].reset()
+                else:
+                    agg[key].reset(init=elapsed, n=value)
 
-    @functools.wraps(original)
-    def log_speed(key, value, priority=30, round=None):
-        for agg in metrics.get_active_aggregators():
-            if key in agg:
-                agg[key].update(value)
-                continue
-            agg.add_meter(key, meters.TimeMeter(round=round), priority)
-            elapsed = _since_update_start(agg)
-            if elapsed is None:
-                agg[key].reset()
-            else:
-                agg[key].reset(init=elapsed, n=value)
+        return log_speed
 
-    log_speed._first_update_speed = True
-    metrics.log_speed = log_speed
+    wrap_once(metrics, "log_speed", times_the_update, marker="_first_update_speed")

@@ -46,6 +46,8 @@ from truneg_fairseq.errors import (  # noqa: F401  (defined in the one place of 
     UnsafeArchiveError,
 )
 
+from .namespace_conversion import wrap_once
+
 logger = logging.getLogger(__name__)
 
 
@@ -246,18 +248,16 @@ def safe_hub_archives() -> None:
     ``fairseq.file_utils.load_archive_file`` (``hub_utils`` looks it up at each call)."""
     from fairseq import file_utils
 
-    original = file_utils.load_archive_file
-    if getattr(original, "truneg_safe", False):  # installed already
-        return
+    def checked_extraction(original):
+        def load_archive_file(archive_file):
+            try:
+                resolved = file_utils.cached_path(archive_file, cache_dir=None)
+            except EnvironmentError:
+                return original(archive_file)  # fairseq's message for a name it cannot find
+            if os.path.isdir(resolved):
+                return resolved
+            return extract(resolved)
 
-    def load_archive_file(archive_file):
-        try:
-            resolved = file_utils.cached_path(archive_file, cache_dir=None)
-        except EnvironmentError:
-            return original(archive_file)  # fairseq's message for a name it cannot find
-        if os.path.isdir(resolved):
-            return resolved
-        return extract(resolved)
+        return load_archive_file
 
-    load_archive_file.truneg_safe = True
-    file_utils.load_archive_file = load_archive_file
+    wrap_once(file_utils, "load_archive_file", checked_extraction, marker="truneg_safe")

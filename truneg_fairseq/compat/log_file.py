@@ -17,6 +17,8 @@ import functools
 import logging
 import os
 
+from .namespace_conversion import wrap_once
+
 
 def _has_file_handler(logger: logging.Logger, path: str) -> bool:
     target = os.path.abspath(path)
@@ -31,16 +33,14 @@ def one_log_file_handler() -> None:
     at each call) so that a log file gets its handler once."""
     from fairseq.logging import progress_bar as module
 
-    original = module.progress_bar
-    if getattr(original, "_one_log_file_handler", False):
-        return
+    def one_handler(original):
+        @functools.wraps(original)
+        def progress_bar(*args, **kwargs):
+            log_file = kwargs.get("log_file")
+            if log_file is not None and _has_file_handler(module.logger, log_file):
+                kwargs["log_file"] = None
+            return original(*args, **kwargs)
 
-    @functools.wraps(original)
-    def progress_bar(*args, **kwargs):
-        log_file = kwargs.get("log_file")
-        if log_file is not None and _has_file_handler(module.logger, log_file):
-            kwargs["log_file"] = None
-        return original(*args, **kwargs)
+        return progress_bar
 
-    progress_bar._one_log_file_handler = True
-    module.progress_bar = progress_bar
+    wrap_once(module, "progress_bar", one_handler, marker="_one_log_file_handler")

@@ -7,12 +7,12 @@ more releases.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 
 def numpy_compat_long() -> None:
     """``numpy.compat.long`` for fairseq's eos-mode ``TokenBlockDataset`` under NumPy 2."""
-    import types
-
     if getattr(np, "compat", None) is None:  # NumPy 1 has it (imported lazily on access)
         np.compat = types.SimpleNamespace(long=np.int64)

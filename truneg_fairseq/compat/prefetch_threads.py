@@ -8,14 +8,15 @@ more releases.
 
 from __future__ import annotations
 
+import atexit
+import queue
+import threading
+import time
+
 
 def _stop_prefetch_threads(timeout: float = 10.0) -> int:
     """Stop fairseq's live ``BackgroundConsumer`` threads after the batch each has in hand;
     returns how many were stopped."""
-    import queue
-    import threading
-    import time
-
     from fairseq.data.iterators import BackgroundConsumer
 
     stopped = 0
@@ -37,6 +38,4 @@ def _stop_prefetch_threads(timeout: float = 10.0) -> int:
 
 def stop_prefetch_at_exit() -> None:
     """Run :func:`_stop_prefetch_threads` at interpreter exit."""
-    import atexit
-
     atexit.register(_stop_prefetch_threads)

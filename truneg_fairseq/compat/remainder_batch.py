@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .namespace_conversion import wrap_once
+
 
 def keep_remainder_batch() -> None:
     """Keep the last, partial batch that ``data_utils.batch_by_size`` drops (see the module
@@ -26,40 +28,39 @@ def keep_remainder_batch() -> None:
     attribute covers every task."""
     from fairseq.data import data_utils
 
-    original = data_utils.batch_by_size
-    if getattr(original, "truneg_keeps_remainder", False):  # installed already
-        return
-
-    def batch_by_size(
-        indices,
-        num_tokens_fn,
-        num_tokens_vec=None,
-        max_tokens=None,
-        max_sentences=None,
-        required_batch_size_multiple=1,
-        fixed_shapes=None,
-    ):
-        if not isinstance(indices, np.ndarray):  # an iterator can be read once: as fairseq reads it
-            indices = np.fromiter(indices, dtype=np.int64, count=-1)
-        batches = original(
+    def keeps_remainder(original):
+        def batch_by_size(
             indices,
             num_tokens_fn,
-            num_tokens_vec=num_tokens_vec,
-            max_tokens=max_tokens,
-            max_sentences=max_sentences,
-            required_batch_size_multiple=required_batch_size_multiple,
-            fixed_shapes=fixed_shapes,
-        )
-        if fixed_shapes is not None or required_batch_size_multiple <= 1:
-            return batches  # nothing is dropped there
-        batched = sum(len(b) for b in batches)
-        rest = indices[batched:]
-        if len(rest) and (
-            not batches or np.array_equal(np.concatenate(batches), indices[:batched])
+            num_tokens_vec=None,
+            max_tokens=None,
+            max_sentences=None,
+            required_batch_size_multiple=1,
+            fixed_shapes=None,
         ):
-            batches = list(batches) + [rest]
-        return batches
+            if not isinstance(
+                indices, np.ndarray
+            ):  # an iterator can be read once: as fairseq reads it
+                indices = np.fromiter(indices, dtype=np.int64, count=-1)
+            batches = original(
+                indices,
+                num_tokens_fn,
+                num_tokens_vec=num_tokens_vec,
+                max_tokens=max_tokens,
+                max_sentences=max_sentences,
+                required_batch_size_multiple=required_batch_size_multiple,
+                fixed_shapes=fixed_shapes,
+            )
+            if fixed_shapes is not None or required_batch_size_multiple <= 1:
+                return batches  # nothing is dropped there
+            batched = sum(len(b) for b in batches)
+            rest = indices[batched:]
+            if len(rest) and (
+                not batches or np.array_equal(np.concatenate(batches), indices[:batched])
+            ):
+                batches = list(batches) + [rest]
+            return batches
 
-    batch_by_size.truneg_keeps_remainder = True
-    batch_by_size.__wrapped__ = original
-    data_utils.batch_by_size = batch_by_size
+        return batch_by_size
+
+    wrap_once(data_utils, "batch_by_size", keeps_remainder, marker="truneg_keeps_remainder")

@@ -25,6 +25,7 @@ more releases.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -33,6 +34,7 @@ from truneg_fairseq.checkpoint_schema.load_errors import CheckpointError, descri
 
 from .dictionary_record import KEY as DICTIONARY
 from .dictionary_record import dictionary_record, difference
+from .namespace_conversion import wrap_once
 from .refusals import is_refusal
 
 RECORDS = "truneg_records"
@@ -87,26 +89,22 @@ def recorded_runs() -> None:
     """Add the run's records to every checkpoint fairseq-train saves (see the module docstring)."""
     from fairseq.trainer import Trainer
 
-    original = Trainer.state_dict
-    if getattr(original, "truneg_records", False):  # installed already
-        return
+    def with_records(original):
+        def state_dict(self):
+            state = original(self)
+            records = _records(self)
+            if records:
+                state["extra_state"][RECORDS] = records
+            return state
 
-    def state_dict(self):
-        state = original(self)
-        records = _records(self)
-        if records:
-            state["extra_state"][RECORDS] = records
-        return state
+        return state_dict
 
-    state_dict.truneg_records = True
-    Trainer.state_dict = state_dict
+    wrap_once(Trainer, "state_dict", with_records, marker="truneg_records")
 
 
 def _fields(model) -> dict:
     """The fields of a model config: a dict, an omegaconf config or (fairseq's RoBERTa and the
     models registered without a dataclass) an argparse namespace."""
-    import argparse
-
     if isinstance(model, argparse.Namespace):
         return vars(model)
     try:
@@ -128,8 +126,6 @@ def _saved_model_config(path) -> dict:
 def _model_keys(arch) -> set:
     """The model fields of architecture ``arch`` (its dataclass, or the flags of its add_args):
     a legacy model's config is the whole command line, of which only these describe the model."""
-    import argparse
-
     from fairseq.models import (
         ARCH_MODEL_NAME_REGISTRY,
         ARCH_MODEL_REGISTRY,
@@ -223,42 +219,40 @@ def checked_resume() -> None:
     resume (see the module docstring)."""
     from fairseq.trainer import Trainer
 
-    original = Trainer.load_checkpoint
-    if getattr(original, "truneg_checked", False):  # installed already
-        return
+    def checked_on_resume(original):
+        def load_checkpoint(
+            self,
+            filename,
+            reset_optimizer=False,
+            reset_lr_scheduler=False,
+            optimizer_overrides=None,
+            reset_meters=False,
+        ):
+            try:
+                extra = original(
+                    self,
+                    filename,
+                    reset_optimizer,
+                    reset_lr_scheduler,
+                    optimizer_overrides,
+                    reset_meters=reset_meters,
+                )
+                if extra is not None:
+                    records = extra.get(RECORDS) or {}
+                    _check_resumed_dictionary(self.task, records.get(DICTIONARY), filename)
+                    for name, obj in (("criterion", self.get_criterion()), ("task", self.task)):
+                        check = getattr(obj, "check_checkpoint_record", None)
+                        if callable(check):
+                            check(records.get(name), str(filename), not reset_optimizer)
+            except Exception as e:
+                msg = resume_message(filename, e, self)
+                if msg is None:
+                    raise
+                if is_refusal(e):
+                    raise
+                raise CheckpointError(msg) from None
+            return extra
 
-    def load_checkpoint(
-        self,
-        filename,
-        reset_optimizer=False,
-        reset_lr_scheduler=False,
-        optimizer_overrides=None,
-        reset_meters=False,
-    ):
-        try:
-            extra = original(
-                self,
-                filename,
-                reset_optimizer,
-                reset_lr_scheduler,
-                optimizer_overrides,
-                reset_meters=reset_meters,
-            )
-            if extra is not None:
-                records = extra.get(RECORDS) or {}
-                _check_resumed_dictionary(self.task, records.get(DICTIONARY), filename)
-                for name, obj in (("criterion", self.get_criterion()), ("task", self.task)):
-                    check = getattr(obj, "check_checkpoint_record", None)
-                    if callable(check):
-                        check(records.get(name), str(filename), not reset_optimizer)
-        except Exception as e:
-            msg = resume_message(filename, e, self)
-            if msg is None:
-                raise
-            if is_refusal(e):
-                raise
-            raise CheckpointError(msg) from None
-        return extra
+        return load_checkpoint
 
-    load_checkpoint.truneg_checked = True
-    Trainer.load_checkpoint = load_checkpoint
+    wrap_once(Trainer, "load_checkpoint", checked_on_resume, marker="truneg_checked")

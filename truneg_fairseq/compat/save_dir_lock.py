@@ -24,6 +24,8 @@ import functools
 import logging
 import os
 
+from .namespace_conversion import wrap_once
+
 logger = logging.getLogger("fairseq_cli.train")
 
 _held = {}  # absolute save directory -> the ExitStack that holds its lock
@@ -55,25 +57,29 @@ def locked_save_dirs() -> None:
     from fairseq import checkpoint_utils
     from fairseq.distributed import utils as distributed_utils
 
-    verify = checkpoint_utils.verify_checkpoint_directory
-    if getattr(verify, "truneg_save_dir_lock", False):  # installed already
-        return
+    def locks_the_directory(verify):
+        @functools.wraps(verify)
+        def verify_checkpoint_directory(save_dir, *args, **kwargs):
+            verify(save_dir, *args, **kwargs)
+            lock_save_dir(save_dir)
 
-    @functools.wraps(verify)
-    def verify_checkpoint_directory(save_dir, *args, **kwargs):
-        verify(save_dir, *args, **kwargs)
-        lock_save_dir(save_dir)
+        return verify_checkpoint_directory
 
-    verify_checkpoint_directory.truneg_save_dir_lock = True
-    checkpoint_utils.verify_checkpoint_directory = verify_checkpoint_directory
+    def then_release(call_main):
+        @functools.wraps(call_main)
+        def call_main_then_release(cfg, main, **kwargs):
+            try:
+                return call_main(cfg, main, **kwargs)
+            finally:
+                _release_all()
 
-    call_main = distributed_utils.call_main
+        return call_main_then_release
 
-    @functools.wraps(call_main)
-    def call_main_then_release(cfg, main, **kwargs):
-        try:
-            return call_main(cfg, main, **kwargs)
-        finally:
-            _release_all()
-
-    distributed_utils.call_main = call_main_then_release
+    # the lock is taken and released together
+    if wrap_once(
+        checkpoint_utils,
+        "verify_checkpoint_directory",
+        locks_the_directory,
+        marker="truneg_save_dir_lock",
+    ):
+        wrap_once(distributed_utils, "call_main", then_release, marker="truneg_save_dir_lock")

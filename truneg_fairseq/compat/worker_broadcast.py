@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from .namespace_conversion import wrap_once
+
 
 def trusted_worker_broadcast() -> None:
     """Send fairseq's inter-worker objects with torch's own object broadcast (see the module
@@ -24,15 +26,16 @@ def trusted_worker_broadcast() -> None:
     broadcast."""
     from fairseq.distributed import utils as distributed_utils
 
-    if getattr(
-        distributed_utils._broadcast_object_slow, "truneg_trusted", False
-    ):  # installed already
-        return
+    def with_object_broadcast(original):  # replaces it: nothing of it is called
+        def broadcast_object_slow(obj, src_rank: int, group, dist_device):
+            box = [obj]
+            torch.distributed.broadcast_object_list(
+                box, src=src_rank, group=group, device=dist_device
+            )
+            return box[0]
 
-    def broadcast_object_slow(obj, src_rank: int, group, dist_device):
-        box = [obj]
-        torch.distributed.broadcast_object_list(box, src=src_rank, group=group, device=dist_device)
-        return box[0]
+        return broadcast_object_slow
 
-    broadcast_object_slow.truneg_trusted = True
-    distributed_utils._broadcast_object_slow = broadcast_object_slow
+    wrap_once(
+        distributed_utils, "_broadcast_object_slow", with_object_broadcast, marker="truneg_trusted"
+    )

@@ -45,6 +45,7 @@ import multiprocessing
 import os
 import random
 import time
+import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -97,8 +98,6 @@ def _init_worker(settings: Settings, vocab: CorpusVocabulary, wn=None) -> None:
     from truneg_fairseq.lexicon import load_wordnet
 
     if wn is None:
-        import warnings
-
         from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
         warnings.filterwarnings("ignore", message="The multilingual functions are not available")

@@ -9,10 +9,15 @@ temporary name, then renamed), so an interrupted run never leaves a half-written
 from __future__ import annotations
 
 import contextlib
+import importlib
+import json
 import logging
 import os
 import re
 import shutil
+import struct
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -53,8 +58,6 @@ def _open_binary(path: Path):
         head = f.read(6)
     for magic, module in _COMPRESSED.items():
         if head.startswith(magic):
-            import importlib
-
             return importlib.import_module(module).open(path, "rb")
     return open(path, "rb")
 
@@ -245,11 +248,6 @@ sentencepiece.SentencePieceTrainer.train(**json.loads(sys.argv[2]))
 
 def _train_in_child(kwargs: dict, seed: Optional[int]) -> None:
     """``SentencePieceTrainer.train(**kwargs)`` in a new interpreter; its error a RuntimeError."""
-    import json
-    import subprocess
-    import sys
-    import tempfile
-
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
         proc = subprocess.Popen(
             [sys.executable, "-c", _SPM_CHILD, str(os.getpid()), json.dumps(kwargs), str(seed)],
@@ -347,8 +345,6 @@ def write_mmap_index(path: Path, dtype, sizes_parts: Sequence[Path], n: int) -> 
     size as one Python list: tens of bytes a sentence). Its layout: the header fairseq writes
     (magic, version, dtype code, then the number of sentences), every size as int32, then every
     sentence's byte offset in the ``.bin`` as int64."""
-    import struct
-
     import numpy as np
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 

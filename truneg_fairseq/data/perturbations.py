@@ -14,6 +14,7 @@
 Everything is seeded (``random.Random(seed)``).
 """
 
+import copy
 import random
 import re
 from typing import List, Optional, Sequence, Tuple
@@ -63,8 +64,6 @@ def perturb_squad(
     data: dict, method: str, wn, seed: int = 1, prob: float = 0.1, max_swaps: int = 10
 ) -> Tuple[dict, dict]:
     """Perturb a SQuAD v1.1 JSON object; returns (new object, counts)."""
-    import copy
-
     rng = random.Random(seed)
     out = copy.deepcopy(data)
     counts = {"paragraphs": 0, "changed": 0}

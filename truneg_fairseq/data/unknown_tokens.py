@@ -4,6 +4,7 @@ fix. Used by the corpus pipeline and ``--task squad``."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -104,8 +105,6 @@ def unknown_cause(dictionary, tokenizer, texts: Iterable[str], sample: int = 200
       lacks, or a tenth of dict.txt's entries are unknown to the tokenizer (the dictionary of
       another tokenizer); for whitespace words: words outside a dictionary cut by --vocab-size;
     * otherwise: text the tokenizer's own vocabulary does not cover (its own <unk>)."""
-    import itertools
-
     from truneg_fairseq.text import UNKNOWN
 
     sample_texts = list(itertools.islice((t for t in texts if t.strip()), sample))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -58,8 +59,6 @@ def loading(checkpoint, names):
 
 
 def _unloadable(checkpoint: Path, names, error: BaseException) -> Optional[str]:
-    import pickle
-
     import torch
 
     present = [checkpoint / n for n in names if (checkpoint / n).is_file()]

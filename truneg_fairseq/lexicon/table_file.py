@@ -4,6 +4,7 @@ array and meta field checked for its type and range before the table is used, ea
 
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -66,8 +67,6 @@ def _headers(path: Path) -> dict:
     """{array name: (shape, dtype, uncompressed bytes)} of the ``.npy`` members of ``path``, read
     from each member's header (a few hundred bytes): nothing is decompressed beyond them. A
     member that would decompress to far more than it holds (a zip of zeros) is refused."""
-    import zipfile
-
     from numpy.lib import format as npy
 
     foreign = f"{path} is not a synonym table written by build_synonym_table.py"

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -328,8 +329,6 @@ class _Run:
     def remove_intermediates(self, stage: Path) -> None:
         """raw/ and tok/ go once the data-bin is written: the data-bin is what training reads,
         and the two would more than double the disk the output takes."""
-        import shutil
-
         parts = [stage / "raw", stage / "tok"]
         size = sum(f.stat().st_size for d in parts for f in d.rglob("*") if f.is_file())
         for d in parts:

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing as mp
 import os
 import shutil
+import signal
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable, List, Sequence, Tuple
 
@@ -175,8 +178,6 @@ def _binarize_job(job):
 
 def _worker_main(conn, fn, jobs, init, initargs):
     """A worker: its jobs in order, each result (or the error) sent back on ``conn``."""
-    import signal
-
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # told to stop, it just stops
     if hasattr(signal, "pthread_sigmask"):  # held by the parent over the fork (_sigterm_held)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
@@ -206,7 +207,6 @@ def _run_jobs(fn, jobs, workers: int, init, initargs, on_result=None):
         for k, j in enumerate(jobs):
             on_result(k, fn(j))
         return None
-    from multiprocessing.connection import wait
 
     ctx = fork_context()
     n = min(workers, len(jobs))
@@ -259,8 +259,6 @@ def _sigterm_held():
     (:mod:`~truneg_fairseq.pipelines.children`) would otherwise run inside the interpreter's
     at-fork callbacks, which print and drop the SystemExit it raises, and the command would go
     on with its workers killed."""
-    import signal
-
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
@@ -272,8 +270,6 @@ def _sigterm_held():
 
 
 def _shared(n: int):
-    import multiprocessing as mp
-
     return mp.RawArray("q", 2 * n)
 
 
@@ -430,6 +426,4 @@ def heartbeat(log, every: float, what: str):
 
 
 def fork_context():
-    import multiprocessing as mp
-
     return mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()

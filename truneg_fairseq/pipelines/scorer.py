@@ -16,6 +16,7 @@ with a seeded generator (:func:`masked_samples`: ``--text``, the study's fixed v
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
@@ -275,8 +276,6 @@ class FixedMaskScorer:
         config: Optional[FixedMaskConfig] = None,
         **fields,
     ):
-        import os
-
         from fairseq.data import Dictionary
 
         cfg = replace(config or FixedMaskConfig(), **fields)

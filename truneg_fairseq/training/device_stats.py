@@ -39,12 +39,15 @@ from typing import Dict, List, Optional
 
 import torch
 
+from truneg_fairseq.compat import wrap_once
+
 _PENDING_ATTR = "_truneg_pending_stats"
 # ``isfinite(grad_norm)`` of the update being reduced, left by the update that computed it
 FINITE_ATTR = "_truneg_grad_norm_finite"
 # the GraphSums that already holds the update's one-number statistics and gradient norm
 SUMMED_ATTR = "_truneg_summed_in_graph"
 _SETTING_ATTR = "_truneg_stats_setting"
+_MARKER = "_truneg_device_stats"  # on the wrappers this module installs
 
 
 class PendingStats:
@@ -365,52 +368,56 @@ def device_statistics() -> None:
     from fairseq.logging import metrics
 
     Trainer = trainer_module.Trainer
-    if getattr(Trainer._reduce_and_log_stats, "_truneg_device_stats", False):
-        return
-    reduce_and_log = Trainer._reduce_and_log_stats
 
-    def _reduce_and_log_stats(self, logging_outputs, sample_size, grad_norm=None):
-        setting = self.__dict__.get(_SETTING_ATTR)
-        if setting is None:  # read once: the criterion and the config do not change
-            setting = self.__dict__[_SETTING_ATTR] = (defers(self), self.cfg.common.log_interval)
-        finite = self.__dict__.pop(FINITE_ATTR, None)
-        summed = self.__dict__.pop(SUMMED_ATTR, None)
-        if grad_norm is None or logging_outputs is None or not setting[0]:
-            flush(self)  # validation and anything else: what came before is reduced first
-            return reduce_and_log(self, logging_outputs, sample_size, grad_norm)
-        pending = getattr(self, _PENDING_ATTR, None)
-        if pending is None:
-            pending = PendingStats(
-                dict(metrics._active_aggregators),
-                type(self.get_criterion()),
-                float(self.cfg.optimization.clip_norm),
-            )
-            setattr(self, _PENDING_ATTR, pending)
-            _live_trainers.add(self)
-        update = self.get_num_updates()
-        pending.add(logging_outputs, grad_norm, update, finite, summed)
-        # fairseq-train reads the interval's meters right after the update it logs at
-        if update % setting[1] == 0:
-            flush(self)
-        return UpdateStats(self, logging_outputs, sample_size)
+    def deferred(reduce_and_log):
+        def _reduce_and_log_stats(self, logging_outputs, sample_size, grad_norm=None):
+            setting = self.__dict__.get(_SETTING_ATTR)
+            if setting is None:  # read once: the criterion and the config do not change
+                setting = self.__dict__[_SETTING_ATTR] = (
+                    defers(self),
+                    self.cfg.common.log_interval,
+                )
+            finite = self.__dict__.pop(FINITE_ATTR, None)
+            summed = self.__dict__.pop(SUMMED_ATTR, None)
+            if grad_norm is None or logging_outputs is None or not setting[0]:
+                flush(self)  # validation and anything else: what came before is reduced first
+                return reduce_and_log(self, logging_outputs, sample_size, grad_norm)
+            pending = getattr(self, _PENDING_ATTR, None)
+            if pending is None:
+                pending = PendingStats(
+                    dict(metrics._active_aggregators),
+                    type(self.get_criterion()),
+                    float(self.cfg.optimization.clip_norm),
+                )
+                setattr(self, _PENDING_ATTR, pending)
+                _live_trainers.add(self)
+            update = self.get_num_updates()
+            pending.add(logging_outputs, grad_norm, update, finite, summed)
+            # fairseq-train reads the interval's meters right after the update it logs at
+            if update % setting[1] == 0:
+                flush(self)
+            return UpdateStats(self, logging_outputs, sample_size)
 
-    _reduce_and_log_stats._truneg_device_stats = True
-    Trainer._reduce_and_log_stats = _reduce_and_log_stats
+        return _reduce_and_log_stats
 
-    save_checkpoint = Trainer.save_checkpoint
+    def flushed_first(save_checkpoint):
+        @functools.wraps(save_checkpoint)
+        def flushed_save_checkpoint(self, filename, extra_state):
+            flush(self)  # the saved meters hold every update
+            return save_checkpoint(self, filename, extra_state)
 
-    @functools.wraps(save_checkpoint)
-    def flushed_save_checkpoint(self, filename, extra_state):
-        flush(self)  # the saved meters hold every update
-        return save_checkpoint(self, filename, extra_state)
+        return flushed_save_checkpoint
 
-    Trainer.save_checkpoint = flushed_save_checkpoint
-
-    for name in ("get_smoothed_values", "get_smoothed_value", "get_meter", "get_meters"):
-        read = getattr(metrics, name)
-
-        def flushed(*args, _read=read, **kwargs):
+    def flushed_read(read):
+        def flushed(*args, **kwargs):
             flush_all()
-            return _read(*args, **kwargs)
+            return read(*args, **kwargs)
 
-        setattr(metrics, name, flushed)
+        return flushed
+
+    # the reduction, the save and the reads of the meters are replaced together
+    if not wrap_once(Trainer, "_reduce_and_log_stats", deferred, marker=_MARKER):
+        return
+    wrap_once(Trainer, "save_checkpoint", flushed_first, marker=_MARKER)
+    for name in ("get_smoothed_values", "get_smoothed_value", "get_meter", "get_meters"):
+        wrap_once(metrics, name, flushed_read, marker=_MARKER)

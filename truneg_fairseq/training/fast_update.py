@@ -54,6 +54,8 @@ from typing import Optional
 
 import torch
 
+from truneg_fairseq.compat import wrap_once
+
 from .device_stats import FINITE_ATTR, SUMMED_ATTR, defers
 from .sync_debug import sync_debug_setting, sync_guard
 from .worker_grads import all_reduce_statistics
@@ -398,18 +400,15 @@ def fast_updates() -> None:
     from fairseq import trainer as trainer_module
     from fairseq.logging import metrics
 
-    Trainer = trainer_module.Trainer
-    if getattr(Trainer.train_step, "_truneg_fast", False):
-        return
-    fairseq_train_step = Trainer.train_step
+    def fast_where_it_applies(fairseq_train_step):
+        def train_step(self, samples, raise_oom=False):
+            plan = fast_update_of(self)
+            if plan is None:
+                return fairseq_train_step(self, samples, raise_oom)
+            with metrics.aggregate("train"):  # as fairseq's decorator on its train_step
+                return plan(samples, raise_oom)
 
-    def train_step(self, samples, raise_oom=False):
-        plan = fast_update_of(self)
-        if plan is None:
-            return fairseq_train_step(self, samples, raise_oom)
-        with metrics.aggregate("train"):  # as fairseq's decorator on its train_step
-            return plan(samples, raise_oom)
+        train_step.__doc__ = fairseq_train_step.__doc__
+        return train_step
 
-    train_step._truneg_fast = True
-    train_step.__doc__ = fairseq_train_step.__doc__
-    Trainer.train_step = train_step
+    wrap_once(trainer_module.Trainer, "train_step", fast_where_it_applies, marker="_truneg_fast")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Dict, List
 
@@ -179,8 +180,6 @@ def plot(out_dir: str, results, xlabel: str = "updates after the shared stage 1"
 
 def machine_description(gpu: bool) -> str:
     """CPU model and core count, or the CUDA device's name."""
-    import platform
-
     import torch
 
     if gpu and torch.cuda.is_available():

@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 from truneg_fairseq.outputs import atomic_open
@@ -106,7 +107,6 @@ class Runner:
             for cmd, name in jobs:
                 self._run(cmd, name)
             return
-        from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
         env = thread_env(parallel)
         self.log.info(

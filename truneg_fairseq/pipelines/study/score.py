@@ -5,8 +5,10 @@ cases."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
@@ -155,8 +157,6 @@ def _score_in_workers(tasks, scorer_args: tuple, jobs: int, log: Optional[loggin
 
         scorer = FixedMaskScorer(*scorer_args)
         return None, (scorer.score_checkpoint(t[2], t[3]) for t in tasks)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     if log:
         log.info(f"scoring {len(tasks)} checkpoints, {jobs} at a time")

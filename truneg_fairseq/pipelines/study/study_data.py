@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections import Counter
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from truneg_fairseq.outputs import atomic_open
@@ -105,8 +106,6 @@ def corpus_lines(raw, setting: Setting, log: logging.Logger) -> List[str]:
     """Tokenized lines (:func:`word_tokenize`) of ``raw`` for the setting: at most
     ``max_lines``; lines longer than a sample left out; with ``in_vocab_only`` also the lines
     holding a word outside the ``vocab_size`` most frequent ones (each count logged)."""
-    from collections import Counter
-
     lines, too_long = [], 0
     for line in raw:
         words = word_tokenize(line)
