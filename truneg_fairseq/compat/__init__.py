@@ -73,7 +73,7 @@ fields, the plugin's model values, load errors in words) is not a mend: it is
 :mod:`truneg_fairseq.checkpoint_schema`, beside the checkpoint reader; ``checkpoint_configs``
 applies it to everything fairseq loads.
 
-``namespace_conversion`` is not a mend: its ``wrap_once`` puts every mend's wrapper (and those
+``wrapping`` is not a mend: its ``wrap_once`` puts every mend's wrapper (and those
 of :mod:`truneg_fairseq.training`) in place, once, behind the marker the wrapper carries; and 7.
 and 9. both wrap fairseq's ``convert_namespace_to_omegaconf`` and rebind it where fairseq bound
 it by name.
@@ -131,7 +131,6 @@ from .finished_run import finished_run_does_nothing  # noqa: F401
 from .first_speed import first_update_speed  # noqa: F401
 from .hub_archives import ArchiveError, UnsafeArchiveError, safe_hub_archives  # noqa: F401
 from .log_file import one_log_file_handler  # noqa: F401
-from .namespace_conversion import wrap_once  # noqa: F401
 from .numpy_long import numpy_compat_long  # noqa: F401
 from .prefetch_threads import _stop_prefetch_threads, stop_prefetch_at_exit  # noqa: F401
 from .refusals import is_refusal, one_line_refusals  # noqa: F401
@@ -139,6 +138,7 @@ from .remainder_batch import keep_remainder_batch  # noqa: F401
 from .resume import RECORDS, checked_resume, recorded_runs  # noqa: F401
 from .save_dir_lock import lock_save_dir, locked_save_dirs  # noqa: F401
 from .worker_broadcast import trusted_worker_broadcast  # noqa: F401
+from .wrapping import wrap_once  # noqa: F401
 
 # the order of the list above
 MENDS = (

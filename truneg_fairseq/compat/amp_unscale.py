@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 
 def _amp_update_is_short() -> bool:

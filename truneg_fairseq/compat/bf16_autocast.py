@@ -28,7 +28,7 @@ from truneg_fairseq.errors import (
     PrecisionFlagError,  # noqa: F401  (defined in the one place of the errors)
 )
 
-from .namespace_conversion import rebind_conversion, wrap_once
+from .wrapping import rebind_conversion, wrap_once
 
 _MARKER = "truneg_bf16"  # the marker of the wrappers this mend installs
 

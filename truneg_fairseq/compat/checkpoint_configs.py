@@ -48,7 +48,7 @@ from truneg_fairseq.errors import (
     UnknownArchitectureError,  # noqa: F401  (defined in the one place of the errors)
 )
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 
 def rebuild_checkpoint_configs(state: dict, path: str, overrides=None) -> None:

@@ -20,7 +20,7 @@ import shutil
 
 from truneg_fairseq.checkpoint_schema.load_errors import checkpoint_write_errors
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 
 def atomic_copy_file(src: str, dst: str) -> None:

@@ -48,7 +48,7 @@ from truneg_fairseq.errors import (  # noqa: F401  (defined in the one place of 
     SampleTooLongError,
 )
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 CHUNK = 1 << 22  # index entries checked at a time
 STORED_SLACK = 1 << 20  # bytes a sentence may claim beyond 4 x the file's bytes on disk

@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import time
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 
 def _since_update_start(agg):

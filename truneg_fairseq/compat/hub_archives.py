@@ -46,7 +46,7 @@ from truneg_fairseq.errors import (  # noqa: F401  (defined in the one place of 
     UnsafeArchiveError,
 )
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import functools
 import logging
 import os
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 
 def _has_file_handler(logger: logging.Logger, path: str) -> bool:

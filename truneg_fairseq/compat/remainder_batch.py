@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 
 def keep_remainder_batch() -> None:

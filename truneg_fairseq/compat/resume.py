@@ -34,8 +34,8 @@ from truneg_fairseq.checkpoint_schema.load_errors import CheckpointError, descri
 
 from .dictionary_record import KEY as DICTIONARY
 from .dictionary_record import dictionary_record, difference
-from .namespace_conversion import wrap_once
 from .refusals import is_refusal
+from .wrapping import wrap_once
 
 RECORDS = "truneg_records"
 _MATCH = re.compile(r"(Criterion|Optimizer) does not match; .*\. (\S+) vs (\S+)\s*$", re.S)

@@ -24,7 +24,7 @@ import functools
 import logging
 import os
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 logger = logging.getLogger("fairseq_cli.train")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from .namespace_conversion import wrap_once
+from .wrapping import wrap_once
 
 
 def trusted_worker_broadcast() -> None:
