@@ -31,6 +31,7 @@ Examples:
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -63,8 +64,6 @@ HF_FILES = (
 def _read(args) -> list:
     """(flag, file) of what a training run reads: the model's (and generator's) files, the
     text (a folder's .txt files) and the synonym table."""
-    import os
-
     from truneg_fairseq.outputs import files_in
 
     found = [("MODEL_DIR", p) for p in files_in(args.model_dir, HF_FILES)]
@@ -81,8 +80,6 @@ def _read(args) -> list:
 def _written(args) -> list:
     """(flag, file) of the files a training run writes into --output-dir (the final model, its
     tokenizer and arguments, and the synonym table it builds when none is given)."""
-    import os
-
     # the table is built and kept when none is given and no earlier run kept one (which is then
     # read back, not written)
     kept = os.path.isfile(os.path.join(args.output_dir, "synonyms.npz"))

@@ -4,6 +4,7 @@ checked before anything is built: these files come from elsewhere, so each is re
 running code and every value is checked for its type."""
 
 import json
+import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,6 @@ def _load_weight_file(path: Path) -> Dict[str, torch.Tensor]:
                 f"{path} is not a readable safetensors file (truncated or damaged: {str(e).splitlines()[0][:120]}); "
                 "download it again"
             ) from None
-    import pickle
-
     try:
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:

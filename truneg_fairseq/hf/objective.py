@@ -35,6 +35,7 @@ copies left out, listed in ``_keys_to_ignore_on_save``), activation (gradient) c
 from __future__ import annotations
 
 import logging
+import os
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -351,8 +352,6 @@ class TrueNegativeMLM(nn.Module):
 
     def save_pretrained(self, out_dir, tokenizer=None) -> None:
         """Each HF model with ``save_pretrained`` (``from_pretrained`` reads them back)."""
-        import os
-
         for sub, model in self.models().items():
             path = os.path.join(str(out_dir), sub) if sub else str(out_dir)
             model.save_pretrained(path)
@@ -361,8 +360,6 @@ class TrueNegativeMLM(nn.Module):
 
     def load_pretrained_weights(self, in_dir) -> None:
         """Load the weights :meth:`save_pretrained` wrote into the models in place."""
-        import os
-
         for sub, model in self.models().items():
             path = os.path.join(str(in_dir), sub) if sub else str(in_dir)
             if sub == "discriminator" and not os.path.isdir(path):

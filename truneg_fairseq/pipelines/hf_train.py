@@ -14,6 +14,7 @@ CPU, NCCL on GPUs); ``batch_size`` is per process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -243,8 +244,6 @@ def run(cfg: HFTrainConfig) -> str:
     """Train; returns the output directory (the final model is saved there). Every input is
     checked first; the process that writes (rank 0) holds the output directory's lock
     (:func:`truneg_fairseq.outputs.output_lock`) for the whole run."""
-    import contextlib
-
     from truneg_fairseq.hf import output_dir as outdir
     from truneg_fairseq.outputs import output_lock
 
