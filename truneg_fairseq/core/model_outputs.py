@@ -53,10 +53,6 @@ class MaskedLMOutputs:
     def __contains__(self, key: str) -> bool:
         return key in _NAMES and getattr(self, key) is not None
 
-    def keys(self):
-        """The names of the fields the pass filled."""
-        return [n for n in _NAMES if getattr(self, n) is not None]
-
 
 _NAMES = tuple(f.name for f in fields(MaskedLMOutputs))
 

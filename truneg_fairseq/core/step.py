@@ -2,8 +2,8 @@
 loss and the logged sums. torch only.
 
 A front end (a fairseq criterion, the HF objective) runs its model once, in the model's own
-``forward``, and gets the dict of :mod:`truneg_fairseq.models.objectives` (``mlm_logits`` S x V,
-``mlm_pred`` S, and what the objective asks for); :func:`masked_lm_step` turns it into the loss
+``forward``, and gets its :class:`~truneg_fairseq.core.model_outputs.MaskedLMOutputs`
+(``mlm_logits`` S x V, ``mlm_pred`` S, and what the objective asks for); :func:`masked_lm_step` turns it into the loss
 and the step's summable statistics. What happens inside the model pass that every front end
 shares is here too: the prediction-filled sentence and the sentence-KL encodings given an
 ``encode`` callable (:func:`prediction_filled`, :func:`sentence_kl_encodings`).
@@ -25,7 +25,7 @@ from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
 
-from truneg_fairseq.core import losses, objectives
+from truneg_fairseq.core import losses
 from truneg_fairseq.core import statistics as st
 from truneg_fairseq.core.model_outputs import MaskedLMOutputs
 from truneg_fairseq.core.objectives.registry import MLM_TERM, Objective
@@ -93,18 +93,13 @@ def sentence_kl_pass(
 
 
 # ---- the loss ----------------------------------------------------------------------------
-def objective_of(objective) -> Objective:
-    """An objective instance: given, or the registered one of that name with its defaults."""
-    return objective if isinstance(objective, Objective) else objectives.get(objective)()
-
-
 def masked_lm_step(
     net: MaskedLMOutputs,
     sel,
     src_tokens: torch.Tensor,
     target: torch.Tensor,
     pad: int,
-    objective,
+    objective: Objective,
     *,
     lookup=None,
     words: Callable[[torch.Tensor], torch.Tensor],
@@ -117,8 +112,8 @@ def masked_lm_step(
     """The loss and the logged sums of one step.
 
     net: the model pass's outputs; sel: its selection; objective: an
-    :class:`~truneg_fairseq.core.objectives.Objective` (or a registered name: its defaults); src_tokens, target: B x T (the masked
-    input; the gold ids at the masked positions, ``pad`` elsewhere); lookup: the synonym lookup
+    :class:`~truneg_fairseq.core.objectives.Objective` instance (its parameters' values);
+    src_tokens, target: B x T (the masked input; the gold ids at the masked positions, ``pad`` elsewhere); lookup: the synonym lookup
     (:class:`~truneg_fairseq.core.lookup.SynonymLookup`) or None; words: S gold ids -> S bool,
     the ordinary entries (not specials, not the mask) whose masked positions are counted as words;
     nonpad: B x T; ntokens, nsentences: logged as given; dropped: masked positions beyond the
@@ -151,7 +146,7 @@ def masked_lm_step(
         whole,
         pad,
     )
-    own, stats = objective_of(objective).loss_terms(step)
+    own, stats = objective.loss_terms(step)
     terms = [(MLM_TERM, 1.0, nll.sum()), *own]
     stats = dict(stats)
     if rtd is not None:
